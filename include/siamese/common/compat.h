@@ -1,0 +1,24 @@
+#pragma once
+// Every difference between LibTorch versions lives here: Debian's 1.13 (CPU, CI) and the
+// 2.x builds used on GPUs. Code elsewhere calls these wrappers and never tests versions.
+#include <torch/torch.h>
+#include <torch/version.h>
+
+namespace siamese::compat {
+
+inline constexpr bool kTorch2 = TORCH_VERSION_MAJOR >= 2;
+
+// Causal (or unmasked) attention with the fastest kernel the library has.
+// q, k, v: [B, H, T, hd] with equal head counts.
+inline torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, double dropout_p,
+                                                  bool is_causal) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, is_causal);
+#else
+  return std::get<0>(at::_scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p,
+                                                       /*need_attn_weights=*/false, is_causal));
+#endif
+}
+
+}  // namespace siamese::compat

@@ -1,0 +1,145 @@
+#pragma once
+// Run configuration as plain structs. Key names and defaults follow OLMo's config.py
+// (allenai/OLMo, olmo/config.py) so OLMo YAML files read the same here; fields marked
+// "ours" are this project's additions (docs/configuration.md). The YAML schema that maps
+// dotted keys onto these fields lives in src/config/schema.cpp, in one table.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace siamese {
+
+// SiameseNorm ablation switches (paper Sec. 4 ablations); all on = the paper's model.
+struct SiameseConfig {
+  bool depth_scaling = true;     // divide X-stream updates by c_l = sqrt(2(l+1))
+  bool fused_input_norm = true;  // LN on the fused sublayer input
+  bool gamma = true;             // learnable vector on X before attention (hybrid_pre c1)
+};
+
+struct ModelConfig {
+  int64_t d_model = 768;
+  int64_t n_heads = 12;
+  std::optional<int64_t> n_kv_heads;  // unset = n_heads (MHA); 1 = MQA
+  std::optional<double> clip_qkv;
+  int64_t n_layers = 12;
+  int64_t mlp_ratio = 4;
+  std::optional<int64_t> mlp_hidden_size;  // overrides mlp_ratio * d_model
+  std::string activation_type = "swiglu";  // swiglu | gelu | relu
+  std::string block_type = "sequential";
+  bool rope = false;
+  bool rope_full_precision = true;
+  double rope_theta = 10000.0;
+  bool flash_attention = false;
+  double attention_dropout = 0.1;
+  bool multi_query_attention = false;
+  bool attention_layer_norm = false;  // OLMo's full-width Q,K norms
+  double residual_dropout = 0.1;
+  double embedding_dropout = 0.1;
+  bool embedding_layer_norm = false;
+  std::string layer_norm_type = "default";  // default | low_precision (LayerNorm) | rms
+  bool layer_norm_with_affine = true;
+  double layer_norm_eps = 1e-5;
+  bool attention_layer_norm_with_affine = true;
+  int64_t max_sequence_length = 1024;
+  bool include_bias = true;
+  std::optional<bool> bias_for_layer_norm;  // unset = include_bias
+  bool scale_logits = false;
+  int64_t vocab_size = 50257;
+  int64_t embedding_size = 50304;
+  bool weight_tying = true;
+  int64_t eos_token_id = 50256;
+  int64_t pad_token_id = 50256;
+  std::string init_device = "cpu";
+  std::string init_fn = "normal";  // normal | mitchell | full_megatron
+  double init_std = 0.02;
+  std::optional<double> init_cutoff_factor;
+  std::optional<double> emb_init_std;
+  bool scale_emb_init = false;
+  // HybridNorm's per-head QKV norms (names from the HybridNorm repository's config).
+  bool use_query_norm = false;
+  bool use_key_norm = false;
+  bool use_value_norm = false;
+
+  // ours
+  std::string residual = "pre";  // the topology; MODEL_TYPE values (src/model/topologies)
+  SiameseConfig siamese;
+  double mixln_alpha = 0.25;  // Mix-LN: first floor(alpha*L) layers are Post-Norm
+  int64_t hc_rate = 2;        // Hyper-Connections expansion rate n
+  bool hc_dynamic = true;     // DHC (dynamic) vs SHC (static)
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw";
+  double learning_rate = 1e-4;
+  double weight_decay = 0.01;
+  std::vector<double> betas = {0.9, 0.95};
+  double eps = 1e-5;
+  bool decay_norm_and_bias = false;
+  bool decay_embeddings = false;
+  std::optional<int64_t> metrics_log_interval;
+};
+
+struct SchedulerConfig {
+  std::string name = "cosine_with_warmup";
+  std::string units = "steps";  // steps | tokens
+  double t_warmup = 100;
+  std::optional<double> t_max;  // unset = the run's max duration
+  double alpha_f = 0.1;
+  std::optional<double> warmup_min_lr;
+};
+
+struct DataConfig {
+  std::vector<std::string> paths;
+  std::string memmap_dtype = "uint16";  // uint8 | uint16 | uint32 | uint64
+  std::string pad_direction = "right";
+  bool drop_last = false;
+  int64_t num_workers = 0;
+  bool pin_memory = false;
+  std::optional<int64_t> seed;  // unset = top-level seed
+  // ours: the built-in synthetic corpus used when `paths` is empty (quickstart, tests).
+  std::string synthetic = "";  // "" | arithmetic
+};
+
+struct TokenizerConfig {
+  std::string identifier = "gpt2";
+  std::string truncate_direction = "right";
+};
+
+struct EvaluatorConfig {
+  std::string label;
+  std::string type = "lm";         // lm | downstream
+  std::vector<std::string> paths;  // lm: token files
+  std::string memmap_dtype = "";   // lm: unset = data.memmap_dtype
+  std::string data_dir = "";       // downstream: folder with <task>.jsonl (ours)
+  int64_t subset_num_batches = -1;
+};
+
+struct TrainConfig {
+  std::string run_name = "";
+  int64_t seed = 6198;
+  std::string save_folder = "./";
+  int64_t save_interval = 1000;
+  int64_t save_num_checkpoints_to_keep = -1;
+  bool save_overwrite = false;
+  std::string load_path = "";
+  std::string max_duration = "10000";  // steps "1000", tokens "2e9T", epochs "1ep"
+  int64_t global_train_batch_size = 512;
+  int64_t device_train_microbatch_size = 16;
+  int64_t device_eval_batch_size = 16;
+  std::string precision = "fp32";  // fp32 | amp_bf16
+  std::optional<double> max_grad_norm;
+  int64_t eval_interval = 1000;
+  int64_t eval_subset_num_batches = -1;
+  int64_t console_log_interval = 1;
+  std::string device = "auto";  // ours: auto | cpu | cuda
+
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  DataConfig data;
+  TokenizerConfig tokenizer;
+  std::vector<EvaluatorConfig> evaluators;
+};
+
+}  // namespace siamese

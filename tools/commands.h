@@ -1,0 +1,12 @@
+#pragma once
+// Each `siamese` subcommand lives in tools/cmd_<name>.cpp and registers itself here.
+#include <CLI/CLI.hpp>
+
+namespace siamese::cli {
+
+// A subcommand's handler runs after parsing; it returns the process exit code.
+using Handler = std::function<int()>;
+
+void add_info_command(CLI::App& app, Handler& run);
+
+}  // namespace siamese::cli

@@ -1,0 +1,30 @@
+// `siamese`: one binary for every workflow (train, eval, tokenize, parity, bench, ...).
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "commands.h"
+#include "siamese/common/logging.h"
+#include "siamese/common/error.h"
+
+int main(int argc, char** argv) {
+  siamese::init_logging(0);
+  CLI::App app{"siamese: pretraining and analysis of residual-normalization topologies"};
+  app.require_subcommand(1);
+  siamese::cli::Handler run;
+  siamese::cli::add_info_command(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run ? run() : 1;
+  } catch (const siamese::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
