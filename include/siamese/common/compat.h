@@ -4,6 +4,12 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
 namespace siamese::compat {
 
 inline constexpr bool kTorch2 = TORCH_VERSION_MAJOR >= 2;
@@ -20,5 +26,13 @@ inline torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const 
                                                        /*need_attn_weights=*/false, is_causal));
 #endif
 }
+
+// The concrete Gloo/NCCL process groups derive from ProcessGroup in 1.13 and from Backend
+// in 2.x; both offer the same allreduce/broadcast/barrier calls.
+#if TORCH_VERSION_MAJOR >= 2
+using CommBackend = c10d::Backend;
+#else
+using CommBackend = c10d::ProcessGroup;
+#endif
 
 }  // namespace siamese::compat

@@ -1,0 +1,51 @@
+#pragma once
+// The collective operations a data-parallel run needs, over a c10d process group:
+// Gloo on CPU, NCCL on CUDA (device = LOCAL_RANK). Failures of the other side (a rank that
+// died, a timeout) surface as siamese::Error with a message that says what to check,
+// so a broken job exits instead of hanging.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "siamese/common/compat.h"
+#include "siamese/dist/world.h"
+
+namespace c10d {
+class Store;
+class Work;
+}  // namespace c10d
+
+namespace siamese {
+
+class Communicator {
+ public:
+  // Connects to the rendezvous store at world.master_addr:master_port and builds the
+  // process group for `device`. `timeout` bounds every collective and the rendezvous.
+  Communicator(const World& world, torch::Device device, std::chrono::milliseconds timeout);
+
+  const World& world() const { return world_; }
+  int rank() const { return world_.rank; }
+  int size() const { return world_.size; }
+
+  // Asynchronous in-place sum; wait() on the returned work (or call wait(work)).
+  c10::intrusive_ptr<c10d::Work> all_reduce_sum_async(torch::Tensor& tensor);
+  void wait(const c10::intrusive_ptr<c10d::Work>& work);
+
+  void all_reduce_sum(torch::Tensor& tensor);
+  double all_reduce_sum(double value);
+  double all_reduce_max(double value);
+  void broadcast(torch::Tensor& tensor, int root = 0);
+  void barrier();
+
+ private:
+  [[noreturn]] void fail(const std::exception& e, const char* op) const;
+
+  World world_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<compat::CommBackend> group_;
+};
+
+}  // namespace siamese

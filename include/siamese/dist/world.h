@@ -1,0 +1,27 @@
+#pragma once
+// Where this process sits in a distributed launch, read from the launcher's environment:
+// torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_USE_AGENT_STORE) or Slurm's srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID).
+// A plain `siamese train` is a world of one.
+#include <string>
+
+namespace siamese {
+
+struct World {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // torchrun's agent already hosts the TCPStore: every rank, rank 0 included, is a client.
+  bool agent_hosts_store = false;
+  std::string launcher = "none";  // none | torchrun | slurm
+
+  bool distributed() const { return size > 1; }
+  bool is_main() const { return rank == 0; }
+};
+
+// Reads the environment; malformed values raise siamese::Error naming the variable.
+World detect_world();
+
+}  // namespace siamese

@@ -1,0 +1,129 @@
+#include "siamese/dist/communicator.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef SIAMESE_WITH_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <string>
+
+#include "siamese/common/error.h"
+
+namespace siamese {
+
+Communicator::Communicator(const World& world, torch::Device device,
+                           std::chrono::milliseconds timeout)
+    : world_(world), timeout_(timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(world.master_port);
+  opts.isServer = world.is_main() && !world.agent_hosts_store;
+  opts.numWorkers = world.size;
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  try {
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(world.master_addr, opts);
+    // torchrun's agent store is shared with the agent's own keys: keep ours apart.
+    store_ = c10::make_intrusive<c10d::PrefixStore>("siamese", tcp);
+  } catch (const std::exception& e) {
+    throw Error("cannot reach the rendezvous store at " + world.master_addr + ":" +
+                    std::to_string(world.master_port) + ": " + e.what(),
+                "rank " + std::to_string(world.rank),
+                "launch with scripts/torchrun (or srun with MASTER_ADDR/MASTER_PORT set) and "
+                "check that every rank sees the same address");
+  }
+  if (device.is_cuda()) {
+#ifdef SIAMESE_WITH_CUDA
+    auto nccl_opts = c10d::ProcessGroupNCCL::Options::create();
+    nccl_opts->timeout = timeout;
+    group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, world.rank, world.size, nccl_opts);
+#else
+    throw Error("a CUDA device was requested but this build has no CUDA", "device",
+                "build against a CUDA LibTorch (scripts/build_cuda.sh)");
+#endif
+  } else {
+    auto gloo_opts = c10d::ProcessGroupGloo::Options::create();
+    gloo_opts->timeout = timeout;
+    gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    try {
+      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, world.rank, world.size,
+                                                            gloo_opts);
+    } catch (const std::exception& e) {
+      fail(e, "connecting the process group");
+    }
+  }
+}
+
+void Communicator::fail(const std::exception& e, const char* op) const {
+  throw Error(std::string(op) + " failed: " + e.what(),
+              "rank " + std::to_string(world_.rank) + " of " + std::to_string(world_.size),
+              "another rank probably died or stalled for longer than the timeout (" +
+                  std::to_string(timeout_.count() / 1000) +
+                  " s, dist_timeout_seconds); check its log above");
+}
+
+c10::intrusive_ptr<c10d::Work> Communicator::all_reduce_sum_async(torch::Tensor& tensor) {
+  std::vector<torch::Tensor> tensors{tensor};
+  try {
+    return group_->allreduce(tensors, c10d::AllreduceOptions{});
+  } catch (const std::exception& e) {
+    fail(e, "all-reduce");
+  }
+}
+
+void Communicator::wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  try {
+    work->wait(timeout_);
+  } catch (const std::exception& e) {
+    fail(e, "waiting for a collective");
+  }
+}
+
+void Communicator::all_reduce_sum(torch::Tensor& tensor) { wait(all_reduce_sum_async(tensor)); }
+
+double Communicator::all_reduce_sum(double value) {
+  auto t = torch::tensor({value}, torch::kFloat64);
+  all_reduce_sum(t);
+  return t.item<double>();
+}
+
+double Communicator::all_reduce_max(double value) {
+  auto t = torch::tensor({value}, torch::kFloat64);
+  std::vector<torch::Tensor> tensors{t};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp::MAX;
+  try {
+    wait(group_->allreduce(tensors, opts));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(e, "all-reduce (max)");
+  }
+  return t.item<double>();
+}
+
+void Communicator::broadcast(torch::Tensor& tensor, int root) {
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::BroadcastOptions opts;
+  opts.rootRank = root;
+  try {
+    wait(group_->broadcast(tensors, opts));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(e, "broadcast");
+  }
+}
+
+void Communicator::barrier() {
+  try {
+    wait(group_->barrier(c10d::BarrierOptions{}));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(e, "barrier");
+  }
+}
+
+}  // namespace siamese

@@ -1,0 +1,64 @@
+#include "siamese/dist/world.h"
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "siamese/common/error.h"
+
+namespace siamese {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+int env_int(const char* name, int fallback) {
+  auto v = env(name);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    int x = std::stoi(*v, &used);
+    if (used == v->size() && x >= 0) return x;
+  } catch (const std::exception&) {
+  }
+  throw Error("environment variable " + std::string(name) + "=\"" + *v +
+                  "\" is not a non-negative integer",
+              "environment", "unset it or give a number; it is set by torchrun or srun");
+}
+
+}  // namespace
+
+World detect_world() {
+  World w;
+  if (env("RANK") || env("WORLD_SIZE")) {
+    w.launcher = "torchrun";
+    w.rank = env_int("RANK", 0);
+    w.size = env_int("WORLD_SIZE", 1);
+    w.local_rank = env_int("LOCAL_RANK", 0);
+    auto agent = env("TORCHELASTIC_USE_AGENT_STORE");
+    w.agent_hosts_store = agent && (*agent == "True" || *agent == "true" || *agent == "1");
+  } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
+    w.launcher = "slurm";
+    w.rank = env_int("SLURM_PROCID", 0);
+    w.size = env_int("SLURM_NTASKS", 1);
+    w.local_rank = env_int("SLURM_LOCALID", 0);
+  }
+  if (auto addr = env("MASTER_ADDR")) w.master_addr = *addr;
+  w.master_port = env_int("MASTER_PORT", w.master_port);
+  if (w.size < 1 || w.rank >= w.size) {
+    throw Error("rank " + std::to_string(w.rank) + " is outside world size " +
+                    std::to_string(w.size),
+                "environment (" + w.launcher + ")", "check RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS");
+  }
+  if (w.size > 1 && w.launcher == "slurm" && !env("MASTER_ADDR")) {
+    throw Error("Slurm launch without MASTER_ADDR", "environment",
+                "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1) "
+                "and MASTER_PORT before srun (README: Distributed training)");
+  }
+  return w;
+}
+
+}  // namespace siamese
