@@ -1,0 +1,84 @@
+#pragma once
+// The residual-topology seam (docs/architecture.md). A block has two sublayers,
+// attention and MLP, numbered s = 2*layer + {0 attn, 1 mlp}. Attention and MLP know
+// nothing about residuals; a Topology owns the residual state (one or more named
+// streams) and every norm on the residual path. The transformer loop is the same for
+// every topology:
+//
+//     State st = topo->begin(embeddings);
+//     for (s = 0; s < 2 * n_layers; ++s) topo->leave(st, dropout(F_s(topo->enter(st, s))), s);
+//     logits = head(topo->finish(st));
+//
+// Writing a topology (one file in src/model/topologies/, one line in registry.cpp):
+//   * derive from TopologyImpl, build norms with block_norm(layer, "name") / top_norm("name")
+//     and vectors with block_param(layer, "name", init): they then carry OLMo's state_dict
+//     names (transformer.blocks.{i}.name / transformer.name), see olmo_names.h;
+//   * implement begin / enter / leave / finish; enter may update the state (a lazy
+//     post-norm) before returning F's input; leave folds F's output back;
+//   * name the streams in State (analysis reads them through the probe hook: "x", "y", ...);
+//   * override requires_qkv_norm() / init_gain() if the topology needs them.
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "siamese/config/config.h"
+#include "siamese/model/norm.h"
+
+namespace siamese::model {
+
+// The residual state between sublayers: one tensor per named stream, each [B, T, d] (or any
+// shape the topology chooses, e.g. [n, B, T, d] for hyper-connections).
+struct State {
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> streams;
+
+  torch::Tensor& operator[](size_t i) { return streams[i]; }
+  const torch::Tensor& operator[](size_t i) const { return streams[i]; }
+};
+
+// The weight matrices of a block, for topologies that change their initialization.
+enum class Projection { Query, Key, Value, AttnOut, FfProj, FfOut };
+
+class TopologyImpl : public torch::nn::Module {
+ public:
+  explicit TopologyImpl(const ModelConfig& cfg);
+
+  // Residual state from the (dropped-out) token embeddings [B, T, d].
+  virtual State begin(torch::Tensor embeddings) = 0;
+  // Input of sublayer s (its F); may transform the state first.
+  virtual torch::Tensor enter(State& state, int64_t s) = 0;
+  // Folds F_s's output (after residual dropout) back into the streams.
+  virtual void leave(State& state, torch::Tensor f_out, int64_t s) = 0;
+  // The [B, T, d] representation fed to the LM head.
+  virtual torch::Tensor finish(State& state) = 0;
+
+  // True when the topology is defined with per-head Q/K/V norms inside attention
+  // (HybridNorm); check_model_config then requires use_{query,key,value}_norm.
+  virtual bool requires_qkv_norm() const { return false; }
+  // Factor applied to a projection's weight after the config's init (DeepNorm's beta).
+  virtual double init_gain(Projection p, int64_t layer) const { return 1.0; }
+
+  static int64_t layer_of(int64_t s) { return s / 2; }
+  static bool is_attention(int64_t s) { return s % 2 == 0; }
+
+ protected:
+  // A make_norm(cfg, d_model) registered as blocks.{layer}.{name}.
+  Norm block_norm(int64_t layer, const std::string& name);
+  // Any module registered as blocks.{layer}.{name} (e.g. a parameter-free norm).
+  template <typename M>
+  M block_module(int64_t layer, const std::string& name, M module) {
+    return blocks_[layer]->register_module(name, module);
+  }
+  // A learnable tensor registered as blocks.{layer}.{name}.
+  torch::Tensor block_param(int64_t layer, const std::string& name, torch::Tensor init);
+  // A make_norm(cfg, d_model) registered as {name} (OLMo's transformer.{name}).
+  Norm top_norm(const std::string& name);
+
+  ModelConfig cfg_;
+
+ private:
+  std::vector<std::shared_ptr<torch::nn::Module>> blocks_;  // holders, children of "blocks"
+};
+
+}  // namespace siamese::model

@@ -1,0 +1,133 @@
+#include "siamese/model/registry.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+
+#include "siamese/common/error.h"
+
+namespace siamese::model {
+
+// Factories, one per file in src/model/topologies/.
+std::shared_ptr<TopologyImpl> make_pre(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hybrid(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hybrid_pre(const ModelConfig&);
+
+namespace {
+
+struct Entry {
+  std::string name;
+  std::string description;
+  std::function<std::shared_ptr<TopologyImpl>(const ModelConfig&)> make;
+};
+
+const std::vector<Entry>& table() {
+  static const std::vector<Entry> entries = {
+      {"pre", "Pre-Norm: x += F(LN(x)); out = LN_f(x)", make_pre},
+      {"hybrid", "HybridNorm: x += Attn_qkvnorm(x); x = LN(x); x += FFN(x); out = LN_f(x)",
+       make_hybrid},
+      {"hybrid_pre",
+       "SiameseNorm (HybridNorm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
+       make_hybrid_pre},
+  };
+  return entries;
+}
+
+const Entry* find(const std::string& name) {
+  for (const auto& e : table())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+std::string joined_names() { return fmt::format("{}", fmt::join(topology_names(), ", ")); }
+
+}  // namespace
+
+const std::vector<std::string>& topology_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& e : table()) n.push_back(e.name);
+    return n;
+  }();
+  return names;
+}
+
+const std::string& topology_description(const std::string& name) {
+  const Entry* e = find(name);
+  if (!e) throw Error("unknown topology '" + name + "'", "model.residual",
+                      "use one of: " + joined_names());
+  return e->description;
+}
+
+std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg) {
+  const Entry* e = find(cfg.residual);
+  if (!e) throw Error("unknown topology '" + cfg.residual + "'", "model.residual",
+                      "use one of: " + joined_names());
+  return e->make(cfg);
+}
+
+void check_model_config(const ModelConfig& cfg) {
+  if (!find(cfg.residual))
+    throw Error("unknown topology '" + cfg.residual + "'", "model.residual",
+                "use one of: " + joined_names());
+  auto positive = [](int64_t v, const char* key) {
+    if (v <= 0) throw Error(fmt::format("{} must be positive, got {}", key, v), key);
+  };
+  positive(cfg.d_model, "model.d_model");
+  positive(cfg.n_heads, "model.n_heads");
+  positive(cfg.n_layers, "model.n_layers");
+  positive(cfg.vocab_size, "model.vocab_size");
+  positive(cfg.max_sequence_length, "model.max_sequence_length");
+  if (cfg.d_model % cfg.n_heads != 0)
+    throw Error(fmt::format("d_model {} is not divisible by n_heads {}", cfg.d_model, cfg.n_heads),
+                "model.n_heads", "pick n_heads dividing d_model");
+  if (cfg.n_kv_heads) {
+    positive(*cfg.n_kv_heads, "model.n_kv_heads");
+    if (cfg.n_heads % *cfg.n_kv_heads != 0)
+      throw Error(fmt::format("n_heads {} is not divisible by n_kv_heads {}", cfg.n_heads,
+                              *cfg.n_kv_heads),
+                  "model.n_kv_heads", "pick n_kv_heads dividing n_heads (1 = multi-query)");
+  }
+  if (cfg.rope && (cfg.d_model / cfg.n_heads) % 2 != 0)
+    throw Error("RoPE needs an even head dimension", "model.rope",
+                "choose d_model / n_heads even or set rope: false");
+  if (cfg.embedding_size < cfg.vocab_size)
+    throw Error(fmt::format("embedding_size {} is smaller than vocab_size {}", cfg.embedding_size,
+                            cfg.vocab_size),
+                "model.embedding_size", "set embedding_size >= vocab_size (OLMo pads it up)");
+  if (cfg.mlp_hidden_size) positive(*cfg.mlp_hidden_size, "model.mlp_hidden_size");
+  else positive(cfg.mlp_ratio, "model.mlp_ratio");
+  const int64_t hidden = cfg.mlp_hidden_size.value_or(cfg.mlp_ratio * cfg.d_model);
+  if (cfg.activation_type == "swiglu" && hidden % 2 != 0)
+    throw Error(fmt::format("SwiGLU splits the MLP hidden size in two; {} is odd", hidden),
+                "model.mlp_hidden_size", "use an even hidden size");
+  if (cfg.activation_type != "swiglu" && cfg.activation_type != "gelu" &&
+      cfg.activation_type != "relu")
+    throw Error("unknown activation_type '" + cfg.activation_type + "'", "model.activation_type",
+                "use swiglu, gelu or relu");
+  if (cfg.layer_norm_type != "default" && cfg.layer_norm_type != "low_precision" &&
+      cfg.layer_norm_type != "rms")
+    throw Error("unknown layer_norm_type '" + cfg.layer_norm_type + "'", "model.layer_norm_type",
+                "use default, low_precision or rms");
+  if (cfg.init_fn != "normal" && cfg.init_fn != "mitchell" && cfg.init_fn != "full_megatron")
+    throw Error("unknown init_fn '" + cfg.init_fn + "'", "model.init_fn",
+                "use normal, mitchell or full_megatron");
+  if (cfg.block_type != "sequential")
+    throw Error("block_type '" + cfg.block_type + "' is not supported", "model.block_type",
+                "use sequential (the residual topology is chosen by model.residual)");
+  if (cfg.attention_layer_norm && (cfg.use_query_norm || cfg.use_key_norm))
+    throw Error("attention_layer_norm (full-width Q,K norms) cannot be combined with per-head "
+                "use_query_norm / use_key_norm",
+                "model.attention_layer_norm", "enable one of the two");
+  if (make_topology(cfg)->requires_qkv_norm() &&
+      !(cfg.use_query_norm && cfg.use_key_norm && cfg.use_value_norm))
+    throw Error("topology '" + cfg.residual + "' is defined with per-head Q/K/V norms",
+                "model.use_query_norm / use_key_norm / use_value_norm",
+                "set all three to true");
+  for (double p : {cfg.attention_dropout, cfg.residual_dropout, cfg.embedding_dropout})
+    if (p < 0.0 || p >= 1.0)
+      throw Error(fmt::format("dropout probability {} is outside [0, 1)", p),
+                  "model.*_dropout", "use a value in [0, 1)");
+}
+
+}  // namespace siamese::model
