@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libtorch-dev libopenblas0-pthread libgloo-dev python3-torch
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev zlib1g-dev
+  libicu-dev nlohmann-json3-dev
   python3-numpy python3-matplotlib
 )
 missing=()
