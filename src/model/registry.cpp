@@ -12,6 +12,15 @@ namespace siamese::model {
 std::shared_ptr<TopologyImpl> make_pre(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_hybrid(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_hybrid_pre(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_post(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_deepnorm(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_residual(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_peri(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_pre_embednorm(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_mixln(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hybrid_star(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hc(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_post_pre(const ModelConfig&);
 
 namespace {
 
@@ -29,6 +38,15 @@ const std::vector<Entry>& table() {
       {"hybrid_pre",
        "SiameseNorm (HybridNorm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
        make_hybrid_pre},
+      {"post", "Post-Norm: x = LN(x + F(x)); out = x", make_post},
+      {"deepnorm", "DeepNorm: x = LN(alpha x + F(x)), alpha=(2N)^1/4, init gain (8N)^-1/4", make_deepnorm},
+      {"residual", "ResiDual: x = LN(x + F(x)); d += F(x); out = x + LN(d)", make_residual},
+      {"peri", "Peri-LN: x += LN(F(LN(x))); out = LN_f(x)", make_peri},
+      {"pre_embednorm", "Pre-Norm on RMS-normalized embeddings", make_pre_embednorm},
+      {"mixln", "Mix-LN: Post-Norm for the first floor(mixln_alpha*L) layers, Pre-Norm after", make_mixln},
+      {"hybrid_star", "HybridNorm*: HybridNorm with a Pre-Norm first block", make_hybrid_star},
+      {"hc", "Hyper-Connections (dynamic, hc_rate streams): H = A_r^T H + B^T F(LN(A_m^T H))", make_hc},
+      {"post_pre", "SiameseNorm (Post-Norm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))", make_post_pre},
   };
   return entries;
 }

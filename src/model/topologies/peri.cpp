@@ -1,0 +1,49 @@
+// Peri-LN (Kim et al. 2025, "Peri-LN: Revisiting Normalization Layer in the Transformer
+// Architecture", arXiv 2502.02732): norms around each sublayer, on its input and on its
+// output before the residual add, the identity path itself stays un-normalized,
+//   x = x + LN_out_s(F_s(LN_in_s(x))) for every sublayer s;  out = LN_f(x).
+// The output norm bounds each sublayer's contribution, so the stream grows about
+// linearly in depth instead of Pre-LN's unbounded growth from "massive activations".
+#include "siamese/model/topology.h"
+
+namespace siamese::model {
+namespace {
+
+class PeriNorm : public TopologyImpl {
+ public:
+  explicit PeriNorm(const ModelConfig& cfg) : TopologyImpl(cfg) {
+    for (int64_t l = 0; l < cfg.n_layers; ++l) {
+      attn_norm_.push_back(block_norm(l, "attn_norm"));
+      attn_out_norm_.push_back(block_norm(l, "attn_out_norm"));
+      ff_norm_.push_back(block_norm(l, "ff_norm"));
+      ff_out_norm_.push_back(block_norm(l, "ff_out_norm"));
+    }
+    ln_f_ = top_norm("ln_f");
+  }
+
+  State begin(torch::Tensor emb) override { return {{"x"}, {emb}}; }
+
+  torch::Tensor enter(State& st, int64_t s) override {
+    auto& norm = is_attention(s) ? attn_norm_[layer_of(s)] : ff_norm_[layer_of(s)];
+    return norm(st[0]);
+  }
+
+  void leave(State& st, torch::Tensor f, int64_t s) override {
+    auto& norm = is_attention(s) ? attn_out_norm_[layer_of(s)] : ff_out_norm_[layer_of(s)];
+    st[0] = st[0] + norm(f);
+  }
+
+  torch::Tensor finish(State& st) override { return ln_f_(st[0]); }
+
+ private:
+  std::vector<Norm> attn_norm_, attn_out_norm_, ff_norm_, ff_out_norm_;
+  Norm ln_f_{nullptr};
+};
+
+}  // namespace
+
+std::shared_ptr<TopologyImpl> make_peri(const ModelConfig& cfg) {
+  return std::make_shared<PeriNorm>(cfg);
+}
+
+}  // namespace siamese::model

@@ -1,0 +1,54 @@
+// Post-Norm (Vaswani et al. 2017, "Attention Is All You Need", arXiv 1706.03762; named
+// Post-LN by Xiong et al. 2020, arXiv 2002.04745): the norm sits after the residual add,
+//   x = LN_s(x + F_s(x)) for every sublayer s;  out = x.
+// No final norm: the last sublayer's LN already normalizes what the LM head sees.
+// DeepNorm (deepnorm.cpp) is this block with a residual weight alpha and an init gain
+// beta, so both are built here; plain Post-Norm is alpha = beta = 1.
+#include "siamese/model/topology.h"
+
+namespace siamese::model {
+namespace {
+
+class PostNorm : public TopologyImpl {
+ public:
+  PostNorm(const ModelConfig& cfg, double alpha, double beta)
+      : TopologyImpl(cfg), alpha_(alpha), beta_(beta) {
+    for (int64_t l = 0; l < cfg.n_layers; ++l) {
+      attn_norm_.push_back(block_norm(l, "attn_norm"));
+      ff_norm_.push_back(block_norm(l, "ff_norm"));
+    }
+  }
+
+  // DeepNet's gain: beta on value, attention-output and FFN weights, 1 on query and key.
+  double init_gain(Projection p, int64_t) const override {
+    return p == Projection::Query || p == Projection::Key ? 1.0 : beta_;
+  }
+
+  State begin(torch::Tensor emb) override { return {{"x"}, {emb}}; }
+
+  torch::Tensor enter(State& st, int64_t) override { return st[0]; }
+
+  void leave(State& st, torch::Tensor f, int64_t s) override {
+    auto& norm = is_attention(s) ? attn_norm_[layer_of(s)] : ff_norm_[layer_of(s)];
+    st[0] = norm(alpha_ == 1.0 ? st[0] + f : alpha_ * st[0] + f);
+  }
+
+  torch::Tensor finish(State& st) override { return st[0]; }
+
+ private:
+  double alpha_, beta_;
+  std::vector<Norm> attn_norm_, ff_norm_;
+};
+
+}  // namespace
+
+std::shared_ptr<TopologyImpl> make_scaled_post(const ModelConfig& cfg, double alpha,
+                                               double beta) {
+  return std::make_shared<PostNorm>(cfg, alpha, beta);
+}
+
+std::shared_ptr<TopologyImpl> make_post(const ModelConfig& cfg) {
+  return make_scaled_post(cfg, 1.0, 1.0);
+}
+
+}  // namespace siamese::model
