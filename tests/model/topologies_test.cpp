@@ -326,6 +326,169 @@ TEST(Topologies, HybridNormStarBuildsAndTrains) {
   EXPECT_LT(last, 0.5 * first);
 }
 
+// Each topology against its formula written out with plain ops. F_s is a fixed random map
+// per sublayer and every topology parameter is random, so a norm in the wrong place, a
+// missing gain or a wrong depth constant changes the result.
+class TopologyFormula : public ::testing::Test {
+ protected:
+  static constexpr int64_t kD = 8, kLayers = 4;
+  static constexpr double kEps = 1e-5;
+
+  void build(const std::string& name) {
+    cfg_ = tiny_config(name, {kD, 2, std::nullopt, kLayers, 5, false, "rms"});
+    cfg_.mixln_alpha = 0.5;
+    cfg_.hc_rate = 2;
+    torch::manual_seed(31);
+    topo_ = make_topology(cfg_);
+    topo_->to(torch::kDouble);
+    torch::NoGradGuard g;
+    for (auto& p : topo_->named_parameters()) {
+      auto& v = p.value();
+      if (p.key().find("_hc_s_") != std::string::npos) v.fill_(0.5);
+      else if (p.key().find("_hc_") != std::string::npos) v.add_(0.3 * torch::randn_like(v));
+      else v.copy_(1.0 + 0.5 * torch::randn_like(v));
+    }
+    for (int64_t s = 0; s < 2 * kLayers; ++s)
+      w_.push_back(torch::randn({kD, kD}, torch::kDouble) / std::sqrt(double(kD)));
+    emb_ = torch::randn({2, 5, kD}, torch::kDouble);
+  }
+
+  torch::Tensor F(const torch::Tensor& h, int64_t s) const { return torch::tanh(h.matmul(w_[s])); }
+
+  torch::Tensor P(const std::string& name) const {
+    return *topo_->named_parameters().find(name);
+  }
+  // RMSNorm with the weight of topology norm `name`.
+  torch::Tensor rms(const torch::Tensor& x, const std::string& name) const {
+    return x / (x.pow(2).mean(-1, true) + kEps).sqrt() * P(name + ".weight");
+  }
+  static std::string blk(int64_t s, const std::string& attn, const std::string& ff) {
+    return "blocks." + std::to_string(s / 2) + "." + (s % 2 == 0 ? attn : ff);
+  }
+
+  torch::Tensor run() {
+    torch::NoGradGuard g;
+    State st = topo_->begin(emb_);
+    for (int64_t s = 0; s < 2 * kLayers; ++s) topo_->leave(st, F(topo_->enter(st, s), s), s);
+    return topo_->finish(st);
+  }
+
+  void expect_matches(const torch::Tensor& want) {
+    EXPECT_LT((run() - want).abs().max().item<double>(), 1e-12);
+  }
+
+  ModelConfig cfg_;
+  std::shared_ptr<TopologyImpl> topo_;
+  std::vector<torch::Tensor> w_;
+  torch::Tensor emb_;
+};
+
+TEST_F(TopologyFormula, Post) {
+  build("post");
+  auto x = emb_;
+  for (int64_t s = 0; s < 2 * kLayers; ++s) x = rms(x + F(x, s), blk(s, "attn_norm", "ff_norm"));
+  expect_matches(x);
+}
+
+TEST_F(TopologyFormula, DeepNorm) {
+  build("deepnorm");
+  const double alpha = std::pow(2.0 * kLayers, 0.25);
+  auto x = emb_;
+  for (int64_t s = 0; s < 2 * kLayers; ++s)
+    x = rms(alpha * x + F(x, s), blk(s, "attn_norm", "ff_norm"));
+  expect_matches(x);
+}
+
+TEST_F(TopologyFormula, ResiDual) {
+  build("residual");
+  auto x = emb_, d = torch::zeros_like(emb_);
+  for (int64_t s = 0; s < 2 * kLayers; ++s) {
+    auto o = F(x, s);
+    d = d + o;
+    x = rms(x + o, blk(s, "attn_norm", "ff_norm"));
+  }
+  expect_matches(x + rms(d, "ln_d_f"));
+}
+
+TEST_F(TopologyFormula, PeriLN) {
+  build("peri");
+  auto x = emb_;
+  for (int64_t s = 0; s < 2 * kLayers; ++s)
+    x = x + rms(F(rms(x, blk(s, "attn_norm", "ff_norm")), s), blk(s, "attn_out_norm", "ff_out_norm"));
+  expect_matches(rms(x, "ln_f"));
+}
+
+TEST_F(TopologyFormula, PreEmbedNorm) {
+  build("pre_embednorm");
+  auto x = emb_ / (emb_.pow(2).mean(-1, true) + kEps).sqrt();
+  for (int64_t s = 0; s < 2 * kLayers; ++s) x = x + F(rms(x, blk(s, "attn_norm", "ff_norm")), s);
+  expect_matches(rms(x, "ln_f"));
+}
+
+TEST_F(TopologyFormula, MixLN) {
+  build("mixln");  // alpha 0.5 of 4 layers: layers 0, 1 Post-LN; 2, 3 Pre-LN
+  auto x = emb_;
+  for (int64_t s = 0; s < 2 * kLayers; ++s) {
+    const auto norm = blk(s, "attn_norm", "ff_norm");
+    x = s < 4 ? rms(x + F(x, s), norm) : x + F(rms(x, norm), s);
+  }
+  expect_matches(rms(x, "ln_f"));
+}
+
+TEST_F(TopologyFormula, HybridNormStar) {
+  build("hybrid_star");
+  auto x = emb_;
+  x = x + F(rms(x, "blocks.0.attn_norm"), 0);
+  x = x + F(rms(x, "blocks.0.ff_norm"), 1);
+  for (int64_t s = 2; s < 2 * kLayers; s += 2) {
+    x = x + F(x, s);
+    x = rms(x, blk(s + 1, "", "ff_norm"));
+    x = x + F(x, s + 1);
+  }
+  expect_matches(rms(x, "ln_f"));
+}
+
+TEST_F(TopologyFormula, HyperConnections) {
+  build("hc");
+  const int64_t n = 2;
+  std::vector<torch::Tensor> h(n, emb_);
+  for (int64_t s = 0; s < 2 * kLayers; ++s) {
+    const std::string p = blk(s, "attn_hc_", "ff_hc_");
+    auto A = P(p + "alpha"), B = P(p + "beta");  // [n, 1+n], [n]
+    std::vector<torch::Tensor> a(n), b(n);  // per stream i: [B,T,1+n] and [B,T,1]
+    for (int64_t i = 0; i < n; ++i) {
+      auto hn = rms(h[i], p + "norm");
+      a[i] = A[i] + P(p + "s_alpha") * torch::tanh(hn.matmul(P(p + "w_alpha")));
+      b[i] = B[i] + P(p + "s_beta") * torch::tanh(hn.matmul(P(p + "w_beta")));
+    }
+    auto input = torch::zeros_like(emb_);
+    for (int64_t i = 0; i < n; ++i) input = input + a[i].narrow(-1, 0, 1) * h[i];
+    auto o = F(rms(input, blk(s, "attn_norm", "ff_norm")), s);
+    std::vector<torch::Tensor> next(n);
+    for (int64_t j = 0; j < n; ++j) {
+      next[j] = b[j] * o;
+      for (int64_t i = 0; i < n; ++i) next[j] = next[j] + a[i].narrow(-1, 1 + j, 1) * h[i];
+    }
+    h = next;
+  }
+  expect_matches(rms(h[0] + h[1], "ln_f"));
+}
+
+TEST_F(TopologyFormula, SiameseNormPostPre) {
+  build("post_pre");
+  auto x = emb_, y = emb_;
+  for (int64_t s = 0; s < 2 * kLayers; ++s) {
+    const double c = std::sqrt(2.0 * (s / 2 + 1));
+    x = rms(x, blk(s, "attn_norm", "ff_norm"));
+    auto gx = s % 2 == 0 ? x * P("blocks." + std::to_string(s / 2) + ".c1") : x;
+    auto h = rms(gx + rms(y, blk(s, "attn_y_norm", "ff_y_norm")), blk(s, "attn_input_norm", "ff_input_norm"));
+    auto o = F(h, s);
+    x = x + o / c;
+    y = y + o;
+  }
+  expect_matches(rms(rms(x, "ln_f") + rms(y, "ln_y_f"), "ln_final_f"));
+}
+
 // Mean L2 norm of stream "x" after each block of a random-init model.
 std::vector<double> stream_norms(const std::string& residual, int64_t n_layers) {
   auto c = tiny_config(residual, {64, 4, std::nullopt, n_layers, 32, false, "rms"});
