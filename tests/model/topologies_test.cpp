@@ -334,10 +334,12 @@ class TopologyFormula : public ::testing::Test {
   static constexpr int64_t kD = 8, kLayers = 4;
   static constexpr double kEps = 1e-5;
 
-  void build(const std::string& name) {
+  void build(const std::string& name, SiameseConfig sw = {}, bool hc_dynamic = true) {
     cfg_ = tiny_config(name, {kD, 2, std::nullopt, kLayers, 5, false, "rms"});
     cfg_.mixln_alpha = 0.5;
     cfg_.hc_rate = 2;
+    cfg_.hc_dynamic = hc_dynamic;
+    cfg_.siamese = sw;
     torch::manual_seed(31);
     topo_ = make_topology(cfg_);
     topo_->to(torch::kDouble);
@@ -448,8 +450,11 @@ TEST_F(TopologyFormula, HybridNormStar) {
   expect_matches(rms(x, "ln_f"));
 }
 
-TEST_F(TopologyFormula, HyperConnections) {
-  build("hc");
+TEST_F(TopologyFormula, HyperConnectionsDynamicAndStatic) {
+  for (bool dynamic : {true, false}) {
+  SCOPED_TRACE(dynamic ? "dynamic" : "static");
+  w_.clear();
+  build("hc", {}, dynamic);
   const int64_t n = 2;
   std::vector<torch::Tensor> h(n, emb_);
   for (int64_t s = 0; s < 2 * kLayers; ++s) {
@@ -457,9 +462,12 @@ TEST_F(TopologyFormula, HyperConnections) {
     auto A = P(p + "alpha"), B = P(p + "beta");  // [n, 1+n], [n]
     std::vector<torch::Tensor> a(n), b(n);  // per stream i: [B,T,1+n] and [B,T,1]
     for (int64_t i = 0; i < n; ++i) {
+      a[i] = A[i].expand({2, 5, 1 + n});
+      b[i] = B[i].expand({2, 5, 1});
+      if (!dynamic) continue;
       auto hn = rms(h[i], p + "norm");
-      a[i] = A[i] + P(p + "s_alpha") * torch::tanh(hn.matmul(P(p + "w_alpha")));
-      b[i] = B[i] + P(p + "s_beta") * torch::tanh(hn.matmul(P(p + "w_beta")));
+      a[i] = a[i] + P(p + "s_alpha") * torch::tanh(hn.matmul(P(p + "w_alpha")));
+      b[i] = b[i] + P(p + "s_beta") * torch::tanh(hn.matmul(P(p + "w_beta")));
     }
     auto input = torch::zeros_like(emb_);
     for (int64_t i = 0; i < n; ++i) input = input + a[i].narrow(-1, 0, 1) * h[i];
@@ -472,21 +480,64 @@ TEST_F(TopologyFormula, HyperConnections) {
     h = next;
   }
   expect_matches(rms(h[0] + h[1], "ln_f"));
+  }
 }
 
-TEST_F(TopologyFormula, SiameseNormPostPre) {
-  build("post_pre");
-  auto x = emb_, y = emb_;
-  for (int64_t s = 0; s < 2 * kLayers; ++s) {
-    const double c = std::sqrt(2.0 * (s / 2 + 1));
-    x = rms(x, blk(s, "attn_norm", "ff_norm"));
-    auto gx = s % 2 == 0 ? x * P("blocks." + std::to_string(s / 2) + ".c1") : x;
-    auto h = rms(gx + rms(y, blk(s, "attn_y_norm", "ff_y_norm")), blk(s, "attn_input_norm", "ff_input_norm"));
-    auto o = F(h, s);
-    x = x + o / c;
-    y = y + o;
+TEST_F(TopologyFormula, SiameseNormPostPreEverySwitchSetting) {
+  for (int bits = 0; bits < 8; ++bits) {
+    const SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+    SCOPED_TRACE("switches " + std::to_string(bits));
+    w_.clear();
+    build("post_pre", sw);
+    auto x = emb_, y = emb_;
+    for (int64_t s = 0; s < 2 * kLayers; ++s) {
+      const double c = sw.depth_scaling ? std::sqrt(2.0 * (s / 2 + 1)) : 1.0;
+      x = rms(x, blk(s, "attn_norm", "ff_norm"));
+      auto gx = s % 2 == 0 && sw.gamma ? x * P("blocks." + std::to_string(s / 2) + ".c1") : x;
+      auto h = gx + rms(y, blk(s, "attn_y_norm", "ff_y_norm"));
+      if (sw.fused_input_norm) h = rms(h, blk(s, "attn_input_norm", "ff_input_norm"));
+      auto o = F(h, s);
+      x = x + o / c;
+      y = y + o;
+    }
+    expect_matches(rms(rms(x, "ln_f") + rms(y, "ln_y_f"), "ln_final_f"));
   }
-  expect_matches(rms(rms(x, "ln_f") + rms(y, "ln_y_f"), "ln_final_f"));
+}
+
+// A topology only adds residual-path parameters: everything outside `topology.` is the
+// same (names and shapes) as Pre-Norm's with the same attention options, and SiameseNorm's
+// additions are only norms (plus the gamma vector c1).
+TEST(Topologies, TopologiesOnlyAddResidualPathParameters) {
+  const Shape shape{32, 4, std::nullopt, 3, 4, false, "rms"};
+  auto shared = [](Transformer& m, bool topology) {
+    std::map<std::string, std::vector<int64_t>> out;
+    for (auto& p : m->named_parameters())
+      if ((p.key().rfind("topology.", 0) == 0) == topology) out[p.key()] = p.value().sizes().vec();
+    return out;
+  };
+  auto count = [](const std::map<std::string, std::vector<int64_t>>& ps) {
+    int64_t n = 0;
+    for (auto& [k, s] : ps) n += c10::multiply_integers(s);
+    return n;
+  };
+  for (const auto& name : topology_names()) {
+    auto c = tiny_config(name, shape);
+    auto m = build(c, 1);
+    c.residual = "pre";
+    auto pre = build(c, 1);
+    EXPECT_EQ(shared(m, false), shared(pre, false)) << name;
+    const auto own = shared(m, true);
+    std::cout << "[params] " << name << ": residual-path parameters " << count(own) << " ("
+              << std::showpos << count(own) - count(shared(pre, true)) << std::noshowpos
+              << " vs pre), d=32 L=3\n";
+    if (name == "post_pre") {
+      for (auto& [k, s] : own)
+        EXPECT_TRUE(k.find("_norm.weight") != std::string::npos || k.rfind("topology.ln_", 0) == 0 ||
+                    k.find(".c1") != std::string::npos) << k;
+      // 6 norms per layer (X, Y, fused input; attention and MLP), c1, 3 final norms.
+      EXPECT_EQ(count(own), (6 * 3 + 3 + 3) * 32);
+    }
+  }
 }
 
 // Mean L2 norm of stream "x" after each block of a random-init model.
