@@ -1,0 +1,28 @@
+#pragma once
+// Rotary position embeddings in OLMo's form (GPT-NeoX "rotate half", non-interleaved;
+// Su et al. 2021, arXiv 2104.09864): inv_freq = theta^(-2i/hd), angles = pos x inv_freq,
+// emb = [angles, angles], t' = t*cos(emb) + rotate_half(t)*sin(emb), rotate_half(t) =
+// [-t2, t1]. Angles are computed in float32 as OLMo does.
+#include <torch/torch.h>
+
+namespace siamese::model {
+
+class Rope {
+ public:
+  Rope(int64_t head_dim, double theta, bool full_precision);
+
+  // q: [B, H, T, hd], k: [B, Hkv, T, hd] at positions 0..T-1; returns the rotated pair
+  // in the inputs' dtype (rotated in float32 when full_precision and inputs are half).
+  std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k);
+
+ private:
+  // sin and cos of [T, hd] angles, cached for the longest T seen on this device.
+  std::pair<torch::Tensor, torch::Tensor> tables(int64_t T, const torch::Device& device);
+
+  int64_t head_dim_;
+  double theta_;
+  bool full_precision_;
+  torch::Tensor sin_, cos_;
+};
+
+}  // namespace siamese::model

@@ -1,0 +1,111 @@
+#pragma once
+// The OLMo-style decoder: token embedding -> 2 * n_layers sublayers threaded through a
+// residual Topology (topology.h) -> LM head. The loop is the same for every topology.
+//
+// Parameter names (named_parameters()), from which olmo_names.h maps to OLMo's keys:
+//   wte.weight                       token embedding [embedding_size, d]
+//   wpe.weight                       learned positions (only when rope is off)
+//   emb_norm.*                       OLMo's embedding_layer_norm
+//   blocks.{i}.attn.{att_proj,attn_out,q_norm,k_norm,v_norm}.{weight,bias}
+//   blocks.{i}.mlp.{ff_proj,ff_out}.{weight,bias}
+//   topology.<OLMo name>             residual-path norms and vectors, e.g.
+//                                    topology.blocks.{i}.attn_norm.weight, topology.ln_f.weight
+//   ff_out.{weight,bias}             LM head (absent with weight_tying)
+#include <torch/torch.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "siamese/config/config.h"
+#include "siamese/model/attention.h"
+#include "siamese/model/mlp.h"
+#include "siamese/model/topology.h"
+
+namespace siamese::model {
+
+// Receives every named stream of the residual State: after the embeddings (layer -1),
+// after each block (layer 0..n-1), and the head's input (layer n, stream "final").
+using Probe = std::function<void(int64_t layer, const std::string& stream, const torch::Tensor&)>;
+
+struct ForwardOptions {
+  const Probe* probe = nullptr;
+  std::optional<int64_t> n_blocks;  // run only the first n blocks, then finish (effective depth)
+};
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  explicit BlockImpl(const ModelConfig& cfg);
+  Attention attn{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const ModelConfig& cfg);
+
+  // input_ids [B, T] int64 -> logits [B, T, embedding_size] in the parameters' dtype.
+  torch::Tensor forward(const torch::Tensor& input_ids);
+  torch::Tensor forward(const torch::Tensor& input_ids, const ForwardOptions& opts);
+
+  // The head's input [B, T, d] (forward = head(hidden)); lets a caller compute the loss
+  // in chunks instead of materializing every logit at once.
+  torch::Tensor hidden(const torch::Tensor& input_ids, const ForwardOptions& opts = {});
+  // LM head: hidden [.., d] -> logits [.., embedding_size] (tied to wte when weight_tying;
+  // divided by sqrt(d) when scale_logits).
+  torch::Tensor head(const torch::Tensor& hidden);
+
+  // OLMo's initialization for init_fn normal / mitchell / full_megatron (see the .cpp),
+  // then the topology's init_gain. Norm weights start at 1, biases at 0. Uses torch's
+  // global generator: seed with torch::manual_seed first for a reproducible model.
+  void reset_parameters();
+
+  // Use reference_attention instead of the library kernel in every block (tests).
+  void use_reference_attention(bool on);
+
+  const ModelConfig& config() const { return cfg_; }
+  TopologyImpl& topology() { return *topology_; }
+
+  torch::nn::Embedding wte{nullptr};
+  torch::nn::Embedding wpe{nullptr};
+  Norm emb_norm{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  torch::nn::Linear ff_out{nullptr};
+
+ private:
+  ModelConfig cfg_;
+  std::shared_ptr<TopologyImpl> topology_;
+  std::vector<Block> block_list_;
+};
+TORCH_MODULE(Transformer);
+
+// How OLMo's optimizer groups a parameter (weight decay applies to Linear only unless
+// decay_norm_and_bias / decay_embeddings): decided from our parameter names.
+//   Embedding: wte.*, wpe.*;  Bias: any *.bias;  Linear: weights of att_proj, attn_out,
+//   ff_proj, ff_out (blocks and head);  Norm: everything else (norm weights, QKV norms,
+//   topology-owned vectors such as hybrid_pre's c1).
+enum class ParamKind { Embedding, Linear, Norm, Bias };
+ParamKind param_kind(const std::string& name);
+const char* param_kind_name(ParamKind kind);
+
+// Parameter counts per component, for `siamese inspect`. Computed from the config with one
+// block and the topology built (never the full model), so it is cheap at any size.
+struct ParamCounts {
+  int64_t embedding = 0;  // wte, wpe, emb_norm
+  int64_t attention = 0;  // att_proj, attn_out and the QKV norms
+  int64_t mlp = 0;        // ff_proj, ff_out
+  int64_t residual = 0;   // everything the topology owns (residual-path norms, gains)
+  int64_t head = 0;       // untied ff_out (0 with weight_tying)
+  int64_t total() const { return embedding + attention + mlp + residual + head; }
+};
+ParamCounts count_parameters(const ModelConfig& cfg);
+
+// Training FLOPs per token, PaLM's count (Chowdhery et al. 2022, arXiv 2204.02311, App. B):
+// 6 * N + 12 * n_layers * d_model * seq_len, where N is the number of parameters that take
+// part in matmuls (all but the input embedding tables; the LM head counts, also when tied)
+// and the second term is the attention score and context matmuls (forward 2*2*L*d*T,
+// backward twice that). The causal mask is not discounted, as in PaLM and OLMo.
+double flops_per_token(const ModelConfig& cfg, int64_t seq_len);
+
+}  // namespace siamese::model

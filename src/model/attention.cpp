@@ -1,0 +1,81 @@
+#include "siamese/model/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "siamese/common/compat.h"
+
+namespace siamese::model {
+
+torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, double dropout_p, bool training) {
+  const int64_t T = q.size(-2), S = k.size(-2);
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
+  auto future = torch::ones({T, S}, torch::dtype(torch::kBool).device(q.device())).triu(1);
+  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  auto weights = torch::dropout(torch::softmax(scores, -1), dropout_p, training);
+  return torch::matmul(weights, v);
+}
+
+AttentionImpl::AttentionImpl(const ModelConfig& cfg)
+    : n_heads_(cfg.n_heads),
+      n_kv_heads_(cfg.multi_query_attention ? 1 : cfg.n_kv_heads.value_or(cfg.n_heads)),
+      head_dim_(cfg.d_model / cfg.n_heads),
+      full_width_qk_norm_(cfg.attention_layer_norm),
+      clip_qkv_(cfg.clip_qkv),
+      dropout_(cfg.attention_dropout) {
+  const int64_t d = cfg.d_model, kv = n_kv_heads_ * head_dim_;
+  att_proj = register_module(
+      "att_proj", torch::nn::Linear(torch::nn::LinearOptions(d, d + 2 * kv).bias(cfg.include_bias)));
+  attn_out = register_module(
+      "attn_out", torch::nn::Linear(torch::nn::LinearOptions(d, d).bias(cfg.include_bias)));
+  const auto kind = cfg.layer_norm_type == "rms" ? NormKind::RMS : NormKind::LayerNorm;
+  const bool affine = cfg.attention_layer_norm_with_affine;
+  const bool bias = affine && cfg.bias_for_layer_norm.value_or(cfg.include_bias);
+  auto norm = [&](const char* name, int64_t dim) {
+    return register_module(name, Norm(kind, dim, cfg.layer_norm_eps, affine, bias));
+  };
+  if (cfg.attention_layer_norm) {
+    q_norm = norm("q_norm", d);
+    k_norm = norm("k_norm", kv);
+  }
+  if (cfg.use_query_norm) q_norm = norm("q_norm", head_dim_);
+  if (cfg.use_key_norm) k_norm = norm("k_norm", head_dim_);
+  if (cfg.use_value_norm) v_norm = norm("v_norm", head_dim_);
+  if (cfg.rope) rope_.emplace(head_dim_, cfg.rope_theta, cfg.rope_full_precision);
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), d = n_heads_ * head_dim_;
+  auto qkv = att_proj(x);
+  if (clip_qkv_) qkv = qkv.clamp(-*clip_qkv_, *clip_qkv_);
+  auto parts = qkv.split_with_sizes({d, n_kv_heads_ * head_dim_, n_kv_heads_ * head_dim_}, -1);
+  auto q = parts[0], k = parts[1], v = parts[2];
+  if (full_width_qk_norm_) {
+    q = q_norm(q);
+    k = k_norm(k);
+  }
+  auto heads = [&](const torch::Tensor& t, int64_t h) {
+    return t.view({B, T, h, head_dim_}).transpose(1, 2);
+  };
+  q = heads(q, n_heads_);
+  k = heads(k, n_kv_heads_);
+  v = heads(v, n_kv_heads_);
+  if (!full_width_qk_norm_) {
+    if (q_norm) q = q_norm(q);
+    if (k_norm) k = k_norm(k);
+  }
+  if (v_norm) v = v_norm(v);
+  if (rope_) std::tie(q, k) = rope_->apply(q, k);
+  if (n_kv_heads_ != n_heads_) {
+    // Query head j reads kv head j / (n_heads / n_kv_heads), as OLMo's repeat_interleave.
+    k = k.repeat_interleave(n_heads_ / n_kv_heads_, 1);
+    v = v.repeat_interleave(n_heads_ / n_kv_heads_, 1);
+  }
+  const double p = is_training() ? dropout_ : 0.0;
+  auto context = reference_ ? reference_attention(q, k, v, p, is_training())
+                            : compat::scaled_dot_product_attention(q, k, v, p, /*is_causal=*/true);
+  return attn_out(context.transpose(1, 2).reshape({B, T, d}));
+}
+
+}  // namespace siamese::model

@@ -1,0 +1,40 @@
+#include "siamese/model/rope.h"
+
+namespace siamese::model {
+
+Rope::Rope(int64_t head_dim, double theta, bool full_precision)
+    : head_dim_(head_dim), theta_(theta), full_precision_(full_precision) {}
+
+std::pair<torch::Tensor, torch::Tensor> Rope::tables(int64_t T, const torch::Device& device) {
+  if (!sin_.defined() || sin_.size(0) < T || sin_.device() != device) {
+    auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    auto inv_freq =
+        1.0 / torch::pow(theta_, torch::arange(0, head_dim_, 2, opts) / double(head_dim_));
+    auto angles = torch::outer(torch::arange(T, opts), inv_freq);
+    auto emb = torch::cat({angles, angles}, -1);
+    sin_ = emb.sin();
+    cos_ = emb.cos();
+  }
+  return {sin_.slice(0, 0, T), cos_.slice(0, 0, T)};
+}
+
+static torch::Tensor rotate_half(const torch::Tensor& t) {
+  auto halves = t.chunk(2, -1);
+  return torch::cat({-halves[1], halves[0]}, -1);
+}
+
+std::pair<torch::Tensor, torch::Tensor> Rope::apply(const torch::Tensor& q,
+                                                    const torch::Tensor& k) {
+  auto [sin, cos] = tables(q.size(-2), q.device());
+  const bool half = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
+  const auto compute = (half && full_precision_) ? torch::kFloat : q.scalar_type();
+  sin = sin.to(compute);
+  cos = cos.to(compute);
+  auto rotate = [&](const torch::Tensor& t) {
+    auto tc = t.to(compute);
+    return (tc * cos + rotate_half(tc) * sin).to(t.scalar_type());
+  };
+  return {rotate(q), rotate(k)};
+}
+
+}  // namespace siamese::model

@@ -1,0 +1,94 @@
+// The official-code golden cases (shared/golden: SiameseNorm hybrid_pre, OLMo pre,
+// HybridNorm hybrid): our model, loaded with the same weights, must reproduce logits,
+// loss, every gradient and the per-block streams within 1e-4 relative (float32).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "siamese/common/error.h"
+#include "siamese/common/npy.h"
+#include "siamese/model/parity.h"
+
+namespace fs = std::filesystem;
+using namespace siamese;
+
+static fs::path golden_root() {
+  const char* env = std::getenv("SIAMESE_SHARED_DIR");
+  return fs::path(env && *env ? env : SIAMESE_SHARED_DIR) / "golden";
+}
+
+class GoldenCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenCase, MatchesOfficialCode) {
+  const auto dir = golden_root() / GetParam();
+  ASSERT_TRUE(fs::exists(dir / "config.json")) << "golden data missing at " << dir;
+  const auto result = model::run_parity(dir.string());
+  EXPECT_EQ(result.topology, GetParam());
+  int grads = 0, hidden = 0;
+  for (const auto& row : result.rows) {
+    EXPECT_LE(row.max_rel, 1e-4) << row.name;
+    grads += row.name.rfind("grad ", 0) == 0;
+    hidden += row.name.rfind("hidden ", 0) == 0;
+  }
+  // Every parameter's gradient and every block's streams were compared.
+  int grad_files = 0, hidden_files = 0;
+  for (const auto& e : fs::directory_iterator(dir / "grad")) grad_files += e.path().extension() == ".npy";
+  for (const auto& e : fs::directory_iterator(dir / "hidden"))
+    hidden_files += e.path().filename().string().find("_after_block_") != std::string::npos ||
+                    e.path().filename() == "final_hidden.npy";
+  EXPECT_EQ(grads, grad_files);
+  EXPECT_EQ(hidden, hidden_files);
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, GoldenCase, ::testing::Values("pre", "hybrid", "hybrid_pre"));
+
+// A wiring error must show: perturb one weight file's copy and parity fails.
+TEST(Parity, DetectsAWrongWeight) {
+  const auto src = golden_root() / "pre";
+  const auto dir = fs::temp_directory_path() / "siamese_parity_perturbed";
+  fs::remove_all(dir);
+  fs::copy(src, dir, fs::copy_options::recursive);
+  const auto w = dir / "weights" / "transformer.blocks.1.ff_norm.weight.npy";
+  write_npy(w.string(), read_npy(w.string()) * 1.01);
+  EXPECT_GT(model::run_parity(dir.string()).worst_rel(), 1e-3);
+  fs::remove_all(dir);
+}
+
+TEST(Parity, UnsupportedOlmoOptionFailsLoudly) {
+  const auto dir = fs::temp_directory_path() / "siamese_parity_alibi";
+  fs::remove_all(dir);
+  fs::copy(golden_root() / "pre", dir, fs::copy_options::recursive);
+  std::ifstream in(dir / "config.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string json = ss.str();
+  const std::string off = "\"alibi\": false";
+  ASSERT_NE(json.find(off), std::string::npos);
+  for (auto at = json.find(off); at != std::string::npos; at = json.find(off))
+    json.replace(at, off.size(), "\"alibi\": true");
+  std::ofstream(dir / "config.json") << json;
+  try {
+    model::run_parity(dir.string());
+    FAIL() << "alibi accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("alibi"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Parity, CommandLineReportsAndExitsZero) {
+  const auto log = fs::temp_directory_path() / "siamese_parity_cli.out";
+  const std::string cmd = std::string(SIAMESE_BINARY) + " parity " +
+                          (golden_root() / "hybrid_pre").string() + " > " + log.string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream out(log);
+  std::stringstream ss;
+  ss << out.rdbuf();
+  EXPECT_EQ(rc, 0) << ss.str();
+  EXPECT_NE(ss.str().find("PASS"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("logits"), std::string::npos) << ss.str();
+  fs::remove(log);
+}
