@@ -133,6 +133,12 @@ struct TrainConfig {
   int64_t eval_subset_num_batches = -1;
   int64_t console_log_interval = 1;
   std::string device = "auto";  // ours: auto | cpu | cuda
+  // ours (trainer): hardware peak for MFU in TFLOP/s per rank (unset: MFU not reported),
+  // how many non-finite steps to skip before stopping, and the loss-spike threshold as a
+  // multiple of the running median loss.
+  std::optional<double> peak_tflops;
+  int64_t max_bad_steps = 0;
+  double loss_spike_factor = 2.0;
 
   ModelConfig model;
   OptimizerConfig optimizer;

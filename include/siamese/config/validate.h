@@ -1,0 +1,25 @@
+#pragma once
+// The rules a config must satisfy before any work starts. load_config applies them; call
+// them directly for configs built in code.
+#include <functional>
+#include <string>
+
+#include "siamese/config/config.h"
+
+namespace siamese {
+
+// Maps a dotted key ("model.n_heads", "evaluators[0].type") to where the user set it,
+// e.g. "configs/tiny/base.yaml:12 (model.n_heads)"; used in error messages.
+using KeyLocator = std::function<std::string(const std::string& key)>;
+
+// Value checks and cross-key rules (d_model % n_heads, n_heads % n_kv_heads,
+// embedding_size >= vocab_size, known precision / scheduler / memmap_dtype, max_duration
+// syntax, ...). Throws siamese::Error naming the key and the fix.
+void validate(const TrainConfig& config, const KeyLocator& where = {});
+
+// The batch-size rules that depend on how many ranks train: global_train_batch_size must
+// split evenly over `world_size` ranks and each rank's share into microbatches.
+void validate_for_world_size(const TrainConfig& config, int world_size,
+                             const KeyLocator& where = {});
+
+}  // namespace siamese

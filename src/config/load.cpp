@@ -1,0 +1,452 @@
+#include "siamese/config/load.h"
+
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "siamese/common/error.h"
+#include "siamese/config/interpolate.h"
+#include "siamese/config/schema.h"
+
+namespace siamese {
+namespace {
+
+using schema::Field;
+using schema::IgnoredKey;
+using schema::Kind;
+
+const char* kSchemaHint = "run `siamese config --schema` or see docs/configuration.md for the valid keys";
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string leaf(const std::string& key) { return key.substr(key.rfind('.') + 1); }
+
+// The valid key or section a mistyped `key` most likely meant: the same leaf name in
+// another section (d_model -> model.d_model), else the closest by edit distance if it is
+// close at all.
+template <class Root>
+std::string suggestion(const std::string& key, const std::vector<Field<Root>>& fields,
+                       const std::string& shown_prefix) {
+  std::vector<std::string> candidates;
+  for (const auto& f : fields) {
+    candidates.push_back(f.key);
+    for (size_t dot = f.key.find('.'); dot != std::string::npos; dot = f.key.find('.', dot + 1))
+      candidates.push_back(f.key.substr(0, dot));
+  }
+  for (const auto& c : candidates)
+    if (leaf(c) == leaf(key)) return "did you mean " + shown_prefix + c + "?";
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(key, c);
+    if (!best || d < best_distance) best = &c, best_distance = d;
+  }
+  if (best && best_distance <= std::max<size_t>(3, key.size() / 3))
+    return "did you mean " + shown_prefix + *best + "?";
+  return kSchemaHint;
+}
+
+const IgnoredKey* ignored(const std::string& key, const std::vector<IgnoredKey>& keys) {
+  for (const auto& k : keys)
+    if (key == k.key || key.rfind(k.key + ".", 0) == 0) return &k;
+  return nullptr;
+}
+
+void warn_ignored(const std::string& where, const std::string& key, const IgnoredKey& k) {
+  spdlog::warn("{}: OLMo key {} ignored ({})", where, key, k.why);
+}
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null: return "null";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    default: return "\"" + node.Scalar() + "\"";
+  }
+}
+
+bool parse_int(const std::string& text, int64_t& out) {
+  std::string digits;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool between_digits = i > 0 && i + 1 < text.size() &&
+                                std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+                                std::isdigit(static_cast<unsigned char>(text[i + 1]));
+    if (text[i] == '_' && between_digits) continue;
+    digits += text[i];
+  }
+  if (digits.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoll(digits.c_str(), &end, 10);
+  return errno == 0 && end == digits.c_str() + digits.size();
+}
+
+bool parse_double(const std::string& text, double& out) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
+  char* end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size();
+}
+
+bool parse_bool(const std::string& text, bool& out) {
+  static const std::map<std::string, bool> words = {
+      {"true", true},  {"True", true},   {"TRUE", true},  {"yes", true}, {"on", true},
+      {"false", false}, {"False", false}, {"FALSE", false}, {"no", false}, {"off", false}};
+  const auto it = words.find(text);
+  if (it == words.end()) return false;
+  out = it->second;
+  return true;
+}
+
+// A key's raw value before parsing: the YAML node and where the user wrote it.
+struct Raw {
+  YAML::Node node;
+  std::string where;  // "configs/x.yaml:12", "command line (--k=v)", "MODEL_TYPE"
+};
+
+std::string file_line(const std::string& path, const YAML::Mark& mark) {
+  return mark.line >= 0 ? path + ":" + std::to_string(mark.line + 1) : path;
+}
+
+class Loader {
+ public:
+  Loader(std::string path, const std::vector<std::string>& overrides) : path_(std::move(path)) {
+    read_file();
+    check_keys(root_, "", "", schema::train_fields(), schema::ignored_train_keys());
+    read_overrides(overrides);
+    if (const char* model_type = std::getenv("MODEL_TYPE"); model_type && *model_type)
+      model_type_ = Raw{YAML::Node(std::string(model_type)), "MODEL_TYPE"};
+  }
+
+  TrainConfig load(ConfigOrigin* origin) {
+    TrainConfig config;
+    for (const auto& f : schema::train_fields()) {
+      if (const auto raw = value_of(f.key)) {
+        located_[f.key] = raw->where;
+        if (f.kind == Kind::Evaluators)
+          read_evaluators(*raw, f.ref<std::vector<EvaluatorConfig>>(config));
+        else
+          parse(f, config, *raw, f.key);
+      }
+    }
+    if (origin) {
+      const auto raw = value_of("model.residual");
+      const bool from_command_line = raw && raw->where.rfind("command line", 0) == 0;
+      origin->topology = !raw ? "default" : from_command_line ? "--model.residual" : raw->where;
+    }
+    return config;
+  }
+
+  // "configs/x.yaml:12 (model.n_heads)"; keys left at their default point at the file.
+  std::string locate(const std::string& key) const {
+    const auto it = located_.find(key);
+    return (it == located_.end() ? path_ : it->second) + " (" + key + ")";
+  }
+
+ private:
+  void read_file() {
+    if (!std::filesystem::is_regular_file(path_))
+      throw Error("config file not found", path_, "check the path (configs/ holds the shipped configs)");
+    try {
+      root_ = YAML::LoadFile(path_);
+    } catch (const YAML::ParserException& e) {
+      throw Error("invalid YAML: " + e.msg, file_line(path_, e.mark),
+                  "fix the YAML syntax (indentation, a missing ':' or an unclosed quote or bracket)");
+    }
+    if (root_.IsNull()) root_ = YAML::Node(YAML::NodeType::Map);
+    if (!root_.IsMap())
+      throw Error("a config must be a mapping of keys, got " + describe(root_), path_,
+                  "start the file with top-level keys such as run_name: and model:");
+  }
+
+  // Rejects unknown and duplicate keys (with the closest valid key) and warns about OLMo
+  // keys we accept without using. Value types are checked when the value is parsed.
+  template <class Root>
+  void check_keys(const YAML::Node& map, const std::string& prefix, const std::string& shown_prefix,
+                  const std::vector<Field<Root>>& fields, const std::vector<IgnoredKey>& ignored_keys) {
+    std::set<std::string> seen;
+    for (const auto& item : map) {
+      const std::string key = prefix + item.first.Scalar();
+      const std::string shown = shown_prefix + key;
+      const std::string where = file_line(path_, item.first.Mark()) + " (" + shown + ")";
+      if (!seen.insert(key).second)
+        throw Error("duplicate key " + shown, where, "keep one of the two entries");
+      const bool is_field = std::any_of(fields.begin(), fields.end(),
+                                        [&](const auto& f) { return f.key == key; });
+      if (is_field) continue;
+      if (const auto* k = ignored(key, ignored_keys)) {
+        warn_ignored(file_line(path_, item.first.Mark()), shown, *k);
+        continue;
+      }
+      const bool is_section = std::any_of(fields.begin(), fields.end(), [&](const auto& f) {
+        return f.key.rfind(key + ".", 0) == 0;
+      });
+      if (is_section && item.second.IsMap()) {
+        check_keys(item.second, key + ".", shown_prefix, fields, ignored_keys);
+      } else if (is_section && !item.second.IsNull()) {
+        throw Error("expected a mapping of " + shown + ".* keys, got " + describe(item.second), where,
+                    "indent the " + shown + " keys under `" + leaf(key) + ":`");
+      } else if (!is_section) {
+        throw Error("unknown key " + shown, where, suggestion(key, fields, shown_prefix));
+      }
+    }
+  }
+
+  void read_overrides(const std::vector<std::string>& args) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      std::string arg = args[i];
+      const std::string shown = arg;
+      if (arg.rfind("--", 0) == 0) arg = arg.substr(2);
+      std::string key = arg, text;
+      if (const auto eq = arg.find('='); eq != std::string::npos) {
+        key = arg.substr(0, eq);
+        text = arg.substr(eq + 1);
+      } else if (shown.rfind("--", 0) == 0 && i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+        text = args[++i];
+      } else {
+        throw Error("override \"" + shown + "\" has no value", "command line",
+                    "write overrides as --dotted.key=value, e.g. --model.d_model=256");
+      }
+      const std::string where = "command line (--" + key + "=" + text + ")";
+      const auto& fields = schema::train_fields();
+      const auto f = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.key == key; });
+      if (f == fields.end()) {
+        if (const auto* k = ignored(key, schema::ignored_train_keys())) {
+          warn_ignored("command line", key, *k);
+          continue;
+        }
+        throw Error("unknown key " + key, where, suggestion(key, fields, ""));
+      }
+      overrides_[key] = Raw{value_node(f->kind, text, where), where};
+    }
+  }
+
+  // Scalars keep their text as written (so "--run_name=a: b" stays a string); lists and
+  // evaluators are YAML ("[0.9, 0.99]").
+  static YAML::Node value_node(Kind kind, const std::string& text, const std::string& where) {
+    if (text.empty() || text == "null" || text == "~") return YAML::Node(YAML::NodeType::Null);
+    if (kind != Kind::StringList && kind != Kind::DoubleList && kind != Kind::Evaluators)
+      return YAML::Node(text);
+    try {
+      return YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      throw Error("invalid YAML value: " + e.msg, where, "write lists as [a, b]");
+    }
+  }
+
+  std::optional<Raw> from_file(const std::string& key) const {
+    YAML::Node node = root_;
+    YAML::Mark mark;
+    size_t start = 0;
+    while (true) {
+      const size_t dot = key.find('.', start);
+      const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (!node.IsMap()) return std::nullopt;
+      bool found = false;
+      YAML::Node next;
+      for (const auto& item : node)
+        if (item.first.Scalar() == part) next.reset(item.second), mark = item.first.Mark(), found = true;
+      if (!found) return std::nullopt;
+      node.reset(next);
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    // A null value has no position of its own; point at its key.
+    return Raw{node, file_line(path_, node.IsNull() ? mark : node.Mark())};
+  }
+
+  std::optional<Raw> value_of(const std::string& key) const {
+    if (const auto it = overrides_.find(key); it != overrides_.end()) return it->second;
+    if (key == "model.residual" && model_type_) return model_type_;
+    return from_file(key);
+  }
+
+  // The resolved text `${key}` stands for.
+  std::string lookup(const std::string& key) {
+    const auto& fields = schema::train_fields();
+    const auto f = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.key == key; });
+    const auto raw = value_of(key);
+    if (f == fields.end() && !raw)
+      throw Error("${" + key + "} refers to no key", "", suggestion(key, fields, ""));
+    if (!raw) return schema::value_text(*f, TrainConfig{});
+    if (!raw->node.IsScalar())
+      throw Error("${" + key + "} refers to " + describe(raw->node) + ", not a single value", "",
+                  "interpolate scalar keys only");
+    if (!resolving_.insert(key).second)
+      throw Error("${" + key + "} refers to itself through a cycle of interpolations", "",
+                  "break the cycle by giving one of the keys a literal value");
+    const std::string text = resolved(raw->node.Scalar(), raw->where, key);
+    resolving_.erase(key);
+    return text;
+  }
+
+  std::string resolved(const std::string& text, const std::string& where, const std::string& key) {
+    try {
+      return interpolate(text, [this](const std::string& k) { return lookup(k); });
+    } catch (const Error& e) {
+      if (!e.where().empty()) throw;
+      throw Error(e.problem(), where + " (" + key + ")", e.fix());
+    }
+  }
+
+  std::string scalar(const YAML::Node& node, const Raw& raw, const std::string& shown, Kind kind,
+                     const std::string& example) {
+    if (!node.IsScalar())
+      throw Error("expected " + schema::kind_name(kind) + ", got " + describe(node),
+                  raw.where + " (" + shown + ")", "write e.g. " + shown + ": " + example);
+    return resolved(node.Scalar(), raw.where, shown);
+  }
+
+  template <class Root>
+  void parse(const Field<Root>& f, Root& root, const Raw& raw, const std::string& shown) {
+    const YAML::Node& node = raw.node;
+    const std::string example = schema::value_text(f, Root{});
+    auto type_error = [&](const std::string& given) {
+      return Error("expected " + schema::kind_name(f.kind) + ", got " + given,
+                   raw.where + " (" + shown + ")",
+                   "write e.g. " + shown + ": " + (example.empty() ? "\"text\"" : example));
+    };
+    const bool null = node.IsNull();
+    // Numbers and booleans; null only where the member is optional.
+    auto read = [&](auto parse_text, auto type_tag) {
+      using T = decltype(type_tag);
+      const bool optional = f.kind == Kind::OptInt || f.kind == Kind::OptDouble || f.kind == Kind::OptBool;
+      if (null && optional) return f.template ref<std::optional<T>>(root).reset();
+      if (null) throw type_error("null");
+      const std::string text = scalar(node, raw, shown, f.kind, example);
+      T v;
+      if (!parse_text(text, v)) throw type_error("\"" + text + "\"");
+      if (optional) f.template ref<std::optional<T>>(root) = v;
+      else f.template ref<T>(root) = v;
+    };
+    switch (f.kind) {
+      case Kind::Int:
+      case Kind::OptInt:
+        return read(parse_int, int64_t{});
+      case Kind::Double:
+      case Kind::OptDouble:
+        return read(parse_double, double{});
+      case Kind::Bool:
+      case Kind::OptBool:
+        return read(parse_bool, bool{});
+      case Kind::String:
+        // OLMo writes `load_path: null` for "none"; the struct says that with "".
+        f.template ref<std::string>(root) = null ? "" : scalar(node, raw, shown, f.kind, example);
+        return;
+      case Kind::StringList:
+      case Kind::DoubleList: {
+        if (!null && !node.IsSequence()) throw type_error(describe(node));
+        std::vector<std::string> texts;
+        for (size_t i = 0; !null && i < node.size(); ++i) {
+          const std::string item = shown + "[" + std::to_string(i) + "]";
+          texts.push_back(scalar(node[i], Raw{node[i], raw.where}, item, Kind::String, example));
+        }
+        if (f.kind == Kind::StringList) {
+          f.template ref<std::vector<std::string>>(root) = texts;
+          return;
+        }
+        std::vector<double> numbers(texts.size());
+        for (size_t i = 0; i < texts.size(); ++i)
+          if (!parse_double(texts[i], numbers[i]))
+            throw Error("expected a number, got \"" + texts[i] + "\"",
+                        raw.where + " (" + shown + "[" + std::to_string(i) + "])",
+                        "write e.g. " + shown + ": " + example);
+        f.template ref<std::vector<double>>(root) = numbers;
+        return;
+      }
+      case Kind::Evaluators:
+        return;
+    }
+  }
+
+  void read_evaluators(const Raw& raw, std::vector<EvaluatorConfig>& out) {
+    out.clear();
+    if (raw.node.IsNull()) return;
+    if (!raw.node.IsSequence())
+      throw Error("expected " + schema::kind_name(Kind::Evaluators) + ", got " + describe(raw.node),
+                  raw.where + " (evaluators)", "write evaluators as a list: `- label: piqa` then `  type: downstream`");
+    for (size_t i = 0; i < raw.node.size(); ++i) {
+      const YAML::Node entry = raw.node[i];
+      const std::string shown = "evaluators[" + std::to_string(i) + "]";
+      if (!entry.IsMap())
+        throw Error("expected an evaluator mapping, got " + describe(entry),
+                    file_line(path_, entry.Mark()) + " (" + shown + ")", "write `- label: NAME` and `type: lm|downstream`");
+      check_keys(entry, "", shown + ".", schema::evaluator_fields(), schema::ignored_evaluator_keys());
+      EvaluatorConfig ev;
+      for (const auto& f : schema::evaluator_fields()) {
+        YAML::Node node = entry;
+        YAML::Mark mark = entry.Mark();
+        bool found = true;
+        for (size_t start = 0; found;) {
+          const size_t dot = f.key.find('.', start);
+          const std::string part = f.key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+          found = false;
+          YAML::Node next;
+          if (node.IsMap())
+            for (const auto& item : node)
+              if (item.first.Scalar() == part) next.reset(item.second), mark = item.first.Mark(), found = true;
+          if (found) node.reset(next);
+          if (dot == std::string::npos) break;
+          start = dot + 1;
+        }
+        if (!found) continue;
+        const std::string key = shown + "." + f.key;
+        const bool from_command_line = raw.where.rfind("command line", 0) == 0;
+        const Raw value{node, from_command_line ? raw.where : file_line(path_, node.IsNull() ? mark : node.Mark())};
+        located_[key] = value.where;
+        parse(f, ev, value, key);
+      }
+      out.push_back(std::move(ev));
+    }
+  }
+
+  std::string path_;
+  YAML::Node root_;
+  std::map<std::string, Raw> overrides_;
+  std::optional<Raw> model_type_;
+  std::set<std::string> resolving_;
+  std::map<std::string, std::string> located_;
+};
+
+int world_size_from_env() {
+  const char* text = std::getenv("WORLD_SIZE");
+  if (!text || !*text) return 1;
+  int64_t n;
+  if (!parse_int(text, n) || n < 1 || n > 1 << 20)
+    throw Error(std::string("WORLD_SIZE=\"") + text + "\" is not a positive integer", "environment",
+                "unset WORLD_SIZE or launch with torchrun, which sets it");
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides,
+                        ConfigOrigin* origin) {
+  Loader loader(path, overrides);
+  TrainConfig config = loader.load(origin);
+  const KeyLocator where = [&loader](const std::string& key) { return loader.locate(key); };
+  validate(config, where);
+  validate_for_world_size(config, world_size_from_env(), where);
+  return config;
+}
+
+}  // namespace siamese

@@ -1,0 +1,390 @@
+#include "siamese/config/schema.h"
+
+#include <fmt/format.h>
+
+#include <type_traits>
+
+namespace siamese::schema {
+namespace {
+
+template <class T>
+constexpr Kind kind_of() {
+  if constexpr (std::is_same_v<T, int64_t>) return Kind::Int;
+  else if constexpr (std::is_same_v<T, double>) return Kind::Double;
+  else if constexpr (std::is_same_v<T, bool>) return Kind::Bool;
+  else if constexpr (std::is_same_v<T, std::string>) return Kind::String;
+  else if constexpr (std::is_same_v<T, std::optional<int64_t>>) return Kind::OptInt;
+  else if constexpr (std::is_same_v<T, std::optional<double>>) return Kind::OptDouble;
+  else if constexpr (std::is_same_v<T, std::optional<bool>>) return Kind::OptBool;
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>) return Kind::StringList;
+  else if constexpr (std::is_same_v<T, std::vector<double>>) return Kind::DoubleList;
+  else {
+    static_assert(std::is_same_v<T, std::vector<EvaluatorConfig>>, "type without a schema kind");
+    return Kind::Evaluators;
+  }
+}
+
+// field<Root>("model.d_model", doc, &TrainConfig::model, &ModelConfig::d_model): the member
+// chain picks the struct member, its type picks the kind.
+template <class Root, class... Members>
+Field<Root> field(const char* key, const char* doc, Members... chain) {
+  using T = std::remove_reference_t<decltype((std::declval<Root&>().*....*chain))>;
+  return {key, kind_of<T>(), [=](Root& root) -> void* { return &(root.*....*chain); }, doc, false};
+}
+
+template <class Root, class... Members>
+Field<Root> ours(const char* key, const char* doc, Members... chain) {
+  Field<Root> f = field<Root>(key, doc, chain...);
+  f.ours = true;
+  return f;
+}
+
+using T = TrainConfig;
+using M = ModelConfig;
+using S = SiameseConfig;
+using O = OptimizerConfig;
+using Sc = SchedulerConfig;
+using D = DataConfig;
+using Tk = TokenizerConfig;
+using E = EvaluatorConfig;
+
+}  // namespace
+
+const std::vector<Field<TrainConfig>>& train_fields() {
+  static const std::vector<Field<T>> fields = {
+      field<T>("run_name", "Name of the run; used in ${run_name} interpolations and logs.", &T::run_name),
+      field<T>("seed", "Random seed for initialization and data order.", &T::seed),
+      field<T>("save_folder", "Folder for checkpoints and metrics.", &T::save_folder),
+      field<T>("save_interval", "Save a checkpoint every this many steps.", &T::save_interval),
+      field<T>("save_num_checkpoints_to_keep", "Keep only the newest N checkpoints (-1 keeps all).",
+               &T::save_num_checkpoints_to_keep),
+      field<T>("save_overwrite", "Allow writing into a save_folder that already has checkpoints.",
+               &T::save_overwrite),
+      field<T>("load_path", "Checkpoint to resume from (empty or null: start fresh).", &T::load_path),
+      field<T>("max_duration",
+               "Training length: steps (1000, 739_328, 1e4), tokens (2e9T) or epochs (1ep).",
+               &T::max_duration),
+      field<T>("global_train_batch_size", "Sequences per optimizer step, summed over all ranks.",
+               &T::global_train_batch_size),
+      field<T>("device_train_microbatch_size",
+               "Sequences per forward/backward on one rank (gradient accumulation splits the rest).",
+               &T::device_train_microbatch_size),
+      field<T>("device_eval_batch_size", "Sequences per evaluation forward on one rank.",
+               &T::device_eval_batch_size),
+      field<T>("precision", "fp32, amp_bf16 or amp_fp16 (autocast of matmuls).", &T::precision),
+      field<T>("max_grad_norm", "Clip the global gradient norm to this (null: no clipping).",
+               &T::max_grad_norm),
+      field<T>("eval_interval", "Run the evaluators every this many steps.", &T::eval_interval),
+      field<T>("eval_subset_num_batches", "Batches per LM evaluator (-1: the whole set).",
+               &T::eval_subset_num_batches),
+      field<T>("console_log_interval", "Log training metrics to the console every this many steps.",
+               &T::console_log_interval),
+      ours<T>("device", "auto (CUDA when available), cpu or cuda.", &T::device),
+      ours<T>("peak_tflops", "Hardware peak TFLOP/s per rank for MFU (null: MFU not reported).", &T::peak_tflops),
+      ours<T>("max_bad_steps", "Skip up to this many steps with a non-finite loss or gradient before stopping.", &T::max_bad_steps),
+      ours<T>("loss_spike_factor", "Flag a step whose loss exceeds this multiple of the running median.", &T::loss_spike_factor),
+
+      field<T>("model.d_model", "Hidden size.", &T::model, &M::d_model),
+      field<T>("model.n_heads", "Attention heads; must divide d_model.", &T::model, &M::n_heads),
+      field<T>("model.n_kv_heads", "Key/value heads (GQA); must divide n_heads (null: n_heads).",
+               &T::model, &M::n_kv_heads),
+      field<T>("model.clip_qkv", "Clamp Q, K, V to [-clip_qkv, clip_qkv] (null: off).", &T::model,
+               &M::clip_qkv),
+      field<T>("model.n_layers", "Transformer blocks.", &T::model, &M::n_layers),
+      field<T>("model.mlp_ratio", "MLP hidden size = mlp_ratio * d_model (SwiGLU halves it for the gate).",
+               &T::model, &M::mlp_ratio),
+      field<T>("model.mlp_hidden_size", "Explicit MLP hidden size; overrides mlp_ratio (null: unset).",
+               &T::model, &M::mlp_hidden_size),
+      field<T>("model.activation_type", "MLP activation: swiglu, gelu or relu.", &T::model,
+               &M::activation_type),
+      field<T>("model.block_type", "Block layout; only sequential (norm placement is model.residual).",
+               &T::model, &M::block_type),
+      field<T>("model.rope", "Rotary position embeddings (else learned absolute positions).",
+               &T::model, &M::rope),
+      field<T>("model.rope_full_precision", "Apply RoPE in fp32 under autocast.", &T::model,
+               &M::rope_full_precision),
+      field<T>("model.rope_theta", "RoPE base period.", &T::model, &M::rope_theta),
+      field<T>("model.flash_attention", "Use a fused attention kernel when LibTorch has one.",
+               &T::model, &M::flash_attention),
+      field<T>("model.attention_dropout", "Dropout on attention probabilities.", &T::model,
+               &M::attention_dropout),
+      field<T>("model.multi_query_attention", "One key/value head (same as n_kv_heads: 1).",
+               &T::model, &M::multi_query_attention),
+      field<T>("model.attention_layer_norm", "OLMo's full-width layer norms on Q and K.", &T::model,
+               &M::attention_layer_norm),
+      field<T>("model.residual_dropout", "Dropout on each sublayer output before the residual add.",
+               &T::model, &M::residual_dropout),
+      field<T>("model.embedding_dropout", "Dropout on the token embeddings.", &T::model,
+               &M::embedding_dropout),
+      field<T>("model.embedding_layer_norm", "Layer norm on the embeddings (OLMo's switch).",
+               &T::model, &M::embedding_layer_norm),
+      field<T>("model.layer_norm_type", "default or low_precision (LayerNorm), or rms (RMSNorm).",
+               &T::model, &M::layer_norm_type),
+      field<T>("model.layer_norm_with_affine", "Norms have a learnable weight.", &T::model,
+               &M::layer_norm_with_affine),
+      field<T>("model.layer_norm_eps", "Epsilon of every norm.", &T::model, &M::layer_norm_eps),
+      field<T>("model.attention_layer_norm_with_affine", "Q/K norms have a learnable weight.",
+               &T::model, &M::attention_layer_norm_with_affine),
+      field<T>("model.max_sequence_length", "Tokens per training sequence (and RoPE cache size).",
+               &T::model, &M::max_sequence_length),
+      field<T>("model.include_bias", "Linear layers have biases.", &T::model, &M::include_bias),
+      field<T>("model.bias_for_layer_norm", "Norms have a bias (null: include_bias).", &T::model,
+               &M::bias_for_layer_norm),
+      field<T>("model.scale_logits", "Multiply logits by 1/sqrt(d_model).", &T::model,
+               &M::scale_logits),
+      field<T>("model.vocab_size", "Tokenizer vocabulary size.", &T::model, &M::vocab_size),
+      field<T>("model.embedding_size", "Embedding rows, padded up from vocab_size (>= vocab_size).",
+               &T::model, &M::embedding_size),
+      field<T>("model.weight_tying", "Share the input embedding with the output projection.",
+               &T::model, &M::weight_tying),
+      field<T>("model.eos_token_id", "End-of-document token id.", &T::model, &M::eos_token_id),
+      field<T>("model.pad_token_id", "Padding token id.", &T::model, &M::pad_token_id),
+      field<T>("model.init_device", "Where parameters are first built (OLMo: cpu, cuda or meta).",
+               &T::model, &M::init_device),
+      field<T>("model.init_fn", "Initialization: normal, mitchell or full_megatron.", &T::model,
+               &M::init_fn),
+      field<T>("model.init_std", "Standard deviation for init_fn normal / full_megatron.", &T::model,
+               &M::init_std),
+      field<T>("model.init_cutoff_factor", "Truncate the normal init at this many std (null: init_fn's own rule).",
+               &T::model, &M::init_cutoff_factor),
+      field<T>("model.emb_init_std", "Embedding init std (null: init_std).", &T::model,
+               &M::emb_init_std),
+      field<T>("model.scale_emb_init", "Scale the embedding init by sqrt(d_model).", &T::model,
+               &M::scale_emb_init),
+      field<T>("model.use_query_norm", "Per-head norm on queries (HybridNorm's QKV norm).", &T::model,
+               &M::use_query_norm),
+      field<T>("model.use_key_norm", "Per-head norm on keys (HybridNorm's QKV norm).", &T::model,
+               &M::use_key_norm),
+      field<T>("model.use_value_norm", "Per-head norm on values (HybridNorm's QKV norm).", &T::model,
+               &M::use_value_norm),
+      ours<T>("model.residual",
+              "Residual topology (the MODEL_TYPE values): pre, post, deepnorm, residual, peri, "
+              "pre_embednorm, mixln, hybrid, hybrid_star, hc, post_pre, hybrid_pre.",
+              &T::model, &M::residual),
+      ours<T>("model.siamese.depth_scaling",
+              "SiameseNorm: divide X-stream updates by c_l = sqrt(2(l+1)).", &T::model, &M::siamese,
+              &S::depth_scaling),
+      ours<T>("model.siamese.fused_input_norm", "SiameseNorm: norm on the fused sublayer input.",
+              &T::model, &M::siamese, &S::fused_input_norm),
+      ours<T>("model.siamese.gamma", "SiameseNorm hybrid_pre: learnable vector on X before attention.",
+              &T::model, &M::siamese, &S::gamma),
+      ours<T>("model.mixln_alpha", "Mix-LN: the first floor(alpha * n_layers) blocks are Post-Norm.",
+              &T::model, &M::mixln_alpha),
+      ours<T>("model.hc_rate", "Hyper-Connections expansion rate n (number of streams).", &T::model,
+              &M::hc_rate),
+      ours<T>("model.hc_dynamic", "Hyper-Connections: dynamic (DHC) rather than static (SHC).",
+              &T::model, &M::hc_dynamic),
+
+      field<T>("optimizer.name", "Optimizer; adamw.", &T::optimizer, &O::name),
+      field<T>("optimizer.learning_rate", "Peak learning rate.", &T::optimizer, &O::learning_rate),
+      field<T>("optimizer.weight_decay", "Decoupled weight decay.", &T::optimizer, &O::weight_decay),
+      field<T>("optimizer.betas", "Adam betas [beta1, beta2].", &T::optimizer, &O::betas),
+      field<T>("optimizer.eps", "Adam epsilon.", &T::optimizer, &O::eps),
+      field<T>("optimizer.decay_norm_and_bias", "Apply weight decay to norm weights and biases.",
+               &T::optimizer, &O::decay_norm_and_bias),
+      field<T>("optimizer.decay_embeddings", "Apply weight decay to the embeddings.", &T::optimizer,
+               &O::decay_embeddings),
+      field<T>("optimizer.metrics_log_interval",
+               "Log per-parameter optimizer metrics every N steps (null: never).", &T::optimizer,
+               &O::metrics_log_interval),
+
+      field<T>("scheduler.name",
+               "constant, constant_with_warmup, cosine_with_warmup, linear_with_warmup or "
+               "inverted_sqrt_with_warmup.",
+               &T::scheduler, &Sc::name),
+      field<T>("scheduler.units", "Units of t_warmup and t_max: steps or tokens.", &T::scheduler,
+               &Sc::units),
+      field<T>("scheduler.t_warmup", "Linear warmup length.", &T::scheduler, &Sc::t_warmup),
+      field<T>("scheduler.t_max", "Decay horizon (null: the run's max_duration).", &T::scheduler,
+               &Sc::t_max),
+      field<T>("scheduler.alpha_f", "Final learning rate = alpha_f * learning_rate.", &T::scheduler,
+               &Sc::alpha_f),
+      field<T>("scheduler.warmup_min_lr", "Learning rate at step 0 of warmup (null: 0).",
+               &T::scheduler, &Sc::warmup_min_lr),
+
+      field<T>("data.paths", "Token files (numpy memmaps of memmap_dtype) to train on.", &T::data,
+               &D::paths),
+      field<T>("data.memmap_dtype", "Token file element type: uint8, uint16, uint32 or uint64.",
+               &T::data, &D::memmap_dtype),
+      field<T>("data.pad_direction", "Pad sequences on the right or left.", &T::data,
+               &D::pad_direction),
+      field<T>("data.drop_last", "Drop the final incomplete batch.", &T::data, &D::drop_last),
+      field<T>("data.num_workers", "Background loader threads.", &T::data, &D::num_workers),
+      field<T>("data.pin_memory", "Pin host batches for faster GPU copies.", &T::data,
+               &D::pin_memory),
+      field<T>("data.seed", "Data-order seed (null: the top-level seed).", &T::data, &D::seed),
+      ours<T>("data.synthetic", "Built-in synthetic corpus used when paths is empty: \"\" or arithmetic.",
+              &T::data, &D::synthetic),
+
+      field<T>("tokenizer.identifier", "Tokenizer name or tokenizer.json path.", &T::tokenizer,
+               &Tk::identifier),
+      field<T>("tokenizer.truncate_direction", "Truncate long inputs on the right or left.",
+               &T::tokenizer, &Tk::truncate_direction),
+
+      field<T>("evaluators", "Evaluators run every eval_interval steps; a list of maps (below).",
+               &T::evaluators),
+  };
+  return fields;
+}
+
+const std::vector<Field<EvaluatorConfig>>& evaluator_fields() {
+  static const std::vector<Field<E>> fields = {
+      field<E>("label", "Name in logs and metrics.", &E::label),
+      field<E>("type", "lm (perplexity on token files) or downstream (a task in data_dir).", &E::type),
+      field<E>("data.paths", "lm: token files to evaluate.", &E::paths),
+      field<E>("data.memmap_dtype", "lm: token file element type (empty: data.memmap_dtype).",
+               &E::memmap_dtype),
+      ours<E>("data_dir", "downstream: folder with the task JSONL files (empty: $SIAMESE_SHARED_DIR/evals).",
+              &E::data_dir),
+      field<E>("subset_num_batches", "Batches to evaluate (-1: eval_subset_num_batches).",
+               &E::subset_num_batches),
+  };
+  return fields;
+}
+
+const std::vector<IgnoredKey>& ignored_train_keys() {
+  static const std::vector<IgnoredKey> keys = {
+      {"dry_run", "not supported"},
+      {"wandb", "metrics go to metrics.jsonl in save_folder"},
+      {"compile", "no torch.compile in LibTorch"},
+      {"fsdp", "ranks use data parallelism with full replicas"},
+      {"ddp", "ranks use data parallelism with full replicas"},
+      {"distributed_strategy", "ranks use data parallelism with full replicas"},
+      {"activation_checkpointing", "not supported"},
+      {"speed_monitor", "throughput is always logged"},
+      {"save_interval_unsharded", "checkpoints are never sharded"},
+      {"save_num_unsharded_checkpoints_to_keep", "checkpoints are never sharded"},
+      {"save_interval_ephemeral", "not supported"},
+      {"sharded_checkpointer", "checkpoints are never sharded"},
+      {"remote_save_folder", "not supported"},
+      {"max_grad_norm_ratio", "not supported"},
+      {"softmax_auxiliary_loss", "not supported"},
+      {"auxiliary_loss_multiplier", "not supported"},
+      {"fused_loss", "the loss implementation is fixed"},
+      {"gen1_gc_interval", "no Python garbage collector"},
+      {"time_limit", "not supported"},
+      {"stop_at", "use max_duration"},
+      {"stop_after", "use max_duration"},
+      {"python_profiling", "not supported"},
+      {"torch_profiling", "not supported"},
+      {"save_data_indices", "not supported"},
+      {"try_load_latest_save", "not supported"},
+      {"model.alibi", "positions are RoPE or learned"},
+      {"model.alibi_bias_max", "positions are RoPE or learned"},
+      {"model.norm_after", "the topology is model.residual"},
+      {"model.attn_norm", "the topology is model.residual (HybridNorm: hybrid)"},
+      {"model.ffn_norm", "the topology is model.residual (HybridNorm: hybrid)"},
+      {"model.attn_residual_after_norm", "the topology is model.residual (HybridNorm: hybrid)"},
+      {"model.ffn_residual_after_norm", "the topology is model.residual (HybridNorm: hybrid)"},
+      {"model.norm_pos_special_config", "the topology is model.residual (HybridNorm*: hybrid_star)"},
+      {"optimizer.no_decay_norm_and_bias", "deprecated in OLMo; use decay_norm_and_bias"},
+      {"optimizer.record_update_metrics", "not supported"},
+      {"optimizer.selective_updates", "not supported"},
+      {"data.datasets", "list token files in data.paths"},
+      {"data.prefetch_factor", "the loader prefetches one batch per worker"},
+      {"data.persistent_workers", "loader threads always persist"},
+      {"data.timeout", "not supported"},
+      {"data.instance_filter", "not supported"},
+      {"data.label_mask_paths", "not supported"},
+      {"data.generate_attention_mask", "documents are not masked from each other"},
+      {"data.generate_doc_lengths", "documents are not masked from each other"},
+  };
+  return keys;
+}
+
+const std::vector<IgnoredKey>& ignored_evaluator_keys() {
+  static const std::vector<IgnoredKey> keys = {
+      {"data.datasets", "list token files in data.paths"},
+      {"data.num_workers", "evaluators use the training loader settings"},
+      {"data.drop_last", "evaluators use the training loader settings"},
+      {"data.pin_memory", "evaluators use the training loader settings"},
+      {"device_eval_batch_size", "set the top-level device_eval_batch_size"},
+  };
+  return keys;
+}
+
+std::string kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::Int: return "an integer";
+    case Kind::Double: return "a number";
+    case Kind::Bool: return "true or false";
+    case Kind::String: return "a string";
+    case Kind::OptInt: return "an integer or null";
+    case Kind::OptDouble: return "a number or null";
+    case Kind::OptBool: return "true, false or null";
+    case Kind::StringList: return "a list of strings";
+    case Kind::DoubleList: return "a list of numbers";
+    case Kind::Evaluators: return "a list of evaluator maps";
+  }
+  return "?";
+}
+
+namespace {
+
+template <class Root>
+std::string text_of(const Field<Root>& f, const Root& root) {
+  switch (f.kind) {
+    case Kind::Int: return std::to_string(f.template ref<int64_t>(root));
+    case Kind::Double: return fmt::format("{}", f.template ref<double>(root));
+    case Kind::Bool: return f.template ref<bool>(root) ? "true" : "false";
+    case Kind::String: return f.template ref<std::string>(root);
+    case Kind::OptInt: {
+      const auto& v = f.template ref<std::optional<int64_t>>(root);
+      return v ? std::to_string(*v) : "null";
+    }
+    case Kind::OptDouble: {
+      const auto& v = f.template ref<std::optional<double>>(root);
+      return v ? fmt::format("{}", *v) : "null";
+    }
+    case Kind::OptBool: {
+      const auto& v = f.template ref<std::optional<bool>>(root);
+      return v ? (*v ? "true" : "false") : "null";
+    }
+    case Kind::StringList: return fmt::format("[{}]", fmt::join(f.template ref<std::vector<std::string>>(root), ", "));
+    case Kind::DoubleList: return fmt::format("[{}]", fmt::join(f.template ref<std::vector<double>>(root), ", "));
+    case Kind::Evaluators: return f.template ref<std::vector<EvaluatorConfig>>(root).empty() ? "[]" : "[...]";
+  }
+  return "";
+}
+
+template <class Root>
+std::string shown_default(const Field<Root>& f) {
+  const std::string text = text_of(f, Root{});
+  return f.kind == Kind::String ? "\"" + text + "\"" : text;
+}
+
+template <class Root>
+std::string table(const std::vector<Field<Root>>& fields, const std::string& prefix) {
+  std::string out = "| key | type | default | meaning |\n|---|---|---|---|\n";
+  for (const auto& f : fields) {
+    out += fmt::format("| `{}{}` | {} | `{}` | {}{} |\n", prefix, f.key, kind_name(f.kind),
+                       shown_default(f), f.ours ? "(ours) " : "", f.doc);
+  }
+  return out;
+}
+
+std::string ignored_list(const std::vector<IgnoredKey>& keys, const std::string& prefix) {
+  std::string out;
+  for (const auto& k : keys) out += fmt::format("- `{}{}`: {}\n", prefix, k.key, k.why);
+  return out;
+}
+
+}  // namespace
+
+std::string value_text(const Field<TrainConfig>& field, const TrainConfig& root) {
+  return text_of(field, root);
+}
+
+std::string value_text(const Field<EvaluatorConfig>& field, const EvaluatorConfig& root) {
+  return text_of(field, root);
+}
+
+std::string markdown() {
+  return "### Run keys\n\n" + table(train_fields(), "") +
+         "\n### Evaluator keys (each entry of `evaluators`)\n\n" +
+         table(evaluator_fields(), "evaluators[i].") +
+         "\n### OLMo keys accepted and ignored (a warning names each)\n\n" +
+         ignored_list(ignored_train_keys(), "") + ignored_list(ignored_evaluator_keys(), "evaluators[i].");
+}
+
+}  // namespace siamese::schema

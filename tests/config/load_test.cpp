@@ -1,0 +1,287 @@
+#include "siamese/config/load.h"
+
+#include <gtest/gtest.h>
+
+#include "scoped_env.h"
+#include "siamese/common/error.h"
+
+namespace siamese {
+namespace {
+
+using testing::ConfigTest;
+using testing::error_of;
+using testing::ScopedEnv;
+
+// A small valid config; tests append or substitute lines.
+const std::string kBase = R"(run_name: unit
+model:
+  d_model: 64
+  n_heads: 4
+  n_layers: 2
+  max_sequence_length: 32
+  vocab_size: 256
+  embedding_size: 256
+  eos_token_id: 0
+  pad_token_id: 1
+global_train_batch_size: 8
+device_train_microbatch_size: 4
+max_duration: 100
+)";
+
+void expect_contains(const std::string& text, const std::vector<std::string>& parts) {
+  for (const auto& p : parts) EXPECT_NE(text.find(p), std::string::npos) << "missing \"" << p << "\" in:\n" << text;
+}
+
+using LoadConfig = ConfigTest;
+
+TEST_F(LoadConfig, ReadsOlmoKeysAndKeepsDefaultsForTheRest) {
+  const auto path = write("a.yaml", kBase + "optimizer:\n  learning_rate: 4.0e-4\n  betas:\n  - 0.9\n  - 0.99\n"
+                                            "max_grad_norm: null\nload_path: null\n");
+  const TrainConfig c = load_config(path, {});
+  EXPECT_EQ(c.run_name, "unit");
+  EXPECT_EQ(c.model.d_model, 64);
+  EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 4e-4);
+  EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.9, 0.99}));
+  EXPECT_FALSE(c.max_grad_norm.has_value());
+  EXPECT_EQ(c.load_path, "");
+  // OLMo's defaults where the file is silent.
+  EXPECT_EQ(c.seed, 6198);
+  EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.01);
+  EXPECT_EQ(c.scheduler.name, "cosine_with_warmup");
+  EXPECT_EQ(c.model.residual, "pre");
+}
+
+TEST_F(LoadConfig, UnknownKeyNamesFileLinePathAndClosestKey) {
+  const auto inside = write("typo2.yaml", "run_name: x\nmodel:\n  n_heads: 4\n  d_modle: 64\n");
+  const std::string msg = error_of([&] { load_config(inside, {}); });
+  expect_contains(msg, {"typo2.yaml:4", "unknown key model.d_modle", "did you mean model.d_model?"});
+
+  const auto top = write("top.yaml", "run_name: x\nd_model: 64\n");
+  expect_contains(error_of([&] { load_config(top, {}); }),
+                  {"top.yaml:2", "unknown key d_model", "did you mean model.d_model?"});
+
+  const auto section = write("section.yaml", "run_name: x\noptimiser:\n  learning_rate: 1e-3\n");
+  expect_contains(error_of([&] { load_config(section, {}); }),
+                  {"section.yaml:2", "unknown key optimiser", "did you mean optimizer?"});
+
+  const auto nonsense = write("nonsense.yaml", "zzzzzzzzzzzzzzzzzz: 1\n");
+  expect_contains(error_of([&] { load_config(nonsense, {}); }), {"unknown key zzzzzzzzzzzzzzzzzz", "--schema"});
+}
+
+TEST_F(LoadConfig, DuplicateKeyIsAnError) {
+  const auto path = write("dup.yaml", "seed: 1\nseed: 2\n");
+  expect_contains(error_of([&] { load_config(path, {}); }), {"dup.yaml:2", "duplicate key seed"});
+}
+
+TEST_F(LoadConfig, WrongTypeNamesExpectedAndGiven) {
+  const auto path = write("type.yaml", "run_name: x\nmodel:\n  d_model: abc\n");
+  expect_contains(error_of([&] { load_config(path, {}); }),
+                  {"type.yaml:3", "(model.d_model)", "expected an integer, got \"abc\"", "model.d_model: 768"});
+  const auto dbl = write("dbl.yaml", "optimizer:\n  learning_rate: fast\n");
+  expect_contains(error_of([&] { load_config(dbl, {}); }),
+                  {"dbl.yaml:2", "optimizer.learning_rate", "expected a number, got \"fast\""});
+  const auto boolean = write("bool.yaml", "model:\n  rope: maybe\n");
+  expect_contains(error_of([&] { load_config(boolean, {}); }),
+                  {"bool.yaml:2", "model.rope", "expected true or false, got \"maybe\""});
+  const auto list = write("list.yaml", "optimizer:\n  betas: 0.9\n");
+  expect_contains(error_of([&] { load_config(list, {}); }),
+                  {"list.yaml:2", "optimizer.betas", "expected a list of numbers, got \"0.9\""});
+  const auto map = write("map.yaml", "seed:\n  a: 1\n");
+  expect_contains(error_of([&] { load_config(map, {}); }), {"map.yaml:2", "(seed)", "expected an integer, got a mapping"});
+  const auto section = write("sect.yaml", "model: 5\n");
+  expect_contains(error_of([&] { load_config(section, {}); }), {"sect.yaml:1", "expected a mapping of model.* keys"});
+  const auto item = write("item.yaml", "optimizer:\n  betas: [0.9, x]\n");
+  expect_contains(error_of([&] { load_config(item, {}); }), {"optimizer.betas[1]", "expected a number, got \"x\""});
+  const auto null_int = write("null.yaml", "seed: null\n");
+  expect_contains(error_of([&] { load_config(null_int, {}); }), {"null.yaml:1", "(seed)", "expected an integer, got null"});
+}
+
+TEST_F(LoadConfig, InvalidYamlNamesTheLine) {
+  const auto path = write("bad.yaml", "run_name: x\nmodel:\n  d_model: [1, 2\n");
+  expect_contains(error_of([&] { load_config(path, {}); }), {"bad.yaml:", "invalid YAML"});
+  expect_contains(error_of([&] { load_config((dir_ / "missing.yaml").string(), {}); }),
+                  {"missing.yaml", "config file not found"});
+}
+
+struct Combination {
+  std::string extra;  // overrides that break one rule
+  std::vector<std::string> expected;
+};
+
+TEST_F(LoadConfig, ImpossibleCombinationsAreRejectedWithTheKeyAndFix) {
+  const auto path = write("combo.yaml", kBase);
+  const std::vector<Combination> cases = {
+      {"--model.n_heads=5", {"model.d_model 64 is not divisible by model.n_heads 5", "(model.n_heads)"}},
+      {"--model.n_kv_heads=3", {"model.n_heads 4 is not divisible by model.n_kv_heads 3", "(model.n_kv_heads)"}},
+      {"--model.n_kv_heads=0", {"model.n_kv_heads must be positive"}},
+      {"--model.embedding_size=200", {"model.embedding_size 200 is smaller than model.vocab_size 256", "e.g. 256"}},
+      {"--precision=bf16", {"precision \"bf16\" is not one of: fp32, amp_bf16, amp_fp16"}},
+      {"--max_duration=10 steps", {"max_duration \"10 steps\" is not a duration", "(max_duration)", "1ep"}},
+      {"--scheduler.name=cosine", {"scheduler.name \"cosine\" is not one of", "cosine_with_warmup"}},
+      {"--scheduler.units=epochs", {"scheduler.units \"epochs\" is not one of: steps, tokens"}},
+      {"--data.memmap_dtype=int16", {"data.memmap_dtype \"int16\" is not one of: uint8, uint16, uint32, uint64"}},
+      {"--model.eos_token_id=300", {"model.eos_token_id 300 is outside the embedding table [0, 256)"}},
+      {"--optimizer.betas=[0.9]", {"optimizer.betas needs two values"}},
+      {"--model.activation_type=tanh", {"model.activation_type \"tanh\" is not one of: swiglu, gelu, relu"}},
+      {"--model.attention_dropout=1.5", {"model.attention_dropout must be in [0, 1)"}},
+      {"--optimizer.name=sgd", {"optimizer.name \"sgd\" is not one of: adamw"}},
+      {"--model.mixln_alpha=2", {"model.mixln_alpha must be in [0, 1]"}},
+      {"--device=tpu", {"device \"tpu\" is not one of: auto, cpu, cuda"}},
+      {"--device_train_microbatch_size=3", {"global_train_batch_size 8 is not divisible by world size 1 x "
+                                            "device_train_microbatch_size 3"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.extra);
+    const std::string msg = error_of([&] { load_config(path, {c.extra}); });
+    expect_contains(msg, c.expected);
+    expect_contains(msg, {"fix:"});
+  }
+}
+
+TEST(Validate, DefaultsAreValidAndErrorsNameTheKeyWithoutAFile) {
+  EXPECT_NO_THROW(validate(TrainConfig{}));
+  TrainConfig c;
+  c.model.n_kv_heads = 5;
+  expect_contains(error_of([&] { validate(c); }), {"(model.n_kv_heads): model.n_heads 12 is not divisible by model.n_kv_heads 5"});
+}
+
+TEST_F(LoadConfig, CombinationErrorPointsAtTheLineInTheFile) {
+  const auto path = write("heads.yaml", "model:\n  d_model: 64\n  n_heads: 6\n");
+  expect_contains(error_of([&] { load_config(path, {}); }),
+                  {"heads.yaml:3 (model.n_heads)", "not divisible by model.n_heads 6"});
+}
+
+TEST_F(LoadConfig, WorldSizeSplitsTheGlobalBatch) {
+  const auto path = write("ws.yaml", kBase);  // global 8, microbatch 4
+  const TrainConfig c = load_config(path, {});
+  EXPECT_NO_THROW(validate_for_world_size(c, 1));
+  EXPECT_NO_THROW(validate_for_world_size(c, 2));
+  expect_contains(error_of([&] { validate_for_world_size(c, 4); }),
+                  {"global_train_batch_size 8 is not divisible by world size 4 x device_train_microbatch_size 4 = 16",
+                   "(device_train_microbatch_size)"});
+  expect_contains(error_of([&] { validate_for_world_size(c, 3); }),
+                  {"global_train_batch_size 8 does not split over world size 3"});
+  {
+    ScopedEnv ws("WORLD_SIZE", "4");
+    expect_contains(error_of([&] { load_config(path, {}); }), {"ws.yaml", "world size 4"});
+  }
+  {
+    ScopedEnv ws("WORLD_SIZE", "two");
+    expect_contains(error_of([&] { load_config(path, {}); }), {"WORLD_SIZE=\"two\" is not a positive integer"});
+  }
+  ScopedEnv ws("WORLD_SIZE", "2");
+  EXPECT_EQ(load_config(path, {}).global_train_batch_size, 8);
+}
+
+TEST_F(LoadConfig, InterpolatesKeysDottedKeysAndEnvironment) {
+  ScopedEnv scratch("SIAMESE_TEST_SCRATCH", "/scratch");
+  ScopedEnv unset("SIAMESE_TEST_UNSET", std::nullopt);
+  const auto path = write("interp.yaml", kBase +
+                                             "save_interval: 500\n"
+                                             "eval_interval: ${save_interval}\n"
+                                             "device_eval_batch_size: ${device_train_microbatch_size}\n"
+                                             "save_folder: ${oc.env:SIAMESE_TEST_SCRATCH,/x}/${run_name}-d${model.d_model}\n"
+                                             "load_path: ${oc.env:SIAMESE_TEST_UNSET,${save_folder}/latest}\n"
+                                             "data:\n  paths:\n  - ${oc.env:SIAMESE_TEST_UNSET,/data}/a.npy\n");
+  const TrainConfig c = load_config(path, {});
+  EXPECT_EQ(c.eval_interval, 500);
+  EXPECT_EQ(c.device_eval_batch_size, 4);
+  EXPECT_EQ(c.save_folder, "/scratch/unit-d64");
+  EXPECT_EQ(c.load_path, "/scratch/unit-d64/latest");
+  EXPECT_EQ(c.data.paths, std::vector<std::string>{"/data/a.npy"});
+  // A referenced key the file does not set resolves to its default; overrides are seen too.
+  const auto dflt = write("dflt.yaml", "run_name: r${seed}\n");
+  EXPECT_EQ(load_config(dflt, {}).run_name, "r6198");
+  EXPECT_EQ(load_config(dflt, {"--seed=7"}).run_name, "r7");
+}
+
+TEST_F(LoadConfig, InterpolationErrorsNameTheKey) {
+  const auto missing_env = write("env.yaml", "run_name: ${oc.env:SIAMESE_TEST_UNSET}\n");
+  ScopedEnv unset("SIAMESE_TEST_UNSET", std::nullopt);
+  expect_contains(error_of([&] { load_config(missing_env, {}); }),
+                  {"env.yaml:1 (run_name)", "SIAMESE_TEST_UNSET is not set"});
+  const auto cycle = write("cycle.yaml", "run_name: ${save_folder}\nsave_folder: ${run_name}\n");
+  expect_contains(error_of([&] { load_config(cycle, {}); }), {"cycle of interpolations"});
+  const auto typo = write("ref.yaml", "run_name: ${model.d_modle}\n");
+  expect_contains(error_of([&] { load_config(typo, {}); }),
+                  {"ref.yaml:1 (run_name)", "${model.d_modle} refers to no key", "did you mean model.d_model?"});
+  const auto type = write("type.yaml", "model:\n  d_model: ${run_name}\nrun_name: abc\n");
+  expect_contains(error_of([&] { load_config(type, {}); }),
+                  {"type.yaml:2 (model.d_model)", "expected an integer, got \"abc\""});
+}
+
+TEST_F(LoadConfig, OverridePrecedenceOverModelTypeOverYaml) {
+  const auto path = write("prec.yaml", kBase + "optimizer:\n  learning_rate: 4.0e-4\n");
+  const auto res2 = write("res2.yaml", "model:\n  residual: post\n");
+  ConfigOrigin origin;
+  EXPECT_EQ(load_config(res2, {}, &origin).model.residual, "post");
+  EXPECT_EQ(origin.topology, res2 + ":2");
+  EXPECT_EQ(load_config(path, {}, &origin).model.residual, "pre");
+  EXPECT_EQ(origin.topology, "default");
+  {
+    ScopedEnv model_type("MODEL_TYPE", "hybrid_pre");
+    EXPECT_EQ(load_config(res2, {}, &origin).model.residual, "hybrid_pre");
+    EXPECT_EQ(origin.topology, "MODEL_TYPE");
+    EXPECT_EQ(load_config(res2, {"--model.residual=peri"}, &origin).model.residual, "peri");
+    EXPECT_EQ(origin.topology, "--model.residual");
+  }
+  const TrainConfig c = load_config(path, {"--optimizer.learning_rate=2e-3", "--model.d_model", "128",
+                                           "model.n_layers=3", "--optimizer.betas=[0.8,0.9]"});
+  EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 2e-3);
+  EXPECT_EQ(c.model.d_model, 128);
+  EXPECT_EQ(c.model.n_layers, 3);
+  EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.8, 0.9}));
+  EXPECT_EQ(load_config(path, {"--max_grad_norm=null"}).max_grad_norm, std::nullopt);
+}
+
+TEST_F(LoadConfig, BadOverridesNameTheCommandLine) {
+  const auto path = write("o.yaml", kBase);
+  expect_contains(error_of([&] { load_config(path, {"--model.d_modl=256"}); }),
+                  {"command line (--model.d_modl=256)", "unknown key model.d_modl", "did you mean model.d_model?"});
+  expect_contains(error_of([&] { load_config(path, {"--model.d_model=abc"}); }),
+                  {"command line (--model.d_model=abc) (model.d_model)", "expected an integer, got \"abc\""});
+  expect_contains(error_of([&] { load_config(path, {"--seed"}); }), {"override \"--seed\" has no value"});
+  expect_contains(error_of([&] { load_config(path, {"stray"}); }), {"override \"stray\" has no value"});
+  expect_contains(error_of([&] { load_config(path, {"--model.n_heads=3"}); }),
+                  {"command line (--model.n_heads=3) (model.n_heads)", "not divisible"});
+}
+
+TEST_F(LoadConfig, OlmoKeysWeDoNotUseAreAcceptedNotErrors) {
+  const auto path = write("olmo.yaml", kBase +
+                                           "wandb:\n  name: ${run_name}\n  project: p\n"
+                                           "compile: null\nfsdp:\n  precision: mixed\ndry_run: false\n"
+                                           "speed_monitor:\n  window_size: 20\nsave_interval_unsharded: 10000\n"
+                                           "data:\n  prefetch_factor: 16\n  persistent_workers: true\n"
+                                           "evaluators:\n  - label: v\n    data:\n      num_workers: 0\n"
+                                           "      datasets:\n        a:\n");
+  const TrainConfig c = load_config(path, {"--fsdp.precision=pure"});
+  ASSERT_EQ(c.evaluators.size(), 1u);
+  EXPECT_EQ(c.evaluators[0].label, "v");
+}
+
+TEST_F(LoadConfig, EvaluatorsAreAListOfMapsWithTheirOwnKeys) {
+  const auto path = write("ev.yaml", kBase +
+                                         "evaluators:\n"
+                                         "  - label: ppl\n    type: lm\n    data:\n      paths: [v.npy]\n      memmap_dtype: uint32\n"
+                                         "  - label: piqa\n    type: downstream\n");
+  const TrainConfig c = load_config(path, {});
+  ASSERT_EQ(c.evaluators.size(), 2u);
+  EXPECT_EQ(c.evaluators[0].paths, std::vector<std::string>{"v.npy"});
+  EXPECT_EQ(c.evaluators[0].memmap_dtype, "uint32");
+  EXPECT_EQ(c.evaluators[1].type, "downstream");
+  EXPECT_EQ(c.evaluators[1].subset_num_batches, -1);
+
+  const auto typo = write("evtypo.yaml", "evaluators:\n  - label: a\n    paths: [v.npy]\n");
+  expect_contains(error_of([&] { load_config(typo, {}); }),
+                  {"evtypo.yaml:3", "unknown key evaluators[0].paths", "did you mean evaluators[0].data.paths?"});
+  const auto type = write("evtype.yaml", "evaluators:\n  - label: a\n  - label: b\n    type: ppl\n");
+  expect_contains(error_of([&] { load_config(type, {}); }),
+                  {"evtype.yaml:4 (evaluators[1].type)", "\"ppl\" is not one of: lm, downstream"});
+  const auto dup = write("evdup.yaml", "evaluators:\n  - label: a\n  - label: a\n");
+  expect_contains(error_of([&] { load_config(dup, {}); }), {"evdup.yaml:3", "two evaluators are labelled \"a\""});
+  const auto not_list = write("evmap.yaml", "evaluators:\n  label: a\n");
+  expect_contains(error_of([&] { load_config(not_list, {}); }), {"expected a list of evaluator maps, got a mapping"});
+}
+
+}  // namespace
+}  // namespace siamese
