@@ -1,0 +1,404 @@
+// The transformer around the topology seam: attention kernel vs the explicit reference,
+// GQA semantics, RoPE, causality, OLMo init rules, parameter kinds and counts (the
+// SiameseNorm overhead), FLOPs, OLMo name mapping, probes and truncated depth, .npy files.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "siamese/common/error.h"
+#include "siamese/common/npy.h"
+#include "siamese/model/olmo_names.h"
+#include "siamese/model/registry.h"
+#include "siamese/model/transformer.h"
+
+namespace siamese::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+ModelConfig small(const std::string& residual = "pre") {
+  ModelConfig c;
+  c.d_model = 32;
+  c.n_heads = 4;
+  c.n_layers = 3;
+  c.mlp_ratio = 4;
+  c.rope = true;
+  c.vocab_size = 50;
+  c.embedding_size = 64;
+  c.max_sequence_length = 32;
+  c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.0;
+  c.layer_norm_type = "rms";
+  c.include_bias = false;
+  c.weight_tying = false;
+  c.residual = residual;
+  if (residual == "hybrid" || residual == "hybrid_pre")
+    c.use_query_norm = c.use_key_norm = c.use_value_norm = true;
+  return c;
+}
+
+Transformer build(const ModelConfig& c, uint64_t seed = 0) {
+  torch::manual_seed(seed);
+  Transformer m(c);
+  m->eval();
+  // Norm weights away from 1 so that every norm matters in the comparisons below.
+  torch::NoGradGuard g;
+  for (auto& p : m->named_parameters())
+    if (param_kind(p.key()) == ParamKind::Norm) p.value().copy_(1.0 + 0.3 * torch::randn_like(p.value()));
+  return m;
+}
+
+torch::Tensor ids(const ModelConfig& c, int64_t B, int64_t T, uint64_t seed = 1) {
+  torch::manual_seed(seed);
+  return torch::randint(c.vocab_size, {B, T}, torch::kLong);
+}
+
+double rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a - b).abs().max() / b.abs().max()).item<double>();
+}
+
+TEST(Transformer, AttentionKernelMatchesReferenceWithGradients) {
+  for (const std::string topo : {"pre", "hybrid_pre"})
+    for (std::optional<int64_t> kv : {std::optional<int64_t>(), std::optional<int64_t>(2),
+                                      std::optional<int64_t>(1)}) {
+      SCOPED_TRACE(topo + " kv " + std::to_string(kv.value_or(4)));
+      auto c = small(topo);
+      c.n_kv_heads = kv;
+      auto m = build(c);
+      auto x = ids(c, 2, 11);
+      auto fused = m->forward(x);
+      fused.pow(2).mean().backward();
+      std::map<std::string, torch::Tensor> g_fused;
+      for (auto& p : m->named_parameters()) g_fused[p.key()] = p.value().grad().clone();
+      m->zero_grad();
+      m->use_reference_attention(true);
+      auto ref = m->forward(x);
+      ref.pow(2).mean().backward();
+      EXPECT_LT(rel(fused, ref), 1e-5);
+      for (auto& p : m->named_parameters()) EXPECT_LT(rel(g_fused[p.key()], p.value().grad()), 1e-4) << p.key();
+    }
+}
+
+TEST(Transformer, LogitsAreCausal) {
+  auto c = small("hybrid_pre");
+  auto m = build(c);
+  auto x = ids(c, 1, 12);
+  auto before = m->forward(x);
+  x[0][7] = (x[0][7].item<int64_t>() + 1) % c.vocab_size;
+  auto after = m->forward(x);
+  EXPECT_EQ((before.slice(1, 0, 7) - after.slice(1, 0, 7)).abs().max().item<double>(), 0.0);
+  EXPECT_GT((before.slice(1, 7) - after.slice(1, 7)).abs().max().item<double>(), 1e-4);
+}
+
+// GQA: query head j reads kv head j / (n_heads / n_kv_heads) (OLMo's repeat_interleave), so
+// an MHA model whose k, v rows repeat the GQA model's computes the same function.
+TEST(Transformer, GroupedQueryAttentionEqualsMhaWithRepeatedHeads) {
+  auto c = small("hybrid");
+  c.n_kv_heads = 2;
+  auto gqa = build(c, 3);
+  auto mc = c;
+  mc.n_kv_heads.reset();
+  auto mha = build(mc, 4);
+  const int64_t d = c.d_model, hd = d / c.n_heads, kv = 2 * hd;
+  torch::NoGradGuard g;
+  auto gp = gqa->named_parameters();
+  for (auto& p : mha->named_parameters()) {
+    const auto& src = gp[p.key()];
+    if (p.key().find("att_proj") == std::string::npos) {
+      p.value().copy_(src);
+      continue;
+    }
+    auto rep = [&](const torch::Tensor& rows) {  // [kv, d] -> [d, d], each head twice
+      return rows.view({2, hd, d}).repeat_interleave(2, 0).reshape({d, d});
+    };
+    p.value().copy_(torch::cat({src.slice(0, 0, d), rep(src.slice(0, d, d + kv)),
+                                rep(src.slice(0, d + kv))}));
+  }
+  auto x = ids(c, 2, 9);
+  EXPECT_LT(rel(gqa->forward(x), mha->forward(x)), 1e-5);
+}
+
+// RoPE makes q.k depend on positions only through their difference.
+TEST(Transformer, RopeScoresDependOnRelativePosition) {
+  Rope rope(8, 10000.0, true);
+  auto q = torch::randn({1, 1, 1, 8}).expand({1, 1, 10, 8}).contiguous();
+  auto k = torch::randn({1, 1, 1, 8}).expand({1, 1, 10, 8}).contiguous();
+  auto [rq, rk] = rope.apply(q, k);
+  auto s = torch::matmul(rq, rk.transpose(-1, -2))[0][0];
+  for (int64_t i = 1; i < 10; ++i)
+    for (int64_t j = 1; j <= i; ++j)
+      EXPECT_NEAR(s[i][j].item<double>(), s[i - 1][j - 1].item<double>(), 1e-4);
+  EXPECT_GT((s[5][0] - s[5][5]).abs().item<double>(), 1e-3);
+}
+
+TEST(Transformer, OlmoInitFollowsInitFn) {
+  auto c = small("pre");
+  c.d_model = 256;
+  c.n_heads = 4;
+  c.n_layers = 2;
+  c.init_fn = "mitchell";
+  torch::manual_seed(0);
+  Transformer m(c);
+  auto p = m->named_parameters();
+  auto std_of = [&](const std::string& n) { return p[n].std().item<double>(); };
+  const double trunc = 0.9866;  // std of a unit normal truncated at +-3 sigma (+-2: 0.8796)
+  EXPECT_NEAR(std_of("blocks.0.attn.att_proj.weight"), trunc / 16.0, 2e-3);
+  EXPECT_NEAR(std_of("blocks.1.attn.attn_out.weight"), trunc / std::sqrt(2.0 * 256 * 2), 2e-3);
+  EXPECT_NEAR(std_of("blocks.1.mlp.ff_out.weight"), trunc / std::sqrt(2.0 * 512 * 2), 2e-3);
+  EXPECT_LE(p["blocks.0.attn.att_proj.weight"].abs().max().item<double>(), 3.0 / 16.0 + 1e-6);
+
+  c.init_fn = "normal";
+  c.init_std = 0.02;
+  c.init_cutoff_factor = 2.0;
+  c.emb_init_std = 0.5;
+  torch::manual_seed(0);
+  Transformer n(c);
+  auto q = n->named_parameters();
+  EXPECT_NEAR(q["blocks.0.mlp.ff_proj.weight"].std().item<double>(), 0.02 * 0.8796, 4e-4);
+  EXPECT_LE(q["blocks.0.mlp.ff_proj.weight"].abs().max().item<double>(), 0.04 + 1e-7);
+  EXPECT_NEAR(q["wte.weight"].std().item<double>(), 0.5 * 0.8796, 1e-2);
+  EXPECT_EQ(q["topology.ln_f.weight"].min().item<double>(), 1.0);
+
+  c.init_fn = "full_megatron";
+  c.init_cutoff_factor.reset();
+  c.emb_init_std.reset();
+  torch::manual_seed(0);
+  Transformer f(c);
+  auto r = f->named_parameters();
+  EXPECT_NEAR(r["blocks.0.attn.attn_out.weight"].std().item<double>(), trunc * 0.02 / 2.0, 3e-4);
+  EXPECT_NEAR(r["ff_out.weight"].std().item<double>(), trunc / 16.0, 2e-3);
+}
+
+TEST(Transformer, ParameterKindsFollowOlmoDecayGroups) {
+  auto c = small("hybrid_pre");
+  c.include_bias = true;
+  c.layer_norm_type = "default";
+  Transformer m(c);
+  std::map<ParamKind, int> seen;
+  for (auto& p : m->named_parameters()) ++seen[param_kind(p.key())];
+  EXPECT_EQ(param_kind("wte.weight"), ParamKind::Embedding);
+  EXPECT_EQ(param_kind("blocks.2.attn.att_proj.weight"), ParamKind::Linear);
+  EXPECT_EQ(param_kind("blocks.2.mlp.ff_out.weight"), ParamKind::Linear);
+  EXPECT_EQ(param_kind("ff_out.weight"), ParamKind::Linear);
+  EXPECT_EQ(param_kind("blocks.2.attn.att_proj.bias"), ParamKind::Bias);
+  EXPECT_EQ(param_kind("blocks.0.attn.q_norm.weight"), ParamKind::Norm);
+  EXPECT_EQ(param_kind("topology.blocks.1.c1"), ParamKind::Norm);
+  EXPECT_EQ(param_kind("topology.ln_final_f.weight"), ParamKind::Norm);
+  EXPECT_EQ(seen[ParamKind::Linear], 4 * 3 + 1);
+  EXPECT_EQ(seen[ParamKind::Embedding], 1);
+}
+
+int64_t numel_where(Transformer& m, const std::function<bool(const std::string&)>& pred) {
+  int64_t n = 0;
+  for (auto& p : m->named_parameters())
+    if (pred(p.key())) n += p.value().numel();
+  return n;
+}
+
+TEST(Transformer, ParameterCountsMatchTheModelAndSiameseOverheadIsItsNorms) {
+  for (const std::string norm : {"rms", "default"}) {
+    auto c = small("hybrid_pre");
+    c.layer_norm_type = norm;
+    c.include_bias = norm == "default";
+    auto pre_cfg = c;
+    pre_cfg.residual = "pre";
+    Transformer m(c), pre(pre_cfg);
+    const auto counts = count_parameters(c), pre_counts = count_parameters(pre_cfg);
+    EXPECT_EQ(counts.total(), numel_where(m, [](auto&) { return true; }));
+    EXPECT_EQ(counts.residual, numel_where(m, [](auto& n) { return n.rfind("topology.", 0) == 0; }));
+    EXPECT_EQ(counts.attention, pre_counts.attention);
+    EXPECT_EQ(counts.mlp, pre_counts.mlp);
+    EXPECT_EQ(counts.embedding + counts.head, pre_counts.embedding + pre_counts.head);
+    // Per layer SiameseNorm adds c1 and three norms (attn_y, ff_y, ff_input) and drops
+    // attn_norm; the head adds ln_y_f and ln_final_f. A norm has d weights (+ d biases).
+    const int64_t d = c.d_model, L = c.n_layers, norm_size = norm == "rms" ? d : 2 * d;
+    EXPECT_EQ(counts.total() - pre_counts.total(), L * (d + 2 * norm_size) + 2 * norm_size);
+  }
+}
+
+TEST(Transformer, FlopsPerTokenIsSixNPlusAttention) {
+  for (bool tied : {false, true}) {
+    auto c = small("pre");
+    c.weight_tying = tied;
+    c.n_kv_heads = 2;
+    Transformer m(c);
+    int64_t n = numel_where(m, [](auto& k) { return param_kind(k) == ParamKind::Linear; });
+    if (tied) n += c.embedding_size * c.d_model;
+    const int64_t T = 24;
+    EXPECT_DOUBLE_EQ(flops_per_token(c, T), 6.0 * n + 12.0 * c.n_layers * c.d_model * T);
+  }
+}
+
+TEST(Transformer, HeadHonorsTyingPaddingAndScaling) {
+  auto c = small("pre");
+  c.weight_tying = true;
+  c.scale_logits = true;
+  auto m = build(c);
+  EXPECT_FALSE(m->named_parameters().contains("ff_out.weight"));
+  auto x = ids(c, 2, 5);
+  auto logits = m->forward(x);
+  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 5, c.embedding_size}));
+  auto expect = torch::matmul(m->hidden(x), m->wte->weight.t()) / std::sqrt(double(c.d_model));
+  EXPECT_LT(rel(logits, expect), 1e-6);
+}
+
+TEST(Transformer, ProbeSeesEveryStreamAndTruncationStopsEarly) {
+  auto c = small("hybrid_pre");
+  auto m = build(c);
+  auto x = ids(c, 2, 6);
+  std::map<std::pair<int64_t, std::string>, torch::Tensor> seen;
+  const Probe probe = [&](int64_t l, const std::string& s, const torch::Tensor& t) { seen[{l, s}] = t.clone(); };
+  ForwardOptions full;
+  full.probe = &probe;
+  auto logits = m->forward(x, full);
+  EXPECT_LT(rel(logits, m->forward(x)), 1e-7);
+  for (int64_t l = -1; l < c.n_layers; ++l) {
+    EXPECT_TRUE(seen.count({l, "x"})) << l;
+    EXPECT_TRUE(seen.count({l, "y"})) << l;
+  }
+  EXPECT_TRUE((seen.count({c.n_layers, "final"})));
+  EXPECT_TRUE((seen[{-1, "x"}].equal(m->wte->weight.index({x}))));
+
+  auto full_streams = seen;
+  seen.clear();
+  ForwardOptions cut;
+  cut.probe = &probe;
+  cut.n_blocks = 1;
+  m->forward(x, cut);
+  EXPECT_TRUE((seen[{0, "y"}].equal(full_streams[{0, "y"}])));
+  EXPECT_FALSE((seen.count({1, "y"})));
+  EXPECT_TRUE((seen.count({1, "final"})));
+}
+
+TEST(Transformer, DropoutOnlyInTraining) {
+  auto c = small("pre");
+  c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.1;
+  auto m = build(c);
+  auto x = ids(c, 2, 8);
+  EXPECT_TRUE(m->forward(x).equal(m->forward(x)));
+  m->train();
+  EXPECT_FALSE(m->forward(x).equal(m->forward(x)));
+}
+
+TEST(Transformer, OlmoAttentionLayerNormIsFullWidth) {
+  auto c = small("pre");
+  c.attention_layer_norm = true;
+  c.n_kv_heads = 2;
+  auto m = build(c);
+  auto p = m->named_parameters();
+  EXPECT_EQ(p["blocks.0.attn.q_norm.weight"].size(0), c.d_model);
+  EXPECT_EQ(p["blocks.0.attn.k_norm.weight"].size(0), 2 * c.d_model / c.n_heads);
+  auto x = ids(c, 1, 5);
+  auto before = m->forward(x);
+  {
+    torch::NoGradGuard g;
+    p["blocks.0.attn.k_norm.weight"].mul_(2.0);
+  }
+  EXPECT_GT(rel(m->forward(x), before), 1e-4);
+}
+
+TEST(Transformer, ConfigErrorsNameKeyAndFix) {
+  auto expect_error = [](ModelConfig c, const std::string& needle) {
+    try {
+      check_model_config(c);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto c = small("nonsense");
+  expect_error(c, "hybrid_pre");  // the message lists the valid names
+  c = small("hybrid");
+  c.use_value_norm = false;
+  expect_error(c, "use_query_norm");
+  c = small("pre");
+  c.attention_layer_norm = c.use_query_norm = true;
+  expect_error(c, "attention_layer_norm");
+  c = small("pre");
+  c.n_kv_heads = 3;
+  expect_error(c, "n_kv_heads");
+  c = small("pre");
+  c.embedding_size = 10;
+  expect_error(c, "embedding_size");
+}
+
+TEST(OlmoNames, RoundTripAndLoadChecks) {
+  EXPECT_EQ(from_olmo_key("transformer.blocks.3.att_proj.weight"), "blocks.3.attn.att_proj.weight");
+  EXPECT_EQ(from_olmo_key("transformer.blocks.0.ff_out.weight"), "blocks.0.mlp.ff_out.weight");
+  EXPECT_EQ(from_olmo_key("transformer.ff_out.weight"), "ff_out.weight");
+  EXPECT_EQ(from_olmo_key("model.transformer.blocks.1.c1"), "topology.blocks.1.c1");
+  EXPECT_EQ(to_olmo_key("topology.ln_y_f.weight"), "transformer.ln_y_f.weight");
+  EXPECT_THROW(from_olmo_key("lm_head.weight"), Error);
+
+  auto c = small("hybrid_pre");
+  auto a = build(c, 1), b = build(c, 2);
+  for (auto& p : a->named_parameters()) EXPECT_EQ(from_olmo_key(to_olmo_key(p.key())), p.key());
+  load_olmo_state(*b, olmo_state(*a), "test");
+  auto x = ids(c, 1, 4);
+  EXPECT_TRUE(a->forward(x).equal(b->forward(x)));
+
+  auto state = olmo_state(*a);
+  state.pop_back();
+  state[0].second = torch::zeros({3});
+  try {
+    load_olmo_state(*b, state, "ckpt.safetensors");
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("shape"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ckpt.safetensors"), std::string::npos) << msg;
+  }
+}
+
+TEST(Npy, RoundTripsAndRejectsWhatItCannotRead) {
+  const auto dir = fs::temp_directory_path() / "siamese_npy_test";
+  fs::create_directories(dir);
+  for (auto t : {torch::randn({2, 3, 4}), torch::randn({5}, torch::kDouble),
+                 torch::randint(1000, {3, 2}, torch::kLong), torch::randn({})}) {
+    const auto path = (dir / "t.npy").string();
+    write_npy(path, t);
+    auto back = read_npy(path);
+    EXPECT_EQ(back.scalar_type(), t.scalar_type());
+    EXPECT_TRUE(back.equal(t));
+  }
+  EXPECT_THROW(write_npy((dir / "h.npy").string(), torch::ones({2}, torch::kHalf)), Error);
+  {
+    std::ofstream f(dir / "bad.npy", std::ios::binary);
+    const std::string header = "{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }";
+    f << "\x93NUMPY" << '\x01' << '\x00' << char(header.size()) << '\x00' << header << "abcd";
+  }
+  try {
+    read_npy((dir / "bad.npy").string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("<i2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_npy((dir / "missing.npy").string()), Error);
+  fs::remove_all(dir);
+}
+
+// configs/tiny/hybrid.yaml: d_model 256, 6 layers, RMSNorm; hybrid_pre adds per layer c1 and
+// three norms and drops attn_norm (6 * 3 * 256), plus ln_y_f and ln_final_f (2 * 256).
+TEST(Inspect, CommandPrintsComponentsOverheadAndFlops) {
+  const auto log = fs::temp_directory_path() / "siamese_inspect_test.out";
+  const std::string cmd = std::string(SIAMESE_BINARY) + " inspect " + SIAMESE_SOURCE_DIR +
+                          "/configs/tiny/hybrid.yaml --model.residual=hybrid_pre > " +
+                          log.string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  ASSERT_EQ(rc, 0) << ss.str();
+  for (const char* needle : {"residual-path norms", "overhead vs pre: +5120 parameters",
+                             "FLOPs per token", "total"})
+    EXPECT_NE(ss.str().find(needle), std::string::npos) << ss.str();
+  fs::remove(log);
+}
+
+}  // namespace
+}  // namespace siamese::model
