@@ -62,3 +62,31 @@ torch::Tensor TokenDataset::batch(const std::vector<int64_t>& indices) const {
 }
 
 }  // namespace siamese::data
+
+#include "siamese/data/arithmetic.h"
+
+namespace siamese::data {
+
+namespace {
+constexpr int64_t kSyntheticTrainTokens = int64_t{1} << 22;
+}
+
+TokenDataset train_dataset(const TrainConfig& cfg) {
+  const int64_t T = cfg.model.max_sequence_length;
+  if (!cfg.data.paths.empty())
+    return TokenDataset(cfg.data.paths, cfg.data.memmap_dtype, T, cfg.model.vocab_size);
+  if (cfg.data.synthetic == "arithmetic") {
+    if (cfg.model.vocab_size < kArithmeticVocab)
+      throw Error("the arithmetic corpus is byte-level and needs vocab_size >= 256",
+                  "model.vocab_size", "set model.vocab_size and embedding_size to 256");
+    return TokenDataset("synthetic arithmetic",
+                        arithmetic_train_tokens(cfg.data.seed.value_or(cfg.seed),
+                                                kSyntheticTrainTokens),
+                        T, cfg.model.vocab_size);
+  }
+  throw Error("no training data: data.paths is empty and data.synthetic is '" +
+                  cfg.data.synthetic + "'",
+              "data.paths", "list token files, or set data.synthetic: arithmetic");
+}
+
+}  // namespace siamese::data

@@ -3,6 +3,7 @@
 // 2.x builds used on GPUs. Code elsewhere calls these wrappers and never tests versions.
 #include <torch/torch.h>
 #include <torch/version.h>
+#include <ATen/autocast_mode.h>
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -34,5 +35,41 @@ using CommBackend = c10d::Backend;
 #else
 using CommBackend = c10d::ProcessGroup;
 #endif
+
+// Autocast (mixed precision) for the scope of the guard on `device`'s type. 1.13 has
+// per-device setters (set_cpu_enabled / set_enabled for CUDA); 2.4+ takes the device type.
+class AutocastGuard {
+ public:
+  AutocastGuard(torch::Device device, at::ScalarType dtype) : type_(device.type()) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_dtype(type_, dtype);
+    at::autocast::set_autocast_enabled(type_, true);
+#else
+    if (type_ == torch::kCPU) {
+      at::autocast::set_autocast_cpu_dtype(dtype);
+      at::autocast::set_cpu_enabled(true);
+    } else {
+      at::autocast::set_autocast_gpu_dtype(dtype);
+      at::autocast::set_enabled(true);
+    }
+#endif
+  }
+  ~AutocastGuard() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(type_, false);
+#else
+    if (type_ == torch::kCPU)
+      at::autocast::set_cpu_enabled(false);
+    else
+      at::autocast::set_enabled(false);
+#endif
+    at::autocast::clear_cache();
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  torch::DeviceType type_;
+};
 
 }  // namespace siamese::compat

@@ -47,3 +47,13 @@ class TokenDataset {
 };
 
 }  // namespace siamese::data
+
+#include "siamese/config/config.h"
+
+namespace siamese::data {
+
+// The run's training instances: data.paths memory-mapped, or the synthetic corpus named by
+// data.synthetic when paths is empty.
+TokenDataset train_dataset(const TrainConfig& cfg);
+
+}  // namespace siamese::data

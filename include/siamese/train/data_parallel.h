@@ -1,0 +1,41 @@
+#pragma once
+// GradientSync for a real multi-process run: a c10d process group (Gloo on CPU, NCCL on
+// CUDA) and bucketed gradient all-reduce launched from autograd hooks (dist/).
+#include <chrono>
+#include <memory>
+
+#include "siamese/dist/communicator.h"
+#include "siamese/dist/grad_bucketer.h"
+#include "siamese/train/gradient_sync.h"
+
+namespace siamese::train {
+
+struct DataParallelOptions {
+  int64_t bucket_bytes = 25 << 20;  // PyTorch DDP's default bucket size
+  bool overlap = true;              // start all-reduces during backward
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+};
+
+class DataParallelSync : public GradientSync {
+ public:
+  DataParallelSync(const World& world, torch::Device device, DataParallelOptions options);
+
+  int rank() const override { return comm_.rank(); }
+  int world_size() const override { return comm_.size(); }
+  int local_rank() const override { return comm_.world().local_rank; }
+  void attach(const std::vector<torch::Tensor>& params) override;
+  void before_backward(bool last_micro_batch) override;
+  void after_backward() override;
+  double sum(double value) override { return comm_.all_reduce_sum(value); }
+  void barrier() override { comm_.barrier(); }
+
+  // Seconds spent blocked on gradient communication since the last call (then reset).
+  double take_comm_seconds();
+
+ private:
+  Communicator comm_;
+  DataParallelOptions options_;
+  std::unique_ptr<GradBucketer> bucketer_;
+};
+
+}  // namespace siamese::train

@@ -1,0 +1,61 @@
+#pragma once
+// In-training evaluation: validation loss / perplexity on token files (`type: lm`
+// evaluators), and for the synthetic arithmetic corpus the held-out loss plus exact-match
+// accuracy of greedily decoded answers.
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "siamese/config/config.h"
+#include "siamese/data/arithmetic.h"
+#include "siamese/data/token_dataset.h"
+#include "siamese/eval/downstream.h"
+#include "siamese/model/transformer.h"
+#include "siamese/train/gradient_sync.h"
+
+namespace siamese::train {
+
+struct EvalResult {
+  std::string label;
+  double loss = 0;  // mean next-token cross-entropy
+  int64_t tokens = 0;
+  std::optional<double> exact_match;  // arithmetic only: fraction of answers exactly right
+  std::optional<eval::DownstreamResult> downstream;  // `type: downstream` evaluators
+
+  double perplexity() const;
+  std::string to_json(int64_t step) const;
+};
+
+// Fraction of problems whose greedy continuation of "\n<prompt>" is "<answer>\n".
+double arithmetic_exact_match(model::TransformerImpl& model,
+                              const std::vector<data::ArithmeticProblem>& problems,
+                              torch::Device device);
+
+class Evaluators {
+ public:
+  // Builds the `lm` evaluators of cfg.evaluators (and the held-out arithmetic evaluator
+  // when data.synthetic is arithmetic). Ranks split the batches; results are summed.
+  Evaluators(const TrainConfig& cfg, torch::Device device, GradientSync& sync);
+  bool empty() const { return sets_.empty() && tasks_.empty(); }
+  // Runs every evaluator in eval mode and restores the model's training mode.
+  std::vector<EvalResult> run(model::TransformerImpl& model);
+
+ private:
+  struct Set {
+    std::string label;
+    std::unique_ptr<data::TokenDataset> data;
+    int64_t num_batches;
+    std::vector<data::ArithmeticProblem> problems;
+  };
+  std::vector<Set> sets_;
+  std::vector<eval::Task> tasks_;  // downstream evaluators (src/eval)
+  std::optional<tokenizer::Tokenizer> tokenizer_;
+  int64_t batch_size_;
+  torch::Device device_;
+  GradientSync& sync_;
+};
+
+}  // namespace siamese::train

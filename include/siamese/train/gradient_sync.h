@@ -1,0 +1,31 @@
+#pragma once
+// The trainer's only contact with data parallelism. Each rank normalises its loss by the
+// token count of the whole global batch, so SUMMING gradients over ranks gives exactly the
+// single-process gradient. This base class is the world of one: every call is a no-op.
+// A distributed run passes a subclass (e.g. one driving dist/grad_bucketer.h) to train().
+#include <torch/torch.h>
+
+namespace siamese::train {
+
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  virtual int rank() const { return 0; }
+  virtual int world_size() const { return 1; }
+  // Index of this rank on its node: its CUDA device.
+  virtual int local_rank() const { return 0; }
+  // Called before each micro-batch's backward; only the last one of a step needs to
+  // communicate (earlier ones accumulate locally).
+  virtual void before_backward(bool last_micro_batch) {}
+  // Called after the last backward of a step: leave the summed gradients in p.grad().
+  virtual void after_backward() {}
+  // Sums of per-rank scalars (loss, token counts, eval sums).
+  virtual double sum(double value) { return value; }
+  // Makes every rank's parameters equal rank 0's and takes charge of their gradients
+  // (hooks that start communication during backward). Called once, before training.
+  virtual void attach(const std::vector<torch::Tensor>& params) {}
+  // Every rank waits here until all arrive (e.g. while rank 0 writes a checkpoint).
+  virtual void barrier() {}
+};
+
+}  // namespace siamese::train

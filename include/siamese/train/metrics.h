@@ -1,0 +1,63 @@
+#pragma once
+// Every number a user sees about a run is computed here and written to
+// save_folder/metrics.jsonl, one JSON object per line; the console, plots and tables read
+// these values and never re-derive them.
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace siamese::train {
+
+struct StepMetrics {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;  // global norm before clipping
+  double step_seconds = 0;
+  int64_t step_tokens = 0;
+  double flops_per_token = 0;      // training FLOPs (forward + backward)
+  std::optional<double> peak_flops;  // hardware peak, FLOP/s summed over ranks
+  double elapsed = 0;
+  bool loss_spike = false;
+
+  double perplexity() const;
+  double tokens_per_sec() const;
+  std::optional<double> mfu() const;  // model FLOPs utilisation, 0..1
+  std::string to_json() const;
+};
+
+// One JSON line for any event ({"step": 12, "event": "nonfinite", ...}); `fields` is the
+// already-formatted inside of the object after "step".
+std::string event_json(int64_t step, const std::string& event, const std::string& fields);
+
+// A JSON number, or null for NaN / inf (JSON has no literal for them).
+std::string json_number(double v);
+
+// Appends to metrics.jsonl. Opening for a run resumed at `resume_step` first drops lines of
+// later steps, written by the interrupted run after its last checkpoint.
+class MetricsLog {
+ public:
+  MetricsLog(const std::filesystem::path& path, int64_t resume_step);
+  void write(const std::string& json_line);
+
+ private:
+  std::ofstream out_;
+};
+
+// Flags a loss above `factor` times the median of the last `window` losses.
+class SpikeDetector {
+ public:
+  SpikeDetector(double factor, size_t window = 50) : factor_(factor), window_(window) {}
+  bool observe(double loss);
+
+ private:
+  double factor_;
+  size_t window_;
+  std::deque<double> recent_;
+};
+
+}  // namespace siamese::train

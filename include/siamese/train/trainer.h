@@ -1,0 +1,27 @@
+#pragma once
+// `siamese train`: the training loop (src/train/trainer.cpp reads top to bottom).
+#include <cstdint>
+#include <functional>
+
+#include "siamese/config/config.h"
+#include "siamese/train/gradient_sync.h"
+
+namespace siamese::train {
+
+// Exit codes of train().
+inline constexpr int kExitNonFinite = 3;
+
+struct RunControl {
+  // Stop after this step with a checkpoint, as if preempted (tests, `--stop-at`); -1 = no.
+  int64_t stop_at = -1;
+  // Data parallelism; nullptr = a world of one.
+  GradientSync* sync = nullptr;
+};
+
+// Trains per `cfg`, resuming from load_path or else from the newest checkpoint in
+// save_folder. Writes checkpoints and metrics.jsonl to save_folder. Returns the process
+// exit code: 0 when finished or stopped cleanly, kExitNonFinite on a non-finite loss or
+// gradient. Bad input throws siamese::Error.
+int train(const TrainConfig& cfg, const RunControl& control = {});
+
+}  // namespace siamese::train

@@ -1,0 +1,28 @@
+#include "siamese/train/data_parallel.h"
+
+namespace siamese::train {
+
+DataParallelSync::DataParallelSync(const World& world, torch::Device device,
+                                   DataParallelOptions options)
+    : comm_(world, device, options.timeout), options_(options) {}
+
+void DataParallelSync::attach(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  for (auto p : params) comm_.broadcast(p);
+  bucketer_ = std::make_unique<GradBucketer>(comm_, params, options_.bucket_bytes, options_.overlap);
+}
+
+void DataParallelSync::before_backward(bool last_micro_batch) {
+  TORCH_CHECK(bucketer_, "DataParallelSync: attach() must come before training");
+  bucketer_->prepare(last_micro_batch);
+}
+
+void DataParallelSync::after_backward() { bucketer_->finish(); }
+
+double DataParallelSync::take_comm_seconds() {
+  double s = bucketer_ ? bucketer_->blocked_seconds() : 0.0;
+  if (bucketer_) bucketer_->reset_timers();
+  return s;
+}
+
+}  // namespace siamese::train

@@ -1,0 +1,143 @@
+#include "siamese/train/evaluate.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <numeric>
+
+#include "siamese/train/loss.h"
+#include "siamese/train/metrics.h"
+
+namespace siamese::train {
+
+namespace {
+
+constexpr int64_t kHeldOutTokens = 1 << 16;
+constexpr int64_t kHeldOutProblems = 256;
+
+}  // namespace
+
+double EvalResult::perplexity() const { return std::exp(loss); }
+
+std::string EvalResult::to_json(int64_t step) const {
+  if (downstream) return downstream->to_json(step);  // OLMo's eval/downstream/<label>_<metric>
+  std::string fields = fmt::format("\"label\": \"{}\", \"loss\": {}, \"perplexity\": {}, \"tokens\": {}",
+                                   label, json_number(loss), json_number(perplexity()), tokens);
+  if (exact_match) fields += ", \"exact_match\": " + json_number(*exact_match);
+  return event_json(step, "eval", fields);
+}
+
+double arithmetic_exact_match(model::TransformerImpl& model,
+                              const std::vector<data::ArithmeticProblem>& problems,
+                              torch::Device device) {
+  torch::NoGradGuard no_grad;
+  // Problems of equal prompt length decode together as one batch.
+  std::map<size_t, std::vector<size_t>> by_length;
+  for (size_t i = 0; i < problems.size(); ++i)
+    by_length[problems[i].prompt.size()].push_back(i);
+  int64_t correct = 0;
+  for (const auto& [len, members] : by_length) {
+    const auto n = static_cast<int64_t>(members.size());
+    auto ids = torch::empty({n, static_cast<int64_t>(len) + 1}, torch::kInt64);
+    for (int64_t r = 0; r < n; ++r) {
+      const std::string text = "\n" + problems[members[r]].prompt;
+      for (size_t c = 0; c < text.size(); ++c) ids[r][c] = static_cast<unsigned char>(text[c]);
+    }
+    ids = ids.to(device);
+    size_t longest = 0;
+    for (auto m : members) longest = std::max(longest, problems[m].answer.size());
+    for (size_t k = 0; k <= longest; ++k) {
+      auto logits = model.forward(ids);
+      auto next = logits.select(1, ids.size(1) - 1).argmax(-1, /*keepdim=*/true);
+      ids = torch::cat({ids, next}, 1);
+    }
+    auto out = ids.to(torch::kCPU);
+    for (int64_t r = 0; r < n; ++r) {
+      const auto& p = problems[members[r]];
+      const std::string want = p.answer + "\n";
+      bool ok = true;
+      for (size_t c = 0; c < want.size() && ok; ++c)
+        ok = out[r][len + 1 + c].item<int64_t>() == static_cast<unsigned char>(want[c]);
+      correct += ok;
+    }
+  }
+  return problems.empty() ? 0.0 : double(correct) / problems.size();
+}
+
+Evaluators::Evaluators(const TrainConfig& cfg, torch::Device device, GradientSync& sync)
+    : batch_size_(cfg.device_eval_batch_size), device_(device), sync_(sync) {
+  const int64_t T = cfg.model.max_sequence_length;
+  for (size_t i = 0; i < cfg.evaluators.size(); ++i) {
+    const auto& e = cfg.evaluators[i];
+    if (e.type == "downstream") {
+      if (!tokenizer_) tokenizer_ = tokenizer::Tokenizer::from_file(cfg.tokenizer.identifier);
+      const char* shared = std::getenv("SIAMESE_SHARED_DIR");
+      tasks_.push_back(eval::load_task(
+          e.label, !e.data_dir.empty() ? e.data_dir
+                                       : std::string(shared && *shared ? shared : "../shared") + "/evals"));
+      continue;
+    }
+    if (e.type != "lm") {
+      spdlog::warn("evaluator '{}' (type {}) runs with `siamese eval`, not during training",
+                   e.label, e.type);
+      continue;
+    }
+    const std::string dtype = e.memmap_dtype.empty() ? cfg.data.memmap_dtype : e.memmap_dtype;
+    const int64_t subset = e.subset_num_batches > 0 ? e.subset_num_batches
+                                                    : cfg.eval_subset_num_batches;
+    sets_.push_back({e.label.empty() ? fmt::format("eval{}", i) : e.label,
+                     std::make_unique<data::TokenDataset>(e.paths, dtype, T, cfg.model.vocab_size),
+                     subset, {}});
+  }
+  if (cfg.data.synthetic == "arithmetic") {
+    const uint64_t seed = cfg.data.seed.value_or(cfg.seed);
+    sets_.push_back({"arithmetic_held_out",
+                     std::make_unique<data::TokenDataset>(
+                         "synthetic arithmetic (held out)",
+                         data::arithmetic_held_out_tokens(seed, kHeldOutTokens), T,
+                         cfg.model.vocab_size),
+                     cfg.eval_subset_num_batches, data::arithmetic_held_out(seed, kHeldOutProblems)});
+  }
+}
+
+std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
+  const bool was_training = model.is_training();
+  model.eval();
+  torch::NoGradGuard no_grad;
+  std::vector<EvalResult> results;
+  for (auto& set : sets_) {
+    const int64_t total_batches = (set.data->size() + batch_size_ - 1) / batch_size_;
+    const int64_t batches =
+        set.num_batches > 0 ? std::min(set.num_batches, total_batches) : total_batches;
+    double loss_sum = 0, tokens = 0;
+    for (int64_t b = sync_.rank(); b < batches; b += sync_.world_size()) {
+      std::vector<int64_t> idx;
+      for (int64_t i = b * batch_size_; i < std::min(set.data->size(), (b + 1) * batch_size_); ++i)
+        idx.push_back(i);
+      auto ids = set.data->batch(idx).to(device_);
+      loss_sum += lm_loss_sum(model, ids).item<double>();
+      tokens += ids.size(0) * (ids.size(1) - 1);
+    }
+    loss_sum = sync_.sum(loss_sum);
+    tokens = sync_.sum(tokens);
+    EvalResult r{set.label, loss_sum / tokens, static_cast<int64_t>(tokens), std::nullopt};
+    if (!set.problems.empty())
+      r.exact_match = arithmetic_exact_match(model, set.problems, device_);
+    results.push_back(r);
+  }
+  for (const auto& task : tasks_) {
+    eval::DownstreamOptions o;
+    o.batch_size = batch_size_;
+    o.device = device_;
+    EvalResult r{task.label, NAN, 0, std::nullopt};
+    r.downstream = eval::run_downstream(model, *tokenizer_, task, o);
+    results.push_back(r);
+  }
+  if (was_training) model.train();
+  return results;
+}
+
+}  // namespace siamese::train

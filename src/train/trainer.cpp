@@ -1,0 +1,254 @@
+// The training loop, nanoGPT style: set up, then one plain loop over optimizer steps.
+#include "siamese/train/trainer.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "siamese/common/compat.h"
+#include "siamese/analysis/grad_norms.h"
+#include "siamese/common/error.h"
+#include "siamese/config/duration.h"
+#include "siamese/config/load.h"
+#include "siamese/data/batch_order.h"
+#include "siamese/data/token_dataset.h"
+#include "siamese/model/transformer.h"
+#include "siamese/train/checkpoint.h"
+#include "siamese/train/evaluate.h"
+#include "siamese/train/loss.h"
+#include "siamese/train/lr_schedule.h"
+#include "siamese/train/metrics.h"
+#include "siamese/train/optimizer.h"
+#include "siamese/train/runtime.h"
+
+namespace siamese::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string format_eta(double seconds) {
+  const auto s = static_cast<int64_t>(seconds);
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
+                   : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+// Optimizer steps in the run: max_duration in steps, or tokens rounded up to whole global
+// batches (OLMo), or epochs of the training data.
+int64_t total_steps(const Duration& d, int64_t tokens_per_step, int64_t steps_per_epoch) {
+  switch (d.unit) {
+    case Duration::Steps: return d.value;
+    case Duration::Tokens: return (d.value + tokens_per_step - 1) / tokens_per_step;
+    case Duration::Epochs: return d.value * steps_per_epoch;
+  }
+  return d.value;
+}
+
+}  // namespace
+
+int train(const TrainConfig& cfg, const RunControl& control) {
+  // ---- setup -------------------------------------------------------------------------
+  GradientSync single_process;
+  GradientSync& sync = control.sync ? *control.sync : single_process;
+  const bool main_rank = sync.rank() == 0;
+  configure_cpu_runtime();
+  install_stop_handlers();
+  const torch::Device device = resolve_device(cfg.device, sync.local_rank());
+  const fs::path run_dir = cfg.save_folder;
+  const std::string config_yaml = to_yaml(cfg);
+
+  torch::manual_seed(cfg.seed);
+  model::Transformer model(cfg.model);
+  model->to(device);
+  sync.attach(model->parameters());
+  auto optim = build_optimizer(cfg.optimizer, model->named_parameters());
+
+  data::TokenDataset dataset = data::train_dataset(cfg);
+  const int64_t T = cfg.model.max_sequence_length;
+  const int64_t global_batch = cfg.global_train_batch_size;
+  const int64_t tokens_per_step = global_batch * T;
+  const int64_t predicted_per_step = global_batch * (T - 1);  // loss normaliser
+  data::BatchOrder order(dataset.size(), global_batch,
+                         static_cast<uint64_t>(cfg.data.seed.value_or(cfg.seed)), sync.rank(),
+                         sync.world_size());
+  const Duration duration = parse_duration(cfg.max_duration);
+  const int64_t max_steps = total_steps(duration, tokens_per_step, order.steps_per_epoch());
+  const bool token_units = cfg.scheduler.units == "tokens";
+  const double schedule_max = token_units
+                                  ? (duration.unit == Duration::Tokens
+                                         ? double(duration.value)
+                                         : double(max_steps) * tokens_per_step)
+                                  : double(max_steps);
+  const int64_t micro = std::min(cfg.device_train_microbatch_size, global_batch / sync.world_size());
+  Evaluators evaluators(cfg, device, sync);
+  const double flops_per_token = model::flops_per_token(cfg.model, T);
+  const std::optional<double> peak_flops =
+      cfg.peak_tflops ? std::optional<double>(*cfg.peak_tflops * 1e12 * sync.world_size())
+                      : std::nullopt;
+  const std::optional<at::ScalarType> autocast =
+      cfg.precision == "amp_bf16"   ? std::optional(at::kBFloat16)
+      : cfg.precision == "amp_fp16" ? std::optional(at::kHalf)
+                                    : std::nullopt;
+
+  // Resume: an explicit load_path, else the newest complete checkpoint of this run.
+  TrainState state;
+  std::optional<fs::path> resume_from;
+  if (!cfg.load_path.empty())
+    resume_from = fs::path(cfg.load_path);
+  else
+    resume_from = latest_checkpoint(run_dir);
+  if (resume_from) {
+    state = load_checkpoint(*resume_from, *model, optim.get());
+    spdlog::info("resumed from {} at step {} ({} tokens)", resume_from->string(), state.step,
+                 state.tokens);
+  }
+  std::optional<MetricsLog> metrics;
+  if (main_rank) metrics.emplace(run_dir / "metrics.jsonl", state.step);
+  auto log_event = [&](const std::string& line) {
+    if (metrics) metrics->write(line);
+  };
+  // Rank 0 writes (every rank holds the same weights); the others wait so nobody runs
+  // ahead of, or exits before, a checkpoint that is still being written.
+  auto save = [&] {
+    if (main_rank) {
+      auto dir = save_checkpoint(run_dir, *model, *optim, state, config_yaml,
+                                 cfg.save_num_checkpoints_to_keep);
+      spdlog::info("saved checkpoint {}", dir.string());
+    }
+    sync.barrier();
+  };
+  auto evaluate = [&] {
+    for (const auto& r : evaluators.run(*model)) {
+      spdlog::info("eval {} at step {}: loss {:.4f} ppl {:.3f}{}", r.label, state.step, r.loss,
+                   r.perplexity(),
+                   r.exact_match ? fmt::format(" exact-match {:.3f}", *r.exact_match) : "");
+      log_event(r.to_json(state.step));
+    }
+  };
+  const auto params = model->parameters();
+  const double clip = cfg.max_grad_norm.value_or(std::numeric_limits<double>::infinity());
+  SpikeDetector spikes(cfg.loss_spike_factor);
+  spdlog::info("training {} ({} parameters) on {} for {} steps: {} instances of {} tokens, "
+               "global batch {} in micro-batches of {}, {} rank(s)",
+               cfg.model.residual, model::count_parameters(cfg.model).total(), device.str(),
+               max_steps, dataset.size(), T, global_batch, micro, sync.world_size());
+
+  // ---- loop --------------------------------------------------------------------------
+  model->train();
+  const auto start = Clock::now();
+  const int64_t first_step = state.step;
+  int64_t last_saved = state.step;
+  while (state.step < max_steps) {
+    // Ranks agree on stopping (a signal may reach them at different steps).
+    if (const int sig = stop_signal(); sync.sum(sig != 0 ? 1.0 : 0.0) > 0) {
+      spdlog::warn("signal {} received: saving at step {} and stopping", sig, state.step);
+      if (state.step != last_saved) save();
+      return 0;
+    }
+    const auto step_start = Clock::now();
+    torch::Tensor batch = dataset.batch(order.rank_batch(state.step)).to(device);
+    state.step += 1;  // OLMo counts the step before running it (the scheduler sees t >= 1)
+    state.tokens += tokens_per_step;
+
+    // Forward/backward over micro-batches; each loss is a share of the global mean.
+    optim->zero_grad();
+    double loss_sum = 0;
+    const int64_t n_micro = (batch.size(0) + micro - 1) / micro;
+    for (int64_t m = 0; m < n_micro; ++m) {
+      auto ids = batch.narrow(0, m * micro, std::min(micro, batch.size(0) - m * micro));
+      torch::Tensor loss;
+      {
+        std::optional<compat::AutocastGuard> amp;
+        if (autocast) amp.emplace(device, *autocast);
+        loss = lm_loss_sum(*model, ids) / double(predicted_per_step);
+      }
+      sync.before_backward(m == n_micro - 1);
+      loss.backward();
+      loss_sum += loss.item<double>();
+    }
+    sync.after_backward();
+    const int64_t layer_grads_every = cfg.optimizer.metrics_log_interval.value_or(0);
+    if (main_rank && layer_grads_every > 0 && state.step % layer_grads_every == 0)
+      log_event(analysis::layer_grad_norms_json(state.step, analysis::per_layer_grad_norms(*model)));
+    const double loss = sync.sum(loss_sum);
+    const double grad_norm = torch::nn::utils::clip_grad_norm_(params, clip);
+
+    // A non-finite loss or gradient never reaches the weights.
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      const std::string cause = !std::isfinite(loss) ? "loss" : "grad_norm";
+      log_event(event_json(state.step, "nonfinite",
+                           fmt::format("\"cause\": \"{}\", \"loss\": {}, \"grad_norm\": {}", cause,
+                                       json_number(loss), json_number(grad_norm))));
+      if (state.bad_steps < cfg.max_bad_steps) {
+        state.bad_steps += 1;
+        spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)",
+                     state.step, cause, loss, grad_norm, state.bad_steps, cfg.max_bad_steps);
+        optim->zero_grad();
+        continue;
+      }
+      spdlog::error("step {}: non-finite {} (loss {}, grad norm {}); stopping. The last "
+                    "checkpoint in {} is untouched; resume from it with a lower learning rate "
+                    "or set max_bad_steps to skip such steps",
+                    state.step, cause, loss, grad_norm, run_dir.string());
+      return kExitNonFinite;
+    }
+
+    const double t = token_units ? double(state.tokens) : double(state.step);
+    const double lr = learning_rate(cfg.scheduler, cfg.optimizer.learning_rate, t, schedule_max);
+    set_learning_rate(*optim, lr);
+    optim->step();
+    if (device.is_cuda()) torch::cuda::synchronize();
+
+    // Metrics, evaluation, checkpoints.
+    StepMetrics m;
+    m.step = state.step;
+    m.tokens = state.tokens;
+    m.loss = loss;
+    m.lr = lr;
+    m.grad_norm = grad_norm;
+    m.step_seconds = seconds_since(step_start);
+    m.step_tokens = tokens_per_step;
+    m.flops_per_token = flops_per_token;
+    m.peak_flops = peak_flops;
+    m.elapsed = seconds_since(start);
+    m.loss_spike = spikes.observe(loss);
+    log_event(m.to_json());
+    if (m.loss_spike) spdlog::warn("step {}: loss spike {:.4f}", state.step, loss);
+    if (state.step % cfg.console_log_interval == 0 || state.step == max_steps) {
+      const double per_step = m.elapsed / double(state.step - first_step);
+      spdlog::info("[{}/{}] loss {:.4f} lr {:.3e} grad_norm {:.3f} tok/s {:.0f}{} ETA {}",
+                   state.step, max_steps, loss, lr, grad_norm, m.tokens_per_sec(),
+                   m.mfu() ? fmt::format(" MFU {:.1f}%", 100 * *m.mfu()) : "",
+                   format_eta(per_step * double(max_steps - state.step)));
+    }
+    if (cfg.eval_interval > 0 && state.step % cfg.eval_interval == 0 && state.step < max_steps)
+      evaluate();
+    if ((cfg.save_interval > 0 && state.step % cfg.save_interval == 0) ||
+        state.step == control.stop_at) {
+      save();
+      last_saved = state.step;
+    }
+    if (state.step == control.stop_at) {
+      spdlog::info("stopping at step {} as requested", state.step);
+      return 0;
+    }
+  }
+
+  // ---- end ---------------------------------------------------------------------------
+  if (!evaluators.empty()) evaluate();
+  if (state.step != last_saved) save();
+  spdlog::info("done: {} steps, {} tokens in {}", state.step, state.tokens,
+               format_eta(seconds_since(start)));
+  return 0;
+}
+
+}  // namespace siamese::train

@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "siamese/common/error.h"
+#include "siamese/model/transformer.h"
+#include "siamese/train/checkpoint.h"
+#include "siamese/train/optimizer.h"
+
+namespace fs = std::filesystem;
+using namespace siamese;
+
+namespace {
+
+ModelConfig small() {
+  ModelConfig c;
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.n_layers = 1;
+  c.vocab_size = 64;
+  c.embedding_size = 64;
+  c.max_sequence_length = 8;
+  c.residual = "pre";
+  c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0;
+  return c;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("siamese_ckpt_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  return d;
+}
+
+}  // namespace
+
+TEST(Checkpoint, RoundTripsModelOptimizerStateAndRng) {
+  auto dir = fresh_dir("roundtrip");
+  torch::manual_seed(1);
+  model::Transformer m(small());
+  OptimizerConfig oc;
+  auto opt = train::build_optimizer(oc, m->named_parameters());
+  auto ids = torch::randint(0, 64, {2, 8});
+  m->forward(ids).sum().backward();
+  opt->step();
+  train::save_checkpoint(dir, *m, *opt, {1, 16, 0}, "seed: 1\n", -1);
+  const auto expected_rand = torch::rand({4});
+
+  torch::manual_seed(99);
+  model::Transformer m2(small());
+  auto opt2 = train::build_optimizer(oc, m2->named_parameters());
+  auto state = train::load_checkpoint(dir / "step1", *m2, opt2.get());
+  EXPECT_EQ(state.step, 1);
+  EXPECT_EQ(state.tokens, 16);
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected_rand));  // RNG restored
+  auto p1 = m->named_parameters(), p2 = m2->named_parameters();
+  for (const auto& kv : p1) EXPECT_TRUE(torch::equal(kv.value(), p2[kv.key()])) << kv.key();
+  // The same next step from both optimizers gives the same weights.
+  m->zero_grad();
+  m2->zero_grad();
+  m->forward(ids).sum().backward();
+  m2->forward(ids).sum().backward();
+  opt->step();
+  opt2->step();
+  for (const auto& kv : p1) EXPECT_TRUE(torch::equal(kv.value(), p2[kv.key()])) << kv.key();
+}
+
+TEST(Checkpoint, KeepsNewestAndIgnoresIncompleteFolders) {
+  auto dir = fresh_dir("keep");
+  model::Transformer m(small());
+  auto opt = train::build_optimizer(OptimizerConfig{}, m->named_parameters());
+  for (int64_t s : {2, 4, 6, 8}) train::save_checkpoint(dir, *m, *opt, {s, s * 16, 0}, "", 2);
+  EXPECT_FALSE(fs::exists(dir / "step2"));
+  EXPECT_FALSE(fs::exists(dir / "step4"));
+  EXPECT_TRUE(fs::exists(dir / "step6"));
+  // A crash mid-write leaves a temporary folder or a step folder without its state file.
+  fs::create_directories(dir / ".step10.tmp-123");
+  fs::create_directories(dir / "step12");
+  EXPECT_EQ(train::latest_checkpoint(dir)->filename(), "step8");
+  EXPECT_THROW(train::load_checkpoint(dir / "step12", *m, opt.get()), Error);
+  // A checkpoint of another shape fails with a siamese::Error, not a crash.
+  auto other = small();
+  other.d_model = 32;
+  model::Transformer m3(other);
+  EXPECT_THROW(train::load_checkpoint(dir / "step8", *m3, nullptr), Error);
+}
+
+TEST(Optimizer, OlmoParamGroups) {
+  model::Transformer m(small());
+  OptimizerConfig oc;
+  auto g = train::param_groups(oc, m->named_parameters());
+  for (const auto& n : g.decay) EXPECT_NE(n.find("weight"), std::string::npos) << n;
+  auto has = [](const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  EXPECT_TRUE(has(g.no_decay, "wte.weight"));
+  EXPECT_TRUE(has(g.decay, "blocks.0.attn.att_proj.weight"));
+  EXPECT_TRUE(has(g.decay, "blocks.0.mlp.ff_out.weight"));
+  oc.decay_embeddings = true;
+  EXPECT_TRUE(has(train::param_groups(oc, m->named_parameters()).decay, "wte.weight"));
+  oc.decay_norm_and_bias = true;
+  auto all = train::param_groups(oc, m->named_parameters());
+  EXPECT_TRUE(all.no_decay.empty());
+  auto opt = train::build_optimizer(OptimizerConfig{}, m->named_parameters());
+  ASSERT_EQ(opt->param_groups().size(), 2u);
+  EXPECT_EQ(static_cast<torch::optim::AdamWOptions&>(opt->param_groups()[1].options()).weight_decay(), 0.0);
+}
