@@ -8,6 +8,8 @@ namespace siamese::cli {
 using Handler = std::function<int()>;
 
 void add_info_command(CLI::App& app, Handler& run);
+void add_tokenize_command(CLI::App& app, Handler& run);
+void add_detokenize_command(CLI::App& app, Handler& run);
 void add_parity_command(CLI::App& app, Handler& run);
 
 }  // namespace siamese::cli
