@@ -184,8 +184,13 @@ ParityResult run_parity(const std::string& golden_dir) {
     if (stream == "final") hidden["final_hidden"] = t.detach().clone();
     else if (layer >= 0) hidden[fmt::format("{}_after_block_{}", stream, layer)] = t.detach().clone();
   };
+  std::map<std::string, torch::Tensor> sublayer;  // "block<i>/attn_in", ...
+  const Probe sublayer_probe = [&](int64_t layer, const std::string& name, const torch::Tensor& t) {
+    sublayer[fmt::format("block{}/{}", layer, name)] = t.detach().clone();
+  };
   ForwardOptions opts;
   opts.probe = &probe;
+  opts.sublayer_probe = &sublayer_probe;
 
   const auto ids = read_npy((dir / "input_ids.npy").string()).to(torch::kLong);
   auto logits = model->forward(ids, opts);
@@ -232,6 +237,21 @@ ParityResult run_parity(const std::string& golden_dir) {
         continue;
       }
       result.rows.push_back(compare("hidden " + stem(f), it->second, read_npy(f.string()), f.string()));
+    }
+  }
+  if (fs::exists(dir / "intermediates")) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir / "intermediates"))
+      if (e.path().extension() == ".npy") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      const std::string key = f.parent_path().filename().string() + "/" + stem(f);
+      const auto it = sublayer.find(key);
+      if (it == sublayer.end()) {
+        result.not_compared.push_back("intermediates/" + key + ".npy");
+        continue;
+      }
+      result.rows.push_back(compare("intermediate " + key, it->second, read_npy(f.string()), f.string()));
     }
   }
   return result;

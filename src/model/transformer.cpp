@@ -51,10 +51,15 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   report(-1, st);
   for (int64_t s = 0; s < 2 * n; ++s) {
     auto& block = block_list_[TopologyImpl::layer_of(s)];
+    const bool attention = TopologyImpl::is_attention(s);
     auto in = topology_->enter(st, s);
-    auto out = TopologyImpl::is_attention(s) ? block->attn(in) : block->mlp(in);
+    auto out = attention ? block->attn(in) : block->mlp(in);
+    if (opts.sublayer_probe) {
+      (*opts.sublayer_probe)(TopologyImpl::layer_of(s), attention ? "attn_in" : "ffn_in", in);
+      (*opts.sublayer_probe)(TopologyImpl::layer_of(s), attention ? "attn_out" : "ffn_out", out);
+    }
     topology_->leave(st, torch::dropout(out, cfg_.residual_dropout, is_training()), s);
-    if (!TopologyImpl::is_attention(s)) report(TopologyImpl::layer_of(s), st);
+    if (!attention) report(TopologyImpl::layer_of(s), st);
   }
   auto h = topology_->finish(st);
   if (opts.probe) (*opts.probe)(n, "final", h);

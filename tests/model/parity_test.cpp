@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "siamese/common/error.h"
@@ -27,12 +28,24 @@ TEST_P(GoldenCase, MatchesOfficialCode) {
   ASSERT_TRUE(fs::exists(dir / "config.json")) << "golden data missing at " << dir;
   const auto result = model::run_parity(dir.string());
   EXPECT_EQ(result.topology, GetParam());
-  int grads = 0, hidden = 0;
+  int grads = 0, hidden = 0, inner = 0;
+  double worst_grad = 0, worst_hidden = 0, worst_inner = 0;
   for (const auto& row : result.rows) {
     EXPECT_LE(row.max_rel, 1e-4) << row.name;
-    grads += row.name.rfind("grad ", 0) == 0;
-    hidden += row.name.rfind("hidden ", 0) == 0;
+    if (row.name.rfind("grad ", 0) == 0) ++grads, worst_grad = std::max(worst_grad, row.max_rel);
+    if (row.name.rfind("hidden ", 0) == 0) ++hidden, worst_hidden = std::max(worst_hidden, row.max_rel);
+    if (row.name.rfind("intermediate ", 0) == 0) ++inner, worst_inner = std::max(worst_inner, row.max_rel);
   }
+  std::cout << "[parity] " << GetParam() << ": logits " << result.rows[0].max_rel << ", loss "
+            << result.rows[1].max_rel << ", worst of " << grads << " grads " << worst_grad
+            << ", worst of " << hidden << " hidden " << worst_hidden << ", worst of " << inner
+            << " sublayer in/outputs " << worst_inner << " (max |diff| / max |ref|)\n";
+  int inner_files = 0;  // the sublayer inputs and outputs of every block
+  for (const auto& e : fs::recursive_directory_iterator(dir / "intermediates"))
+    for (const char* n : {"attn_in.npy", "attn_out.npy", "ffn_in.npy", "ffn_out.npy"})
+      inner_files += e.path().filename() == n;
+  EXPECT_EQ(inner, inner_files);
+  EXPECT_GT(inner_files, 0);
   // Every parameter's gradient and every block's streams were compared.
   int grad_files = 0, hidden_files = 0;
   for (const auto& e : fs::directory_iterator(dir / "grad")) grad_files += e.path().extension() == ".npy";

@@ -2,7 +2,8 @@
 // Parity with the official PyTorch code on a golden folder (shared/golden/README.md
 // layout): config.json (OLMo's model_config_full), weights/<OLMo key>.npy, input_ids.npy,
 // logits.npy, loss.npy, grad/<OLMo key>.npy and optionally hidden/<stream>_after_block_<i>.npy
-// and hidden/final_hidden.npy. Behind `siamese parity` and tests/model/parity_test.cpp.
+// and hidden/final_hidden.npy, intermediates/block<i>/{attn_in,attn_out,ffn_in,ffn_out}.npy
+// (the sublayer probe). Behind `siamese parity` and tests/model/parity_test.cpp.
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@ ModelConfig model_config_from_olmo(const std::string& config_json,
                                    const std::vector<std::string>& olmo_keys);
 
 struct ParityRow {
-  std::string name;      // "logits", "loss", "grad <OLMo key>", "hidden <file>"
+  std::string name;      // "logits", "loss", "grad <key>", "hidden <file>", "intermediate <file>"
   double max_abs = 0;    // max |ours - reference|
   double max_rel = 0;    // max_abs / max |reference| (the scale-relative error)
 };

@@ -30,6 +30,9 @@ using Probe = std::function<void(int64_t layer, const std::string& stream, const
 
 struct ForwardOptions {
   const Probe* probe = nullptr;
+  // Receives each sublayer's input and output: (layer, "attn_in" | "attn_out" | "ffn_in" |
+  // "ffn_out", tensor); the output before residual dropout.
+  const Probe* sublayer_probe = nullptr;
   std::optional<int64_t> n_blocks;  // run only the first n blocks, then finish (effective depth)
 };
 
