@@ -68,9 +68,11 @@ int run_tokenize(const TokenizeArgs& a) {
             << " eos_id " << i.eos_id << "\n"
             << "documents: " << i.documents << ", skipped: " << i.skipped_documents
             << ", tokens: " << i.tokens << "\n";
-  std::printf("throughput: %.2f MB in %.2f s = %.2f MB/s (%d threads, %.0f tokens/s)\n",
-              i.input_bytes / 1e6, r.seconds, r.megabytes_per_second(), a.threads,
-              r.seconds > 0 ? i.tokens / r.seconds : 0.0);
+  std::printf(
+      "throughput: %.2f MB in %.2f s = %.2f MB/s (%d threads, %.0f tokens/s); "
+      "%.2f CPU s = %.2f MB per CPU second\n",
+      i.input_bytes / 1e6, r.seconds, r.megabytes_per_second(), a.threads,
+      r.seconds > 0 ? i.tokens / r.seconds : 0.0, r.cpu_seconds, r.megabytes_per_cpu_second());
   return 0;
 }
 

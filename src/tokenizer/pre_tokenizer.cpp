@@ -144,6 +144,12 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& spec, const std::stri
     p.deferred_byte_level_ = true;
     break;
   }
+  const bool one_mapping = p.steps_.size() == 1 ||
+                           (p.steps_.size() == 2 && p.steps_[0].kind == PreTokenizerStep::Kind::Split);
+  if (p.newline_cut_is_safe() && p.deferred_byte_level_ && one_mapping) {
+    const auto& head = p.steps_.front();
+    p.single_regex_ = head.kind == PreTokenizerStep::Kind::Split ? head.regex : KnownRegex::Gpt2;
+  }
   return p;
 }
 

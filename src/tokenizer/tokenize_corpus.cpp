@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -122,6 +123,7 @@ class CorpusTokenizer {
 
   TokenizeReport run() {
     const auto start = std::chrono::steady_clock::now();
+    const std::clock_t cpu_start = std::clock();
     for (const auto& input : options_.inputs) {
       if (is_jsonl(input, options_.format)) read_jsonl(input);
       else if (options_.doc_per_line) read_lines(input);
@@ -142,6 +144,7 @@ class CorpusTokenizer {
     report.info.tokens = writer_.tokens();
     report.problems = std::move(problems_);
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    report.cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     return report;
   }
 

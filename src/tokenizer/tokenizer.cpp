@@ -121,6 +121,14 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
 }
 
 void Tokenizer::Impl::encode_stretch(std::string_view text, std::vector<int32_t>& ids) const {
+  if (const auto regex = pre_tokenizer.single_regex()) {
+    for (size_t pos = 0; pos < text.size();) {
+      const size_t end = match_end(*regex, text, pos);
+      model.encode_word(text.substr(pos, end - pos), true, ids);
+      pos = end;
+    }
+    return;
+  }
   thread_local std::vector<std::string> pieces;
   pieces.clear();
   pre_tokenizer.split(text, pieces);

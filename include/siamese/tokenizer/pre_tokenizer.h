@@ -43,11 +43,17 @@ class PreTokenizer {
   // encoded in parallel pieces). Holds for the GPT-2 and cl100k regexes without prefix spaces.
   bool newline_cut_is_safe() const;
 
+  // The regex whose matches are exactly the pre-tokens, when the steps reduce to that (one
+  // regex split keeping every match, then at most a deferred byte mapping): lets callers
+  // iterate pieces as views of the text without building strings.
+  std::optional<KnownRegex> single_regex() const { return single_regex_; }
+
   const std::vector<PreTokenizerStep>& steps() const { return steps_; }
 
  private:
   std::vector<PreTokenizerStep> steps_;
   bool deferred_byte_level_ = false;
+  std::optional<KnownRegex> single_regex_;
 };
 
 }  // namespace siamese::tokenizer
