@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   siamese::cli::Handler run;
   siamese::cli::add_info_command(app, run);
+  siamese::cli::add_config_command(app, run);
   siamese::cli::add_tokenize_command(app, run);
   siamese::cli::add_detokenize_command(app, run);
   siamese::cli::add_parity_command(app, run);

@@ -87,6 +87,7 @@ void emit_fields(YAML::Emitter& out, const std::vector<Field<Root>>& fields, con
 
 std::string to_yaml(const TrainConfig& config) {
   YAML::Emitter out;
+  out.SetNullFormat(YAML::LowerNull);
   emit_fields(out, schema::train_fields(), config);
   return std::string(out.c_str()) + "\n";
 }
