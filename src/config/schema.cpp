@@ -83,6 +83,13 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       ours<T>("peak_tflops", "Hardware peak TFLOP/s per rank for MFU (null: MFU not reported).", &T::peak_tflops),
       ours<T>("max_bad_steps", "Skip up to this many steps with a non-finite loss or gradient before stopping.", &T::max_bad_steps),
       ours<T>("loss_spike_factor", "Flag a step whose loss exceeds this multiple of the running median.", &T::loss_spike_factor),
+      ours<T>("distributed.bucket_mb", "Gradient all-reduce bucket size in MiB.", &T::distributed,
+              &DistributedConfig::bucket_mb),
+      ours<T>("distributed.overlap", "Start bucket all-reduces during backward (false: after it).",
+              &T::distributed, &DistributedConfig::overlap),
+      ours<T>("distributed.timeout_seconds",
+              "A collective waiting longer than this fails the run (a rank died or hangs).",
+              &T::distributed, &DistributedConfig::timeout_seconds),
 
       field<T>("model.d_model", "Hidden size.", &T::model, &M::d_model),
       field<T>("model.n_heads", "Attention heads; must divide d_model.", &T::model, &M::n_heads),

@@ -115,6 +115,13 @@ struct EvaluatorConfig {
   int64_t subset_num_batches = -1;
 };
 
+// ours: data parallelism across ranks (torchrun / srun launches; docs/distributed.md).
+struct DistributedConfig {
+  double bucket_mb = 25;            // gradient all-reduce bucket size (PyTorch DDP's default)
+  bool overlap = true;              // launch bucket all-reduces from backward hooks
+  int64_t timeout_seconds = 600;    // a rank silent this long fails the others, not hangs them
+};
+
 struct TrainConfig {
   std::string run_name = "";
   int64_t seed = 6198;
@@ -146,6 +153,7 @@ struct TrainConfig {
   DataConfig data;
   TokenizerConfig tokenizer;
   std::vector<EvaluatorConfig> evaluators;
+  DistributedConfig distributed;
 };
 
 }  // namespace siamese
