@@ -17,6 +17,7 @@ void add_config_command(CLI::App& app, Handler& run);
 void add_tokenize_command(CLI::App& app, Handler& run);
 void add_detokenize_command(CLI::App& app, Handler& run);
 void add_parity_command(CLI::App& app, Handler& run);
+void add_inspect_command(CLI::App& app, Handler& run);
 
 // The `CONFIG [--dotted.key=value ...]` arguments shared by every subcommand that runs a
 // config (config, train, bench, inspect). `args` must outlive parsing and the handler (hold

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   siamese::cli::add_tokenize_command(app, run);
   siamese::cli::add_detokenize_command(app, run);
   siamese::cli::add_parity_command(app, run);
+  siamese::cli::add_inspect_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
