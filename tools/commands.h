@@ -18,6 +18,9 @@ void add_tokenize_command(CLI::App& app, Handler& run);
 void add_detokenize_command(CLI::App& app, Handler& run);
 void add_parity_command(CLI::App& app, Handler& run);
 void add_inspect_command(CLI::App& app, Handler& run);
+void add_train_command(CLI::App& app, Handler& run);
+void add_bench_command(CLI::App& app, Handler& run);
+void add_export_command(CLI::App& app, Handler& run);
 
 // The `CONFIG [--dotted.key=value ...]` arguments shared by every subcommand that runs a
 // config (config, train, bench, inspect). `args` must outlive parsing and the handler (hold

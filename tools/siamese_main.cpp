@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   siamese::cli::add_detokenize_command(app, run);
   siamese::cli::add_parity_command(app, run);
   siamese::cli::add_inspect_command(app, run);
+  siamese::cli::add_train_command(app, run);
+  siamese::cli::add_bench_command(app, run);
+  siamese::cli::add_export_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,199 @@
+// `siamese bench CONFIG`: training-step throughput and where the time goes (data, forward,
+// backward, optimizer), peak memory and MFU. `--compare pre,hybrid_pre` builds one model
+// per topology and alternates them over several rounds in one process, so machine noise
+// hits both alike, then prints the step-time ratio.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "commands.h"
+#include "siamese/common/error.h"
+#include "siamese/data/batch_order.h"
+#include "siamese/data/token_dataset.h"
+#include "siamese/model/registry.h"
+#include "siamese/model/transformer.h"
+#include "siamese/train/loss.h"
+#include "siamese/train/optimizer.h"
+#include "siamese/train/runtime.h"
+
+namespace siamese::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchArgs {
+  ConfigArgs config;
+  int steps = 5;
+  int warmup = 2;
+  int rounds = 3;
+  std::string compare;
+};
+
+struct Split {
+  double data = 0, forward = 0, backward = 0, optimizer = 0;
+  double total() const { return data + forward + backward + optimizer; }
+};
+
+// One model under test with its optimizer and data stream.
+struct Subject {
+  std::string topology;
+  TrainConfig cfg;
+  model::Transformer model{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optim;
+  int64_t step = 0;
+  std::vector<Split> splits;
+};
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void sync(torch::Device d) {
+  if (d.is_cuda()) torch::cuda::synchronize();
+}
+
+Split timed_step(Subject& s, data::TokenDataset& ds, data::BatchOrder& order, torch::Device device) {
+  Split t;
+  const int64_t T = s.cfg.model.max_sequence_length;
+  const double predicted = double(s.cfg.global_train_batch_size) * (T - 1);
+  const auto params = s.model->parameters();
+  auto t0 = Clock::now();
+  auto batch = ds.batch(order.rank_batch(s.step++)).to(device);
+  sync(device);
+  auto t1 = Clock::now();
+  t.data = seconds(t0, t1);
+  s.optim->zero_grad();
+  const int64_t micro = std::min(s.cfg.device_train_microbatch_size, batch.size(0));
+  for (int64_t m = 0; m * micro < batch.size(0); ++m) {
+    auto ids = batch.narrow(0, m * micro, std::min(micro, batch.size(0) - m * micro));
+    auto f0 = Clock::now();
+    auto loss = train::lm_loss_sum(*s.model, ids) / predicted;
+    sync(device);
+    auto f1 = Clock::now();
+    loss.backward();
+    sync(device);
+    auto f2 = Clock::now();
+    t.forward += seconds(f0, f1);
+    t.backward += seconds(f1, f2);
+  }
+  auto o0 = Clock::now();
+  if (s.cfg.max_grad_norm) torch::nn::utils::clip_grad_norm_(params, *s.cfg.max_grad_norm);
+  s.optim->step();
+  sync(device);
+  t.optimizer = seconds(o0, Clock::now());
+  return t;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Resident-set high-water mark of this process (CPU memory), in MiB.
+double peak_rss_mib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+void report(const Subject& s, torch::Device device) {
+  const int64_t T = s.cfg.model.max_sequence_length;
+  const double tokens = double(s.cfg.global_train_batch_size) * T;
+  std::vector<double> totals;
+  Split med;
+  std::vector<double> d, f, b, o;
+  for (const auto& x : s.splits) {
+    totals.push_back(x.total());
+    d.push_back(x.data), f.push_back(x.forward), b.push_back(x.backward), o.push_back(x.optimizer);
+  }
+  const double step = median(totals);
+  const double fpt = model::flops_per_token(s.cfg.model, T);
+  std::string mfu = "n/a (set peak_tflops)";
+  if (s.cfg.peak_tflops)
+    mfu = fmt::format("{:.1f}%", 100 * tokens / step * fpt / (*s.cfg.peak_tflops * 1e12));
+  fmt::print("{:<12} step {:.4f} s  tokens/s {:.0f}  data {:.1f}%  forward {:.1f}%  backward {:.1f}%  "
+             "optimizer {:.1f}%  MFU {}  ({} params, {:.3g} GFLOP/token, {} steps)\n",
+             s.topology, step, tokens / step, 100 * median(d) / step, 100 * median(f) / step,
+             100 * median(b) / step, 100 * median(o) / step, mfu,
+             model::count_parameters(s.cfg.model).total(), fpt / 1e9, s.splits.size());
+  if (device.is_cuda())
+    fmt::print("{:<12} peak CUDA memory: see nvidia-smi (not tracked here)\n", "");
+}
+
+int run_bench(const BenchArgs& a) {
+  train::configure_cpu_runtime();
+  const TrainConfig base = load_run_config(a.config);
+  const torch::Device device = train::resolve_device(base.device);
+  std::vector<std::string> topologies;
+  if (a.compare.empty()) {
+    topologies.push_back(base.model.residual);
+  } else {
+    std::stringstream ss(a.compare);
+    for (std::string t; std::getline(ss, t, ',');) topologies.push_back(t);
+  }
+  data::TokenDataset ds = data::train_dataset(base);
+  std::vector<Subject> subjects;
+  for (const auto& topo : topologies) {
+    Subject s;
+    s.topology = topo;
+    s.cfg = base;
+    s.cfg.model.residual = topo;
+    // Topologies defined with per-head QKV norms (the HybridNorm family) get them; the
+    // others keep the config's setting, so one config serves every topology compared.
+    if (model::make_topology(s.cfg.model)->requires_qkv_norm())
+      s.cfg.model.use_query_norm = s.cfg.model.use_key_norm = s.cfg.model.use_value_norm = true;
+    torch::manual_seed(base.seed);
+    s.model = model::Transformer(s.cfg.model);
+    s.model->to(device);
+    s.model->train();
+    s.optim = train::build_optimizer(s.cfg.optimizer, s.model->named_parameters());
+    subjects.push_back(std::move(s));
+  }
+  data::BatchOrder order(ds.size(), base.global_train_batch_size,
+                         static_cast<uint64_t>(base.data.seed.value_or(base.seed)));
+  fmt::print("bench: {} threads, device {}, batch {} x {} tokens, {} warmup + {} timed steps x {} "
+             "round(s)\n",
+             at::get_num_threads(), device.str(), base.global_train_batch_size,
+             base.model.max_sequence_length, a.warmup, a.steps, a.rounds);
+  for (auto& s : subjects)
+    for (int i = 0; i < a.warmup; ++i) timed_step(s, ds, order, device);
+  const int rounds = topologies.size() > 1 ? a.rounds : 1;
+  for (int r = 0; r < rounds; ++r)
+    for (auto& s : subjects)
+      for (int i = 0; i < a.steps; ++i) s.splits.push_back(timed_step(s, ds, order, device));
+  for (const auto& s : subjects) report(s, device);
+  fmt::print("peak resident memory: {:.0f} MiB\n", peak_rss_mib());
+  if (subjects.size() > 1) {
+    std::vector<double> first;
+    for (const auto& x : subjects[0].splits) first.push_back(x.total());
+    for (size_t i = 1; i < subjects.size(); ++i) {
+      std::vector<double> other;
+      for (const auto& x : subjects[i].splits) other.push_back(x.total());
+      fmt::print("ratio {}/{}: {:.3f} (median step time over {} alternating rounds)\n",
+                 subjects[i].topology, subjects[0].topology, median(other) / median(first), rounds);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Handler& run) {
+  auto* cmd = app.add_subcommand("bench", "Time training steps: tokens/s, step split, memory, MFU");
+  auto a = std::make_shared<BenchArgs>();
+  cmd->add_option("--steps", a->steps, "Timed steps per topology and round");
+  cmd->add_option("--warmup", a->warmup, "Untimed steps first");
+  cmd->add_option("--rounds", a->rounds, "Alternating rounds in --compare mode");
+  cmd->add_option("--compare", a->compare, "Comma-separated topologies, e.g. pre,hybrid_pre");
+  add_config_args(cmd, a->config);
+  cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });
+}
+
+}  // namespace siamese::cli

@@ -1,0 +1,43 @@
+// `siamese train CONFIG [--dotted.key=value ...]`: OLMo-style pretraining (src/train/trainer.cpp).
+#include <memory>
+
+#include "commands.h"
+#include "siamese/config/validate.h"
+#include "siamese/dist/world.h"
+#include "siamese/train/data_parallel.h"
+#include "siamese/train/runtime.h"
+#include "siamese/train/trainer.h"
+
+namespace siamese::cli {
+
+void add_train_command(CLI::App& app, Handler& run) {
+  auto* cmd = app.add_subcommand("train", "Train a model; resumes from save_folder's newest checkpoint");
+  auto args = std::make_shared<ConfigArgs>();
+  auto stop_at = std::make_shared<int64_t>(-1);
+  cmd->add_option("--stop-at", *stop_at,
+                  "Stop after this step with a checkpoint, as if preempted (the run resumes later)");
+  add_config_args(cmd, *args);
+  cmd->callback([&run, args, stop_at] {
+    run = [args, stop_at] {
+      const TrainConfig cfg = load_run_config(*args);
+      train::RunControl control;
+      control.stop_at = *stop_at;
+      // Launched by torchrun or srun: data parallel over a process group.
+      const World world = detect_world();
+      std::unique_ptr<train::DataParallelSync> data_parallel;
+      if (world.distributed()) {
+        validate_for_world_size(cfg, world.size);
+        train::DataParallelOptions options;
+        options.bucket_bytes = static_cast<int64_t>(cfg.distributed.bucket_mb * (1 << 20));
+        options.overlap = cfg.distributed.overlap;
+        options.timeout = std::chrono::seconds(cfg.distributed.timeout_seconds);
+        data_parallel = std::make_unique<train::DataParallelSync>(
+            world, train::resolve_device(cfg.device, world.local_rank), options);
+        control.sync = data_parallel.get();
+      }
+      return train::train(cfg, control);
+    };
+  });
+}
+
+}  // namespace siamese::cli
