@@ -60,7 +60,7 @@ void Communicator::fail(const std::exception& e, const char* op) const {
               "rank " + std::to_string(world_.rank) + " of " + std::to_string(world_.size),
               "another rank probably died or stalled for longer than the timeout (" +
                   std::to_string(timeout_.count() / 1000) +
-                  " s, dist_timeout_seconds); check its log above");
+                  " s, distributed.timeout_seconds); check its log above");
 }
 
 c10::intrusive_ptr<c10d::Work> Communicator::all_reduce_sum_async(torch::Tensor& tensor) {

@@ -1,0 +1,141 @@
+// Data parallelism through the real launcher: 2 CPU ranks (Gloo) started by torchrun
+// against 1 process, a run stopped and resumed under torchrun, and a rank killed mid-run.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "siamese/config/load.h"
+#include "siamese/model/transformer.h"
+#include "siamese/train/checkpoint.h"
+
+namespace fs = std::filesystem;
+using namespace siamese;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("siamese_dp_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d.parent_path());
+  return d;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::map<int64_t, std::string> losses(const fs::path& folder) {
+  std::map<int64_t, std::string> out;
+  std::ifstream in(folder / "metrics.jsonl");
+  static const std::regex re("^\\{\"step\": ([0-9]+), \"tokens\": [0-9]+, \"loss\": ([^,]+),");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) out[std::stoll(m[1])] = m[2];
+  }
+  return out;
+}
+
+// A distinct port per test process so parallel ctest runs do not collide.
+int port(int offset) { return 20000 + static_cast<int>(::getpid() % 20000) + offset; }
+
+// The tiny hybrid_pre model every test trains; dropout off so ranks and a single process
+// draw no random numbers that could differ.
+std::string train_args(const fs::path& folder, int micro, const std::string& extra) {
+  return std::string(" train ") + SIAMESE_SOURCE_DIR + "/configs/tiny/quickstart.yaml" +
+         " --model.residual=hybrid_pre --model.use_query_norm=true --model.use_key_norm=true"
+         " --model.use_value_norm=true --model.d_model=32 --model.n_heads=2 --model.n_layers=2"
+         " --model.max_sequence_length=32 --model.attention_dropout=0 --model.residual_dropout=0"
+         " --global_train_batch_size=4 --device_train_microbatch_size=" +
+         std::to_string(micro) +
+         " --max_duration=20 --scheduler.t_warmup=3 --optimizer.learning_rate=3e-3"
+         " --save_interval=1000 --eval_interval=1000 --eval_subset_num_batches=2"
+         " --distributed.bucket_mb=0.01 --save_folder=" +
+         folder.string() + " " + extra;
+}
+
+int run_single(const fs::path& folder, int micro, const std::string& extra = "") {
+  std::string cmd = "OMP_NUM_THREADS=1 " + std::string(SIAMESE_BINARY) +
+                    train_args(folder, micro, extra) + " > " + folder.string() + ".log 2>&1";
+  return std::system(cmd.c_str());
+}
+
+int run_torchrun(const fs::path& folder, int micro, int master_port, const std::string& extra = "") {
+  std::string cmd = std::string(SIAMESE_SOURCE_DIR) +
+                    "/scripts/torchrun --no_python --nproc_per_node 2 --master_port " +
+                    std::to_string(master_port) + " " + SIAMESE_BINARY +
+                    train_args(folder, micro, extra) + " > " + folder.string() + ".log 2>&1";
+  return std::system(cmd.c_str());
+}
+
+std::vector<torch::Tensor> final_weights(const fs::path& checkpoint) {
+  TrainConfig cfg = load_config((checkpoint / "config.yaml").string(), {});
+  model::Transformer m(cfg.model);
+  train::load_checkpoint(checkpoint, *m, nullptr);
+  return m->parameters();
+}
+
+}  // namespace
+
+TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
+  auto one = fresh_dir("one_rank"), two = fresh_dir("two_ranks");
+  ASSERT_EQ(run_single(one, 4), 0) << read_all(one.string() + ".log");
+  ASSERT_EQ(run_torchrun(two, 2, port(0)), 0) << read_all(two.string() + ".log");
+
+  auto l1 = losses(one), l2 = losses(two);
+  ASSERT_EQ(l1.size(), 20u);
+  ASSERT_EQ(l2.size(), 20u) << read_all(two.string() + ".log");
+  for (auto& [step, loss] : l1) {
+    EXPECT_NEAR(std::stod(loss), std::stod(l2[step]), 1e-5) << "step " << step;
+  }
+  EXPECT_GT(std::stod(l1[1]) - std::stod(l1[20]), 0.1);  // it trained
+
+  auto w1 = final_weights(one / "step20"), w2 = final_weights(two / "step20");
+  ASSERT_EQ(w1.size(), w2.size());
+  for (size_t i = 0; i < w1.size(); ++i) {
+    const double scale = w1[i].abs().max().item<double>() + 1e-12;
+    EXPECT_LT((w1[i] - w2[i]).abs().max().item<double>() / scale, 1e-4) << "parameter " << i;
+  }
+}
+
+TEST(DataParallel, StoppedAndResumedUnderTorchrunContinuesExactly) {
+  auto a = fresh_dir("uninterrupted"), b = fresh_dir("resumed");
+  ASSERT_EQ(run_torchrun(a, 2, port(1)), 0) << read_all(a.string() + ".log");
+  ASSERT_EQ(run_torchrun(b, 2, port(2), "--stop-at 7"), 0) << read_all(b.string() + ".log");
+  ASSERT_TRUE(fs::exists(b / "step7"));
+  ASSERT_EQ(losses(b).size(), 7u);
+  ASSERT_EQ(run_torchrun(b, 2, port(3)), 0) << read_all(b.string() + ".log");
+  EXPECT_EQ(losses(a), losses(b));
+  EXPECT_EQ(losses(a).size(), 20u);
+}
+
+TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
+  auto dir = fresh_dir("killed");
+  const int timeout_s = 20;
+  const std::string env = "OMP_NUM_THREADS=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(port(4));
+  const std::string args =
+      train_args(dir, 2, "--max_duration=100000 --distributed.timeout_seconds=" +
+                             std::to_string(timeout_s));
+  // Rank 1 is killed with SIGKILL (no chance to say goodbye) once training is under way.
+  const std::string script =
+      "(RANK=0 LOCAL_RANK=0 " + env + " " + SIAMESE_BINARY + args + " > " + dir.string() +
+      ".r0.log 2>&1; echo $? > " + dir.string() + ".r0.rc) & r0=$!\n" + "RANK=1 LOCAL_RANK=1 " +
+      env + " " + SIAMESE_BINARY + args + " > " + dir.string() + ".r1.log 2>&1 & r1=$!\n" +
+      "for i in $(seq 1 600); do [ -s " + dir.string() +
+      "/metrics.jsonl ] && break; sleep 0.1; done\n"
+      "t0=$(date +%s.%N); kill -9 $r1; wait $r0; t1=$(date +%s.%N)\n"
+      "awk \"BEGIN{print $t1 - $t0}\" > " +
+      dir.string() + ".elapsed\n";
+  ASSERT_EQ(std::system(("bash -c '" + script + "'").c_str()), 0);
+  const std::string log = read_all(dir.string() + ".r0.log");
+  ASSERT_TRUE(fs::exists(dir / "metrics.jsonl")) << log;
+  EXPECT_NE(std::stoi(read_all(dir.string() + ".r0.rc")), 0) << log;
+  EXPECT_NE(log.find("another rank probably died"), std::string::npos) << log;
+  EXPECT_LT(std::stod(read_all(dir.string() + ".elapsed")), timeout_s + 10.0) << log;
+}
