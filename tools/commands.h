@@ -21,6 +21,10 @@ void add_inspect_command(CLI::App& app, Handler& run);
 void add_train_command(CLI::App& app, Handler& run);
 void add_bench_command(CLI::App& app, Handler& run);
 void add_export_command(CLI::App& app, Handler& run);
+void add_eval_command(CLI::App& app, Handler& run);
+void add_analyze_command(CLI::App& app, Handler& run);
+void add_sweep_command(CLI::App& app, Handler& run);
+void add_report_command(CLI::App& app, Handler& run);
 
 // The `CONFIG [--dotted.key=value ...]` arguments shared by every subcommand that runs a
 // config (config, train, bench, inspect). `args` must outlive parsing and the handler (hold

@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
   siamese::cli::add_train_command(app, run);
   siamese::cli::add_bench_command(app, run);
   siamese::cli::add_export_command(app, run);
+  siamese::cli::add_eval_command(app, run);
+  siamese::cli::add_analyze_command(app, run);
+  siamese::cli::add_sweep_command(app, run);
+  siamese::cli::add_report_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -123,7 +123,7 @@ std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
     }
     loss_sum = sync_.sum(loss_sum);
     tokens = sync_.sum(tokens);
-    EvalResult r{set.label, loss_sum / tokens, static_cast<int64_t>(tokens), std::nullopt};
+    EvalResult r{set.label, loss_sum / tokens, static_cast<int64_t>(tokens), std::nullopt, std::nullopt};
     if (!set.problems.empty())
       r.exact_match = arithmetic_exact_match(model, set.problems, device_);
     results.push_back(r);
@@ -132,8 +132,7 @@ std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
     eval::DownstreamOptions o;
     o.batch_size = batch_size_;
     o.device = device_;
-    EvalResult r{task.label, NAN, 0, std::nullopt};
-    r.downstream = eval::run_downstream(model, *tokenizer_, task, o);
+    EvalResult r{task.label, NAN, 0, std::nullopt, eval::run_downstream(model, *tokenizer_, task, o)};
     results.push_back(r);
   }
   if (was_training) model.train();

@@ -1,0 +1,47 @@
+#pragma once
+// What `siamese report` and the plots read from a run's metrics.jsonl (written by the
+// trainer and by `siamese eval`); nothing here re-derives a number the trainer logged.
+//
+// Stability markers (docs/analysis.md):
+//   diverged  a step logged a non-finite loss or gradient ("event": "nonfinite", or a null
+//             loss), or the final training loss is above `diverge_loss`;
+//   spikes    steps the trainer flagged with "loss_spike": true (loss above
+//             loss_spike_factor x the running median of the previous losses).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace siamese::analysis {
+
+struct RunSummary {
+  std::string run;  // folder
+  std::string topology;
+  std::optional<double> learning_rate;
+  std::optional<int64_t> seed;
+  int64_t steps = 0;        // last logged training step
+  int64_t tokens = 0;       // tokens at that step
+  double final_loss = NAN;  // mean training loss of the last `final_window` logged steps
+  bool nonfinite = false;
+  int64_t spikes = 0;
+  bool diverged = false;
+  std::map<std::string, double> eval_perplexity;  // lm evaluator label -> last perplexity
+  std::map<std::string, double> downstream;       // "eval/downstream/<label>_<metric>" -> last
+};
+
+struct SummaryOptions {
+  double diverge_loss = 7.0;
+  int64_t final_window = 20;
+};
+
+// Reads run_dir/metrics.jsonl and, for topology / learning rate / seed, the config.yaml of
+// the newest step<N> checkpoint. A malformed line throws siamese::Error "file:line".
+RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& options = {});
+
+// Table 1 of the paper as markdown: one row per run, columns for final training loss /
+// perplexity, each lm evaluator's perplexity, each downstream metric and their average,
+// and the stability marker.
+std::string markdown_table(const std::vector<RunSummary>& runs);
+
+}  // namespace siamese::analysis

@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""Training curves of several runs from their metrics.jsonl (Debian python3 + matplotlib).
+
+    /usr/bin/python3 scripts/plot_runs.py RUN_DIR... --out docs/figures/wt2
+
+writes <out>_loss.png (training loss overlaid, smoothed), <out>_grad_norm.png (global
+gradient norm before clipping, log scale) and, when the runs logged per-layer gradient
+norms, <out>_layer_grad_norms.png (paper Fig. 5: per-layer norm by depth, averaged over
+the logged steps). Values are read as the trainer logged them; nothing is re-derived
+except a moving average for readability.
+"""
+import argparse
+import json
+import math
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_run(run):
+    steps, loss, gnorm, layer = [], [], [], []
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                j = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"{run}/metrics.jsonl:{n}: not valid JSON ({e})")
+            if "layer_grad_norms" in j:
+                layer.append(j["layer_grad_norms"])
+            elif "event" not in j and "loss" in j and "lr" in j:
+                steps.append(j["step"])
+                loss.append(j["loss"] if j["loss"] is not None else math.nan)
+                gnorm.append(j["grad_norm"] if j.get("grad_norm") is not None else math.nan)
+    return steps, loss, gnorm, layer
+
+
+def label_of(run):
+    return os.path.basename(os.path.normpath(run))
+
+
+def smooth(values, window):
+    out, acc, q = [], 0.0, []
+    for v in values:
+        q.append(v)
+        acc += v
+        if len(q) > window:
+            acc -= q.pop(0)
+        out.append(acc / len(q))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+")
+    p.add_argument("--out", required=True, help="output prefix")
+    p.add_argument("--smooth", type=int, default=10, help="moving-average window in steps")
+    p.add_argument("--ymax", type=float, default=None, help="upper loss limit")
+    a = p.parse_args()
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    data = {r: read_run(r) for r in a.runs}
+    cmap = plt.get_cmap("tab20" if len(a.runs) > 10 else "tab10")
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for i, (r, (s, l, _, _)) in enumerate(data.items()):
+        ax.plot(s, smooth(l, a.smooth), label=label_of(r), color=cmap(i % cmap.N), lw=1.3)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"training loss (moving average of {a.smooth})")
+    if a.ymax:
+        ax.set_ylim(top=a.ymax)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("Training loss")
+    fig.tight_layout()
+    fig.savefig(a.out + "_loss.png", dpi=120)
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for i, (r, (s, _, g, _)) in enumerate(data.items()):
+        ax.plot(s, g, label=label_of(r), color=cmap(i % cmap.N), lw=0.9)
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("global gradient norm (before clipping)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("Gradient norm")
+    fig.tight_layout()
+    fig.savefig(a.out + "_grad_norm.png", dpi=120)
+
+    layered = {r: d[3] for r, d in data.items() if d[3]}
+    if layered:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for i, (r, rows) in enumerate(layered.items()):
+            n = len(rows[0])
+            mean = [sum(row[k] for row in rows if row[k] is not None) / len(rows) for k in range(n)]
+            ax.plot(range(n), mean, marker="o", ms=3, label=label_of(r), color=cmap(i % cmap.N))
+        ax.set_yscale("log")
+        ax.set_xlabel("layer")
+        ax.set_ylabel("gradient norm (mean over logged steps)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, ncol=2)
+        ax.set_title("Per-layer gradient norm")
+        fig.tight_layout()
+        fig.savefig(a.out + "_layer_grad_norms.png", dpi=120)
+
+
+if __name__ == "__main__":
+    main()
