@@ -13,11 +13,12 @@ namespace siamese::cli {
 using Handler = std::function<int()>;
 
 void add_info_command(CLI::App& app, Handler& run);
-void add_config_command(CLI::App& app, Handler& run);
-void add_tokenize_command(CLI::App& app, Handler& run);
-void add_detokenize_command(CLI::App& app, Handler& run);
 void add_parity_command(CLI::App& app, Handler& run);
 void add_inspect_command(CLI::App& app, Handler& run);
+void add_config_command(CLI::App& app, Handler& run);
+void add_commcheck_command(CLI::App& app, Handler& run);
+void add_tokenize_command(CLI::App& app, Handler& run);
+void add_detokenize_command(CLI::App& app, Handler& run);
 void add_train_command(CLI::App& app, Handler& run);
 void add_bench_command(CLI::App& app, Handler& run);
 void add_export_command(CLI::App& app, Handler& run);

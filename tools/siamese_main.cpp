@@ -13,11 +13,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   siamese::cli::Handler run;
   siamese::cli::add_info_command(app, run);
-  siamese::cli::add_config_command(app, run);
-  siamese::cli::add_tokenize_command(app, run);
-  siamese::cli::add_detokenize_command(app, run);
   siamese::cli::add_parity_command(app, run);
   siamese::cli::add_inspect_command(app, run);
+  siamese::cli::add_config_command(app, run);
+  siamese::cli::add_commcheck_command(app, run);
+  siamese::cli::add_tokenize_command(app, run);
+  siamese::cli::add_detokenize_command(app, run);
   siamese::cli::add_train_command(app, run);
   siamese::cli::add_bench_command(app, run);
   siamese::cli::add_export_command(app, run);

@@ -221,6 +221,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     m.peak_flops = peak_flops;
     m.elapsed = seconds_since(start);
     m.loss_spike = spikes.observe(loss);
+    m.comm_seconds = sync.take_comm_seconds();
     log_event(m.to_json());
     if (m.loss_spike) spdlog::warn("step {}: loss spike {:.4f}", state.step, loss);
     if (state.step % cfg.console_log_interval == 0 || state.step == max_steps) {

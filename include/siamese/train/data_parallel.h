@@ -29,8 +29,7 @@ class DataParallelSync : public GradientSync {
   double sum(double value) override { return comm_.all_reduce_sum(value); }
   void barrier() override { comm_.barrier(); }
 
-  // Seconds spent blocked on gradient communication since the last call (then reset).
-  double take_comm_seconds();
+  double take_comm_seconds() override;
 
  private:
   Communicator comm_;

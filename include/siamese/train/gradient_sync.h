@@ -19,6 +19,8 @@ class GradientSync {
   virtual void before_backward(bool last_micro_batch) {}
   // Called after the last backward of a step: leave the summed gradients in p.grad().
   virtual void after_backward() {}
+  // Seconds the last step spent blocked on gradient communication (metrics' comm_share).
+  virtual double take_comm_seconds() { return 0; }
   // Sums of per-rank scalars (loss, token counts, eval sums).
   virtual double sum(double value) { return value; }
   // Makes every rank's parameters equal rank 0's and takes charge of their gradients

@@ -23,6 +23,7 @@ struct StepMetrics {
   std::optional<double> peak_flops;  // hardware peak, FLOP/s summed over ranks
   double elapsed = 0;
   bool loss_spike = false;
+  double comm_seconds = 0;  // blocked on the gradient all-reduce after backward (data parallel)
 
   double perplexity() const;
   double tokens_per_sec() const;
