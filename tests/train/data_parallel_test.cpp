@@ -114,6 +114,18 @@ TEST(DataParallel, StoppedAndResumedUnderTorchrunContinuesExactly) {
   EXPECT_EQ(losses(a).size(), 20u);
 }
 
+// The global order of instances does not depend on the world size, so a 2-rank run may
+// continue as 1 process: same data, same numbers up to summation order.
+TEST(DataParallel, ResumesWithADifferentWorldSize) {
+  auto a = fresh_dir("ws_reference"), b = fresh_dir("ws_changed");
+  ASSERT_EQ(run_single(a, 4), 0) << read_all(a.string() + ".log");
+  ASSERT_EQ(run_torchrun(b, 2, port(5), "--stop-at 7"), 0) << read_all(b.string() + ".log");
+  ASSERT_EQ(run_single(b, 4), 0) << read_all(b.string() + ".log");
+  auto la = losses(a), lb = losses(b);
+  ASSERT_EQ(lb.size(), 20u);
+  for (auto& [step, loss] : la) EXPECT_NEAR(std::stod(loss), std::stod(lb[step]), 1e-5) << step;
+}
+
 TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
   auto dir = fresh_dir("killed");
   const int timeout_s = 20;

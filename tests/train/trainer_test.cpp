@@ -77,7 +77,8 @@ std::map<int64_t, std::string> losses(const fs::path& folder) {
 }  // namespace
 
 // Separate processes through the CLI, as a preempted cluster job is resumed.
-int run_cli(const fs::path& folder, const std::string& topology, const std::string& extra) {
+int run_cli(const fs::path& folder, const std::string& topology, const std::string& extra,
+            const std::string& dropout) {
   // QKV norms on for both: hybrid_pre requires them, and the test is about resuming.
   const std::string qkv =
       " --model.use_query_norm=true --model.use_key_norm=true --model.use_value_norm=true";
@@ -85,7 +86,7 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
       std::string(SIAMESE_BINARY) + " train " + SIAMESE_SOURCE_DIR +
       "/configs/tiny/quickstart.yaml --model.residual=" + topology + qkv +
       " --model.d_model=32 --model.n_heads=2 --model.n_layers=2 --model.max_sequence_length=32"
-      " --model.attention_dropout=0.1 --model.residual_dropout=0.1"
+      " --model.attention_dropout=" + dropout + " --model.residual_dropout=" + dropout +
       " --global_train_batch_size=4 --device_train_microbatch_size=2 --max_duration=8"
       " --scheduler.t_warmup=3 --optimizer.learning_rate=3e-3 --save_interval=1000"
       " --eval_interval=1000 --eval_subset_num_batches=2 --save_folder=" +
@@ -93,23 +94,17 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
   return std::system(cmd.c_str());
 }
 
-// DISABLED: fails today. Steps 1..3 and the step3 checkpoint are bit-identical to the
-// uninterrupted run, but from the first resumed step the losses differ at ~1e-3 relative
-// (both pre and hybrid_pre, with and without dropout). A fresh process that loads step3 and
-// recomputes step 4's loss outside train() reproduces the uninterrupted value, so the
-// difference is in what train() does on resume; open issue in the trainer's report.
-// Run with --gtest_also_run_disabled_tests.
-TEST(Trainer, DISABLED_StoppedAndResumedRunMatchesUninterruptedRunBitForBit) {
+void expect_exact_resume(const std::string& dropout) {
   for (const char* topology : {"pre", "hybrid_pre"}) {
     SCOPED_TRACE(topology);
-    auto a = fresh_dir(std::string("uninterrupted_") + topology);
-    auto b = fresh_dir(std::string("resumed_") + topology);
+    auto a = fresh_dir(std::string("uninterrupted_") + topology + dropout);
+    auto b = fresh_dir(std::string("resumed_") + topology + dropout);
     fs::create_directories(a.parent_path());
-    ASSERT_EQ(run_cli(a, topology, ""), 0) << read_all(a.string() + ".log");
-    ASSERT_EQ(run_cli(b, topology, "--stop-at 3"), 0) << read_all(b.string() + ".log");
+    ASSERT_EQ(run_cli(a, topology, "", dropout), 0) << read_all(a.string() + ".log");
+    ASSERT_EQ(run_cli(b, topology, "--stop-at 3", dropout), 0) << read_all(b.string() + ".log");
     ASSERT_TRUE(fs::exists(b / "step3" / "config.yaml"));
     EXPECT_EQ(losses(b).size(), 3u);
-    ASSERT_EQ(run_cli(b, topology, ""), 0) << read_all(b.string() + ".log");  // resumes itself
+    ASSERT_EQ(run_cli(b, topology, "", dropout), 0) << read_all(b.string() + ".log");  // resumes itself
 
     auto la = losses(a), lb = losses(b);
     ASSERT_EQ(la.size(), 8u);
@@ -117,6 +112,16 @@ TEST(Trainer, DISABLED_StoppedAndResumedRunMatchesUninterruptedRunBitForBit) {
     EXPECT_NE(la[1], la[8]);  // it did train
     EXPECT_TRUE(fs::exists(b / "step8"));
   }
+}
+
+TEST(Trainer, StoppedAndResumedRunMatchesUninterruptedRunBitForBit) { expect_exact_resume("0"); }
+
+// DISABLED: fails today (open bug). With dropout on, steps 1..3 match bit for bit but from
+// the first resumed step the losses differ (~1e-3 relative): the dropout masks after resume
+// are not the uninterrupted run's, although the CPU generator state is saved and restored.
+// Without dropout (the test above) resume is exact. Run with --gtest_also_run_disabled_tests.
+TEST(Trainer, DISABLED_StoppedAndResumedRunWithDropoutMatchesBitForBit) {
+  expect_exact_resume("0.1");
 }
 
 TEST(Trainer, MicroBatchingKeepsTheLossNormalisedOverTheGlobalBatch) {
