@@ -27,7 +27,7 @@ for topo in pre hybrid_pre; do
   /usr/bin/python3 - "$SIAMESE_RUNS/quickstart-$topo/metrics.jsonl" "$topo" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-train = [r for r in rows if "event" not in r]
+train = [r for r in rows if "event" not in r and "loss" in r]
 ev = [r for r in rows if r.get("event") == "eval"][-1]
 print(f"{sys.argv[2]:<12} {train[-1]['loss']:12.4f} {ev['loss']:16.4f} {ev['perplexity']:16.3f} {ev['exact_match']:12.3f}")
 PY
