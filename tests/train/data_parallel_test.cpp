@@ -11,10 +11,13 @@
 
 #include "siamese/config/load.h"
 #include "siamese/model/transformer.h"
+#include "run_files.h"
 #include "siamese/train/checkpoint.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;
+using siamese::testing::losses;
+using siamese::testing::read_all;
 
 namespace {
 
@@ -25,21 +28,6 @@ fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-std::map<int64_t, std::string> losses(const fs::path& folder) {
-  std::map<int64_t, std::string> out;
-  std::ifstream in(folder / "metrics.jsonl");
-  static const std::regex re("^\\{\"step\": ([0-9]+), \"tokens\": [0-9]+, \"loss\": ([^,]+),");
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, re)) out[std::stoll(m[1])] = m[2];
-  }
-  return out;
-}
 
 // A distinct port per test process so parallel ctest runs do not collide.
 int port(int offset) { return 20000 + static_cast<int>(::getpid() % 20000) + offset; }

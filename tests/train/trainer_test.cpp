@@ -8,11 +8,14 @@
 #include <regex>
 
 #include "siamese/model/transformer.h"
+#include "run_files.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/trainer.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;
+using siamese::testing::losses;
+using siamese::testing::read_all;
 
 namespace {
 
@@ -56,22 +59,6 @@ TrainConfig tiny(const fs::path& folder) {
   return c;
 }
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-// step -> the exact text of its "loss" field, and the events, from metrics.jsonl.
-std::map<int64_t, std::string> losses(const fs::path& folder) {
-  std::map<int64_t, std::string> out;
-  std::ifstream in(folder / "metrics.jsonl");
-  static const std::regex re("^\\{\"step\": ([0-9]+), \"tokens\": [0-9]+, \"loss\": ([^,]+),");
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, re)) out[std::stoll(m[1])] = m[2];
-  }
-  return out;
-}
 
 
 }  // namespace
