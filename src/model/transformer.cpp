@@ -200,6 +200,15 @@ ParamCounts count_parameters(const ModelConfig& cfg) {
       if (part.empty() || starts_with(p.key(), part)) n += p.value().numel();
     return n;
   };
+  // Building a block runs its initialisers, which draw from the global generator; a
+  // resumed run logs this count after restoring that generator, so leave it untouched.
+  at::Generator rng = at::detail::getDefaultCPUGenerator();
+  const torch::Tensor rng_state = rng.get_state();
+  struct Restore {
+    at::Generator& rng;
+    const torch::Tensor& state;
+    ~Restore() { rng.set_state(state); }
+  } restore{rng, rng_state};
   ParamCounts c;
   c.embedding = cfg.embedding_size * cfg.d_model + (cfg.rope ? 0 : cfg.max_sequence_length * cfg.d_model);
   if (cfg.embedding_layer_norm) c.embedding += numel(*make_norm(cfg, cfg.d_model), "");

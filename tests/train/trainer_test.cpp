@@ -103,11 +103,9 @@ void expect_exact_resume(const std::string& dropout) {
 
 TEST(Trainer, StoppedAndResumedRunMatchesUninterruptedRunBitForBit) { expect_exact_resume("0"); }
 
-// DISABLED: fails today (open bug). With dropout on, steps 1..3 match bit for bit but from
-// the first resumed step the losses differ (~1e-3 relative): the dropout masks after resume
-// are not the uninterrupted run's, although the CPU generator state is saved and restored.
-// Without dropout (the test above) resume is exact. Run with --gtest_also_run_disabled_tests.
-TEST(Trainer, DISABLED_StoppedAndResumedRunWithDropoutMatchesBitForBit) {
+// Dropout draws from the global generator: the resumed run must restore it and nothing
+// may draw between the restore and the first resumed step.
+TEST(Trainer, StoppedAndResumedRunWithDropoutMatchesBitForBit) {
   expect_exact_resume("0.1");
 }
 
