@@ -2,6 +2,10 @@
 // backward, optimizer), peak memory and MFU. `--compare pre,hybrid_pre` builds one model
 // per topology and alternates them over several rounds in one process, so machine noise
 // hits both alike, then prints the step-time ratio.
+// Under torchrun / srun it measures data-parallel scaling instead: rank 0 alone, then all
+// ranks with the all-reduce overlapped with backward, then all ranks with it after
+// backward, alternating over rounds, and prints tokens/s, scaling efficiency and the
+// share of the step spent blocked on communication.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -13,8 +17,12 @@
 
 #include "commands.h"
 #include "siamese/common/error.h"
+#include "siamese/config/validate.h"
 #include "siamese/data/batch_order.h"
 #include "siamese/data/token_dataset.h"
+#include "siamese/dist/communicator.h"
+#include "siamese/dist/grad_bucketer.h"
+#include "siamese/dist/world.h"
 #include "siamese/model/registry.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/loss.h"
@@ -37,6 +45,7 @@ struct BenchArgs {
 
 struct Split {
   double data = 0, forward = 0, backward = 0, optimizer = 0;
+  double comm = 0;  // part of backward spent blocked on the gradient all-reduce
   double total() const { return data + forward + backward + optimizer; }
 };
 
@@ -58,7 +67,10 @@ void sync(torch::Device d) {
   if (d.is_cuda()) torch::cuda::synchronize();
 }
 
-Split timed_step(Subject& s, data::TokenDataset& ds, data::BatchOrder& order, torch::Device device) {
+// One training step; with a bucketer, the last micro-batch's backward all-reduces the
+// gradients through it (as DataParallelSync does in training).
+Split timed_step(Subject& s, data::TokenDataset& ds, data::BatchOrder& order, torch::Device device,
+                 GradBucketer* bucketer = nullptr) {
   Split t;
   const int64_t T = s.cfg.model.max_sequence_length;
   const double predicted = double(s.cfg.global_train_batch_size) * (T - 1);
@@ -70,13 +82,20 @@ Split timed_step(Subject& s, data::TokenDataset& ds, data::BatchOrder& order, to
   t.data = seconds(t0, t1);
   s.optim->zero_grad();
   const int64_t micro = std::min(s.cfg.device_train_microbatch_size, batch.size(0));
-  for (int64_t m = 0; m * micro < batch.size(0); ++m) {
+  const int64_t n_micro = (batch.size(0) + micro - 1) / micro;
+  for (int64_t m = 0; m < n_micro; ++m) {
     auto ids = batch.narrow(0, m * micro, std::min(micro, batch.size(0) - m * micro));
     auto f0 = Clock::now();
     auto loss = train::lm_loss_sum(*s.model, ids) / predicted;
     sync(device);
     auto f1 = Clock::now();
+    if (bucketer) bucketer->prepare(m == n_micro - 1);
     loss.backward();
+    if (bucketer && m == n_micro - 1) {
+      bucketer->finish();
+      t.comm = bucketer->blocked_seconds();
+      bucketer->reset_timers();
+    }
     sync(device);
     auto f2 = Clock::now();
     t.forward += seconds(f0, f1);
@@ -127,9 +146,97 @@ void report(const Subject& s, torch::Device device) {
     fmt::print("{:<12} peak CUDA memory: see nvidia-smi (not tracked here)\n", "");
 }
 
+Subject make_subject(const TrainConfig& base, const std::string& topology, torch::Device device) {
+  Subject s;
+  s.topology = topology;
+  s.cfg = base;
+  s.cfg.model.residual = topology;
+  // Topologies defined with per-head QKV norms (the HybridNorm family) get them; the
+  // others keep the config's setting, so one config serves every topology compared.
+  if (model::make_topology(s.cfg.model)->requires_qkv_norm())
+    s.cfg.model.use_query_norm = s.cfg.model.use_key_norm = s.cfg.model.use_value_norm = true;
+  torch::manual_seed(base.seed);
+  s.model = model::Transformer(s.cfg.model);
+  s.model->to(device);
+  s.model->train();
+  s.optim = train::build_optimizer(s.cfg.optimizer, s.model->named_parameters());
+  return s;
+}
+
+// Data-parallel scaling under a launcher. Every rank does the same per-rank work in each
+// setup (global batch / world size sequences), so efficiency = step(1 rank) / step(N ranks).
+// Both bucketers hang on the same parameters; only the one prepared with sync=true acts.
+int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& world) {
+  if (!a.compare.empty())
+    throw Error("--compare is not available under a distributed launch", "--compare",
+                "compare topologies in a single process (no torchrun), or drop --compare");
+  validate_for_world_size(base, world.size);
+  const torch::Device device = train::resolve_device(base.device, world.local_rank);
+  Communicator comm(world, device, std::chrono::seconds(base.distributed.timeout_seconds));
+  Subject s = make_subject(base, base.model.residual, device);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto p : s.model->parameters()) comm.broadcast(p);
+  }
+  const auto bucket_bytes = static_cast<int64_t>(base.distributed.bucket_mb * (1 << 20));
+  GradBucketer overlapped(comm, s.model->parameters(), bucket_bytes, /*overlap=*/true);
+  GradBucketer after_backward(comm, s.model->parameters(), bucket_bytes, /*overlap=*/false);
+  data::TokenDataset ds = data::train_dataset(base);
+  data::BatchOrder order(ds.size(), base.global_train_batch_size,
+                         static_cast<uint64_t>(base.data.seed.value_or(base.seed)), world.rank,
+                         world.size);
+  const int64_t rank_tokens = base.global_train_batch_size / world.size * base.model.max_sequence_length;
+
+  struct Setup {
+    std::string name;
+    int ranks;
+    GradBucketer* bucketer;
+    std::vector<Split> splits;
+  };
+  std::vector<Setup> setups = {
+      {"1 rank", 1, nullptr, {}},
+      {fmt::format("{} ranks, all-reduce overlapped with backward", world.size), world.size, &overlapped, {}},
+      {fmt::format("{} ranks, all-reduce after backward", world.size), world.size, &after_backward, {}}};
+  if (world.is_main())
+    fmt::print("bench: data-parallel scaling of {} over {} ranks ({} threads each, device {}), "
+               "{} x {} tokens per rank, {} warmup + {} timed steps x {} round(s)\n",
+               s.topology, world.size, at::get_num_threads(), device.str(),
+               base.global_train_batch_size / world.size, base.model.max_sequence_length, a.warmup,
+               a.steps, a.rounds);
+  for (int r = 0; r < a.rounds; ++r)
+    for (auto& setup : setups) {
+      overlapped.prepare(false);
+      after_backward.prepare(false);
+      comm.barrier();
+      if (setup.ranks == 1 && !world.is_main()) continue;  // wait at the next barrier
+      for (int i = 0; i < (r == 0 ? a.warmup : 0) + a.steps; ++i) {
+        Split t = timed_step(s, ds, order, device, setup.bucketer);
+        if (i >= (r == 0 ? a.warmup : 0)) setup.splits.push_back(t);
+      }
+    }
+  comm.barrier();
+  if (!world.is_main()) return 0;
+  double single = 0;
+  fmt::print("{:<52} {:>10} {:>10} {:>11} {:>11}\n", "setup", "tokens/s", "step s", "efficiency",
+             "comm share");
+  for (const auto& setup : setups) {
+    std::vector<double> steps, shares;
+    for (const auto& x : setup.splits) steps.push_back(x.total()), shares.push_back(x.comm / x.total());
+    const double step = median(steps);
+    if (setup.ranks == 1) single = step;
+    fmt::print("{:<52} {:>10.0f} {:>10.4f} {:>11.2f} {:>10.2f}%\n", setup.name,
+               double(rank_tokens * setup.ranks) / step, step, single / step, 100 * median(shares));
+  }
+  fmt::print("efficiency = tokens/s(N ranks) / (N x tokens/s(1 rank)); comm share = median time "
+             "blocked on the all-reduce / step time\n");
+  return 0;
+}
+
 int run_bench(const BenchArgs& a) {
   train::configure_cpu_runtime();
   const TrainConfig base = load_run_config(a.config);
+  const World world = detect_world();
+  if (world.distributed()) return run_scaling_bench(a, base, world);
   const torch::Device device = train::resolve_device(base.device);
   std::vector<std::string> topologies;
   if (a.compare.empty()) {
@@ -140,22 +247,7 @@ int run_bench(const BenchArgs& a) {
   }
   data::TokenDataset ds = data::train_dataset(base);
   std::vector<Subject> subjects;
-  for (const auto& topo : topologies) {
-    Subject s;
-    s.topology = topo;
-    s.cfg = base;
-    s.cfg.model.residual = topo;
-    // Topologies defined with per-head QKV norms (the HybridNorm family) get them; the
-    // others keep the config's setting, so one config serves every topology compared.
-    if (model::make_topology(s.cfg.model)->requires_qkv_norm())
-      s.cfg.model.use_query_norm = s.cfg.model.use_key_norm = s.cfg.model.use_value_norm = true;
-    torch::manual_seed(base.seed);
-    s.model = model::Transformer(s.cfg.model);
-    s.model->to(device);
-    s.model->train();
-    s.optim = train::build_optimizer(s.cfg.optimizer, s.model->named_parameters());
-    subjects.push_back(std::move(s));
-  }
+  for (const auto& topo : topologies) subjects.push_back(make_subject(base, topo, device));
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
                          static_cast<uint64_t>(base.data.seed.value_or(base.seed)));
   fmt::print("bench: {} threads, device {}, batch {} x {} tokens, {} warmup + {} timed steps x {} "
@@ -190,7 +282,8 @@ void add_bench_command(CLI::App& app, Handler& run) {
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("--steps", a->steps, "Timed steps per topology and round");
   cmd->add_option("--warmup", a->warmup, "Untimed steps first");
-  cmd->add_option("--rounds", a->rounds, "Alternating rounds in --compare mode");
+  cmd->add_option("--rounds", a->rounds,
+                  "Alternating rounds in --compare mode and under torchrun (scaling)");
   cmd->add_option("--compare", a->compare, "Comma-separated topologies, e.g. pre,hybrid_pre");
   add_config_args(cmd, a->config);
   cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });

@@ -139,3 +139,37 @@ TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
   EXPECT_NE(log.find("another rank probably died"), std::string::npos) << log;
   EXPECT_LT(std::stod(read_all(dir.string() + ".elapsed")), timeout_s + 10.0) << log;
 }
+
+// `siamese bench` under torchrun times three setups in one launch. Timings are not
+// asserted (noisy machines); what must hold is the table's arithmetic and that the
+// 2-rank setups really communicated while the 1-rank baseline did not.
+TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
+  auto dir = fresh_dir("bench");
+  const std::string cmd =
+      std::string(SIAMESE_SOURCE_DIR) + "/scripts/torchrun --no_python --nproc_per_node 2 " +
+      "--master_port " + std::to_string(port(6)) + " " + SIAMESE_BINARY + " bench " +
+      SIAMESE_SOURCE_DIR +
+      "/configs/tiny/quickstart.yaml --model.d_model=32 --model.n_heads=2 --model.n_layers=2"
+      " --model.max_sequence_length=32 --global_train_batch_size=8"
+      " --device_train_microbatch_size=2 --distributed.bucket_mb=0.01 --steps 3 --warmup 1"
+      " --rounds 2 > " +
+      dir.string() + ".log 2>&1";
+  ASSERT_EQ(std::system(("OMP_NUM_THREADS=1 " + cmd).c_str()), 0) << read_all(dir.string() + ".log");
+  const std::string out = read_all(dir.string() + ".log");
+  const std::regex row(R"((1 rank|2 ranks, all-reduce [a-z ]+?) +(\d+) +([\d.]+) +([\d.]+) +([\d.]+)%)");
+  std::map<std::string, std::vector<double>> rows;
+  for (std::sregex_iterator it(out.begin(), out.end(), row), end; it != end; ++it)
+    rows[(*it)[1]] = {std::stod((*it)[2]), std::stod((*it)[3]), std::stod((*it)[4]),
+                      std::stod((*it)[5])};
+  ASSERT_EQ(rows.size(), 3u) << out;
+  const double rank_tokens = 4 * 32;  // global batch 8 over 2 ranks, 32 tokens each
+  const double single_step = rows["1 rank"][1];
+  EXPECT_DOUBLE_EQ(rows["1 rank"][2], 1.0);
+  EXPECT_EQ(rows["1 rank"][3], 0.0);
+  for (const auto& [name, r] : rows) {
+    const int ranks = name == "1 rank" ? 1 : 2;
+    EXPECT_NEAR(r[0], ranks * rank_tokens / r[1], 0.01 * r[0] + 1) << name;  // tokens/s
+    EXPECT_NEAR(r[2], single_step / r[1], 0.011) << name;                    // efficiency
+    if (ranks == 2) EXPECT_GT(r[3], 0.0) << name << ": no time blocked on the all-reduce";
+  }
+}
