@@ -13,7 +13,11 @@ NormImpl::NormImpl(NormKind kind, int64_t dim, double eps, bool affine, bool bia
 }
 
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
-  if (kind_ == NormKind::LayerNorm) return torch::layer_norm(x, {dim_}, weight, bias, eps_);
+  // Half inputs (autocast) are normalized in float32 with the float32 affine parameters,
+  // as CUDA autocast does for layer_norm; CPU kernels reject the mixed dtypes otherwise.
+  if (kind_ == NormKind::LayerNorm)
+    return torch::layer_norm(x.is_floating_point() && x.element_size() < 4 ? x.to(torch::kFloat) : x,
+                             {dim_}, weight, bias, eps_);
   // OLMo's RMSLayerNorm: x * rsqrt(mean(x^2) + eps), in float32 for half inputs.
   const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   auto h = x.to(compute);

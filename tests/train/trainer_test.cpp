@@ -123,6 +123,30 @@ TEST(Trainer, MicroBatchingKeepsTheLossNormalisedOverTheGlobalBatch) {
   for (int64_t s : {1, 2}) EXPECT_NEAR(std::stod(lw[s]), std::stod(ls[s]), 1e-5) << "step " << s;
 }
 
+// amp_bf16 autocasts matmuls to bfloat16 while weights, gradients and AdamW state stay
+// float32, so a short run follows the float32 loss curve closely but not exactly.
+TEST(Trainer, AmpBf16FollowsTheFloat32LossCurve) {
+  auto fp32 = tiny(fresh_dir("fp32")), bf16 = tiny(fresh_dir("bf16"));
+  for (auto* c : {&fp32, &bf16}) {
+    c->model.attention_dropout = c->model.residual_dropout = 0;
+    c->max_duration = "20";
+  }
+  bf16.precision = "amp_bf16";
+  ASSERT_EQ(train::train(fp32), 0);
+  ASSERT_EQ(train::train(bf16), 0);
+  auto lf = losses(fp32.save_folder), lb = losses(bf16.save_folder);
+  ASSERT_EQ(lb.size(), 20u);
+  double max_rel = 0;
+  for (auto& [step, loss] : lf)
+    max_rel = std::max(max_rel, std::abs(std::stod(lb[step]) / std::stod(loss) - 1));
+  EXPECT_LT(max_rel, 2e-2);  // bf16 keeps 8 bits of mantissa: ~4e-3 per rounding
+  EXPECT_GT(max_rel, 0.0);   // autocast really changed the arithmetic
+  EXPECT_LT(std::stod(lb[20]), std::stod(lb[1]) - 0.5);
+  model::Transformer m(bf16.model);
+  train::load_checkpoint(fs::path(bf16.save_folder) / "step20", *m, nullptr);
+  for (auto& p : m->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat);
+}
+
 TEST(Trainer, NonFiniteLossStopsWithExitCodeAndLeavesLastCheckpointIntact) {
   auto dir = fresh_dir("nonfinite");
   auto c = tiny(dir);

@@ -15,8 +15,9 @@ class NormImpl : public torch::nn::Module {
   // weight (init 1) exists when `affine`; bias (init 0) when `affine && bias`.
   NormImpl(NormKind kind, int64_t dim, double eps, bool affine, bool bias);
 
-  // Normalizes over the last dimension. RMSNorm computes in float32 for half inputs
-  // (as OLMo's RMSLayerNorm does) and in the input's own precision otherwise.
+  // Normalizes over the last dimension. Half inputs (autocast) are normalized in float32:
+  // RMSNorm casts the result back (as OLMo's RMSLayerNorm does), LayerNorm returns float32
+  // (as CUDA autocast's layer_norm does). Other inputs keep their own precision.
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::Tensor weight;  // undefined when not affine
