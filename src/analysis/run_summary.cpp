@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The newest step<N>/config.yaml of a run.
+// The newest step<N>/config.yaml of a run, else the run folder's config.yaml (written at
+// the start of training, so a run that diverged before any checkpoint has one too).
 std::optional<fs::path> latest_config(const fs::path& run) {
   static const std::regex step("step([0-9]+)");
   std::optional<fs::path> best;
@@ -34,6 +35,7 @@ std::optional<fs::path> latest_config(const fs::path& run) {
       best = e.path() / "config.yaml";
     }
   }
+  if (!best && fs::exists(run / "config.yaml")) best = run / "config.yaml";
   return best;
 }
 

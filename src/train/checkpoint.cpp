@@ -155,6 +155,17 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model,
   return final_dir;
 }
 
+void write_run_config(const fs::path& save_folder, const std::string& config_yaml) {
+  fs::create_directories(save_folder);
+  const fs::path tmp = save_folder / fmt::format(".config.yaml.tmp-{}", ::getpid());
+  {
+    std::ofstream out(tmp);
+    out << config_yaml;
+    if (!out) throw Error("cannot write the run's config", tmp.string(), "check the save_folder");
+  }
+  fs::rename(tmp, save_folder / "config.yaml");
+}
+
 std::optional<fs::path> latest_checkpoint(const fs::path& save_folder) {
   auto all = checkpoints(save_folder);
   if (all.empty()) return std::nullopt;

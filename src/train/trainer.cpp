@@ -112,7 +112,10 @@ int train(const TrainConfig& cfg, const RunControl& control) {
                  state.tokens);
   }
   std::optional<MetricsLog> metrics;
-  if (main_rank) metrics.emplace(run_dir / "metrics.jsonl", state.step);
+  if (main_rank) {
+    write_run_config(run_dir, config_yaml);
+    metrics.emplace(run_dir / "metrics.jsonl", state.step);
+  }
   auto log_event = [&](const std::string& line) {
     if (metrics) metrics->write(line);
   };

@@ -25,6 +25,11 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& save_folder,
                                       const TrainState& state, const std::string& config_yaml,
                                       int64_t keep);
 
+// Writes save_folder/config.yaml (temporary file + rename) when a run starts, so a run
+// that stops before its first checkpoint (a diverged one) still says what it trained;
+// `siamese report` falls back to it. A resumed run rewrites it with its own config.
+void write_run_config(const std::filesystem::path& save_folder, const std::string& config_yaml);
+
 // The newest complete step<N> folder under save_folder, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& save_folder);
 
