@@ -23,7 +23,8 @@ struct SweepArgs {
   std::string file;
   std::string print;
   std::string binary = "build/siamese";
-  std::string only;
+  std::vector<std::string> only;
+  std::vector<int64_t> seeds;
   int nproc = 1;
 };
 
@@ -38,9 +39,16 @@ std::string shell_quote(const std::string& s) {
 }
 
 int run_sweep(const SweepArgs& a) {
-  const auto sweep = analysis::load_sweep(a.file);
+  const auto sweep = analysis::load_sweep(a.file, a.seeds);
+  auto selected = [&](const analysis::SweepRun& r) {
+    if (a.only.empty()) return true;
+    for (const auto& part : a.only)
+      if (r.name.find(part) != std::string::npos) return true;
+    return false;
+  };
   if (!a.print.empty()) {
     for (const auto& r : sweep.runs) {
+      if (!selected(r)) continue;
       std::string train = "train " + shell_quote(r.base);
       for (const auto& o : r.overrides) train += " " + shell_quote(o);
       if (a.print == "shell")
@@ -59,7 +67,7 @@ int run_sweep(const SweepArgs& a) {
   }
   int failed = 0;
   for (const auto& r : sweep.runs) {
-    if (!a.only.empty() && r.name.find(a.only) == std::string::npos) continue;
+    if (!selected(r)) continue;
     spdlog::info("sweep {}: run {} ({} {})", a.file, r.name, r.base, fmt::join(r.overrides, " "));
     const TrainConfig cfg = load_config(r.base, r.overrides);
     const int rc = train::train(cfg);
@@ -83,7 +91,10 @@ void add_sweep_command(CLI::App& app, Handler& run) {
   cmd->add_option("--print", args->print, "print command lines instead: shell | torchrun | sbatch");
   cmd->add_option("--binary", args->binary, "siamese binary in printed command lines");
   cmd->add_option("--nproc", args->nproc, "processes per node in printed torchrun/sbatch lines");
-  cmd->add_option("--only", args->only, "train only runs whose name contains this");
+  cmd->add_option("--only", args->only, "only runs whose name contains one of these")
+      ->delimiter(',');
+  cmd->add_option("--seeds", args->seeds, "seeds replacing the file's list, e.g. 1,2")
+      ->delimiter(',');
   cmd->callback([&run, args] { run = [args] { return run_sweep(*args); }; });
 }
 

@@ -40,7 +40,7 @@ std::string lr_text(double lr) { return fmt::format("{:g}", lr); }
 
 }  // namespace
 
-Sweep load_sweep(const std::string& path) {
+Sweep load_sweep(const std::string& path, const std::vector<int64_t>& seed_override) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -65,7 +65,7 @@ Sweep load_sweep(const std::string& path) {
   const std::string save_root = root["save_root"] ? root["save_root"].as<std::string>() : "runs/sweep";
   const auto topologies = list<std::string>(root, "topologies", path, true);
   const auto lrs = list<double>(root, "learning_rates", path, true);
-  const auto seeds = list<int64_t>(root, "seeds", path, false);
+  const auto seeds = seed_override.empty() ? list<int64_t>(root, "seeds", path, false) : seed_override;
   const auto overrides = list<std::string>(root, "overrides", path, false);
 
   Sweep sweep{path, {}};

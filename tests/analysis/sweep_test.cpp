@@ -34,6 +34,20 @@ overrides: [--model.n_layers=12]
   EXPECT_EQ(s.runs[7].overrides, expect);
 }
 
+TEST(Sweep, SeedsGivenOnTheCommandLineReplaceTheFilesList) {
+  TempDir dir;
+  const auto path = dir.write("s.yaml", R"(base: base.yaml
+topologies: [pre]
+learning_rates: [1.0e-3]
+seeds: [1]
+)");
+  const auto s = load_sweep(path, {7, 8});
+  ASSERT_EQ(s.runs.size(), 2u);
+  EXPECT_EQ(s.runs[0].name, "pre-lr0.001-s7");
+  EXPECT_EQ(s.runs[1].name, "pre-lr0.001-s8");
+  EXPECT_EQ(s.runs[1].overrides[2], "--seed=8");
+}
+
 TEST(Sweep, MissingKeyIsNamed) {
   TempDir dir;
   const auto path = dir.write("s.yaml", "base: b.yaml\ntopologies: [pre]\n");

@@ -30,6 +30,8 @@ struct Sweep {
 };
 
 // Throws siamese::Error naming the sweep file and key for a missing or ill-typed key.
-Sweep load_sweep(const std::string& path);
+// `seeds`, when given, replaces the file's list (`siamese sweep --seeds`: more seeds of
+// the same sweep without editing it).
+Sweep load_sweep(const std::string& path, const std::vector<int64_t>& seeds = {});
 
 }  // namespace siamese::analysis
