@@ -12,21 +12,17 @@
 #include <sstream>
 
 #include "../tokenizer/temp_dir.h"
+#include "../train/run_files.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using siamese::testing::losses;
+using siamese::testing::read_all;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Runs the siamese binary with `args`; stdout and stderr go to `log`.
-int siamese(const std::string& args, const std::string& log) {
+int run_cli(const std::string& args, const std::string& log) {
   const std::string cmd = std::string("OMP_NUM_THREADS=1 SIAMESE_SHARED_DIR=") + SIAMESE_SHARED_DIR +
                           " " + SIAMESE_BINARY + " " + args + " > " + log + " 2>&1";
   return std::system(cmd.c_str());
@@ -63,7 +59,7 @@ overrides:
   - --eval_interval=6
   - --eval_subset_num_batches=1
 )");
-    sweep_rc_ = siamese("sweep " + sweep, dir_->file("sweep.log"));
+    sweep_rc_ = run_cli("sweep " + sweep, dir_->file("sweep.log"));
   }
   static void TearDownTestSuite() { delete dir_; }
 
@@ -86,7 +82,7 @@ TEST_F(CliWorkflow, SweepTrainsEveryRunAndReportMarksTheDivergedOnes) {
 
   const std::string runs = run("pre-lr0.003").string() + " " + run("hybrid_pre-lr0.003").string() +
                            " " + run("pre-lr10000").string() + " " + run("hybrid_pre-lr10000").string();
-  ASSERT_EQ(siamese("report " + runs + " --diverge-loss 50 --final-window 1 --out " +
+  ASSERT_EQ(run_cli("report " + runs + " --diverge-loss 50 --final-window 1 --out " +
                         dir_->file("table.md"),
                     dir_->file("report.log")),
             0)
@@ -110,10 +106,9 @@ TEST_F(CliWorkflow, SweepTrainsEveryRunAndReportMarksTheDivergedOnes) {
     const auto& r = rows[name];
     EXPECT_EQ(r.back(), "ok") << name << "\n" << table;
     // The final training loss is the last logged step's loss (--final-window 1).
-    double last = 0;
-    for (const auto& m : metrics_rows(run(name)))
-      if (m.contains("loss") && !m.contains("event")) last = m["loss"].get<double>();
-    EXPECT_NEAR(std::stod(r[6]), last, 5e-4) << name << "\n" << table;
+    const auto logged = losses(run(name));
+    ASSERT_EQ(logged.size(), 6u) << name;
+    EXPECT_NEAR(std::stod(r[6]), std::stod(logged.rbegin()->second), 5e-4) << name << "\n" << table;
   }
   for (const char* name : {"pre-lr10000", "hybrid_pre-lr10000"})
     EXPECT_EQ(rows[name].back(), "diverged") << name << "\n" << table;
@@ -122,12 +117,12 @@ TEST_F(CliWorkflow, SweepTrainsEveryRunAndReportMarksTheDivergedOnes) {
 TEST_F(CliWorkflow, EvalScoresDoNotDependOnBatchSizeAndLandInMetrics) {
   ASSERT_EQ(sweep_rc_, 0) << log("sweep.log");
   const std::string ckpt = run("hybrid_pre-lr0.003").string();
-  ASSERT_EQ(siamese("eval " + ckpt + " --tasks copa,sciq --limit 6 --batch-size 1 --out " +
+  ASSERT_EQ(run_cli("eval " + ckpt + " --tasks copa,sciq --limit 6 --batch-size 1 --out " +
                         dir_->file("eval1.json"),
                     dir_->file("eval1.log")),
             0)
       << log("eval1.log");
-  ASSERT_EQ(siamese("eval " + ckpt + " --tasks copa,sciq --limit 6 --batch-size 5 --no-metrics --out " +
+  ASSERT_EQ(run_cli("eval " + ckpt + " --tasks copa,sciq --limit 6 --batch-size 5 --no-metrics --out " +
                         dir_->file("eval5.json"),
                     dir_->file("eval5.log")),
             0)
@@ -164,7 +159,7 @@ TEST_F(CliWorkflow, AnalyzeMeasuresEveryStreamOfTheTopology) {
                                                                       {"hybrid_pre-lr0.003", {"x", "y"}}}) {
     SCOPED_TRACE(name);
     const std::string out = dir_->file(name + ".analysis.json");
-    ASSERT_EQ(siamese("analyze " + run(name).string() + " --data " + data +
+    ASSERT_EQ(run_cli("analyze " + run(name).string() + " --data " + data +
                           " --batches 2 --batch-size 3 --out " + out,
                       dir_->file(name + ".analyze.log")),
               0)
