@@ -1,40 +1,60 @@
 #!/usr/bin/env bash
-# Installs every Debian package the project needs (only those missing), then configures
-# and builds Release into build/. Safe to re-run: a ready machine finishes in seconds.
+# Installs what is missing (Debian packages, the pinned PyPI packages into a virtual
+# environment outside the clone), then configures and builds Release into build/ against
+# LibTorch 2.11 with CUDA. Safe to re-run: a ready machine finishes in seconds.
+#
+# Environment: SIAMESE_BUILD_DIR (build), SIAMESE_JOBS (nproc), SIAMESE_CMAKE_ARGS,
+# SIAMESE_VENV (~/.cache/siamese/venv), SIAMESE_PYTHON (a python with torch 2.11 to use
+# as it is), SIAMESE_DEPS_PREFIX (a folder where the Debian packages were unpacked with
+# `dpkg -x`, for machines without apt such as the GPU machine: scripts/gpu_check.sh),
+# SIAMESE_CUDA_ARCHS (8.0;9.0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libtorch-dev libopenblas0-pthread libgloo-dev python3-torch
-  libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev zlib1g-dev
+  libgloo-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev zlib1g-dev
   libicu-dev nlohmann-json3-dev
-  python3-numpy python3-matplotlib
 )
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  sudo_cmd=()
-  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
+if [ -z "${SIAMESE_DEPS_PREFIX:-}" ]; then
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    sudo_cmd=()
+    [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
 fi
 
-# Debian's LibTorch uses whatever libblas.so.3 the alternatives point at; the reference BLAS
-# is ~30x slower than OpenBLAS (docs/results.md), so insist on OpenBLAS.
-blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
-case "$blas" in
-  *openblas*) ;;
-  *) echo "setup: warning: libblas.so.3 -> ${blas:-none}, expected OpenBLAS (update-alternatives --config libblas.so.3-x86_64-linux-gnu)" ;;
-esac
+SIAMESE_INSTALL=1 source scripts/python_env.sh
+if ! siamese_has_torch "$SIAMESE_PYTHON"; then
+  echo "setup: $SIAMESE_PYTHON has no torch $siamese_torch_pin; remove $SIAMESE_VENV and re-run" >&2
+  exit 1
+fi
+
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+command -v nvcc >/dev/null || {
+  echo "setup: nvcc not found: install the CUDA 13.0 toolkit (docs/build.md)" >&2
+  exit 1
+}
 
 build_dir=${SIAMESE_BUILD_DIR:-build}
 jobs=${SIAMESE_JOBS:-$(nproc)}
 if [ ! -f "$build_dir/build.ninja" ]; then
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${SIAMESE_CMAKE_ARGS:-}
+  torch_prefix=$("$SIAMESE_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  prefix="$torch_prefix"
+  [ -n "${SIAMESE_DEPS_PREFIX:-}" ] && prefix="$prefix;$SIAMESE_DEPS_PREFIX/usr;$SIAMESE_DEPS_PREFIX/usr/lib/x86_64-linux-gnu/cmake"
+  # TORCH_CUDA_ARCH_LIST: without a GPU, torch's CMake would otherwise guess architectures.
+  TORCH_CUDA_ARCH_LIST=${SIAMESE_CUDA_ARCHS:-8.0;9.0} \
+    cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$prefix" -DSIAMESE_PYTHON="$SIAMESE_PYTHON" \
+    -DSIAMESE_CUDA_ARCHS="${SIAMESE_CUDA_ARCHS:-8.0;9.0}" ${SIAMESE_CMAKE_ARGS:-}
 fi
 cmake --build "$build_dir" -j "$jobs"

@@ -10,12 +10,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
+#include <limits>
+#include <optional>
 #include <chrono>
 #include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "commands.h"
+#include "siamese/common/autocast.h"
 #include "siamese/common/error.h"
 #include "siamese/config/validate.h"
 #include "siamese/data/batch_order.h"
@@ -26,6 +30,7 @@
 #include "siamese/model/registry.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/loss.h"
+#include "siamese/train/device_clock.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/runtime.h"
 
@@ -54,41 +59,47 @@ struct Subject {
   std::string topology;
   TrainConfig cfg;
   model::Transformer model{nullptr};
-  std::unique_ptr<torch::optim::AdamW> optim;
+  std::unique_ptr<train::AdamW> optim;
   int64_t step = 0;
   std::vector<Split> splits;
+  double peak_memory_mib = 0;
 };
 
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-void sync(torch::Device d) {
-  if (d.is_cuda()) torch::cuda::synchronize();
-}
-
 // One training step; with a bucketer, the last micro-batch's backward all-reduces the
-// gradients through it (as DataParallelSync does in training).
+// gradients through it (as DataParallelSync does in training). Phases are timed by marks on
+// the device's timeline (CUDA events), so the step runs as in training, without a host
+// sync between phases.
 Split timed_step(Subject& s, data::TokenDataset& ds, data::BatchOrder& order, torch::Device device,
                  GradBucketer* bucketer = nullptr) {
   Split t;
+  train::DeviceClock clock(device);
   const int64_t T = s.cfg.model.max_sequence_length;
   const double predicted = double(s.cfg.global_train_batch_size) * (T - 1);
   const auto params = s.model->parameters();
-  auto t0 = Clock::now();
-  auto batch = ds.batch(order.rank_batch(s.step++)).to(device);
-  sync(device);
-  auto t1 = Clock::now();
-  t.data = seconds(t0, t1);
+  const auto autocast = autocast_dtype(s.cfg.precision);
+  const size_t start = clock.mark();
+  auto batch = ds.batch(order.rank_batch(s.step++));
+  if (device.is_cuda() && s.cfg.data.pin_memory) batch = batch.pin_memory();
+  batch = batch.to(device, /*non_blocking=*/true);
+  const size_t loaded = clock.mark();
   s.optim->zero_grad();
   const int64_t micro = std::min(s.cfg.device_train_microbatch_size, batch.size(0));
   const int64_t n_micro = (batch.size(0) + micro - 1) / micro;
+  std::vector<std::array<size_t, 3>> micro_marks;
   for (int64_t m = 0; m < n_micro; ++m) {
     auto ids = batch.narrow(0, m * micro, std::min(micro, batch.size(0) - m * micro));
-    auto f0 = Clock::now();
-    auto loss = train::lm_loss_sum(*s.model, ids) / predicted;
-    sync(device);
-    auto f1 = Clock::now();
+    const size_t f0 = clock.mark();
+    torch::Tensor loss;
+    {
+      std::optional<AutocastGuard> amp;
+      if (autocast) amp.emplace(device, *autocast);
+      loss = train::lm_loss_sum(*s.model, ids) / predicted;
+    }
+    const size_t f1 = clock.mark();
     if (bucketer) bucketer->prepare(m == n_micro - 1);
     loss.backward();
     if (bucketer && m == n_micro - 1) {
@@ -96,17 +107,41 @@ Split timed_step(Subject& s, data::TokenDataset& ds, data::BatchOrder& order, to
       t.comm = bucketer->blocked_seconds();
       bucketer->reset_timers();
     }
-    sync(device);
-    auto f2 = Clock::now();
-    t.forward += seconds(f0, f1);
-    t.backward += seconds(f1, f2);
+    micro_marks.push_back({f0, f1, clock.mark()});
   }
-  auto o0 = Clock::now();
-  if (s.cfg.max_grad_norm) torch::nn::utils::clip_grad_norm_(params, *s.cfg.max_grad_norm);
-  s.optim->step();
-  sync(device);
-  t.optimizer = seconds(o0, Clock::now());
+  const size_t o0 = clock.mark();
+  train::clip_grad_norm(params, s.cfg.max_grad_norm.value_or(std::numeric_limits<double>::infinity()));
+  s.optim->update();
+  const size_t end = clock.mark();
+  t.optimizer = clock.seconds(o0, end);  // waits for the step to finish
+  t.data = clock.seconds(start, loaded);
+  for (const auto& [f0, f1, f2] : micro_marks) {
+    t.forward += clock.seconds(f0, f1);
+    t.backward += clock.seconds(f1, f2);
+  }
+  s.peak_memory_mib = std::max(s.peak_memory_mib, train::peak_memory_mib(device));
   return t;
+}
+
+// The achievable matmul rate on `device` in this run (FLOP/s), the yardstick for MFU when
+// no peak_tflops is configured: fp32 n=2048 on CPU; on CUDA bf16 (amp) or fp32 (TF32 when
+// allowed) n=8192. Best of several repeats.
+double measured_matmul_flops(torch::Device device, const std::string& precision) {
+  const int64_t n = device.is_cuda() ? 8192 : 2048;
+  const auto dtype = device.is_cuda() && precision == "amp_bf16"   ? torch::kBFloat16
+                     : device.is_cuda() && precision == "amp_fp16" ? torch::kHalf
+                                                                   : torch::kFloat;
+  auto a = torch::randn({n, n}, torch::dtype(dtype).device(device));
+  auto b = torch::randn({n, n}, torch::dtype(dtype).device(device));
+  train::DeviceClock clock(device);
+  double best = 0;
+  for (int i = 0; i < 6; ++i) {
+    const size_t m0 = clock.mark();
+    auto c = torch::mm(a, b);
+    const double s = clock.seconds(m0, clock.mark());
+    if (i > 0) best = std::max(best, 2.0 * n * n * n / s);  // the first call warms up
+  }
+  return best;
 }
 
 double median(std::vector<double> v) {
@@ -114,15 +149,9 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Resident-set high-water mark of this process (CPU memory), in MiB.
-double peak_rss_mib() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0;
-}
-
-void report(const Subject& s, torch::Device device) {
+// MFU against the configured hardware peak (peak_tflops) when set, and always against the
+// matmul rate measured in this run.
+void report(const Subject& s, torch::Device device, double matmul_flops) {
   const int64_t T = s.cfg.model.max_sequence_length;
   const double tokens = double(s.cfg.global_train_batch_size) * T;
   std::vector<double> totals;
@@ -134,16 +163,18 @@ void report(const Subject& s, torch::Device device) {
   }
   const double step = median(totals);
   const double fpt = model::flops_per_token(s.cfg.model, T);
-  std::string mfu = "n/a (set peak_tflops)";
+  const double achieved = tokens / step * fpt;
+  std::string mfu = fmt::format("{:.1f}% of measured matmul", 100 * achieved / matmul_flops);
   if (s.cfg.peak_tflops)
-    mfu = fmt::format("{:.1f}%", 100 * tokens / step * fpt / (*s.cfg.peak_tflops * 1e12));
-  fmt::print("{:<12} step {:.4f} s  tokens/s {:.0f}  data {:.1f}%  forward {:.1f}%  backward {:.1f}%  "
-             "optimizer {:.1f}%  MFU {}  ({} params, {:.3g} GFLOP/token, {} steps)\n",
-             s.topology, step, tokens / step, 100 * median(d) / step, 100 * median(f) / step,
-             100 * median(b) / step, 100 * median(o) / step, mfu,
+    mfu += fmt::format(", {:.1f}% of peak_tflops {}", 100 * achieved / (*s.cfg.peak_tflops * 1e12),
+                       *s.cfg.peak_tflops);
+  fmt::print("{:<12} step {:.4f} s  tokens/s {:.0f}  {:.1f} GFLOP/s  data {:.1f}%  forward {:.1f}%  "
+             "backward {:.1f}%  optimizer {:.1f}%  MFU {}  peak memory {:.0f} MiB{}  ({} params, "
+             "{:.3g} GFLOP/token, {} steps)\n",
+             s.topology, step, tokens / step, achieved / 1e9, 100 * median(d) / step,
+             100 * median(f) / step, 100 * median(b) / step, 100 * median(o) / step, mfu,
+             s.peak_memory_mib, device.is_cuda() ? " (CUDA allocator)" : " (process RSS)",
              model::count_parameters(s.cfg.model).total(), fpt / 1e9, s.splits.size());
-  if (device.is_cuda())
-    fmt::print("{:<12} peak CUDA memory: see nvidia-smi (not tracked here)\n", "");
 }
 
 Subject make_subject(const TrainConfig& base, const std::string& topology, torch::Device device) {
@@ -238,6 +269,7 @@ int run_bench(const BenchArgs& a) {
   const World world = detect_world();
   if (world.distributed()) return run_scaling_bench(a, base, world);
   const torch::Device device = train::resolve_device(base.device);
+  if (device.is_cuda()) train::configure_cuda_runtime(base.allow_tf32);
   std::vector<std::string> topologies;
   if (a.compare.empty()) {
     topologies.push_back(base.model.residual);
@@ -250,18 +282,28 @@ int run_bench(const BenchArgs& a) {
   for (const auto& topo : topologies) subjects.push_back(make_subject(base, topo, device));
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
                          static_cast<uint64_t>(base.data.seed.value_or(base.seed)));
-  fmt::print("bench: {} threads, device {}, batch {} x {} tokens, {} warmup + {} timed steps x {} "
-             "round(s)\n",
-             at::get_num_threads(), device.str(), base.global_train_batch_size,
-             base.model.max_sequence_length, a.warmup, a.steps, a.rounds);
-  for (auto& s : subjects)
+  const double matmul_flops = measured_matmul_flops(device, base.precision);
+  fmt::print("bench: {} threads, device {}, precision {}, activation_checkpointing {}, batch {} x {} "
+             "tokens in micro-batches of {}, {} warmup + {} timed steps x {} round(s); matmul "
+             "measured at {:.1f} GFLOP/s\n",
+             at::get_num_threads(), device.str(), base.precision,
+             base.model.activation_checkpointing.empty() ? "off" : base.model.activation_checkpointing,
+             base.global_train_batch_size, base.model.max_sequence_length,
+             std::min(base.device_train_microbatch_size, base.global_train_batch_size), a.warmup,
+             a.steps, a.rounds, matmul_flops / 1e9);
+  // Each subject's peak is its own steps' (the counter is reset before them); it includes
+  // every compared model's weights and optimizer state, which all stay resident.
+  for (auto& s : subjects) {
+    train::reset_peak_memory(device);
     for (int i = 0; i < a.warmup; ++i) timed_step(s, ds, order, device);
+  }
   const int rounds = topologies.size() > 1 ? a.rounds : 1;
   for (int r = 0; r < rounds; ++r)
-    for (auto& s : subjects)
+    for (auto& s : subjects) {
+      train::reset_peak_memory(device);
       for (int i = 0; i < a.steps; ++i) s.splits.push_back(timed_step(s, ds, order, device));
-  for (const auto& s : subjects) report(s, device);
-  fmt::print("peak resident memory: {:.0f} MiB\n", peak_rss_mib());
+    }
+  for (const auto& s : subjects) report(s, device, matmul_flops);
   if (subjects.size() > 1) {
     std::vector<double> first;
     for (const auto& x : subjects[0].splits) first.push_back(x.total());

@@ -75,6 +75,8 @@ void validate_model(const ModelConfig& m, const Rules& r) {
             "make mlp_hidden_size (or mlp_ratio * d_model) even");
   r.one_of("model.block_type", m.block_type, {"sequential"});
   r.one_of("model.layer_norm_type", m.layer_norm_type, {"default", "low_precision", "rms"});
+  r.one_of("activation_checkpointing", m.activation_checkpointing,
+           {"", "whole_layer", "one_in_two", "one_in_three", "one_in_four"});
   r.positive("model.layer_norm_eps", m.layer_norm_eps);
   r.positive("model.rope_theta", m.rope_theta);
   if (m.clip_qkv) r.positive("model.clip_qkv", *m.clip_qkv);

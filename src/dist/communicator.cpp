@@ -3,9 +3,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef SIAMESE_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 #include <string>
 
@@ -15,7 +14,8 @@ namespace siamese {
 
 Communicator::Communicator(const World& world, torch::Device device,
                            std::chrono::milliseconds timeout)
-    : world_(world), timeout_(timeout) {
+    : world_(world), device_(device.is_cuda() ? device : torch::Device(torch::kCPU)),
+      timeout_(timeout) {
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(world.master_port);
   opts.isServer = world.is_main() && !world.agent_hosts_store;
@@ -34,14 +34,15 @@ Communicator::Communicator(const World& world, torch::Device device,
                 "check that every rank sees the same address");
   }
   if (device.is_cuda()) {
-#ifdef SIAMESE_WITH_CUDA
+    // NCCL binds a communicator to the current device; one GPU per rank (LOCAL_RANK).
+    c10::cuda::set_device(device.index());
     auto nccl_opts = c10d::ProcessGroupNCCL::Options::create();
     nccl_opts->timeout = timeout;
-    group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, world.rank, world.size, nccl_opts);
-#else
-    throw Error("a CUDA device was requested but this build has no CUDA", "device",
-                "build against a CUDA LibTorch (scripts/build_cuda.sh)");
-#endif
+    try {
+      group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, world.rank, world.size, nccl_opts);
+    } catch (const std::exception& e) {
+      fail(e, "connecting the NCCL process group");
+    }
   } else {
     auto gloo_opts = c10d::ProcessGroupGloo::Options::create();
     gloo_opts->timeout = timeout;
@@ -83,13 +84,13 @@ void Communicator::wait(const c10::intrusive_ptr<c10d::Work>& work) {
 void Communicator::all_reduce_sum(torch::Tensor& tensor) { wait(all_reduce_sum_async(tensor)); }
 
 double Communicator::all_reduce_sum(double value) {
-  auto t = torch::tensor({value}, torch::kFloat64);
+  auto t = torch::tensor({value}, torch::kFloat64).to(device_);
   all_reduce_sum(t);
   return t.item<double>();
 }
 
 double Communicator::all_reduce_max(double value) {
-  auto t = torch::tensor({value}, torch::kFloat64);
+  auto t = torch::tensor({value}, torch::kFloat64).to(device_);
   std::vector<torch::Tensor> tensors{t};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp::MAX;

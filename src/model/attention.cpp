@@ -3,7 +3,6 @@
 #include <cmath>
 #include <limits>
 
-#include "siamese/common/compat.h"
 
 namespace siamese::model {
 
@@ -74,7 +73,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   }
   const double p = is_training() ? dropout_ : 0.0;
   auto context = reference_ ? reference_attention(q, k, v, p, is_training())
-                            : compat::scaled_dot_product_attention(q, k, v, p, /*is_causal=*/true);
+                            : at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p, /*is_causal=*/true);
   return attn_out(context.transpose(1, 2).reshape({B, T, d}));
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "siamese/model/activation_checkpoint.h"
 #include "siamese/model/registry.h"
 
 namespace siamese::model {
@@ -49,21 +50,36 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   };
   State st = topology_->begin(x);
   report(-1, st);
-  for (int64_t s = 0; s < 2 * n; ++s) {
-    auto& block = block_list_[TopologyImpl::layer_of(s)];
-    const bool attention = TopologyImpl::is_attention(s);
-    auto in = topology_->enter(st, s);
-    auto out = attention ? block->attn(in) : block->mlp(in);
-    if (opts.sublayer_probe) {
-      (*opts.sublayer_probe)(TopologyImpl::layer_of(s), attention ? "attn_in" : "ffn_in", in);
-      (*opts.sublayer_probe)(TopologyImpl::layer_of(s), attention ? "attn_out" : "ffn_out", out);
+  for (int64_t l = 0; l < n; ++l) {
+    if (is_training() && !opts.sublayer_probe && checkpoints_block(cfg_.activation_checkpointing, l)) {
+      // The closure outlives this call (backward runs it again): it holds copies only.
+      st.streams = checkpointed(st.streams, [this, names = st.names, l](const std::vector<torch::Tensor>& in) {
+        State block_state{names, in};
+        run_block(block_state, l, nullptr);
+        return block_state.streams;
+      });
+    } else {
+      run_block(st, l, opts.sublayer_probe);
     }
-    topology_->leave(st, torch::dropout(out, cfg_.residual_dropout, is_training()), s);
-    if (!attention) report(TopologyImpl::layer_of(s), st);
+    report(l, st);
   }
   auto h = topology_->finish(st);
   if (opts.probe) (*opts.probe)(n, "final", h);
   return h;
+}
+
+void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe) {
+  auto& block = block_list_[layer];
+  for (int64_t s = 2 * layer; s < 2 * layer + 2; ++s) {
+    const bool attention = TopologyImpl::is_attention(s);
+    auto in = topology_->enter(st, s);
+    auto out = attention ? block->attn(in) : block->mlp(in);
+    if (sublayer_probe) {
+      (*sublayer_probe)(layer, attention ? "attn_in" : "ffn_in", in);
+      (*sublayer_probe)(layer, attention ? "attn_out" : "ffn_out", out);
+    }
+    topology_->leave(st, torch::dropout(out, cfg_.residual_dropout, is_training()), s);
+  }
 }
 
 torch::Tensor TransformerImpl::head(const torch::Tensor& h) {

@@ -76,21 +76,21 @@ void load_tensors(torch::nn::Module& model, const fs::path& file) {
 
 // AdamW moments by parameter name. LibTorch's own optimizer archive keys state by tensor
 // addresses and did not restore a run bit for bit here; names also keep the file readable.
-void save_adamw(torch::nn::Module& model, torch::optim::AdamW& optim, const fs::path& file) {
+void save_adamw(torch::nn::Module& model, AdamW& optim, const fs::path& file) {
   torch::serialize::OutputArchive a;
   auto& state = optim.state();
   for (const auto& kv : model.named_parameters()) {
-    auto it = state.find(c10::guts::to_string(kv.value().unsafeGetTensorImpl()));
+    auto it = state.find(kv.value().unsafeGetTensorImpl());
     if (it == state.end()) continue;
-    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-    a.write(kv.key() + ".step", scalar(s.step()));
+    const auto& s = static_cast<const AdamWState&>(*it->second);
+    a.write(kv.key() + ".step", scalar(static_cast<int64_t>(s.step_count.item<double>())));
     a.write(kv.key() + ".exp_avg", s.exp_avg(), true);
     a.write(kv.key() + ".exp_avg_sq", s.exp_avg_sq(), true);
   }
   a.save_to(file.string());
 }
 
-void load_adamw(torch::nn::Module& model, torch::optim::AdamW& optim, const fs::path& file) {
+void load_adamw(torch::nn::Module& model, AdamW& optim, const fs::path& file) {
   torch::serialize::InputArchive a;
   a.load_from(file.string());
   auto& state = optim.state();
@@ -100,18 +100,17 @@ void load_adamw(torch::nn::Module& model, torch::optim::AdamW& optim, const fs::
     if (!a.try_read(kv.key() + ".step", step)) continue;  // never updated (no gradient yet)
     a.read(kv.key() + ".exp_avg", exp_avg, true);
     a.read(kv.key() + ".exp_avg_sq", exp_avg_sq, true);
-    auto s = std::make_unique<torch::optim::AdamWParamState>();
-    s->step(step.item<int64_t>());
-    s->exp_avg(exp_avg.to(kv.value().device()));
-    s->exp_avg_sq(exp_avg_sq.to(kv.value().device()));
-    state[c10::guts::to_string(kv.value().unsafeGetTensorImpl())] = std::move(s);
+    auto& s = optim.state_of(kv.value());
+    s.step_count.fill_(static_cast<double>(step.item<int64_t>()));
+    s.exp_avg(exp_avg.to(kv.value().device()));
+    s.exp_avg_sq(exp_avg_sq.to(kv.value().device()));
   }
 }
 
 }  // namespace
 
 fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model,
-                         torch::optim::AdamW& optim, const TrainState& state,
+                         AdamW& optim, const TrainState& state,
                          const std::string& config_yaml, int64_t keep) {
   fs::create_directories(save_folder);
   const fs::path final_dir = save_folder / fmt::format("step{}", state.step);
@@ -173,7 +172,7 @@ std::optional<fs::path> latest_checkpoint(const fs::path& save_folder) {
 }
 
 TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model,
-                           torch::optim::AdamW* optim) {
+                           AdamW* optim) {
   if (!fs::exists(folder / "train_state.pt"))
     throw Error("not a checkpoint folder (no train_state.pt)", folder.string(),
                 "point load_path at a save_folder/step<N> folder");

@@ -33,12 +33,13 @@ std::string StepMetrics::to_json() const {
   return fmt::format(
       "{{\"step\": {}, \"tokens\": {}, \"loss\": {}, \"perplexity\": {}, \"lr\": {}, "
       "\"grad_norm\": {}, \"tokens_per_sec\": {}, \"step_seconds\": {}, \"flops_per_token\": {}, "
-      "\"mfu\": {}, \"elapsed\": {}, \"loss_spike\": {}, \"comm_seconds\": {}, \"comm_share\": {}}}",
+      "\"mfu\": {}, \"elapsed\": {}, \"loss_spike\": {}, \"comm_seconds\": {}, \"comm_share\": {}, "
+      "\"peak_memory_mib\": {}}}",
       step, tokens, json_number(loss), json_number(perplexity()), json_number(lr),
       json_number(grad_norm), json_number(tokens_per_sec()), json_number(step_seconds),
       json_number(flops_per_token), m ? json_number(*m) : "null", json_number(elapsed),
       loss_spike ? "true" : "false", json_number(comm_seconds),
-      json_number(step_seconds > 0 ? comm_seconds / step_seconds : 0.0));
+      json_number(step_seconds > 0 ? comm_seconds / step_seconds : 0.0), json_number(peak_memory_mib));
 }
 
 std::string event_json(int64_t step, const std::string& event, const std::string& fields) {

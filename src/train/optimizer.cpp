@@ -1,6 +1,8 @@
 #include "siamese/train/optimizer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 
 #include "siamese/common/error.h"
 #include "siamese/model/transformer.h"
@@ -27,8 +29,8 @@ ParamGroups param_groups(const OptimizerConfig& cfg,
   return g;
 }
 
-std::unique_ptr<torch::optim::AdamW> build_optimizer(
-    const OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params) {
+std::unique_ptr<AdamW> build_optimizer(const OptimizerConfig& cfg,
+                                       const torch::OrderedDict<std::string, torch::Tensor>& params) {
   if (cfg.name != "adamw")
     throw Error("optimizer '" + cfg.name + "' is not implemented", "optimizer.name", "use adamw");
   if (cfg.betas.size() != 2)
@@ -49,12 +51,96 @@ std::unique_ptr<torch::optim::AdamW> build_optimizer(
   };
   if (!g.decay.empty()) groups.emplace_back(tensors(g.decay), options(cfg.weight_decay));
   if (!g.no_decay.empty()) groups.emplace_back(tensors(g.no_decay), options(0.0));
-  return std::make_unique<torch::optim::AdamW>(std::move(groups),
-                                               torch::optim::AdamWOptions(cfg.learning_rate));
+  return std::make_unique<AdamW>(std::move(groups), torch::optim::AdamWOptions(cfg.learning_rate));
 }
 
 void set_learning_rate(torch::optim::Optimizer& optim, double lr) {
   for (auto& group : optim.param_groups()) group.options().set_lr(lr);
+}
+
+AdamWState& AdamW::state_of(const torch::Tensor& param) {
+  auto& slot = state_[param.unsafeGetTensorImpl()];
+  if (!slot) {
+    auto s = std::make_unique<AdamWState>();
+    s->exp_avg(torch::zeros_like(param, torch::MemoryFormat::Preserve));
+    s->exp_avg_sq(torch::zeros_like(param, torch::MemoryFormat::Preserve));
+    s->step_count = torch::zeros({}, param.options().dtype(torch::kFloat));
+    slot = std::move(s);
+  }
+  return static_cast<AdamWState&>(*slot);
+}
+
+torch::Tensor AdamW::step(LossClosure closure) {
+  TORCH_CHECK(!closure, "siamese::train::AdamW::step takes no closure");
+  update();
+  return {};
+}
+
+void AdamW::update(const std::optional<torch::Tensor>& skip) {
+  torch::NoGradGuard no_grad;
+  for (auto& group : param_groups_) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    TORCH_CHECK(!o.amsgrad(), "amsgrad is not supported");
+    const double lr = o.lr(), beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& s = state_of(p);
+      params.push_back(p);
+      grads.push_back(p.grad());
+      exp_avgs.push_back(s.exp_avg());
+      exp_avg_sqs.push_back(s.exp_avg_sq());
+      steps.push_back(s.step_count);
+    }
+    if (params.empty()) continue;
+    if (params[0].is_cuda()) {
+      at::_foreach_add_(steps, 1.0);
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr,
+                        beta1, beta2, o.weight_decay(), o.eps(), /*amsgrad=*/false,
+                        /*maximize=*/false, /*grad_scale=*/std::nullopt, /*found_inf=*/skip);
+      if (skip) at::_foreach_add_(steps, *skip, -1.0);
+      continue;
+    }
+    // CPU: reading `skip` and the step counts costs nothing here. The arithmetic is
+    // LibTorch's AdamW (torch/csrc/api/src/optim/adamw.cpp) with one op per list.
+    if (skip && skip->item<double>() != 0) return;
+    at::_foreach_add_(steps, 1.0);
+    // Parameters normally share one step count; a group of equal counts shares the bias
+    // corrections.
+    std::map<double, std::vector<size_t>> by_step;
+    for (size_t i = 0; i < steps.size(); ++i) by_step[steps[i].item<double>()].push_back(i);
+    for (const auto& [step, idx] : by_step) {
+      auto pick = [&](const std::vector<torch::Tensor>& v) {
+        std::vector<torch::Tensor> out;
+        for (size_t i : idx) out.push_back(v[i]);
+        return out;
+      };
+      auto p = pick(params), g = pick(grads), m = pick(exp_avgs), v = pick(exp_avg_sqs);
+      if (o.weight_decay() != 0) at::_foreach_mul_(p, 1 - lr * o.weight_decay());
+      at::_foreach_mul_(m, beta1);
+      at::_foreach_add_(m, g, 1 - beta1);
+      at::_foreach_mul_(v, beta2);
+      at::_foreach_addcmul_(v, g, g, 1 - beta2);
+      const double bias_correction1 = 1 - std::pow(beta1, step);
+      const double bias_correction2 = 1 - std::pow(beta2, step);
+      auto denom = at::_foreach_sqrt(v);
+      at::_foreach_div_(denom, std::sqrt(bias_correction2));
+      at::_foreach_add_(denom, o.eps());
+      at::_foreach_addcdiv_(p, m, denom, -lr / bias_correction1);
+    }
+  }
+}
+
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return torch::zeros({}, torch::kFloat);
+  auto norms = at::_foreach_norm(grads, 2);
+  auto total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2);
+  if (std::isfinite(max_norm))
+    at::_foreach_mul_(grads, torch::clamp(max_norm / (total + 1e-6), std::nullopt, 1.0));
+  return total;
 }
 
 }  // namespace siamese::train

@@ -26,6 +26,11 @@ void configure_cpu_runtime() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
+void configure_cuda_runtime(bool allow_tf32) {
+  at::globalContext().setAllowTF32CuBLAS(allow_tf32);
+  at::globalContext().setAllowTF32CuDNN(allow_tf32);
+}
+
 torch::Device resolve_device(const std::string& device, int local_rank) {
   if (device == "cpu") return torch::kCPU;
   if (device == "cuda") {

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "siamese/common/compat.h"
+#include "siamese/common/autocast.h"
 #include "siamese/analysis/grad_norms.h"
 #include "siamese/common/error.h"
 #include "siamese/config/duration.h"
@@ -18,6 +18,7 @@
 #include "siamese/data/token_dataset.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
+#include "siamese/train/device_clock.h"
 #include "siamese/train/evaluate.h"
 #include "siamese/train/loss.h"
 #include "siamese/train/lr_schedule.h"
@@ -63,6 +64,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   configure_cpu_runtime();
   install_stop_handlers();
   const torch::Device device = resolve_device(cfg.device, sync.local_rank());
+  if (device.is_cuda()) configure_cuda_runtime(cfg.allow_tf32);
   const fs::path run_dir = cfg.save_folder;
   const std::string config_yaml = to_yaml(cfg);
 
@@ -94,10 +96,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   const std::optional<double> peak_flops =
       cfg.peak_tflops ? std::optional<double>(*cfg.peak_tflops * 1e12 * sync.world_size())
                       : std::nullopt;
-  const std::optional<at::ScalarType> autocast =
-      cfg.precision == "amp_bf16"   ? std::optional(at::kBFloat16)
-      : cfg.precision == "amp_fp16" ? std::optional(at::kHalf)
-                                    : std::nullopt;
+  const std::optional<at::ScalarType> autocast = autocast_dtype(cfg.precision);
 
   // Resume: an explicit load_path, else the newest complete checkpoint of this run.
   TrainState state;
@@ -145,99 +144,140 @@ int train(const TrainConfig& cfg, const RunControl& control) {
                cfg.model.residual, model::count_parameters(cfg.model).total(), device.str(),
                max_steps, dataset.size(), T, global_batch, micro, sync.world_size());
 
-  // ---- loop --------------------------------------------------------------------------
-  model->train();
+  // Steps run ahead of the host: each leaves its loss, gradient norm and time on the device,
+  // and the host reads them in one copy at a read point. On CUDA that is once per
+  // console_log_interval and before any evaluation, checkpoint or stop, so the GPU never
+  // idles while the host waits; on CPU reading is free and happens every step.
+  struct PendingStep {
+    int64_t step, tokens;
+    double lr, elapsed, comm_seconds;
+    torch::Tensor loss_and_norm;  // float64 [2] on the device
+    size_t start_mark, end_mark;
+  };
+  std::vector<PendingStep> pending;
+  DeviceClock clock(device);
+  const int64_t read_interval = device.is_cuda() ? cfg.console_log_interval : 1;
   const auto start = Clock::now();
   const int64_t first_step = state.step;
+  // Writes the pending steps' metrics. A non-finite step was already skipped on the device
+  // (its update cancelled); here it is counted, and past max_bad_steps the run stops.
+  auto read_pending = [&]() -> int {
+    if (pending.empty()) return 0;
+    std::vector<torch::Tensor> values;
+    for (const auto& p : pending) values.push_back(p.loss_and_norm);
+    const auto host = torch::stack(values).cpu();
+    const auto v = host.accessor<double, 2>();
+    const double peak_mib = peak_memory_mib(device);
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const PendingStep& p = pending[i];
+      const double loss = v[i][0], grad_norm = v[i][1];
+      if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+        const std::string cause = !std::isfinite(loss) ? "loss" : "grad_norm";
+        log_event(event_json(p.step, "nonfinite",
+                             fmt::format("\"cause\": \"{}\", \"loss\": {}, \"grad_norm\": {}", cause,
+                                         json_number(loss), json_number(grad_norm))));
+        if (state.bad_steps < cfg.max_bad_steps) {
+          state.bad_steps += 1;
+          spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)",
+                       p.step, cause, loss, grad_norm, state.bad_steps, cfg.max_bad_steps);
+          continue;
+        }
+        spdlog::error("step {}: non-finite {} (loss {}, grad norm {}); stopping. The last "
+                      "checkpoint in {} is untouched; resume from it with a lower learning rate "
+                      "or set max_bad_steps to skip such steps",
+                      p.step, cause, loss, grad_norm, run_dir.string());
+        return kExitNonFinite;
+      }
+      StepMetrics m;
+      m.step = p.step;
+      m.tokens = p.tokens;
+      m.loss = loss;
+      m.lr = p.lr;
+      m.grad_norm = grad_norm;
+      m.step_seconds = clock.seconds(p.start_mark, p.end_mark);
+      m.step_tokens = tokens_per_step;
+      m.flops_per_token = flops_per_token;
+      m.peak_flops = peak_flops;
+      m.elapsed = p.elapsed;
+      m.loss_spike = spikes.observe(loss);
+      m.comm_seconds = p.comm_seconds;
+      m.peak_memory_mib = peak_mib;
+      log_event(m.to_json());
+      if (m.loss_spike) spdlog::warn("step {}: loss spike {:.4f}", p.step, loss);
+      if (p.step % cfg.console_log_interval == 0 || p.step == max_steps) {
+        const double per_step = m.elapsed / double(p.step - first_step);
+        spdlog::info("[{}/{}] loss {:.4f} lr {:.3e} grad_norm {:.3f} tok/s {:.0f}{} mem {:.0f} MiB ETA {}",
+                     p.step, max_steps, loss, p.lr, grad_norm, m.tokens_per_sec(),
+                     m.mfu() ? fmt::format(" MFU {:.1f}%", 100 * *m.mfu()) : "", peak_mib,
+                     format_eta(per_step * double(max_steps - p.step)));
+      }
+    }
+    pending.clear();
+    clock.keep_last();
+    return 0;
+  };
+
+  // ---- loop --------------------------------------------------------------------------
+  model->train();
   int64_t last_saved = state.step;
   while (state.step < max_steps) {
-    // Ranks agree on stopping (a signal may reach them at different steps).
-    if (const int sig = stop_signal(); sync.sum(sig != 0 ? 1.0 : 0.0) > 0) {
-      spdlog::warn("signal {} received: saving at step {} and stopping", sig, state.step);
-      if (state.step != last_saved) save();
-      return 0;
-    }
-    const auto step_start = Clock::now();
-    torch::Tensor batch = dataset.batch(order.rank_batch(state.step)).to(device);
+    const size_t start_mark = clock.mark();
+    torch::Tensor batch = dataset.batch(order.rank_batch(state.step));
+    if (device.is_cuda() && cfg.data.pin_memory) batch = batch.pin_memory();
+    batch = batch.to(device, /*non_blocking=*/true);
     state.step += 1;  // OLMo counts the step before running it (the scheduler sees t >= 1)
     state.tokens += tokens_per_step;
 
     // Forward/backward over micro-batches; each loss is a share of the global mean.
     optim->zero_grad();
-    double loss_sum = 0;
+    auto loss = torch::zeros({}, torch::dtype(torch::kFloat64).device(device));
     const int64_t n_micro = (batch.size(0) + micro - 1) / micro;
     for (int64_t m = 0; m < n_micro; ++m) {
       auto ids = batch.narrow(0, m * micro, std::min(micro, batch.size(0) - m * micro));
-      torch::Tensor loss;
+      torch::Tensor micro_loss;
       {
-        std::optional<compat::AutocastGuard> amp;
+        std::optional<AutocastGuard> amp;
         if (autocast) amp.emplace(device, *autocast);
-        loss = lm_loss_sum(*model, ids) / double(predicted_per_step);
+        micro_loss = lm_loss_sum(*model, ids) / double(predicted_per_step);
       }
       sync.before_backward(m == n_micro - 1);
-      loss.backward();
-      loss_sum += loss.item<double>();
+      micro_loss.backward();
+      loss.add_(micro_loss.detach());
     }
     sync.after_backward();
     const int64_t layer_grads_every = cfg.optimizer.metrics_log_interval.value_or(0);
     if (main_rank && layer_grads_every > 0 && state.step % layer_grads_every == 0)
       log_event(analysis::layer_grad_norms_json(state.step, analysis::per_layer_grad_norms(*model)));
-    const double loss = sync.sum(loss_sum);
-    const double grad_norm = torch::nn::utils::clip_grad_norm_(params, clip);
-
+    sync.sum_(loss);
+    const torch::Tensor grad_norm = clip_grad_norm(params, clip);
     // A non-finite loss or gradient never reaches the weights.
-    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-      const std::string cause = !std::isfinite(loss) ? "loss" : "grad_norm";
-      log_event(event_json(state.step, "nonfinite",
-                           fmt::format("\"cause\": \"{}\", \"loss\": {}, \"grad_norm\": {}", cause,
-                                       json_number(loss), json_number(grad_norm))));
-      if (state.bad_steps < cfg.max_bad_steps) {
-        state.bad_steps += 1;
-        spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)",
-                     state.step, cause, loss, grad_norm, state.bad_steps, cfg.max_bad_steps);
-        optim->zero_grad();
-        continue;
-      }
-      spdlog::error("step {}: non-finite {} (loss {}, grad norm {}); stopping. The last "
-                    "checkpoint in {} is untouched; resume from it with a lower learning rate "
-                    "or set max_bad_steps to skip such steps",
-                    state.step, cause, loss, grad_norm, run_dir.string());
-      return kExitNonFinite;
-    }
+    const torch::Tensor skip =
+        torch::logical_not(torch::isfinite(loss).logical_and(torch::isfinite(grad_norm)))
+            .to(torch::kFloat);
 
     const double t = token_units ? double(state.tokens) : double(state.step);
     const double lr = learning_rate(cfg.scheduler, cfg.optimizer.learning_rate, t, schedule_max);
     set_learning_rate(*optim, lr);
-    optim->step();
-    if (device.is_cuda()) torch::cuda::synchronize();
+    optim->update(skip);
+    pending.push_back({state.step, state.tokens, lr, seconds_since(start), sync.take_comm_seconds(),
+                       torch::stack({loss, grad_norm.to(torch::kFloat64)}), start_mark, clock.mark()});
 
-    // Metrics, evaluation, checkpoints.
-    StepMetrics m;
-    m.step = state.step;
-    m.tokens = state.tokens;
-    m.loss = loss;
-    m.lr = lr;
-    m.grad_norm = grad_norm;
-    m.step_seconds = seconds_since(step_start);
-    m.step_tokens = tokens_per_step;
-    m.flops_per_token = flops_per_token;
-    m.peak_flops = peak_flops;
-    m.elapsed = seconds_since(start);
-    m.loss_spike = spikes.observe(loss);
-    m.comm_seconds = sync.take_comm_seconds();
-    log_event(m.to_json());
-    if (m.loss_spike) spdlog::warn("step {}: loss spike {:.4f}", state.step, loss);
-    if (state.step % cfg.console_log_interval == 0 || state.step == max_steps) {
-      const double per_step = m.elapsed / double(state.step - first_step);
-      spdlog::info("[{}/{}] loss {:.4f} lr {:.3e} grad_norm {:.3f} tok/s {:.0f}{} ETA {}",
-                   state.step, max_steps, loss, lr, grad_norm, m.tokens_per_sec(),
-                   m.mfu() ? fmt::format(" MFU {:.1f}%", 100 * *m.mfu()) : "",
-                   format_eta(per_step * double(max_steps - state.step)));
+    // Read points, evaluation, checkpoints, stops.
+    const bool eval_due =
+        cfg.eval_interval > 0 && state.step % cfg.eval_interval == 0 && state.step < max_steps;
+    const bool save_due = (cfg.save_interval > 0 && state.step % cfg.save_interval == 0) ||
+                          state.step == control.stop_at;
+    if (state.step % read_interval == 0 || eval_due || save_due || state.step == max_steps) {
+      if (const int rc = read_pending(); rc != 0) return rc;
+      // Ranks agree on stopping (a signal may reach them at different steps).
+      if (const int sig = stop_signal(); sync.sum(sig != 0 ? 1.0 : 0.0) > 0) {
+        spdlog::warn("signal {} received: saving at step {} and stopping", sig, state.step);
+        if (state.step != last_saved) save();
+        return 0;
+      }
     }
-    if (cfg.eval_interval > 0 && state.step % cfg.eval_interval == 0 && state.step < max_steps)
-      evaluate();
-    if ((cfg.save_interval > 0 && state.step % cfg.save_interval == 0) ||
-        state.step == control.stop_at) {
+    if (eval_due) evaluate();
+    if (save_due) {
       save();
       last_saved = state.step;
     }

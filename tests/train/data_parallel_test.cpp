@@ -54,8 +54,7 @@ int run_single(const fs::path& folder, int micro, const std::string& extra = "")
 }
 
 int run_torchrun(const fs::path& folder, int micro, int master_port, const std::string& extra = "") {
-  std::string cmd = std::string(SIAMESE_SOURCE_DIR) +
-                    "/scripts/torchrun --no_python --nproc_per_node 2 --master_port " +
+  std::string cmd = std::string(SIAMESE_TORCHRUN) + " --no_python --nproc_per_node 2 --master_port " +
                     std::to_string(master_port) + " " + SIAMESE_BINARY +
                     train_args(folder, micro, extra) + " > " + folder.string() + ".log 2>&1";
   return std::system(cmd.c_str());
@@ -146,7 +145,7 @@ TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
 TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
   auto dir = fresh_dir("bench");
   const std::string cmd =
-      std::string(SIAMESE_SOURCE_DIR) + "/scripts/torchrun --no_python --nproc_per_node 2 " +
+      std::string(SIAMESE_TORCHRUN) + " --no_python --nproc_per_node 2 " +
       "--master_port " + std::to_string(port(6)) + " " + SIAMESE_BINARY + " bench " +
       SIAMESE_SOURCE_DIR +
       "/configs/tiny/quickstart.yaml --model.d_model=32 --model.n_heads=2 --model.n_layers=2"

@@ -31,6 +31,9 @@ struct ModelConfig {
   bool rope_full_precision = true;
   double rope_theta = 10000.0;
   bool flash_attention = false;
+  // OLMo's top-level activation_checkpointing: "" (off), whole_layer, one_in_two,
+  // one_in_three, one_in_four (which blocks recompute their activations in backward).
+  std::string activation_checkpointing = "";
   double attention_dropout = 0.1;
   bool multi_query_attention = false;
   bool attention_layer_norm = false;  // OLMo's full-width Q,K norms
@@ -144,6 +147,7 @@ struct TrainConfig {
   // how many non-finite steps to skip before stopping, and the loss-spike threshold as a
   // multiple of the running median loss.
   std::optional<double> peak_tflops;
+  bool allow_tf32 = true;  // ours: TF32 tensor cores for fp32 matmuls and convolutions on CUDA
   int64_t max_bad_steps = 0;
   double loss_spike_factor = 2.0;
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "siamese/common/compat.h"
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include "siamese/dist/world.h"
 
 namespace c10d {
@@ -43,9 +43,10 @@ class Communicator {
   [[noreturn]] void fail(const std::exception& e, const char* op) const;
 
   World world_;
+  torch::Device device_;  // where the group's tensors live: cuda:LOCAL_RANK for NCCL, else CPU
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<compat::CommBackend> group_;
+  c10::intrusive_ptr<c10d::Backend> group_;
 };
 
 }  // namespace siamese

@@ -77,6 +77,9 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Linear ff_out{nullptr};
 
  private:
+  // Block `layer`'s two sublayers on the residual state (enter, F, dropout, leave).
+  void run_block(State& st, int64_t layer, const Probe* sublayer_probe);
+
   ModelConfig cfg_;
   std::shared_ptr<TopologyImpl> topology_;
   std::vector<Block> block_list_;

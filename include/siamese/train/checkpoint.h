@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "siamese/train/optimizer.h"
+
 namespace siamese::train {
 
 struct TrainState {
@@ -21,7 +23,7 @@ struct TrainState {
 // Writes step<state.step> under save_folder; then, when keep > 0, removes all but the
 // newest `keep` checkpoints. Called on rank 0 only: every rank holds the same weights.
 std::filesystem::path save_checkpoint(const std::filesystem::path& save_folder,
-                                      torch::nn::Module& model, torch::optim::AdamW& optim,
+                                      torch::nn::Module& model, AdamW& optim,
                                       const TrainState& state, const std::string& config_yaml,
                                       int64_t keep);
 
@@ -36,6 +38,6 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 // Restores model, optimizer and RNG states; returns the train state. Throws siamese::Error
 // naming the folder when it is not a checkpoint or does not match the model.
 TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model,
-                           torch::optim::AdamW* optim);
+                           AdamW* optim);
 
 }  // namespace siamese::train

@@ -27,6 +27,7 @@ class DataParallelSync : public GradientSync {
   void before_backward(bool last_micro_batch) override;
   void after_backward() override;
   double sum(double value) override { return comm_.all_reduce_sum(value); }
+  void sum_(torch::Tensor& tensor) override { comm_.all_reduce_sum(tensor); }
   void barrier() override { comm_.barrier(); }
 
   double take_comm_seconds() override;

@@ -24,6 +24,7 @@ struct StepMetrics {
   double elapsed = 0;
   bool loss_spike = false;
   double comm_seconds = 0;  // blocked on the gradient all-reduce after backward (data parallel)
+  double peak_memory_mib = 0;  // device_clock.h's peak_memory_mib: CUDA allocator peak, CPU max RSS
 
   double perplexity() const;
   double tokens_per_sec() const;

@@ -3,9 +3,15 @@
 // decay; biases and norm weights decay only with decay_norm_and_bias, embeddings only with
 // decay_embeddings. Names are sorted within each group, as OLMo does, so the optimizer
 // state lines up across runs and resumes.
+//
+// The update runs as multi-tensor kernels: at::_fused_adamw_ (one kernel for every
+// parameter) on CUDA, the _foreach_ ops on CPU (the same arithmetic as LibTorch's
+// per-parameter AdamW, bit for bit). The step counts live on the parameters' device, so a
+// step can be skipped on the device (a non-finite loss or gradient) without the host waiting.
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,9 +26,32 @@ struct ParamGroups {
 ParamGroups param_groups(const OptimizerConfig& cfg,
                          const torch::OrderedDict<std::string, torch::Tensor>& params);
 
-std::unique_ptr<torch::optim::AdamW> build_optimizer(
-    const OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params);
+// A parameter's AdamW state; `step_count` is a float32 scalar on the parameter's device.
+struct AdamWState : torch::optim::AdamWParamState {
+  torch::Tensor step_count;
+};
+
+class AdamW : public torch::optim::AdamW {
+ public:
+  using torch::optim::AdamW::AdamW;
+
+  // One update of every parameter that has a gradient. `skip` (a 0/1 float32 scalar on the
+  // parameters' device) cancels the whole update, step counts included, without a host sync.
+  void update(const std::optional<torch::Tensor>& skip = std::nullopt);
+  torch::Tensor step(LossClosure closure = nullptr) override;
+
+  // The state of `param`, created (zero moments, step 0) when missing.
+  AdamWState& state_of(const torch::Tensor& param);
+};
+
+std::unique_ptr<AdamW> build_optimizer(const OptimizerConfig& cfg,
+                                       const torch::OrderedDict<std::string, torch::Tensor>& params);
 
 void set_learning_rate(torch::optim::Optimizer& optim, double lr);
+
+// Scales the gradients so their global 2-norm is at most `max_norm` (infinity: no scaling)
+// and returns the norm before scaling as a scalar on the gradients' device, without a host
+// sync (torch::nn::utils::clip_grad_norm_ returns a double, i.e. waits for the device).
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 
 }  // namespace siamese::train

@@ -11,6 +11,10 @@ namespace siamese::train {
 // faulting them back in cost ~30% of a step (docs/results.md).
 void configure_cpu_runtime();
 
+// CUDA: TF32 tensor cores for fp32 matmuls and cuDNN convolutions when `allow_tf32`
+// (the config's allow_tf32; PyTorch leaves matmuls in full fp32 by default).
+void configure_cuda_runtime(bool allow_tf32);
+
 // "auto" picks CUDA when available; "cpu" / "cuda" as given. A CUDA device gets index
 // `local_rank` (one GPU per rank on a node).
 torch::Device resolve_device(const std::string& device, int local_rank = 0);
