@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "siamese/common/build_info.h"
 #include "siamese/common/logging.h"
 #include "siamese/common/error.h"
 
@@ -11,6 +12,13 @@ int main(int argc, char** argv) {
   siamese::init_logging(0);
   CLI::App app{"siamese: pretraining and analysis of residual-normalization topologies"};
   app.require_subcommand(1);
+  app.set_version_flag("--version",
+                       [] {
+                         auto text = siamese::build_info_text(siamese::build_info());
+                         text.pop_back();  // CLI11 ends the line itself
+                         return text;
+                       },
+                       "Print the git commit and the LibTorch, CUDA, cuDNN and NCCL versions");
   siamese::cli::Handler run;
   siamese::cli::add_info_command(app, run);
   siamese::cli::add_parity_command(app, run);
