@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Figures from `siamese analyze` JSON files (one per checkpoint / topology).
 
-    /usr/bin/python3 scripts/plot_analysis.py A.json B.json ... --out docs/figures/wt2
+    ~/.cache/siamese/venv/bin/python scripts/plot_analysis.py A.json B.json ... --out docs/figures/wt2
 
 writes <out>_magnitude.png (hidden-state L2 norm by depth, every stream, log scale; paper
 Fig. 2a), <out>_pruning.png (validation perplexity after dropping the last k blocks, log

@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Plot training loss (and eval loss) from one or more run folders' metrics.jsonl.
 
 Usage: scripts/plot_loss.py RUN_DIR [RUN_DIR ...] --out loss.png
 Reads only metrics.jsonl (the trainer computes every number once; this script never
-re-derives them). Needs Debian's /usr/bin/python3 with python3-matplotlib.
+re-derives them). Needs matplotlib: the project's Python (scripts/python_env.sh) has it.
 """
 import argparse
 import json

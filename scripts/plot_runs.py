@@ -1,5 +1,5 @@
-#!/usr/bin/python3
-"""Training curves of several runs from their metrics.jsonl (Debian python3 + matplotlib).
+#!/usr/bin/env python3
+"""Training curves of several runs from their metrics.jsonl (matplotlib: the project Python, scripts/python_env.sh).
 
     /usr/bin/python3 scripts/plot_runs.py RUN_DIR... --out docs/figures/wt2
 

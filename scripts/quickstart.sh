@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+source scripts/python_env.sh
 build_dir=${SIAMESE_BUILD_DIR:-build}
 siamese="$build_dir/siamese"
 export SIAMESE_RUNS=${SIAMESE_RUNS:-runs}
@@ -24,7 +25,7 @@ train hybrid_pre --model.use_query_norm=true --model.use_key_norm=true --model.u
 echo
 printf '%-12s %12s %16s %16s %12s\n' topology train_loss held_out_loss held_out_ppl exact_match
 for topo in pre hybrid_pre; do
-  /usr/bin/python3 - "$SIAMESE_RUNS/quickstart-$topo/metrics.jsonl" "$topo" <<'PY'
+  "$SIAMESE_PYTHON" - "$SIAMESE_RUNS/quickstart-$topo/metrics.jsonl" "$topo" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 train = [r for r in rows if "event" not in r and "loss" in r]
@@ -33,7 +34,7 @@ print(f"{sys.argv[2]:<12} {train[-1]['loss']:12.4f} {ev['loss']:16.4f} {ev['perp
 PY
 done
 plot="$SIAMESE_RUNS/quickstart-loss.png"
-/usr/bin/python3 scripts/plot_loss.py "$SIAMESE_RUNS/quickstart-pre" "$SIAMESE_RUNS/quickstart-hybrid_pre" --out "$plot"
+"$SIAMESE_PYTHON" scripts/plot_loss.py "$SIAMESE_RUNS/quickstart-pre" "$SIAMESE_RUNS/quickstart-hybrid_pre" --out "$plot"
 echo
 echo "run folders:  $SIAMESE_RUNS/quickstart-pre  $SIAMESE_RUNS/quickstart-hybrid_pre"
 echo "metrics:      <run folder>/metrics.jsonl (one JSON object per step, plus eval events)"
