@@ -2,49 +2,42 @@
 
 #include <cmath>
 
+#include "siamese/model/fused_norm.h"
+
 namespace siamese::model {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// RMSNorm as one autograd node with its backward written out:
-//   xhat = x * r,  r = rsqrt(mean(x^2) + eps),  y = xhat * w
-//   dx = r * (dxhat - xhat * mean(dxhat * xhat)),  dxhat = dy * w,  dw = sum(dy * xhat)
-// The composite graph (pow, mean, add, rsqrt, mul, mul) costs about twice the passes over
-// [B, T, d] in backward, and SiameseNorm runs three to four of these per sublayer.
+// RMSNorm as one autograd node on the fused kernels (fused_norm.h):
+//   y = x r w,  r = rsqrt(mean(x^2) + eps)
+//   dx = r (dxhat - xhat mean(dxhat xhat)),  xhat = x r,  dxhat = dy w,  dw = sum(dy xhat)
+// Saves x and the per-row r rather than xhat: a [rows] tensor instead of a second [B, T, d].
 class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, double eps) {
-    auto [xhat, r] = normalize(x, eps);
-    ctx->save_for_backward({xhat, r, weight});
-    return xhat * weight;
+    const auto xc = x.contiguous();
+    auto out = fused::rms_norm_forward(xc, weight, eps);
+    ctx->save_for_backward({xc, out.r, weight});
+    return out.y;
   }
   // Without an affine weight (autograd functions take no undefined tensor inputs).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, double eps) {
-    auto [xhat, r] = normalize(x, eps);
-    ctx->save_for_backward({xhat, r});
-    return xhat;
+    const auto xc = x.contiguous();
+    auto out = fused::rms_norm_forward(xc, {}, eps);
+    ctx->save_for_backward({xc, out.r});
+    return out.y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &xhat = saved[0], &r = saved[1];
-    const auto& dy = grads[0];
     const bool affine = saved.size() == 3;
-    const auto dxhat = affine ? dy * saved[2] : dy;
-    auto proj = (dxhat * xhat).mean(-1, /*keepdim=*/true);
-    auto dx = torch::addcmul(dxhat, xhat, proj, /*value=*/-1).mul_(r);
-    if (!affine) return {dx, torch::Tensor()};
-    return {dx, (dy * xhat).sum_to_size(saved[2].sizes()), torch::Tensor()};
-  }
-
- private:
-  // (x * r, r) with r = rsqrt(mean(x^2) + eps) per row.
-  static std::pair<torch::Tensor, torch::Tensor> normalize(const torch::Tensor& x, double eps) {
-    auto r = x.square().mean(-1, /*keepdim=*/true).add_(eps).rsqrt_();
-    return {x * r, r};
+    auto g = fused::rms_norm_backward(grads[0], saved[0], saved[1],
+                                      affine ? saved[2] : torch::Tensor());
+    if (!affine) return {g.dx, torch::Tensor()};
+    return {g.dx, g.dw, torch::Tensor()};
   }
 };
 
@@ -64,10 +57,11 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   if (kind_ == NormKind::LayerNorm)
     return torch::layer_norm(x.is_floating_point() && x.element_size() < 4 ? x.to(torch::kFloat) : x,
                              {dim_}, weight, bias, eps_);
-  // OLMo's RMSLayerNorm: x * rsqrt(mean(x^2) + eps), in float32 for half inputs.
-  const auto compute = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
-  auto h = weight.defined() ? RmsNormFunction::apply(x.to(compute), weight, eps_)
-                            : RmsNormFunction::apply(x.to(compute), eps_);
+  // OLMo's RMSLayerNorm: x * rsqrt(mean(x^2) + eps), in float32 for half inputs, returned
+  // in x's dtype (the fused kernels do both). Dtypes without a kernel go through float32.
+  const auto in = fused::supports(x) ? x : x.to(torch::kFloat);
+  auto h = weight.defined() ? RmsNormFunction::apply(in, weight, eps_)
+                            : RmsNormFunction::apply(in, eps_);
   h = h.to(x.scalar_type());
   return bias.defined() ? h + bias : h;
 }

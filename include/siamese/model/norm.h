@@ -20,6 +20,9 @@ class NormImpl : public torch::nn::Module {
   // (as CUDA autocast's layer_norm does). Other inputs keep their own precision.
   torch::Tensor forward(const torch::Tensor& x);
 
+  NormKind kind() const { return kind_; }
+  double eps() const { return eps_; }
+
   torch::Tensor weight;  // undefined when not affine
   torch::Tensor bias;    // undefined when absent
 

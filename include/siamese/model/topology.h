@@ -33,6 +33,16 @@ struct State {
   std::vector<std::string> names;
   std::vector<torch::Tensor> streams;
 
+  // Norms of streams computed ahead, by the same kernel that produced the streams (the
+  // SiameseNorm fused update): `value` is the module `norm` applied to the stream tensor
+  // `of`. A topology uses one only while its stream is still `of`. The streams themselves
+  // keep their meaning: probes never see these.
+  struct Normalized {
+    const torch::nn::Module* norm;
+    torch::Tensor of, value;
+  };
+  std::vector<Normalized> normalized = {};
+
   torch::Tensor& operator[](size_t i) { return streams[i]; }
   const torch::Tensor& operator[](size_t i) const { return streams[i]; }
 };

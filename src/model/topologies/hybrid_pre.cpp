@@ -28,12 +28,19 @@ class HybridPre : public SiameseStreams {
 
   torch::Tensor enter(State& st, int64_t s) override {
     const int64_t l = layer_of(s);
-    auto& x = st[0];
-    auto& y = st[1];
-    if (is_attention(s)) return gamma_x_plus(x, attn_y_norm_[l](y), l);
-    x = ff_norm_[l](x);
-    auto fused = x + ff_y_norm_[l](y);
+    auto [x, y] = normed(st, s);
+    if (is_attention(s)) return gamma_x_plus(x, y, l);
+    st[0] = x;  // the FFN post-norm replaces X
+    auto fused = x + y;
     return ff_input_norm_.empty() ? fused : ff_input_norm_[l](fused);
+  }
+
+ protected:
+  // Attention: X as it is, LN_ay(Y); FFN: LN_ff(X), LN_fy(Y).
+  StreamNorms input_norms(int64_t s) override {
+    const int64_t l = layer_of(s);
+    if (is_attention(s)) return {Norm(nullptr), attn_y_norm_[l]};
+    return {ff_norm_[l], ff_y_norm_[l]};
   }
 
  private:

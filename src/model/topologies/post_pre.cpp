@@ -29,12 +29,14 @@ class PostPre : public SiameseStreams {
   }
 
   torch::Tensor enter(State& st, int64_t s) override {
-    auto& x = st[0];
-    x = x_norm_[s](x);
-    auto y_term = y_norm_[s](st[1]);
-    auto fused = is_attention(s) ? gamma_x_plus(x, y_term, layer_of(s)) : x + y_term;
+    auto [x, y] = normed(st, s);
+    st[0] = x;  // X = LN_X(X)
+    auto fused = is_attention(s) ? gamma_x_plus(x, y, layer_of(s)) : x + y;
     return input_norm_.empty() ? fused : input_norm_[s](fused);
   }
+
+ protected:
+  StreamNorms input_norms(int64_t s) override { return {x_norm_[s], y_norm_[s]}; }
 
  private:
   std::vector<Norm> x_norm_, y_norm_, input_norm_;  // indexed by sublayer s

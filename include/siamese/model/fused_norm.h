@@ -1,0 +1,66 @@
+#pragma once
+// Fused kernels where SiameseNorm spends its norm time: OLMo's RMSNorm and the SiameseNorm
+// stream update (the two residual adds and the RMSNorms that follow them) as single passes,
+// forward and backward. CUDA tensors go to the CUDA kernels (a build with
+// SIAMESE_WITH_CUDA), CPU tensors to a CPU implementation of the same row maths
+// (src/model/fused_norm_math.h). Inputs are made contiguous; the normalized dimension is
+// the last. Dtypes: CPU float32, float64, bfloat16; CUDA float32, bfloat16, float16. Half
+// inputs are computed in float32 and returned in their own dtype; weights and the per-row
+// r are float32 (float64 for float64 input), weight gradients come back in the weight's
+// dtype. A norm's bias is not part of these: add it to the output.
+#include <torch/torch.h>
+
+namespace siamese::model::fused {
+
+// True when x's device and dtype have a fused kernel in this build.
+bool supports(const torch::Tensor& x);
+
+// RMSNorm: y = x r w, r = rsqrt(mean(x^2) + eps) per row, shaped as x with last dim 1.
+struct RmsNormOut {
+  torch::Tensor y, r;
+};
+RmsNormOut rms_norm_forward(const torch::Tensor& x, const torch::Tensor& weight /* or {} */,
+                            double eps);
+
+struct RmsNormGrads {
+  torch::Tensor dx, dw;  // dw undefined without weight
+};
+RmsNormGrads rms_norm_backward(const torch::Tensor& dy, const torch::Tensor& x,
+                               const torch::Tensor& r, const torch::Tensor& weight /* or {} */);
+
+// One stream's norm in the stream update: off, or an RMSNorm with an optional weight.
+struct StreamNormSpec {
+  bool on = false;
+  torch::Tensor weight;  // undefined: no affine weight
+  double eps = 1e-5;
+};
+
+// SiameseNorm's stream update: x' = x + alpha o, y' = y + o, nx = RMSNorm(x'), ny =
+// RMSNorm(y') for the norms that are on (nx, rx / ny, ry undefined otherwise).
+struct StreamUpdateOut {
+  torch::Tensor x, y, nx, ny, rx, ry;
+};
+StreamUpdateOut stream_update_forward(const torch::Tensor& x, const torch::Tensor& y,
+                                      const torch::Tensor& o, double alpha,
+                                      const StreamNormSpec& norm_x, const StreamNormSpec& norm_y);
+
+// Gradients of the update from those of x', y', nx, ny (any undefined: zero), given the
+// forward's x', y', rx, ry. dw_x / dw_y are undefined where that norm is off or unweighted.
+struct StreamUpdateGrads {
+  torch::Tensor dx, dy, d_o, dw_x, dw_y;
+};
+StreamUpdateGrads stream_update_backward(const torch::Tensor& d_x_out, const torch::Tensor& d_y_out,
+                                         const torch::Tensor& d_nx, const torch::Tensor& d_ny,
+                                         const StreamUpdateOut& saved, double alpha,
+                                         const StreamNormSpec& norm_x,
+                                         const StreamNormSpec& norm_y);
+
+// The stream update as one autograd node: returns x', y', nx, ny (nx / ny undefined where
+// off). Gradients reach x, y, o and the norms' weights.
+struct Streams {
+  torch::Tensor x, y, nx, ny;
+};
+Streams stream_update(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& o,
+                      double alpha, const StreamNormSpec& norm_x, const StreamNormSpec& norm_y);
+
+}  // namespace siamese::model::fused

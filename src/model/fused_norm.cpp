@@ -1,0 +1,252 @@
+// The fused-norm API (fused_norm.h): checks and allocates tensors, sends CPU tensors to the
+// CPU loops and CUDA tensors to the CUDA kernels through fused_norm_kernels.h, and wraps the
+// stream update as an autograd node.
+#include "siamese/model/fused_norm.h"
+
+#ifdef SIAMESE_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
+#include "fused_norm_kernels.h"
+
+namespace siamese::model::fused {
+namespace {
+
+using namespace fused_kernels;
+using torch::Tensor;
+
+DType dtype_of(const Tensor& x) {
+  switch (x.scalar_type()) {
+    case torch::kFloat: return DType::Float32;
+    case torch::kDouble: return DType::Float64;
+    case torch::kBFloat16: return DType::BFloat16;
+    case torch::kHalf: return DType::Float16;
+    default: break;
+  }
+  TORCH_CHECK(false, "fused norm: no kernel for ", x.scalar_type());
+  return DType::Float32;
+}
+
+torch::ScalarType acc_type(const Tensor& x) {
+  return x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
+
+void check_input(const Tensor& x) {
+#ifndef SIAMESE_WITH_CUDA
+  TORCH_CHECK(!x.is_cuda(),
+              "fused norm: got a CUDA tensor, but this build has no CUDA "
+              "kernels (SIAMESE_WITH_CUDA is off: configure against a CUDA LibTorch)");
+#endif
+  TORCH_CHECK(supports(x), "fused norm: no kernel for ", x.scalar_type(), " on ", x.device());
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "fused norm: needs a last dimension, got ",
+              x.sizes());
+}
+
+// t made contiguous after checking it matches x (undefined stays undefined).
+Tensor like(const Tensor& t, const Tensor& x, const char* name) {
+  if (!t.defined()) return t;
+  TORCH_CHECK(
+      t.sizes() == x.sizes() && t.scalar_type() == x.scalar_type() && t.device() == x.device(),
+      "fused norm: ", name, " is ", t.scalar_type(), t.sizes(), " on ", t.device(), ", expected ",
+      x.scalar_type(), x.sizes(), " on ", x.device());
+  return t.contiguous();
+}
+
+// The weight as the kernels read it: accumulation type, x's device, contiguous; ones for an
+// unweighted norm.
+Tensor acc_weight(const Tensor& w, const Tensor& x) {
+  const auto opts = x.options().dtype(acc_type(x));
+  if (!w.defined()) return torch::ones({x.size(-1)}, opts);
+  TORCH_CHECK(w.numel() == x.size(-1), "fused norm: weight of ", w.numel(),
+              " elements for rows of ", x.size(-1));
+  return w.to(opts).contiguous();
+}
+
+std::vector<int64_t> row_shape(const Tensor& x) {
+  auto s = x.sizes().vec();
+  s.back() = 1;
+  return s;
+}
+Tensor per_row(const Tensor& x) {
+  return torch::empty(row_shape(x), x.options().dtype(acc_type(x)));
+}
+Tensor like_x(const Tensor& x) { return torch::empty(x.sizes(), x.options()); }
+int64_t rows_of(const Tensor& x) { return x.numel() / x.size(-1); }
+
+// Null for an undefined tensor (an absent gradient).
+const void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+// A norm's weight gradient: the row groups' partial sums and their total (scratch for an
+// unweighted norm), none for a norm that is off.
+struct WeightGrad {
+  Tensor partial, dw;
+  WeightGrad(const Tensor& x, bool on) {
+    if (!on) return;
+    const auto opts = x.options().dtype(acc_type(x));
+    partial = torch::empty({weight_grad_parts(rows_of(x), x.is_cuda()), x.size(-1)}, opts);
+    dw = torch::zeros({x.size(-1)}, opts);
+  }
+  // In the parameter's shape and dtype (undefined without a parameter).
+  Tensor result(const Tensor& weight) const {
+    if (!weight.defined()) return {};
+    return dw.to(weight.scalar_type()).view(weight.sizes());
+  }
+};
+
+// On x's device: the CPU loops, or the CUDA kernels on the current stream.
+template <typename Args>
+void run(const Tensor& x, const Args& a) {
+  if (!x.is_cuda()) return run_cpu(a);
+#ifdef SIAMESE_WITH_CUDA
+  const c10::cuda::CUDAGuard guard(x.device());
+  const char* err = run_cuda(a, at::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(!err, "fused norm: CUDA kernel failed: ", err);
+#endif
+}
+
+}  // namespace
+
+bool supports(const Tensor& x) {
+  const auto t = x.scalar_type();
+#ifdef SIAMESE_WITH_CUDA
+  if (x.is_cuda()) return t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf;
+#endif
+  return x.device().is_cpu() &&
+         (t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16);
+}
+
+RmsNormOut rms_norm_forward(const Tensor& x_in, const Tensor& weight, double eps) {
+  check_input(x_in);
+  const auto x = x_in.contiguous();
+  const auto w = acc_weight(weight, x);
+  RmsNormOut out{like_x(x), per_row(x)};
+  run(x, RmsForwardArgs{dtype_of(x), rows_of(x), x.size(-1), eps, x.data_ptr(), w.data_ptr(),
+                        out.y.data_ptr(), out.r.data_ptr()});
+  return out;
+}
+
+RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& r_in,
+                               const Tensor& weight) {
+  check_input(x_in);
+  const auto x = x_in.contiguous(), dy = like(dy_in, x_in, "dy");
+  const auto r = r_in.to(acc_type(x)).contiguous();
+  TORCH_CHECK(r.numel() == rows_of(x), "fused norm: r has ", r.numel(), " rows, x ", rows_of(x));
+  const auto w = acc_weight(weight, x);
+  const WeightGrad g(x, true);
+  RmsNormGrads out{like_x(x), {}};
+  run(x,
+      RmsBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), x.data_ptr(), r.data_ptr(), w.data_ptr(),
+                      dy.data_ptr(), out.dx.data_ptr(), g.dw.data_ptr(), g.partial.data_ptr()});
+  out.dw = g.result(weight);
+  return out;
+}
+
+StreamUpdateOut stream_update_forward(const Tensor& x_in, const Tensor& y_in, const Tensor& o_in,
+                                      double alpha, const StreamNormSpec& norm_x,
+                                      const StreamNormSpec& norm_y) {
+  check_input(x_in);
+  const auto x = x_in.contiguous(), y = like(y_in, x_in, "y"), o = like(o_in, x_in, "o");
+  StreamUpdateOut out{like_x(x), like_x(x), {}, {}, {}, {}};
+  Tensor w[2];  // alive until the kernels have run
+  auto norm = [&](const StreamNormSpec& spec, Tensor& w, Tensor& n, Tensor& r) {
+    if (!spec.on) return StreamNorm{};
+    w = acc_weight(spec.weight, x);
+    n = like_x(x);
+    r = per_row(x);
+    return StreamNorm{true, spec.eps, w.data_ptr(), n.data_ptr(), r.data_ptr()};
+  };
+  run(x, StreamForwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), y.data_ptr(),
+                           o.data_ptr(), out.x.data_ptr(), out.y.data_ptr(),
+                           norm(norm_x, w[0], out.nx, out.rx), norm(norm_y, w[1], out.ny, out.ry)});
+  return out;
+}
+
+StreamUpdateGrads stream_update_backward(const Tensor& d_x_out, const Tensor& d_y_out,
+                                         const Tensor& d_nx, const Tensor& d_ny,
+                                         const StreamUpdateOut& saved, double alpha,
+                                         const StreamNormSpec& norm_x,
+                                         const StreamNormSpec& norm_y) {
+  const auto& x_ref = saved.x;
+  check_input(x_ref);
+  const auto x = x_ref.contiguous(), y = like(saved.y, x_ref, "y'");
+  const auto gx = like(d_x_out, x_ref, "dx'"), gy = like(d_y_out, x_ref, "dy'");
+  const WeightGrad grad_wx(x, norm_x.on), grad_wy(x, norm_y.on);
+  Tensor keep[2][3];  // alive until the kernels have run
+  auto norm = [&](const StreamNormSpec& spec, const Tensor& r, const Tensor& dn,
+                  const WeightGrad& g, Tensor(&k)[3]) {
+    if (!spec.on) return StreamNorm{};
+    TORCH_CHECK(r.defined() && r.numel() == rows_of(x), "fused norm: r missing or misshapen");
+    k[0] = acc_weight(spec.weight, x);
+    k[1] = r.to(acc_type(x)).contiguous();
+    k[2] = like(dn, x_ref, "the norm's gradient");
+    return StreamNorm{true,      spec.eps,        k[0].data_ptr(),     nullptr, k[1].data_ptr(),
+                      ptr(k[2]), g.dw.data_ptr(), g.partial.data_ptr()};
+  };
+  StreamUpdateGrads out{like_x(x), like_x(x), like_x(x), {}, {}};
+  run(x, StreamBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), y.data_ptr(),
+                            ptr(gx), ptr(gy), out.dx.data_ptr(), out.dy.data_ptr(),
+                            out.d_o.data_ptr(), norm(norm_x, saved.rx, d_nx, grad_wx, keep[0]),
+                            norm(norm_y, saved.ry, d_ny, grad_wy, keep[1])});
+  out.dw_x = grad_wx.result(norm_x.on ? norm_x.weight : Tensor());
+  out.dw_y = grad_wy.result(norm_y.on ? norm_y.weight : Tensor());
+  return out;
+}
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The stream update as one autograd node. Outputs x', y', then nx and ny for the norms that
+// are on. Saves x', y' (the new streams, alive anyway) and the per-row r of each norm.
+class StreamUpdateFunction : public torch::autograd::Function<StreamUpdateFunction> {
+ public:
+  // The weights come separately from the specs so that autograd sees them as inputs.
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& y,
+                               const Tensor& o, const c10::optional<Tensor>& w_x,
+                               const c10::optional<Tensor>& w_y, double alpha,
+                               StreamNormSpec norm_x, StreamNormSpec norm_y) {
+    norm_x.weight = w_x.value_or(Tensor());
+    norm_y.weight = w_y.value_or(Tensor());
+    auto out = stream_update_forward(x, y, o, alpha, norm_x, norm_y);
+    ctx->set_materialize_grads(false);
+    ctx->saved_data["alpha"] = alpha;
+    ctx->saved_data["on_x"] = norm_x.on;
+    ctx->saved_data["on_y"] = norm_y.on;
+    ctx->save_for_backward({out.x, out.y, out.rx, out.ry, norm_x.weight, norm_y.weight});
+    variable_list result{out.x, out.y};
+    if (norm_x.on) result.push_back(out.nx);
+    if (norm_y.on) result.push_back(out.ny);
+    return result;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const bool on_x = ctx->saved_data["on_x"].toBool(), on_y = ctx->saved_data["on_y"].toBool();
+    const StreamNormSpec norm_x{on_x, saved[4]}, norm_y{on_y, saved[5]};
+    const StreamUpdateOut fwd{saved[0], saved[1], {}, {}, saved[2], saved[3]};
+    auto g = stream_update_backward(grads[0], grads[1], on_x ? grads[2] : Tensor(),
+                                    on_y ? grads[2 + on_x] : Tensor(), fwd,
+                                    ctx->saved_data["alpha"].toDouble(), norm_x, norm_y);
+    return {g.dx, g.dy, g.d_o, g.dw_x, g.dw_y, Tensor(), Tensor(), Tensor()};
+  }
+};
+
+c10::optional<Tensor> optional(const Tensor& t) {
+  return t.defined() ? c10::optional<Tensor>(t) : c10::nullopt;
+}
+
+}  // namespace
+
+Streams stream_update(const Tensor& x, const Tensor& y, const Tensor& o, double alpha,
+                      const StreamNormSpec& norm_x, const StreamNormSpec& norm_y) {
+  const auto out = StreamUpdateFunction::apply(x, y, o, optional(norm_x.weight),
+                                               optional(norm_y.weight), alpha, norm_x, norm_y);
+  Streams s{out[0], out[1], {}, {}};
+  if (norm_x.on) s.nx = out[2];
+  if (norm_y.on) s.ny = out[2 + norm_x.on];
+  return s;
+}
+
+}  // namespace siamese::model::fused

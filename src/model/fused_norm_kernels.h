@@ -1,0 +1,97 @@
+#pragma once
+// The raw-pointer seam between the fused-norm dispatcher (fused_norm.cpp, which owns tensors,
+// shapes and dtypes) and its two backends: the CPU loops (fused_norm_cpu.cpp) and the CUDA
+// kernels (fused_norm.cu). Plain structs and no LibTorch so nvcc compiles the kernels without
+// the LibTorch headers. All row tensors are contiguous [rows, d] in `dtype`; per-row and
+// per-column tensors (w, r, dw, partial sums) are in the accumulation type: float, or double
+// for Float64. Weights and weight gradients are never null where a norm is on: an unweighted
+// norm gets ones and a scratch gradient, so the element loops have no branches.
+#include <cstdint>
+
+struct CUstream_st;  // cudaStream_t without <cuda_runtime.h>
+
+namespace siamese::model::fused_kernels {
+
+enum class DType { Float32, Float64, BFloat16, Float16 };
+
+struct RmsForwardArgs {
+  DType dtype;
+  int64_t rows, d;
+  double eps;
+  const void* x;
+  const void* w;
+  void* y;
+  void* r;  // rsqrt(mean(x^2) + eps) per row
+};
+
+struct RmsBackwardArgs {
+  DType dtype;
+  int64_t rows, d;
+  const void* x;
+  const void* r;
+  const void* w;
+  const void* dy;
+  void* dx;
+  void* dw;
+  void* dw_partial;  // [parts, d], see weight_grad_parts
+};
+
+// One stream's optional RMSNorm inside the stream update.
+struct StreamNorm {
+  bool on = false;
+  double eps = 0;
+  const void* w = nullptr;
+  void* n = nullptr;         // forward: the normalized stream
+  void* r = nullptr;         // forward: written; backward: read
+  const void* dn = nullptr;  // backward: gradient of n, null = zero
+  void* dw = nullptr;
+  void* dw_partial = nullptr;
+};
+
+// X' = X + alpha o, Y' = Y + o, then the norms of X' and Y' that are on.
+struct StreamForwardArgs {
+  DType dtype;
+  int64_t rows, d;
+  double alpha;
+  const void *x, *y, *o;
+  void *x_out, *y_out;
+  StreamNorm nx, ny;
+};
+
+struct StreamBackwardArgs {
+  DType dtype;
+  int64_t rows, d;
+  double alpha;
+  const void *x_out, *y_out;    // the forward's outputs X', Y'
+  const void *dx_out, *dy_out;  // gradients of X', Y'; null = zero
+  void *dx, *dy, *d_o;
+  StreamNorm nx, ny;
+};
+
+// The weight gradient is summed in fixed order within groups of consecutive rows, then over
+// the groups per column, with no atomics: the grouping depends only on the row count and the
+// device kind, so dw is the same bit for bit from run to run.
+inline int64_t rows_per_part(int64_t rows, bool cuda) {
+  const int64_t most_parts = cuda ? 1024 : 64;  // CUDA: enough blocks to fill the GPU
+  return rows <= 0 ? 1 : (rows + most_parts - 1) / most_parts;
+}
+inline int64_t weight_grad_parts(int64_t rows, bool cuda) {
+  const int64_t per = rows_per_part(rows, cuda);
+  return (rows + per - 1) / per;
+}
+
+// One overload per operation, so the dispatcher launches any of them the same way.
+void run_cpu(const RmsForwardArgs& a);
+void run_cpu(const RmsBackwardArgs& a);
+void run_cpu(const StreamForwardArgs& a);
+void run_cpu(const StreamBackwardArgs& a);
+
+#ifdef SIAMESE_WITH_CUDA
+// Enqueue on `stream`; each returns null on success, else the CUDA error's text.
+const char* run_cuda(const RmsForwardArgs& a, CUstream_st* stream);
+const char* run_cuda(const RmsBackwardArgs& a, CUstream_st* stream);
+const char* run_cuda(const StreamForwardArgs& a, CUstream_st* stream);
+const char* run_cuda(const StreamBackwardArgs& a, CUstream_st* stream);
+#endif
+
+}  // namespace siamese::model::fused_kernels
