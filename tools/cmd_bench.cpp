@@ -38,7 +38,6 @@ namespace siamese::cli {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 struct BenchArgs {
   ConfigArgs config;
@@ -64,10 +63,6 @@ struct Subject {
   std::vector<Split> splits;
   double peak_memory_mib = 0;
 };
-
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 // One training step; with a bucketer, the last micro-batch's backward all-reduces the
 // gradients through it (as DataParallelSync does in training). Phases are timed by marks on
@@ -269,7 +264,7 @@ int run_bench(const BenchArgs& a) {
   const World world = detect_world();
   if (world.distributed()) return run_scaling_bench(a, base, world);
   const torch::Device device = train::resolve_device(base.device);
-  if (device.is_cuda()) train::configure_cuda_runtime(base.allow_tf32);
+  if (device.is_cuda()) train::configure_cuda_runtime(device, base.allow_tf32);
   std::vector<std::string> topologies;
   if (a.compare.empty()) {
     topologies.push_back(base.model.residual);

@@ -3,10 +3,8 @@
 // stream update as an autograd node.
 #include "siamese/model/fused_norm.h"
 
-#ifdef SIAMESE_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
-#endif
 
 #include "fused_norm_kernels.h"
 
@@ -33,11 +31,6 @@ torch::ScalarType acc_type(const Tensor& x) {
 }
 
 void check_input(const Tensor& x) {
-#ifndef SIAMESE_WITH_CUDA
-  TORCH_CHECK(!x.is_cuda(),
-              "fused norm: got a CUDA tensor, but this build has no CUDA "
-              "kernels (SIAMESE_WITH_CUDA is off: configure against a CUDA LibTorch)");
-#endif
   TORCH_CHECK(supports(x), "fused norm: no kernel for ", x.scalar_type(), " on ", x.device());
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "fused norm: needs a last dimension, got ",
               x.sizes());
@@ -98,20 +91,16 @@ struct WeightGrad {
 template <typename Args>
 void run(const Tensor& x, const Args& a) {
   if (!x.is_cuda()) return run_cpu(a);
-#ifdef SIAMESE_WITH_CUDA
   const c10::cuda::CUDAGuard guard(x.device());
   const char* err = run_cuda(a, at::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(!err, "fused norm: CUDA kernel failed: ", err);
-#endif
 }
 
 }  // namespace
 
 bool supports(const Tensor& x) {
   const auto t = x.scalar_type();
-#ifdef SIAMESE_WITH_CUDA
   if (x.is_cuda()) return t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf;
-#endif
   return x.device().is_cpu() &&
          (t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16);
 }

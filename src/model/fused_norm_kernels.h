@@ -86,12 +86,10 @@ void run_cpu(const RmsBackwardArgs& a);
 void run_cpu(const StreamForwardArgs& a);
 void run_cpu(const StreamBackwardArgs& a);
 
-#ifdef SIAMESE_WITH_CUDA
 // Enqueue on `stream`; each returns null on success, else the CUDA error's text.
 const char* run_cuda(const RmsForwardArgs& a, CUstream_st* stream);
 const char* run_cuda(const RmsBackwardArgs& a, CUstream_st* stream);
 const char* run_cuda(const StreamForwardArgs& a, CUstream_st* stream);
 const char* run_cuda(const StreamBackwardArgs& a, CUstream_st* stream);
-#endif
 
 }  // namespace siamese::model::fused_kernels

@@ -126,10 +126,9 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model,
     a.write("tokens", scalar(state.tokens));
     a.write("bad_steps", scalar(state.bad_steps));
     a.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
-#ifdef SIAMESE_WITH_CUDA
     if (torch::cuda::is_available())
+      // The current device's generator: the rank's own GPU (runtime.h).
       a.write("rng_cuda", at::globalContext().defaultGenerator(torch::kCUDA).get_state());
-#endif
     a.save_to((tmp / "train_state.pt").string());
   }
   std::ofstream(tmp / "train_state.json")
@@ -193,13 +192,11 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model,
     s.bad_steps = read("bad_steps").item<int64_t>();
     at::Generator cpu_generator = at::detail::getDefaultCPUGenerator();
     cpu_generator.set_state(read("rng_cpu"));
-#ifdef SIAMESE_WITH_CUDA
     torch::Tensor cuda_state;
     if (torch::cuda::is_available() && a.try_read("rng_cuda", cuda_state)) {
       at::Generator cuda_generator = at::globalContext().defaultGenerator(torch::kCUDA);
       cuda_generator.set_state(cuda_state);
     }
-#endif
     return s;
   } catch (const c10::Error& e) {
     throw Error(std::string("checkpoint does not match this model/optimizer: ") +

@@ -1,5 +1,6 @@
 #include "siamese/train/runtime.h"
 
+#include <c10/cuda/CUDAFunctions.h>
 #include <malloc.h>
 
 #include <atomic>
@@ -26,7 +27,8 @@ void configure_cpu_runtime() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
-void configure_cuda_runtime(bool allow_tf32) {
+void configure_cuda_runtime(torch::Device device, bool allow_tf32) {
+  c10::cuda::set_device(device.index());
   at::globalContext().setAllowTF32CuBLAS(allow_tf32);
   at::globalContext().setAllowTF32CuDNN(allow_tf32);
 }

@@ -64,7 +64,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   configure_cpu_runtime();
   install_stop_handlers();
   const torch::Device device = resolve_device(cfg.device, sync.local_rank());
-  if (device.is_cuda()) configure_cuda_runtime(cfg.allow_tf32);
+  if (device.is_cuda()) configure_cuda_runtime(device, cfg.allow_tf32);
   const fs::path run_dir = cfg.save_folder;
   const std::string config_yaml = to_yaml(cfg);
 

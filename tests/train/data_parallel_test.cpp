@@ -169,6 +169,6 @@ TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
     const int ranks = name == "1 rank" ? 1 : 2;
     EXPECT_NEAR(r[0], ranks * rank_tokens / r[1], 0.01 * r[0] + 1) << name;  // tokens/s
     EXPECT_NEAR(r[2], single_step / r[1], 0.011) << name;                    // efficiency
-    if (ranks == 2) EXPECT_GT(r[3], 0.0) << name << ": no time blocked on the all-reduce";
+    if (ranks == 2) { EXPECT_GT(r[3], 0.0) << name << ": no time blocked on the all-reduce"; }
   }
 }

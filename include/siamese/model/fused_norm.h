@@ -1,8 +1,8 @@
 #pragma once
 // Fused kernels where SiameseNorm spends its norm time: OLMo's RMSNorm and the SiameseNorm
 // stream update (the two residual adds and the RMSNorms that follow them) as single passes,
-// forward and backward. CUDA tensors go to the CUDA kernels (a build with
-// SIAMESE_WITH_CUDA), CPU tensors to a CPU implementation of the same row maths
+// forward and backward. CUDA tensors go to the CUDA kernels, CPU tensors to a CPU
+// implementation of the same row maths
 // (src/model/fused_norm_math.h). Inputs are made contiguous; the normalized dimension is
 // the last. Dtypes: CPU float32, float64, bfloat16; CUDA float32, bfloat16, float16. Half
 // inputs are computed in float32 and returned in their own dtype; weights and the per-row

@@ -11,9 +11,10 @@ namespace siamese::train {
 // faulting them back in cost ~30% of a step (docs/results.md).
 void configure_cpu_runtime();
 
-// CUDA: TF32 tensor cores for fp32 matmuls and cuDNN convolutions when `allow_tf32`
-// (the config's allow_tf32; PyTorch leaves matmuls in full fp32 by default).
-void configure_cuda_runtime(bool allow_tf32);
+// CUDA: makes `device` the current one (its RNG is the one checkpoints save) and uses TF32
+// tensor cores for fp32 matmuls and cuDNN convolutions when `allow_tf32` (the config's
+// allow_tf32; PyTorch leaves matmuls in full fp32 by default).
+void configure_cuda_runtime(torch::Device device, bool allow_tf32);
 
 // "auto" picks CUDA when available; "cpu" / "cuda" as given. A CUDA device gets index
 // `local_rank` (one GPU per rank on a node).
