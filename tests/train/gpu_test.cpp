@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "run_files.h"
+#include "tiny_run.h"
 #include "siamese/dist/communicator.h"
 #include "siamese/model/registry.h"
 #include "siamese/model/transformer.h"
@@ -48,21 +49,13 @@ ModelConfig small_model(const std::string& residual) {
   return c;
 }
 
+// siamese::testing::tiny on the GPU, without dropout unless a test turns it on.
 TrainConfig gpu_run(const fs::path& folder) {
-  TrainConfig c;
-  c.model = small_model("hybrid_pre");
-  c.model.vocab_size = c.model.embedding_size = 256;
-  c.model.eos_token_id = c.model.pad_token_id = 10;
-  c.data.synthetic = "arithmetic";
+  TrainConfig c = siamese::testing::tiny(folder);
+  c.model.attention_dropout = c.model.residual_dropout = 0.0;
   c.global_train_batch_size = 8;
   c.device_train_microbatch_size = 4;
   c.max_duration = "20";
-  c.scheduler.t_warmup = 3;
-  c.optimizer.learning_rate = 3e-3;
-  c.max_grad_norm = 1.0;
-  c.save_folder = folder.string();
-  c.save_interval = 1000;
-  c.eval_interval = 1000;
   c.console_log_interval = 5;
   c.device = "cuda";
   c.allow_tf32 = false;
