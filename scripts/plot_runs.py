@@ -6,7 +6,8 @@
 writes <out>_loss.png (training loss overlaid, smoothed), <out>_grad_norm.png (global
 gradient norm before clipping, log scale) and, when the runs logged per-layer gradient
 norms, <out>_layer_grad_norms.png (paper Fig. 5: per-layer norm by depth, averaged over
-the logged steps). Values are read as the trainer logged them; nothing is re-derived
+the logged steps); with --overview also <out>_overview.png, the loss and the per-layer
+norms side by side (the quickstart's figure). Values are read as the trainer logged them; nothing is re-derived
 except a moving average for readability.
 """
 import argparse
@@ -55,27 +56,47 @@ def smooth(values, window):
     return out
 
 
+def draw_loss(ax, data, cmap, window, ymax):
+    for i, (r, (s, l, _, _)) in enumerate(data.items()):
+        ax.plot(s, smooth(l, window), label=label_of(r), color=cmap(i % cmap.N), lw=1.3)
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"training loss (moving average of {window})")
+    if ymax:
+        ax.set_ylim(top=ymax)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("Training loss")
+
+
+def draw_layer_grad_norms(ax, layered, cmap):
+    for i, (r, rows) in enumerate(layered.items()):
+        n = len(rows[0])
+        mean = [sum(row[k] for row in rows if row[k] is not None) / len(rows) for k in range(n)]
+        ax.plot(range(n), mean, marker="o", ms=3, label=label_of(r), color=cmap(i % cmap.N))
+    ax.set_yscale("log")
+    ax.set_xlabel("layer")
+    ax.set_ylabel("gradient norm (mean over logged steps)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("Per-layer gradient norm")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+")
     p.add_argument("--out", required=True, help="output prefix")
     p.add_argument("--smooth", type=int, default=10, help="moving-average window in steps")
     p.add_argument("--ymax", type=float, default=None, help="upper loss limit")
+    p.add_argument("--overview", action="store_true",
+                   help="also write <out>_overview.png: loss and per-layer gradient norms side by side")
     a = p.parse_args()
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     data = {r: read_run(r) for r in a.runs}
     cmap = plt.get_cmap("tab20" if len(a.runs) > 10 else "tab10")
+    layered = {r: d[3] for r, d in data.items() if d[3]}
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for i, (r, (s, l, _, _)) in enumerate(data.items()):
-        ax.plot(s, smooth(l, a.smooth), label=label_of(r), color=cmap(i % cmap.N), lw=1.3)
-    ax.set_xlabel("step")
-    ax.set_ylabel(f"training loss (moving average of {a.smooth})")
-    if a.ymax:
-        ax.set_ylim(top=a.ymax)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_title("Training loss")
+    draw_loss(ax, data, cmap, a.smooth, a.ymax)
     fig.tight_layout()
     fig.savefig(a.out + "_loss.png", dpi=120)
 
@@ -91,21 +112,21 @@ def main():
     fig.tight_layout()
     fig.savefig(a.out + "_grad_norm.png", dpi=120)
 
-    layered = {r: d[3] for r, d in data.items() if d[3]}
     if layered:
         fig, ax = plt.subplots(figsize=(8, 5))
-        for i, (r, rows) in enumerate(layered.items()):
-            n = len(rows[0])
-            mean = [sum(row[k] for row in rows if row[k] is not None) / len(rows) for k in range(n)]
-            ax.plot(range(n), mean, marker="o", ms=3, label=label_of(r), color=cmap(i % cmap.N))
-        ax.set_yscale("log")
-        ax.set_xlabel("layer")
-        ax.set_ylabel("gradient norm (mean over logged steps)")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, ncol=2)
-        ax.set_title("Per-layer gradient norm")
+        draw_layer_grad_norms(ax, layered, cmap)
         fig.tight_layout()
         fig.savefig(a.out + "_layer_grad_norms.png", dpi=120)
+
+    if a.overview:
+        fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+        draw_loss(axes[0], data, cmap, a.smooth, a.ymax)
+        if layered:
+            draw_layer_grad_norms(axes[1], layered, cmap)
+        else:
+            axes[1].set_axis_off()
+        fig.tight_layout()
+        fig.savefig(a.out + "_overview.png", dpi=120)
 
 
 if __name__ == "__main__":

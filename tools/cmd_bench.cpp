@@ -179,8 +179,7 @@ Subject make_subject(const TrainConfig& base, const std::string& topology, torch
   s.cfg.model.residual = topology;
   // Topologies defined with per-head QKV norms (the HybridNorm family) get them; the
   // others keep the config's setting, so one config serves every topology compared.
-  if (model::make_topology(s.cfg.model)->requires_qkv_norm())
-    s.cfg.model.use_query_norm = s.cfg.model.use_key_norm = s.cfg.model.use_value_norm = true;
+  model::apply_required_settings(s.cfg.model);
   torch::manual_seed(base.seed);
   s.model = model::Transformer(s.cfg.model);
   s.model->to(device);

@@ -42,6 +42,15 @@ TrainConfig load_run_config(const ConfigArgs& args) {
     throw Error("unknown topology \"" + config.model.residual + "\"", where + " (model.residual)",
                 fmt::format("use one of: {}", fmt::join(names, ", ")));
   }
+  for (const auto& key : model::settings_required_by(config.model.residual)) {
+    const auto set = origin.explicit_keys.find(key);
+    if (set != origin.explicit_keys.end() && !schema::train_field(key).ref<bool>(config))
+      throw Error(fmt::format("topology {} (from {}) is defined with {} on, but it is set to false",
+                              config.model.residual, origin.topology, key),
+                  set->second + " (" + key + ")",
+                  "remove the setting (the topology turns it on), or choose another topology");
+  }
+  model::apply_required_settings(config.model);
   model::check_model_config(config.model);
   spdlog::info("topology: {} (from {})", config.model.residual, origin.topology);
   return config;

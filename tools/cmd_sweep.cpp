@@ -69,7 +69,7 @@ int run_sweep(const SweepArgs& a) {
   for (const auto& r : sweep.runs) {
     if (!selected(r)) continue;
     spdlog::info("sweep {}: run {} ({} {})", a.file, r.name, r.base, fmt::join(r.overrides, " "));
-    const TrainConfig cfg = load_config(r.base, r.overrides);
+    const TrainConfig cfg = load_run_config({r.base, r.overrides});
     const int rc = train::train(cfg);
     if (rc == train::kExitNonFinite) {
       spdlog::warn("run {} stopped on a non-finite loss; continuing with the next run", r.name);

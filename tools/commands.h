@@ -38,8 +38,9 @@ struct ConfigArgs {
 void add_config_args(CLI::App* cmd, ConfigArgs& args);
 
 // load_config (siamese/config/load.h) plus what the config library cannot check on its own:
-// model.residual must name a registered topology. Logs the effective topology and where it
-// came from (YAML, MODEL_TYPE or an override).
+// model.residual must name a registered topology, whose required settings (registry.h) it
+// turns on, refusing a config that sets one of them off. Logs the effective topology and
+// where it came from (YAML, MODEL_TYPE or an override).
 TrainConfig load_run_config(const ConfigArgs& args);
 
 }  // namespace siamese::cli

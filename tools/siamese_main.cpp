@@ -7,9 +7,17 @@
 #include "siamese/common/build_info.h"
 #include "siamese/common/logging.h"
 #include "siamese/common/error.h"
+#include "siamese/dist/world.h"
 
 int main(int argc, char** argv) {
-  siamese::init_logging(0);
+  // Under torchrun or srun only rank 0 logs progress; a malformed launcher environment is
+  // reported by the command that needs the world, so here it just means rank 0.
+  int rank = 0;
+  try {
+    rank = siamese::detect_world().rank;
+  } catch (const siamese::Error&) {
+  }
+  siamese::init_logging(rank);
   CLI::App app{"siamese: pretraining and analysis of residual-normalization topologies"};
   app.require_subcommand(1);
   app.set_version_flag("--version",

@@ -55,6 +55,8 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     } else if (event == "eval") {
       if (j.contains("label") && j.contains("perplexity") && j["perplexity"].is_number())
         s.eval_perplexity[j["label"].get<std::string>()] = j["perplexity"].get<double>();
+      if (j.contains("label") && j.contains("exact_match") && j["exact_match"].is_number())
+        s.eval_exact_match[j["label"].get<std::string>()] = j["exact_match"].get<double>();
     } else if (event.empty() && j.contains("loss") && j.contains("lr")) {
       s.steps = j.value("step", int64_t(0));
       s.tokens = j.value("tokens", int64_t(0));
@@ -65,6 +67,10 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
         if (int64_t(recent.size()) > options.final_window) recent.pop_front();
       }
       if (j.value("loss_spike", false)) ++s.spikes;
+      if (j.contains("step_seconds") && j["step_seconds"].is_number()) {
+        s.train_seconds += j["step_seconds"].get<double>();
+        ++s.timed_steps;
+      }
     }
     for (const auto& [key, value] : j.items())
       if (key.rfind("eval/downstream/", 0) == 0 && value.is_number() &&
@@ -89,9 +95,10 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
 }
 
 std::string markdown_table(const std::vector<RunSummary>& runs) {
-  std::set<std::string> evals, downstream;
+  std::set<std::string> evals, exact, downstream;
   for (const auto& r : runs) {
     for (const auto& [k, v] : r.eval_perplexity) evals.insert(k);
+    for (const auto& [k, v] : r.eval_exact_match) exact.insert(k);
     for (const auto& [k, v] : r.downstream) downstream.insert(k);
   }
   auto short_key = [](const std::string& k) { return k.substr(std::string("eval/downstream/").size()); };
@@ -99,6 +106,10 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
   std::string rule = "|---|---:|---:|---:|---:|---:|---:|";
   for (const auto& e : evals) {
     out += " " + e + " PPL |";
+    rule += "---:|";
+  }
+  for (const auto& e : exact) {
+    out += " " + e + " exact % |";
     rule += "---:|";
   }
   for (const auto& d : downstream) {
@@ -109,7 +120,7 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
     out += " Avg |";
     rule += "---:|";
   }
-  out += " stability |\n" + rule + "---|\n";
+  out += " steps/s | stability |\n" + rule + "---:|---|\n";
   auto num = [](double v, const char* f) {
     return std::isfinite(v) ? fmt::format(fmt::runtime(f), v) : std::string("-");
   };
@@ -125,6 +136,10 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
       out += " " + (r.diverged || it == r.eval_perplexity.end() ? std::string("-")
                                                                : num(it->second, "{:.2f}")) + " |";
     }
+    for (const auto& e : exact) {
+      auto it = r.eval_exact_match.find(e);
+      out += " " + (it == r.eval_exact_match.end() ? std::string("-") : num(100 * it->second, "{:.1f}")) + " |";
+    }
     double sum = 0;
     int n = 0;
     for (const auto& d : downstream) {
@@ -137,6 +152,8 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
     }
     if (!downstream.empty())
       out += " " + (n == int(downstream.size()) ? num(100 * sum / n, "{:.1f}") : std::string("-")) + " |";
+    out += " " + (r.train_seconds > 0 ? num(double(r.timed_steps) / r.train_seconds, "{:.2f}")
+                                      : std::string("-")) + " |";
     out += fmt::format(" {}{} |\n", mark, r.spikes ? fmt::format(" ({} spikes)", r.spikes) : "");
   }
   return out;

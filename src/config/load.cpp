@@ -152,6 +152,7 @@ class Loader {
       const auto raw = value_of("model.residual");
       const bool from_command_line = raw && raw->where.rfind("command line", 0) == 0;
       origin->topology = !raw ? "default" : from_command_line ? "--model.residual" : raw->where;
+      origin->explicit_keys = located_;
     }
     return config;
   }

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <stdexcept>
+
 #include <type_traits>
 
 namespace siamese::schema {
@@ -228,6 +231,8 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("data.seed", "Data-order seed (null: the top-level seed).", &T::data, &D::seed),
       ours<T>("data.synthetic", "Built-in synthetic corpus used when paths is empty: \"\" or arithmetic.",
               &T::data, &D::synthetic),
+      ours<T>("data.arithmetic_digits", "Operands of the arithmetic corpus have up to N digits (2-9).",
+              &T::data, &D::arithmetic_digits),
 
       field<T>("tokenizer.identifier", "Tokenizer name or tokenizer.json path.", &T::tokenizer,
                &Tk::identifier),
@@ -302,6 +307,13 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"data.generate_doc_lengths", "documents are not masked from each other"},
   };
   return keys;
+}
+
+const Field<TrainConfig>& train_field(const std::string& key) {
+  const auto& fields = train_fields();
+  const auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.key == key; });
+  if (it == fields.end()) throw std::logic_error("no config key " + key);
+  return *it;
 }
 
 const std::vector<IgnoredKey>& ignored_evaluator_keys() {

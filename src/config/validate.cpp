@@ -142,6 +142,9 @@ void validate_data(const TrainConfig& c, const Rules& r) {
   r.require(c.data.num_workers >= 0, "data.num_workers",
             fmt::format("data.num_workers must be >= 0, got {}", c.data.num_workers), "set num_workers >= 0");
   r.one_of("data.synthetic", c.data.synthetic, {"", "arithmetic"});
+  r.require(c.data.arithmetic_digits >= 2 && c.data.arithmetic_digits <= 9, "data.arithmetic_digits",
+            fmt::format("data.arithmetic_digits must be in [2, 9], got {}", c.data.arithmetic_digits),
+            "use 2 (sums of two-digit numbers) up to 9");
   r.require(!c.tokenizer.identifier.empty(), "tokenizer.identifier", "tokenizer.identifier is empty",
             "name a tokenizer.json file or a known tokenizer");
   r.one_of("tokenizer.truncate_direction", c.tokenizer.truncate_direction, {"right", "left"});
@@ -202,17 +205,19 @@ void validate_for_world_size(const TrainConfig& c, int world_size, const KeyLoca
   const Rules r(where);
   if (world_size < 1) throw Error(fmt::format("world size {} is not positive", world_size), "WORLD_SIZE",
                                   "launch with torchrun or unset WORLD_SIZE");
-  const int64_t global = c.global_train_batch_size, micro = c.device_train_microbatch_size;
+  const int64_t global = c.global_train_batch_size;
   r.require(global % world_size == 0, "global_train_batch_size",
             fmt::format("global_train_batch_size {} does not split over world size {}", global, world_size),
-            fmt::format("use a multiple of {} ranks x {} microbatch = {}", world_size, micro, world_size * micro));
-  r.require((global / world_size) % micro == 0, "device_train_microbatch_size",
-            fmt::format("global_train_batch_size {} is not divisible by world size {} x "
-                        "device_train_microbatch_size {} = {} (each rank gets {} sequences)",
-                        global, world_size, micro, world_size * micro, global / world_size),
-            fmt::format("make global_train_batch_size a multiple of {}, or pick a microbatch size that "
-                        "divides {}",
-                        world_size * micro, global / world_size));
+            fmt::format("use a multiple of {}", world_size));
+  // As in OLMo, a micro-batch larger than a rank's share is capped at that share.
+  const int64_t per_rank = global / world_size;
+  const int64_t micro = std::min(c.device_train_microbatch_size, per_rank);
+  r.require(per_rank % micro == 0, "device_train_microbatch_size",
+            fmt::format("each rank gets global_train_batch_size {} / world size {} = {} sequences, "
+                        "which device_train_microbatch_size {} does not divide",
+                        global, world_size, per_rank, micro),
+            fmt::format("pick a microbatch size that divides {}, or a global batch that is a multiple "
+                        "of {}", per_rank, world_size * micro));
 }
 
 }  // namespace siamese

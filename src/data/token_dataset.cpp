@@ -81,6 +81,7 @@ TokenDataset train_dataset(const TrainConfig& cfg) {
                   "model.vocab_size", "set model.vocab_size and embedding_size to 256");
     return TokenDataset("synthetic arithmetic",
                         arithmetic_train_tokens(cfg.data.seed.value_or(cfg.seed),
+                                                static_cast<int>(cfg.data.arithmetic_digits),
                                                 kSyntheticTrainTokens),
                         T, cfg.model.vocab_size);
   }

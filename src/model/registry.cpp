@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "siamese/common/error.h"
+#include "siamese/config/schema.h"
 
 namespace siamese::model {
 
@@ -28,23 +29,29 @@ struct Entry {
   std::string name;
   std::string description;
   std::function<std::shared_ptr<TopologyImpl>(const ModelConfig&)> make;
+  std::vector<std::string> required = {};  // boolean keys the topology is defined with on
 };
+
+// HybridNorm (arXiv 2503.04598) normalizes Q, K and V per head inside attention in place
+// of a norm on the attention input; its variants keep that.
+const std::vector<std::string> kQkvNorms = {"model.use_query_norm", "model.use_key_norm",
+                                            "model.use_value_norm"};
 
 const std::vector<Entry>& table() {
   static const std::vector<Entry> entries = {
       {"pre", "Pre-Norm: x += F(LN(x)); out = LN_f(x)", make_pre},
       {"hybrid", "HybridNorm: x += Attn_qkvnorm(x); x = LN(x); x += FFN(x); out = LN_f(x)",
-       make_hybrid},
+       make_hybrid, kQkvNorms},
       {"hybrid_pre",
        "SiameseNorm (HybridNorm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
-       make_hybrid_pre},
+       make_hybrid_pre, kQkvNorms},
       {"post", "Post-Norm: x = LN(x + F(x)); out = x", make_post},
       {"deepnorm", "DeepNorm: x = LN(alpha x + F(x)), alpha=(2N)^1/4, init gain (8N)^-1/4", make_deepnorm},
       {"residual", "ResiDual: x = LN(x + F(x)); d += F(x); out = x + LN(d)", make_residual},
       {"peri", "Peri-LN: x += LN(F(LN(x))); out = LN_f(x)", make_peri},
       {"pre_embednorm", "Pre-Norm on RMS-normalized embeddings", make_pre_embednorm},
       {"mixln", "Mix-LN: Post-Norm for the first floor(mixln_alpha*L) layers, Pre-Norm after", make_mixln},
-      {"hybrid_star", "HybridNorm*: HybridNorm with a Pre-Norm first block", make_hybrid_star},
+      {"hybrid_star", "HybridNorm*: HybridNorm with a Pre-Norm first block", make_hybrid_star, kQkvNorms},
       {"hc", "Hyper-Connections (dynamic, hc_rate streams): H = A_r^T H + B^T F(LN(A_m^T H))", make_hc},
       {"post_pre", "SiameseNorm (Post-Norm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))", make_post_pre},
   };
@@ -75,6 +82,19 @@ const std::string& topology_description(const std::string& name) {
   if (!e) throw Error("unknown topology '" + name + "'", "model.residual",
                       "use one of: " + joined_names());
   return e->description;
+}
+
+const std::vector<std::string>& settings_required_by(const std::string& name) {
+  static const std::vector<std::string> none;
+  const Entry* e = find(name);
+  return e ? e->required : none;
+}
+
+void apply_required_settings(ModelConfig& cfg) {
+  TrainConfig probe;
+  probe.model = cfg;
+  for (const auto& key : settings_required_by(cfg.residual)) schema::train_field(key).ref<bool>(probe) = true;
+  cfg = probe.model;
 }
 
 std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg) {
@@ -137,11 +157,12 @@ void check_model_config(const ModelConfig& cfg) {
     throw Error("attention_layer_norm (full-width Q,K norms) cannot be combined with per-head "
                 "use_query_norm / use_key_norm",
                 "model.attention_layer_norm", "enable one of the two");
-  if (make_topology(cfg)->requires_qkv_norm() &&
-      !(cfg.use_query_norm && cfg.use_key_norm && cfg.use_value_norm))
-    throw Error("topology '" + cfg.residual + "' is defined with per-head Q/K/V norms",
-                "model.use_query_norm / use_key_norm / use_value_norm",
-                "set all three to true");
+  TrainConfig probe;
+  probe.model = cfg;
+  for (const auto& key : settings_required_by(cfg.residual))
+    if (!schema::train_field(key).ref<bool>(probe))
+      throw Error("topology '" + cfg.residual + "' is defined with " + key + " on", key,
+                  "set it to true, or leave it out of the config: choosing the topology turns it on");
   for (double p : {cfg.attention_dropout, cfg.residual_dropout, cfg.embedding_dropout})
     if (p < 0.0 || p >= 1.0)
       throw Error(fmt::format("dropout probability {} is outside [0, 1)", p),

@@ -1,8 +1,10 @@
 #include "siamese/train/evaluate.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -17,6 +19,7 @@ namespace {
 
 constexpr int64_t kHeldOutTokens = 1 << 16;
 constexpr int64_t kHeldOutProblems = 256;
+constexpr size_t kLoggedSamples = 8;
 
 }  // namespace
 
@@ -27,18 +30,26 @@ std::string EvalResult::to_json(int64_t step) const {
   std::string fields = fmt::format("\"label\": \"{}\", \"loss\": {}, \"perplexity\": {}, \"tokens\": {}",
                                    label, json_number(loss), json_number(perplexity()), tokens);
   if (exact_match) fields += ", \"exact_match\": " + json_number(*exact_match);
+  if (!samples.empty()) {
+    // A model's output can be any bytes; nlohmann escapes them (invalid UTF-8 as U+FFFD).
+    auto list = nlohmann::json::array();
+    for (const auto& s : samples)
+      list.push_back({{"prompt", s.prompt}, {"output", s.output}, {"answer", s.answer},
+                      {"correct", s.correct}});
+    fields += ", \"samples\": " + list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
   return event_json(step, "eval", fields);
 }
 
-double arithmetic_exact_match(model::TransformerImpl& model,
-                              const std::vector<data::ArithmeticProblem>& problems,
-                              torch::Device device) {
+std::vector<ArithmeticSample> arithmetic_answers(model::TransformerImpl& model,
+                                                 const std::vector<data::ArithmeticProblem>& problems,
+                                                 torch::Device device) {
   torch::NoGradGuard no_grad;
+  std::vector<ArithmeticSample> samples(problems.size());
   // Problems of equal prompt length decode together as one batch.
   std::map<size_t, std::vector<size_t>> by_length;
   for (size_t i = 0; i < problems.size(); ++i)
     by_length[problems[i].prompt.size()].push_back(i);
-  int64_t correct = 0;
   for (const auto& [len, members] : by_length) {
     const auto n = static_cast<int64_t>(members.size());
     auto ids = torch::empty({n, static_cast<int64_t>(len) + 1}, torch::kInt64);
@@ -54,17 +65,23 @@ double arithmetic_exact_match(model::TransformerImpl& model,
       auto next = logits.select(1, ids.size(1) - 1).argmax(-1, /*keepdim=*/true);
       ids = torch::cat({ids, next}, 1);
     }
-    auto out = ids.to(torch::kCPU);
+    const auto out = ids.to(torch::kCPU).contiguous();
+    const auto* tokens = out.data_ptr<int64_t>();
+    const auto width = out.size(1);
     for (int64_t r = 0; r < n; ++r) {
-      const auto& p = problems[members[r]];
-      const std::string want = p.answer + "\n";
-      bool ok = true;
-      for (size_t c = 0; c < want.size() && ok; ++c)
-        ok = out[r][len + 1 + c].item<int64_t>() == static_cast<unsigned char>(want[c]);
-      correct += ok;
+      auto& s = samples[members[r]];
+      s.prompt = problems[members[r]].prompt;
+      s.answer = problems[members[r]].answer;
+      bool ended = false;
+      for (int64_t c = static_cast<int64_t>(len) + 1; c < width && !ended; ++c) {
+        const int64_t t = tokens[r * width + c];
+        ended = t == '\n';
+        if (!ended) s.output.push_back(static_cast<char>(t));
+      }
+      s.correct = ended && s.output == s.answer;
     }
   }
-  return problems.empty() ? 0.0 : double(correct) / problems.size();
+  return samples;
 }
 
 Evaluators::Evaluators(const TrainConfig& cfg, torch::Device device, GradientSync& sync)
@@ -94,12 +111,13 @@ Evaluators::Evaluators(const TrainConfig& cfg, torch::Device device, GradientSyn
   }
   if (cfg.data.synthetic == "arithmetic") {
     const uint64_t seed = cfg.data.seed.value_or(cfg.seed);
+    const int digits = static_cast<int>(cfg.data.arithmetic_digits);
     sets_.push_back({"arithmetic_held_out",
                      std::make_unique<data::TokenDataset>(
                          "synthetic arithmetic (held out)",
-                         data::arithmetic_held_out_tokens(seed, kHeldOutTokens), T,
+                         data::arithmetic_held_out_tokens(seed, digits, kHeldOutTokens), T,
                          cfg.model.vocab_size),
-                     cfg.eval_subset_num_batches, data::arithmetic_held_out(seed, kHeldOutProblems)});
+                     cfg.eval_subset_num_batches, data::arithmetic_held_out(seed, digits, kHeldOutProblems)});
   }
 }
 
@@ -123,16 +141,22 @@ std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
     }
     loss_sum = sync_.sum(loss_sum);
     tokens = sync_.sum(tokens);
-    EvalResult r{set.label, loss_sum / tokens, static_cast<int64_t>(tokens), std::nullopt, std::nullopt};
-    if (!set.problems.empty())
-      r.exact_match = arithmetic_exact_match(model, set.problems, device_);
+    EvalResult r{set.label, loss_sum / tokens, static_cast<int64_t>(tokens), std::nullopt, std::nullopt, {}};
+    if (!set.problems.empty()) {
+      auto answers = arithmetic_answers(model, set.problems, device_);
+      const auto correct = std::count_if(answers.begin(), answers.end(),
+                                         [](const ArithmeticSample& s) { return s.correct; });
+      r.exact_match = static_cast<double>(correct) / static_cast<double>(answers.size());
+      answers.resize(std::min<size_t>(answers.size(), kLoggedSamples));
+      r.samples = std::move(answers);
+    }
     results.push_back(r);
   }
   for (const auto& task : tasks_) {
     eval::DownstreamOptions o;
     o.batch_size = batch_size_;
     o.device = device_;
-    EvalResult r{task.label, NAN, 0, std::nullopt, eval::run_downstream(model, *tokenizer_, task, o)};
+    EvalResult r{task.label, NAN, 0, std::nullopt, eval::run_downstream(model, *tokenizer_, task, o), {}};
     results.push_back(r);
   }
   if (was_training) model.train();

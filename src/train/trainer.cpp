@@ -91,6 +91,9 @@ int train(const TrainConfig& cfg, const RunControl& control) {
                                          : double(max_steps) * tokens_per_step)
                                   : double(max_steps);
   const int64_t micro = std::min(cfg.device_train_microbatch_size, global_batch / sync.world_size());
+  if (micro < cfg.device_train_microbatch_size)
+    spdlog::info("device_train_microbatch_size {} capped at each rank's share of the global batch, {}",
+                 cfg.device_train_microbatch_size, micro);
   Evaluators evaluators(cfg, device, sync);
   const double flops_per_token = model::flops_per_token(cfg.model, T);
   const std::optional<double> peak_flops =

@@ -64,9 +64,10 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
   std::string lines;
   for (int s = 1; s <= 30; ++s)
     lines += "{\"step\": " + std::to_string(s) + ", \"tokens\": " + std::to_string(100 * s) +
-             ", \"loss\": " + (s <= 10 ? "8.0" : "4.0") + ", \"lr\": 0.001, \"grad_norm\": 1.0" +
+             ", \"loss\": " + (s <= 10 ? "8.0" : "4.0") + ", \"lr\": 0.001, \"grad_norm\": 1.0, \"step_seconds\": 0.25" +
              (s == 12 ? ", \"loss_spike\": true" : ", \"loss_spike\": false") + "}\n";
   lines += "{\"step\": 30, \"event\": \"eval\", \"label\": \"valid\", \"loss\": 4.5, \"perplexity\": 90.0, \"tokens\": 10}\n";
+  lines += "{\"step\": 30, \"event\": \"eval\", \"label\": \"sums\", \"loss\": 1.0, \"perplexity\": 2.7, \"tokens\": 10, \"exact_match\": 0.625}\n";
   lines += "{\"step\": 30, \"eval/downstream/piqa_len_norm\": 0.55, \"eval/downstream/piqa_documents\": 10}\n";
   lines += "{\"step\": 30, \"eval/downstream/arc_easy_acc\": 0.35, \"eval/downstream/arc_easy_documents\": 10}\n";
   dir.write("metrics.jsonl", lines);
@@ -81,6 +82,9 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
   auto table = markdown_table({r});
   EXPECT_NE(table.find("| 90.00 |"), std::string::npos) << table;
   EXPECT_NE(table.find("| 45.0 |"), std::string::npos) << table;  // average of 55.0 and 35.0
+  EXPECT_NE(table.find("| sums exact % |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 62.5 |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 4.00 | ok*"), std::string::npos) << table;  // 1 / 0.25 s per step
   EXPECT_NE(table.find("ok* (1 spikes)"), std::string::npos) << table;
 
   // A final loss above the threshold, or a non-finite step, marks the run as diverged.
@@ -96,6 +100,6 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
     summarize_run(dir.file(""));
     FAIL();
   } catch (const siamese::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:35"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:36"), std::string::npos) << e.what();
   }
 }

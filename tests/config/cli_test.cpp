@@ -62,6 +62,27 @@ TEST_F(ConfigCommand, ModelTypeSelectsTheTopologyAndAnOverrideBeatsIt) {
   EXPECT_NE(yaml.err.find("topology: hybrid_pre (from configs/tiny/hybrid.yaml:"), std::string::npos) << yaml.err;
 }
 
+TEST_F(ConfigCommand, ModelTypeAloneTurnsOnWhatTheTopologyNeedsAndAContradictionIsAnError) {
+  // configs/tiny/base.yaml leaves the Q/K/V norms at their default (off).
+  const Result base = run("configs/tiny/base.yaml");
+  ASSERT_EQ(base.code, 0) << base.err;
+  EXPECT_NE(base.out.find("use_query_norm: false"), std::string::npos) << base.out;
+  for (const char* topology : {"hybrid", "hybrid_star", "hybrid_pre"}) {
+    const Result env = run("configs/tiny/base.yaml", std::string("MODEL_TYPE=") + topology);
+    ASSERT_EQ(env.code, 0) << topology << "\n" << env.err;
+    for (const char* key : {"use_query_norm: true", "use_key_norm: true", "use_value_norm: true"})
+      EXPECT_NE(env.out.find(key), std::string::npos) << topology << " " << key << "\n" << env.out;
+  }
+  const Result off = run("configs/tiny/base.yaml --model.use_key_norm=false", "MODEL_TYPE=hybrid_pre");
+  EXPECT_EQ(off.code, 2);
+  EXPECT_EQ(off.out, "");
+  EXPECT_NE(off.err.find("topology hybrid_pre (from MODEL_TYPE) is defined with model.use_key_norm on"),
+            std::string::npos) << off.err;
+  EXPECT_NE(off.err.find("command line (--model.use_key_norm=false) (model.use_key_norm)"),
+            std::string::npos) << off.err;
+  EXPECT_NE(off.err.find("fix: remove the setting"), std::string::npos) << off.err;
+}
+
 TEST_F(ConfigCommand, UnknownTopologyListsTheValidNames) {
   const Result r = run("configs/tiny/base.yaml", "MODEL_TYPE=prenorm");
   EXPECT_EQ(r.code, 2);

@@ -127,8 +127,8 @@ TEST_F(LoadConfig, ImpossibleCombinationsAreRejectedWithTheKeyAndFix) {
       {"--optimizer.name=sgd", {"optimizer.name \"sgd\" is not one of: adamw"}},
       {"--model.mixln_alpha=2", {"model.mixln_alpha must be in [0, 1]"}},
       {"--device=tpu", {"device \"tpu\" is not one of: auto, cpu, cuda"}},
-      {"--device_train_microbatch_size=3", {"global_train_batch_size 8 is not divisible by world size 1 x "
-                                            "device_train_microbatch_size 3"}},
+      {"--device_train_microbatch_size=3", {"global_train_batch_size 8 / world size 1 = 8 sequences, which "
+                                            "device_train_microbatch_size 3 does not divide"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.extra);
@@ -156,14 +156,19 @@ TEST_F(LoadConfig, WorldSizeSplitsTheGlobalBatch) {
   const TrainConfig c = load_config(path, {});
   EXPECT_NO_THROW(validate_for_world_size(c, 1));
   EXPECT_NO_THROW(validate_for_world_size(c, 2));
-  expect_contains(error_of([&] { validate_for_world_size(c, 4); }),
-                  {"global_train_batch_size 8 is not divisible by world size 4 x device_train_microbatch_size 4 = 16",
+  EXPECT_NO_THROW(validate_for_world_size(c, 4));  // the microbatch is capped at 2 per rank
+  EXPECT_NO_THROW(validate_for_world_size(c, 8));
+  TrainConfig three = c;
+  three.device_train_microbatch_size = 3;
+  expect_contains(error_of([&] { validate_for_world_size(three, 2); }),
+                  {"each rank gets global_train_batch_size 8 / world size 2 = 4 sequences, which "
+                   "device_train_microbatch_size 3 does not divide",
                    "(device_train_microbatch_size)"});
   expect_contains(error_of([&] { validate_for_world_size(c, 3); }),
                   {"global_train_batch_size 8 does not split over world size 3"});
   {
-    ScopedEnv ws("WORLD_SIZE", "4");
-    expect_contains(error_of([&] { load_config(path, {}); }), {"ws.yaml", "world size 4"});
+    ScopedEnv ws("WORLD_SIZE", "3");
+    expect_contains(error_of([&] { load_config(path, {}); }), {"ws.yaml", "world size 3"});
   }
   {
     ScopedEnv ws("WORLD_SIZE", "two");

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -146,22 +147,38 @@ TEST(BatchOrder, RanksReadDisjointSharesOfTheGlobalBatch) {
 }
 
 TEST(Arithmetic, StreamsAreDeterministicByteLevelAndHeldOutIsDisjoint) {
-  auto a = arithmetic_train_tokens(1, 5000);
-  EXPECT_EQ(a, arithmetic_train_tokens(1, 5000));
-  EXPECT_NE(a, arithmetic_train_tokens(2, 5000));
-  std::string text(a.begin(), a.end());
-  std::set<std::string> train_prompts;
-  size_t pos = 0;
-  for (size_t nl; (nl = text.find('\n', pos)) != std::string::npos; pos = nl + 1) {
-    auto line = text.substr(pos, nl - pos);
-    auto plus = line.find('+'), eq = line.find('=');
-    ASSERT_NE(eq, std::string::npos) << line;
-    EXPECT_EQ(std::stoi(line.substr(0, plus)) + std::stoi(line.substr(plus + 1, eq - plus - 1)),
-              std::stoi(line.substr(eq + 1)));
-    train_prompts.insert(line.substr(0, eq + 1));
+  for (int digits : {2, 3, 5}) {
+    SCOPED_TRACE(digits);
+    const int64_t range = digits == 2 ? 100 : digits == 3 ? 1000 : 100000;
+    auto a = arithmetic_train_tokens(1, digits, 20000);
+    EXPECT_EQ(a, arithmetic_train_tokens(1, digits, 20000));
+    EXPECT_NE(a, arithmetic_train_tokens(2, digits, 20000));
+    std::string text(a.begin(), a.end());
+    std::set<std::string> train_prompts;
+    int64_t largest = 0;
+    size_t pos = 0;
+    for (size_t nl; (nl = text.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+      auto line = text.substr(pos, nl - pos);
+      auto plus = line.find('+'), eq = line.find('=');
+      ASSERT_NE(eq, std::string::npos) << line;
+      const int64_t x = std::stoll(line.substr(0, plus)), y = std::stoll(line.substr(plus + 1, eq - plus - 1));
+      EXPECT_EQ(x + y, std::stoll(line.substr(eq + 1)));
+      largest = std::max({largest, x, y});
+      train_prompts.insert(line.substr(0, eq + 1));
+    }
+    EXPECT_LT(largest, range);
+    EXPECT_GE(largest, range / 2);  // operands use the whole range, not a corner of it
+    EXPECT_GT(train_prompts.size(), 300u);
+    auto held = arithmetic_held_out(1, digits, 200);
+    ASSERT_EQ(held.size(), 200u);
+    for (const auto& p : held) EXPECT_EQ(train_prompts.count(p.prompt), 0u) << p.prompt;
   }
-  EXPECT_GT(train_prompts.size(), 300u);
-  auto held = arithmetic_held_out(1, 200);
-  ASSERT_EQ(held.size(), 200u);
-  for (const auto& p : held) EXPECT_EQ(train_prompts.count(p.prompt), 0u) << p.prompt;
+  // Two-digit operands leave about a tenth of the 10^4 pairs held out; asking for more
+  // returns all of them (distinct), rather than drawing forever.
+  auto all = arithmetic_held_out(1, 2, 5000);
+  EXPECT_GT(all.size(), 800u);
+  EXPECT_LT(all.size(), 1200u);
+  std::set<std::string> distinct;
+  for (const auto& p : all) distinct.insert(p.prompt);
+  EXPECT_EQ(distinct.size(), all.size());
 }

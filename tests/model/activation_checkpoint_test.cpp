@@ -26,8 +26,7 @@ ModelConfig config(const std::string& residual, const std::string& checkpointing
   c.include_bias = false;
   c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.1;
   c.activation_checkpointing = checkpointing;
-  if (make_topology(c)->requires_qkv_norm())
-    c.use_query_norm = c.use_key_norm = c.use_value_norm = true;
+  apply_required_settings(c);
   return c;
 }
 

@@ -42,8 +42,7 @@ ModelConfig tiny_config(const std::string& residual, const Shape& s) {
   c.layer_norm_type = s.norm_type;
   c.include_bias = s.norm_type != "rms";
   c.weight_tying = s.tied;
-  if (make_topology(c)->requires_qkv_norm())
-    c.use_query_norm = c.use_key_norm = c.use_value_norm = true;
+  apply_required_settings(c);
   return c;
 }
 

@@ -324,7 +324,7 @@ TEST(Transformer, ConfigErrorsNameKeyAndFix) {
   expect_error(c, "hybrid_pre");  // the message lists the valid names
   c = small("hybrid");
   c.use_value_norm = false;
-  expect_error(c, "use_query_norm");
+  expect_error(c, "is defined with model.use_value_norm on");
   c = small("pre");
   c.attention_layer_norm = c.use_query_norm = true;
   expect_error(c, "attention_layer_norm");

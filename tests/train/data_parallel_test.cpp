@@ -81,6 +81,12 @@ TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
     EXPECT_NEAR(std::stod(loss), std::stod(l2[step]), 1e-5) << "step " << step;
   }
   EXPECT_GT(std::stod(l1[1]) - std::stod(l1[20]), 0.1);  // it trained
+  // Only rank 0 logs progress (rank 1: warnings and errors only).
+  const std::string log = read_all(two.string() + ".log");
+  size_t done_lines = 0;
+  for (size_t at = log.find("done: 20 steps"); at != std::string::npos; at = log.find("done: 20 steps", at + 1))
+    ++done_lines;
+  EXPECT_EQ(done_lines, 1u) << log;
 
   auto w1 = final_weights(one / "step20"), w2 = final_weights(two / "step20");
   ASSERT_EQ(w1.size(), w2.size());

@@ -44,8 +44,7 @@ ModelConfig small_model(const std::string& residual) {
   c.layer_norm_type = "rms";
   c.include_bias = false;
   c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.0;
-  if (model::make_topology(c)->requires_qkv_norm())
-    c.use_query_norm = c.use_key_norm = c.use_value_norm = true;
+  model::apply_required_settings(c);
   return c;
 }
 

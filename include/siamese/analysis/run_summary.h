@@ -27,6 +27,9 @@ struct RunSummary {
   int64_t spikes = 0;
   bool diverged = false;
   std::map<std::string, double> eval_perplexity;  // lm evaluator label -> last perplexity
+  std::map<std::string, double> eval_exact_match; // arithmetic evaluator label -> last exact match
+  double train_seconds = 0;                       // sum of the logged steps' step_seconds
+  int64_t timed_steps = 0;                        // logged steps with a step time
   std::map<std::string, double> downstream;       // "eval/downstream/<label>_<metric>" -> last
 };
 
@@ -40,8 +43,9 @@ struct SummaryOptions {
 RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& options = {});
 
 // Table 1 of the paper as markdown: one row per run, columns for final training loss /
-// perplexity, each lm evaluator's perplexity, each downstream metric and their average,
-// and the stability marker.
+// perplexity, each lm evaluator's perplexity (and exact match where one was logged), each
+// downstream metric and their average, training steps per second (training time only,
+// evaluation and checkpoints excluded) and the stability marker.
 std::string markdown_table(const std::vector<RunSummary>& runs);
 
 }  // namespace siamese::analysis

@@ -102,6 +102,7 @@ struct DataConfig {
   std::optional<int64_t> seed;  // unset = top-level seed
   // ours: the built-in synthetic corpus used when `paths` is empty (quickstart, tests).
   std::string synthetic = "";  // "" | arithmetic
+  int64_t arithmetic_digits = 3;  // ours: operands of the arithmetic corpus have up to N digits
 };
 
 struct TokenizerConfig {

@@ -3,6 +3,7 @@
 // command-line overrides, parsed once through the schema table (schema.h) and validated
 // before any work starts. Every problem is a siamese::Error naming file, line, dotted key
 // and the fix.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ namespace siamese {
 // "topology: hybrid_pre (from MODEL_TYPE)".
 struct ConfigOrigin {
   std::string topology;  // "path:line", "MODEL_TYPE", "--model.residual" or "default"
+  std::map<std::string, std::string> explicit_keys;  // keys the user set -> where
 };
 
 // Reads `path`, applies MODEL_TYPE to model.residual, then `overrides` (precedence:

@@ -39,6 +39,9 @@ const std::vector<Field<EvaluatorConfig>>& evaluator_fields();
 const std::vector<IgnoredKey>& ignored_train_keys();
 const std::vector<IgnoredKey>& ignored_evaluator_keys();
 
+// The field of `key`; the key must exist (a programming error otherwise).
+const Field<TrainConfig>& train_field(const std::string& key);
+
 // "an integer", "a list of strings", ... for error messages and docs.
 std::string kind_name(Kind kind);
 

@@ -25,4 +25,11 @@ std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg);
 // with per-head Q/K norms. Throws siamese::Error naming the model.* key and the fix.
 void check_model_config(const ModelConfig& cfg);
 
+// Boolean keys ("model.use_query_norm", ...) that topology `name` is defined with on
+// (HybridNorm's per-head Q/K/V norms); empty for most topologies and unknown names.
+const std::vector<std::string>& settings_required_by(const std::string& name);
+// Turns those settings on in `cfg` (configs built in code; a config file goes through
+// load_run_config, which also refuses one that sets them off).
+void apply_required_settings(ModelConfig& cfg);
+
 }  // namespace siamese::model

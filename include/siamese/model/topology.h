@@ -16,7 +16,8 @@
 //   * implement begin / enter / leave / finish; enter may update the state (a lazy
 //     post-norm) before returning F's input; leave folds F's output back;
 //   * name the streams in State (analysis reads them through the probe hook: "x", "y", ...);
-//   * override requires_qkv_norm() / init_gain() if the topology needs them.
+//   * override init_gain() if the topology needs it; settings it needs from the rest of
+//     the model (HybridNorm's Q/K/V norms) are its line in registry.cpp.
 #include <torch/torch.h>
 
 #include <string>
@@ -63,9 +64,6 @@ class TopologyImpl : public torch::nn::Module {
   // The [B, T, d] representation fed to the LM head.
   virtual torch::Tensor finish(State& state) = 0;
 
-  // True when the topology is defined with per-head Q/K/V norms inside attention
-  // (HybridNorm); check_model_config then requires use_{query,key,value}_norm.
-  virtual bool requires_qkv_norm() const { return false; }
   // Factor applied to a projection's weight after the config's init (DeepNorm's beta).
   virtual double init_gain(Projection p, int64_t layer) const { return 1.0; }
 

@@ -18,21 +18,31 @@
 
 namespace siamese::train {
 
+// One decoded held-out problem, so that a reader can see what a model answers.
+struct ArithmeticSample {
+  std::string prompt;  // "347+85="
+  std::string output;  // the greedy continuation up to its newline, e.g. "432"
+  std::string answer;  // the right answer
+  bool correct = false;
+};
+
 struct EvalResult {
   std::string label;
   double loss = 0;  // mean next-token cross-entropy
   int64_t tokens = 0;
   std::optional<double> exact_match;  // arithmetic only: fraction of answers exactly right
   std::optional<eval::DownstreamResult> downstream;  // `type: downstream` evaluators
+  std::vector<ArithmeticSample> samples;              // arithmetic only: the first few problems
 
   double perplexity() const;
   std::string to_json(int64_t step) const;
 };
 
-// Fraction of problems whose greedy continuation of "\n<prompt>" is "<answer>\n".
-double arithmetic_exact_match(model::TransformerImpl& model,
-                              const std::vector<data::ArithmeticProblem>& problems,
-                              torch::Device device);
+// The greedy continuation of "\n<prompt>" of every problem, in order; a sample is correct
+// when the continuation is exactly "<answer>\n".
+std::vector<ArithmeticSample> arithmetic_answers(model::TransformerImpl& model,
+                                                 const std::vector<data::ArithmeticProblem>& problems,
+                                                 torch::Device device);
 
 class Evaluators {
  public:

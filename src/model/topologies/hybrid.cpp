@@ -2,7 +2,7 @@
 // Training via Hybrid Normalization", arXiv 2503.04598; official code
 // BryceZhuo/HybridNorm dense_model/olmo/model.py with attn_norm=False, ffn_norm=True,
 // ffn_residual_after_norm=True). Attention takes the raw stream and normalizes Q, K, V
-// per head inside (requires_qkv_norm); the FFN is post-norm with the residual taken
+// per head inside (model.use_{query,key,value}_norm, which the registry turns on); the FFN is post-norm with the residual taken
 // after the norm:
 //   x = x + Attn(x);  x = LN(x);  x = x + FFN(x);  out = LN_f(x).
 #include "siamese/model/topology.h"
@@ -16,8 +16,6 @@ class HybridNorm : public TopologyImpl {
     for (int64_t l = 0; l < cfg.n_layers; ++l) ff_norm_.push_back(block_norm(l, "ff_norm"));
     ln_f_ = top_norm("ln_f");
   }
-
-  bool requires_qkv_norm() const override { return true; }
 
   State begin(torch::Tensor emb) override { return {{"x"}, {emb}}; }
 

@@ -24,8 +24,6 @@ class HybridPre : public SiameseStreams {
     }
   }
 
-  bool requires_qkv_norm() const override { return true; }
-
   torch::Tensor enter(State& st, int64_t s) override {
     const int64_t l = layer_of(s);
     auto [x, y] = normed(st, s);

@@ -3,7 +3,7 @@
 // Pre-Norm. Official switch: norm_pos_special_config "_{0:{'attn_norm':True,
 // 'ffn_residual':False}}_" (BryceZhuo/HybridNorm), i.e. block 0 normalizes the attention
 // input and takes the FFN residual before its norm. Per-head Q/K/V norms stay on in every
-// block (requires_qkv_norm):
+// block (model.use_{query,key,value}_norm, which the registry turns on):
 //   block 0:   x = x + Attn(LN_a(x));     x = x + FFN(LN_ff(x))
 //   block l>0: x = x + Attn(x);           x = LN_ff(x);  x = x + FFN(x)
 //   out = LN_f(x).
@@ -21,8 +21,6 @@ class HybridStar : public TopologyImpl {
     for (int64_t l = 0; l < cfg.n_layers; ++l) ff_norm_.push_back(block_norm(l, "ff_norm"));
     ln_f_ = top_norm("ln_f");
   }
-
-  bool requires_qkv_norm() const override { return true; }
 
   State begin(torch::Tensor emb) override { return {{"x"}, {emb}}; }
 
