@@ -1,13 +1,17 @@
-// `siamese report RUNS...`: the paper's Table 1 as markdown from each run's metrics.jsonl
-// (src/analysis/run_summary.cpp defines the stability markers; docs/analysis.md).
+// `siamese report RUNS...`: the paper's Table 1 as markdown from each run's metrics.jsonl,
+// with each run's state, a table over seeds when runs repeat a topology and learning rate,
+// and CSV / JSON for other tools (src/analysis/run_summary.cpp; docs/analysis.md).
 #include <spdlog/spdlog.h>
 
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <set>
 
 #include "commands.h"
 #include "siamese/analysis/run_summary.h"
+#include "siamese/common/error.h"
 
 namespace siamese::cli {
 
@@ -15,19 +19,30 @@ namespace {
 
 struct ReportArgs {
   std::vector<std::string> runs;
-  std::string out;
+  std::string out, csv, json;
   analysis::SummaryOptions options;
 };
+
+void write_file(const std::string& path, const std::string& text) {
+  if (path.empty()) return;
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw Error("cannot write", path, "check the folder exists and is writable");
+  spdlog::info("wrote {}", path);
+}
 
 int run_report(const ReportArgs& a) {
   std::vector<analysis::RunSummary> rows;
   for (const auto& r : a.runs) rows.push_back(analysis::summarize_run(r, a.options));
-  const std::string table = analysis::markdown_table(rows);
+  std::string table = analysis::markdown_table(rows);
+  std::set<std::pair<std::string, std::optional<double>>> groups;
+  for (const auto& r : rows) groups.insert({r.topology, r.learning_rate});
+  if (groups.size() < rows.size())  // some topology and learning rate ran with several seeds
+    table += "\nOver seeds (mean ± standard deviation):\n\n" + analysis::markdown_seed_table(rows);
   std::cout << table;
-  if (!a.out.empty()) {
-    std::ofstream(a.out) << table;
-    spdlog::info("wrote {}", a.out);
-  }
+  write_file(a.out, table);
+  write_file(a.csv, analysis::runs_csv(rows));
+  write_file(a.json, analysis::runs_json(rows));
   return 0;
 }
 
@@ -37,7 +52,9 @@ void add_report_command(CLI::App& app, Handler& run) {
   auto args = std::make_shared<ReportArgs>();
   auto* cmd = app.add_subcommand("report", "Table-1-style markdown table of runs");
   cmd->add_option("runs", args->runs, "run folders (save_folder of each run)")->required();
-  cmd->add_option("--out", args->out, "write the table to this file too");
+  cmd->add_option("--out", args->out, "write the Markdown tables to this file too");
+  cmd->add_option("--csv", args->csv, "write one CSV row per run to this file");
+  cmd->add_option("--json", args->json, "write every run's fields as JSON to this file (scripts/plot_report.py draws it)");
   cmd->add_option("--diverge-loss", args->options.diverge_loss,
                   "final training loss above which a run counts as diverged");
   cmd->add_option("--final-window", args->options.final_window,

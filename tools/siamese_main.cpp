@@ -8,6 +8,7 @@
 #include "siamese/common/logging.h"
 #include "siamese/common/error.h"
 #include "siamese/dist/world.h"
+#include "siamese/train/provenance.h"
 
 int main(int argc, char** argv) {
   // Under torchrun or srun only rank 0 logs progress; a malformed launcher environment is
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   } catch (const siamese::Error&) {
   }
   siamese::init_logging(rank);
+  siamese::train::record_command_line(argc, argv);
   CLI::App app{"siamese: pretraining and analysis of residual-normalization topologies"};
   app.require_subcommand(1);
   app.set_version_flag("--version",

@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <deque>
+#include <map>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -44,14 +46,15 @@ std::optional<fs::path> latest_config(const fs::path& run) {
 RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& options) {
   RunSummary s;
   s.run = run_dir;
+  if (!fs::is_directory(run_dir))
+    throw Error("no such run folder", run_dir, "pass save_folder of runs written by `siamese train`");
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
-  if (!fs::exists(metrics))
-    throw Error("no metrics.jsonl", metrics.string(), "pass run folders written by `siamese train`");
   std::deque<double> recent;
-  tokenizer::for_each_jsonl(metrics.string(), [&](int64_t, const nlohmann::json& j) {
+  if (fs::exists(metrics)) tokenizer::for_each_jsonl(metrics.string(), [&](int64_t, const nlohmann::json& j) {
     const std::string event = j.value("event", "");
     if (event == "nonfinite") {
       s.nonfinite = true;
+      if (!s.nonfinite_step) s.nonfinite_step = j.value("step", int64_t(0));
     } else if (event == "eval") {
       if (j.contains("label") && j.contains("perplexity") && j["perplexity"].is_number())
         s.eval_perplexity[j["label"].get<std::string>()] = j["perplexity"].get<double>();
@@ -62,6 +65,7 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
       s.tokens = j.value("tokens", int64_t(0));
       if (!j["loss"].is_number()) {
         s.nonfinite = true;
+        if (!s.nonfinite_step) s.nonfinite_step = s.steps;
       } else {
         recent.push_back(j["loss"].get<double>());
         if (int64_t(recent.size()) > options.final_window) recent.pop_front();
@@ -83,15 +87,55 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     s.final_loss = sum / double(recent.size());
   }
   s.diverged = s.nonfinite || (std::isfinite(s.final_loss) && s.final_loss > options.diverge_loss);
+  if (const fs::path record = fs::path(run_dir) / "run.json"; fs::exists(record)) {
+    std::ifstream in(record);
+    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("max_steps") && j["max_steps"].is_number_integer())
+      s.max_steps = j["max_steps"].get<int64_t>();
+  }
   if (auto cfg = latest_config(run_dir)) {
     const YAML::Node y = YAML::LoadFile(cfg->string());
+    // Runs written before run.json existed: a max_duration in plain steps is the plan too.
+    int64_t planned = 0;
+    if (!s.max_steps && y["max_duration"] && YAML::convert<int64_t>::decode(y["max_duration"], planned))
+      s.max_steps = planned;
     if (y["model"] && y["model"]["residual"]) s.topology = y["model"]["residual"].as<std::string>();
     if (y["optimizer"] && y["optimizer"]["learning_rate"])
       s.learning_rate = y["optimizer"]["learning_rate"].as<double>();
     if (y["seed"]) s.seed = y["seed"].as<int64_t>();
   }
-  if (s.topology.empty()) s.topology = fs::path(run_dir).filename().string();
+  if (s.topology.empty()) {
+    fs::path folder = fs::path(run_dir).lexically_normal();
+    if (folder.filename().empty()) folder = folder.parent_path();  // "runs/x/"
+    s.topology = folder.filename().string();
+  }
   return s;
+}
+
+namespace {
+
+// Header cells for each lm evaluator's perplexity and each exact-match evaluator.
+void add_eval_columns(std::string& header, std::string& rule, const std::set<std::string>& evals,
+                      const std::set<std::string>& exact) {
+  for (const auto& e : evals) {
+    header += " " + e + " PPL |";
+    rule += "---:|";
+  }
+  for (const auto& e : exact) {
+    header += " " + e + " exact % |";
+    rule += "---:|";
+  }
+}
+
+}  // namespace
+
+std::string state_text(const RunSummary& r) {
+  if (r.steps == 0 && !r.nonfinite) return "never started";
+  if (r.nonfinite_step) return fmt::format("diverged at step {}", *r.nonfinite_step);
+  if (r.diverged) return fmt::format("diverged (final loss {:.2f})", r.final_loss);
+  if (!r.max_steps) return fmt::format("{} steps", r.steps);
+  if (r.steps >= *r.max_steps) return "finished";
+  return fmt::format("stopped at {} of {}", r.steps, *r.max_steps);
 }
 
 std::string markdown_table(const std::vector<RunSummary>& runs) {
@@ -104,14 +148,7 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
   auto short_key = [](const std::string& k) { return k.substr(std::string("eval/downstream/").size()); };
   std::string out = "| Model | LR | seed | steps | tokens | train loss | train PPL |";
   std::string rule = "|---|---:|---:|---:|---:|---:|---:|";
-  for (const auto& e : evals) {
-    out += " " + e + " PPL |";
-    rule += "---:|";
-  }
-  for (const auto& e : exact) {
-    out += " " + e + " exact % |";
-    rule += "---:|";
-  }
+  add_eval_columns(out, rule, evals, exact);
   for (const auto& d : downstream) {
     out += " " + short_key(d) + " |";
     rule += "---:|";
@@ -120,12 +157,12 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
     out += " Avg |";
     rule += "---:|";
   }
-  out += " steps/s | stability |\n" + rule + "---:|---|\n";
+  out += " steps/s | state |\n" + rule + "---:|---|\n";
   auto num = [](double v, const char* f) {
     return std::isfinite(v) ? fmt::format(fmt::runtime(f), v) : std::string("-");
   };
   for (const auto& r : runs) {
-    const std::string mark = std::string(r.diverged ? "diverged" : "ok") + (r.spikes ? "*" : "");
+    const std::string mark = state_text(r) + (r.spikes ? "*" : "");
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |", r.topology,
                        r.learning_rate ? fmt::format("{:g}", *r.learning_rate) : "-",
                        r.seed ? std::to_string(*r.seed) : "-", r.steps, r.tokens,
@@ -155,6 +192,145 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
     out += " " + (r.train_seconds > 0 ? num(double(r.timed_steps) / r.train_seconds, "{:.2f}")
                                       : std::string("-")) + " |";
     out += fmt::format(" {}{} |\n", mark, r.spikes ? fmt::format(" ({} spikes)", r.spikes) : "");
+  }
+  return out;
+}
+
+namespace {
+
+struct Spread {
+  double mean = NAN, sd = NAN;
+  int n = 0;
+};
+
+Spread spread(const std::vector<double>& v) {
+  Spread s;
+  s.n = static_cast<int>(v.size());
+  if (v.empty()) return s;
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / s.n;
+  if (s.n > 1) {
+    double sq = 0;
+    for (double x : v) sq += (x - s.mean) * (x - s.mean);
+    s.sd = std::sqrt(sq / (s.n - 1));
+  }
+  return s;
+}
+
+std::string spread_text(const Spread& s, const char* f, double scale = 1.0) {
+  if (s.n == 0) return "-";
+  const std::string mean = fmt::format(fmt::runtime(f), scale * s.mean);
+  return s.n > 1 ? mean + " ± " + fmt::format(fmt::runtime(f), scale * s.sd) : mean;
+}
+
+}  // namespace
+
+std::string markdown_seed_table(const std::vector<RunSummary>& runs) {
+  // Groups in first-seen order, so the table follows the command line.
+  std::vector<std::pair<std::string, std::optional<double>>> keys;
+  std::map<std::pair<std::string, std::optional<double>>, std::vector<const RunSummary*>> groups;
+  std::set<std::string> evals, exact;
+  for (const auto& r : runs) {
+    const auto key = std::make_pair(r.topology, r.learning_rate);
+    if (!groups.count(key)) keys.push_back(key);
+    groups[key].push_back(&r);
+    for (const auto& [k, v] : r.eval_perplexity) evals.insert(k);
+    for (const auto& [k, v] : r.eval_exact_match) exact.insert(k);
+  }
+  std::string out = "| Model | LR | runs | diverged | train loss |", rule = "|---|---:|---:|---:|---:|";
+  add_eval_columns(out, rule, evals, exact);
+  out += "\n" + rule + "\n";
+  for (const auto& key : keys) {
+    const auto& members = groups[key];
+    std::vector<double> loss;
+    std::map<std::string, std::vector<double>> ppl, em;
+    int diverged = 0;
+    for (const auto* r : members) {
+      if (r->diverged) {
+        ++diverged;
+        continue;
+      }
+      if (std::isfinite(r->final_loss)) loss.push_back(r->final_loss);
+      for (const auto& [k, v] : r->eval_perplexity) ppl[k].push_back(v);
+      for (const auto& [k, v] : r->eval_exact_match) em[k].push_back(v);
+    }
+    out += fmt::format("| {} | {} | {} | {} | {} |", key.first,
+                       key.second ? fmt::format("{:g}", *key.second) : "-", members.size(), diverged,
+                       spread_text(spread(loss), "{:.3f}"));
+    for (const auto& e : evals) out += " " + spread_text(spread(ppl[e]), "{:.2f}") + " |";
+    for (const auto& e : exact) out += " " + spread_text(spread(em[e]), "{:.1f}", 100.0) + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+namespace {
+
+nlohmann::json run_json(const RunSummary& r) {
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json j = {
+      {"run", r.run},
+      {"topology", r.topology},
+      {"learning_rate", r.learning_rate ? nlohmann::json(*r.learning_rate) : nlohmann::json(nullptr)},
+      {"seed", r.seed ? nlohmann::json(*r.seed) : nlohmann::json(nullptr)},
+      {"state", state_text(r)},
+      {"steps", r.steps},
+      {"max_steps", r.max_steps ? nlohmann::json(*r.max_steps) : nlohmann::json(nullptr)},
+      {"tokens", r.tokens},
+      {"final_loss", number(r.final_loss)},
+      {"diverged", r.diverged},
+      {"spikes", r.spikes},
+      {"steps_per_second", number(r.train_seconds > 0 ? double(r.timed_steps) / r.train_seconds : NAN)},
+  };
+  for (const auto& [k, v] : r.eval_perplexity) j["perplexity"][k] = number(v);
+  for (const auto& [k, v] : r.eval_exact_match) j["exact_match"][k] = number(v);
+  for (const auto& [k, v] : r.downstream) j["downstream"][k] = number(v);
+  return j;
+}
+
+}  // namespace
+
+std::string runs_json(const std::vector<RunSummary>& runs) {
+  auto all = nlohmann::json::array();
+  for (const auto& r : runs) all.push_back(run_json(r));
+  return all.dump(2) + "\n";
+}
+
+std::string runs_csv(const std::vector<RunSummary>& runs) {
+  // Columns: the scalar fields, then one per evaluator / downstream metric seen in any run.
+  std::vector<nlohmann::json> rows;
+  std::set<std::string> extra;
+  for (const auto& r : runs) {
+    auto j = run_json(r);
+    for (const char* group : {"perplexity", "exact_match", "downstream"})
+      if (j.contains(group)) {
+        for (const auto& [k, v] : j[group].items()) {
+          j[std::string(group) + ":" + k] = v;
+          extra.insert(std::string(group) + ":" + k);
+        }
+        j.erase(group);
+      }
+    rows.push_back(std::move(j));
+  }
+  std::vector<std::string> columns = {"run", "topology", "learning_rate", "seed", "state", "steps", "max_steps",
+                                      "tokens", "final_loss", "diverged", "spikes", "steps_per_second"};
+  columns.insert(columns.end(), extra.begin(), extra.end());
+  auto cell = [](const nlohmann::json& v) {
+    if (v.is_null()) return std::string();
+    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    if (text.find_first_of(",\"\n") == std::string::npos) return text;
+    std::string quoted = "\"";
+    for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + "\"";
+  };
+  std::string out;
+  for (size_t i = 0; i < columns.size(); ++i) out += (i ? "," : "") + cell(columns[i]);
+  out += "\n";
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < columns.size(); ++i)
+      out += (i ? "," : "") + (row.contains(columns[i]) ? cell(row[columns[i]]) : std::string());
+    out += "\n";
   }
   return out;
 }

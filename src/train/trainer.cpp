@@ -24,6 +24,7 @@
 #include "siamese/train/lr_schedule.h"
 #include "siamese/train/metrics.h"
 #include "siamese/train/optimizer.h"
+#include "siamese/train/provenance.h"
 #include "siamese/train/runtime.h"
 
 namespace siamese::train {
@@ -116,6 +117,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   std::optional<MetricsLog> metrics;
   if (main_rank) {
     write_run_config(run_dir, config_yaml);
+    write_provenance(run_dir, {max_steps, state.step, sync.world_size()});
     metrics.emplace(run_dir / "metrics.jsonl", state.step);
   }
   auto log_event = [&](const std::string& line) {

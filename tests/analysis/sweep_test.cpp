@@ -9,6 +9,9 @@
 #include "siamese/analysis/sweep.h"
 #include "siamese/common/error.h"
 
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
 using namespace siamese::analysis;
 
 TEST(Sweep, ExpandsTopologyTimesLrTimesSeed) {
@@ -84,16 +87,25 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
   EXPECT_NE(table.find("| 45.0 |"), std::string::npos) << table;  // average of 55.0 and 35.0
   EXPECT_NE(table.find("| sums exact % |"), std::string::npos) << table;
   EXPECT_NE(table.find("| 62.5 |"), std::string::npos) << table;
-  EXPECT_NE(table.find("| 4.00 | ok*"), std::string::npos) << table;  // 1 / 0.25 s per step
-  EXPECT_NE(table.find("ok* (1 spikes)"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 4.00 | 30 steps*"), std::string::npos) << table;  // 1 / 0.25 s per step
+  EXPECT_NE(table.find("| 30 steps* (1 spikes) |"), std::string::npos) << table;  // no plan known
+  EXPECT_EQ(state_text(r), "30 steps");
+  // run.json records the planned length: a run short of it stopped early.
+  dir.write("run.json", "{\"max_steps\": 40, \"git_commit\": \"abc\"}\n");
+  EXPECT_EQ(state_text(summarize_run(dir.file(""), {7.0, 20})), "stopped at 30 of 40");
+  dir.write("run.json", "{\"max_steps\": 30}\n");
+  EXPECT_EQ(state_text(summarize_run(dir.file(""), {7.0, 20})), "finished");
 
   // A final loss above the threshold, or a non-finite step, marks the run as diverged.
   EXPECT_TRUE(summarize_run(dir.file(""), {3.5, 20}).diverged);
+  EXPECT_EQ(state_text(summarize_run(dir.file(""), {3.5, 20})), "diverged (final loss 4.00)");
   std::ofstream(dir.file("metrics.jsonl"), std::ios::app)
       << "{\"step\": 31, \"event\": \"nonfinite\", \"cause\": \"loss\", \"loss\": null, \"grad_norm\": null}\n";
   auto d = summarize_run(dir.file(""), {7.0, 20});
   EXPECT_TRUE(d.diverged);
-  EXPECT_NE(markdown_table({d}).find("diverged"), std::string::npos);
+  EXPECT_EQ(state_text(d), "diverged at step 31");
+  EXPECT_NE(markdown_table({d}).find("diverged at step 31"), std::string::npos);
+  EXPECT_EQ(state_text(summarize_run(dir.file(""), {3.5, 20})), "diverged at step 31");
 
   std::ofstream(dir.file("metrics.jsonl"), std::ios::app) << "{\"step\": 32, \"loss\n";
   try {
@@ -102,4 +114,53 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
   } catch (const siamese::Error& e) {
     EXPECT_NE(std::string(e.what()).find("metrics.jsonl:36"), std::string::npos) << e.what();
   }
+}
+
+TEST(RunSummary, AFolderWithoutTrainingStepsNeverStartedAndAMissingOneIsAnError) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("empty"));
+  EXPECT_EQ(state_text(summarize_run(dir.file("empty"))), "never started");
+  dir.write("empty/metrics.jsonl", "");  // a sweep interrupted before its first step
+  EXPECT_EQ(state_text(summarize_run(dir.file("empty"))), "never started");
+  try {
+    summarize_run(dir.file("missing"));
+    FAIL();
+  } catch (const siamese::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no such run folder"), std::string::npos) << e.what();
+  }
+}
+
+// Three seeds of one topology and learning rate become one row: mean, standard deviation
+// (n - 1) and n; a diverged seed is counted, not averaged. CSV and JSON carry every run.
+TEST(RunSummary, SeedsAggregateAndEveryRunExportsAsCsvAndJson) {
+  TempDir dir;
+  std::vector<RunSummary> runs;
+  const double losses[] = {1.0, 2.0, 3.0};
+  for (int seed = 1; seed <= 4; ++seed) {
+    RunSummary r;
+    r.run = "runs/pre, \"seed\" " + std::to_string(seed);  // quotes and commas survive CSV
+    r.topology = "pre";
+    r.learning_rate = 1e-3;
+    r.seed = seed;
+    r.steps = 100;
+    r.max_steps = 100;
+    r.diverged = seed == 4;
+    r.final_loss = seed == 4 ? 9.0 : losses[seed - 1];
+    r.eval_exact_match["sums"] = 0.25 * seed;
+    runs.push_back(r);
+  }
+  const std::string table = markdown_seed_table(runs);
+  EXPECT_NE(table.find("| pre | 0.001 | 4 | 1 | 2.000 ± 1.000 | 50.0 ± 25.0 |"), std::string::npos) << table;
+
+  const auto json = nlohmann::json::parse(runs_json(runs));
+  ASSERT_EQ(json.size(), 4u);
+  EXPECT_EQ(json[0]["run"], runs[0].run);
+  EXPECT_EQ(json[0]["state"], "finished");
+  EXPECT_DOUBLE_EQ(json[2]["exact_match"]["sums"].get<double>(), 0.75);
+  const std::string csv = runs_csv(runs);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "run,topology,learning_rate,seed,state,steps,max_steps,tokens,final_loss,diverged,spikes,"
+            "steps_per_second,exact_match:sums");
+  EXPECT_NE(csv.find("\"runs/pre, \"\"seed\"\" 1\",pre,0.001,1,finished,100,100,0,1.0,false,0,,0.25"),
+            std::string::npos) << csv;
 }

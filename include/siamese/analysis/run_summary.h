@@ -7,6 +7,10 @@
 //             loss), or the final training loss is above `diverge_loss`;
 //   spikes    steps the trainer flagged with "loss_spike": true (loss above
 //             loss_spike_factor x the running median of the previous losses).
+// States (state_text): never started (no training step logged), finished (the last logged
+// step is the planned length from run.json, or config.yaml's max_duration in steps),
+// stopped at N of M, diverged at step N (non-finite) / diverged (final loss X), or "N steps"
+// when the planned length is unknown.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,6 +28,8 @@ struct RunSummary {
   int64_t tokens = 0;       // tokens at that step
   double final_loss = NAN;  // mean training loss of the last `final_window` logged steps
   bool nonfinite = false;
+  std::optional<int64_t> nonfinite_step;  // the first non-finite step
+  std::optional<int64_t> max_steps;       // the planned length (run.json)
   int64_t spikes = 0;
   bool diverged = false;
   std::map<std::string, double> eval_perplexity;  // lm evaluator label -> last perplexity
@@ -38,14 +44,26 @@ struct SummaryOptions {
   int64_t final_window = 20;
 };
 
-// Reads run_dir/metrics.jsonl and, for topology / learning rate / seed, the config.yaml of
-// the newest step<N> checkpoint. A malformed line throws siamese::Error "file:line".
+// Reads run_dir/metrics.jsonl, run.json and, for topology / learning rate / seed, the
+// config.yaml of the newest step<N> checkpoint. A folder without metrics is a run that never
+// started; a missing folder or a malformed line throws siamese::Error "file:line".
 RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& options = {});
+
+std::string state_text(const RunSummary& run);
 
 // Table 1 of the paper as markdown: one row per run, columns for final training loss /
 // perplexity, each lm evaluator's perplexity (and exact match where one was logged), each
 // downstream metric and their average, training steps per second (training time only,
 // evaluation and checkpoints excluded) and the stability marker.
 std::string markdown_table(const std::vector<RunSummary>& runs);
+
+// Runs of the same topology and learning rate (different seeds) as one row each: mean,
+// standard deviation (n - 1) and n of the final training loss, of every lm evaluator's
+// perplexity and exact match; diverged runs are counted, not averaged.
+std::string markdown_seed_table(const std::vector<RunSummary>& runs);
+
+// Every run's fields as a JSON array (for plots) and as CSV (one row per run).
+std::string runs_json(const std::vector<RunSummary>& runs);
+std::string runs_csv(const std::vector<RunSummary>& runs);
 
 }  // namespace siamese::analysis

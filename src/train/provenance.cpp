@@ -1,0 +1,81 @@
+#include "siamese/train/provenance.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "siamese/common/build_info.h"
+#include "siamese/common/error.h"
+#include "siamese/dist/world.h"
+
+namespace siamese::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string>& stored_command_line() {
+  static std::vector<std::string> args;
+  return args;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+void record_command_line(int argc, char** argv) { stored_command_line().assign(argv, argv + argc); }
+
+const std::vector<std::string>& command_line() { return stored_command_line(); }
+
+void write_provenance(const fs::path& save_folder, const LaunchFacts& facts) {
+  const BuildInfo b = build_info();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const nlohmann::json j = {
+      {"started_at", utc_now()},
+      {"max_steps", facts.max_steps},
+      {"start_step", facts.start_step},
+      {"command_line", command_line()},
+      {"working_directory", fs::current_path().string()},
+      {"git_commit", b.git_commit},
+      {"libtorch", b.torch},
+      {"cuda_compiled", b.cuda_compiled},
+      {"cuda_runtime", b.cuda_runtime},
+      {"cudnn", b.cudnn},
+      {"nccl", b.nccl},
+      {"cuda_devices", b.cuda_devices},
+      {"world_size", facts.world_size},
+      {"launcher", detect_world().launcher},
+      {"host", host},
+      // Every host of a Slurm job; under torchrun the ranks' hosts are those of the launch.
+      {"slurm_job_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
+      {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
+  };
+  fs::create_directories(save_folder);
+  const fs::path path = save_folder / "run.json";
+  const fs::path tmp = save_folder / "run.json.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(2) << '\n';
+    if (!out) throw Error("cannot write the run record", tmp.string(), "check the folder is writable and not full");
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace siamese::train
