@@ -82,7 +82,8 @@ Sweep load_sweep(const std::string& path, const std::vector<int64_t>& seed_overr
         r.overrides.push_back(fmt::format("--optimizer.learning_rate={}", lr_text(lr)));
         if (seed) r.overrides.push_back(fmt::format("--seed={}", *seed));
         r.overrides.push_back("--run_name=" + r.name);
-        r.overrides.push_back("--save_folder=" + (fs::path(save_root) / r.name).string());
+        r.save_folder = (fs::path(save_root) / r.name).string();
+        r.overrides.push_back("--save_folder=" + r.save_folder);
         sweep.runs.push_back(std::move(r));
       }
   return sweep;

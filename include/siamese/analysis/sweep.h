@@ -22,6 +22,7 @@ struct SweepRun {
   std::string name;  // <topology>-lr<lr>[-s<seed>]
   std::string base;  // config file
   std::vector<std::string> overrides;
+  std::string save_folder;  // <save_root>/<name>, also among the overrides
 };
 
 struct Sweep {
