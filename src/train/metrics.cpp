@@ -1,12 +1,16 @@
 #include "siamese/train/metrics.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <regex>
 #include <sstream>
 #include <vector>
+
+#include "siamese/common/error.h"
 
 namespace siamese::train {
 
@@ -42,20 +46,30 @@ std::string StepMetrics::to_json() const {
       json_number(step_seconds > 0 ? comm_seconds / step_seconds : 0.0), json_number(peak_memory_mib));
 }
 
+std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
+
 std::string event_json(int64_t step, const std::string& event, const std::string& fields) {
-  return fmt::format("{{\"step\": {}, \"event\": \"{}\"{}{}}}", step, event,
+  return fmt::format("{{\"step\": {}, \"event\": {}{}{}}}", step, json_string(event),
                      fields.empty() ? "" : ", ", fields);
 }
 
 MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
   fs::create_directories(path.parent_path().empty() ? fs::path(".") : path.parent_path());
   if (fs::exists(path)) {
-    static const std::regex step_field("^\\{\"step\": ([0-9]+)");
     std::vector<std::string> kept;
     std::ifstream in(path);
+    int64_t number = 0;
     for (std::string line; std::getline(in, line);) {
-      std::smatch m;
-      if (std::regex_search(line, m, step_field) && std::stoll(m[1]) > resume_step) continue;
+      ++number;
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object()) {
+        // A run killed mid-write leaves a cut line; later lines would follow it unreadably.
+        spdlog::warn("{}:{}: dropped a line that is not a JSON object (cut short by a kill?)",
+                     path.string(), number);
+        continue;
+      }
+      if (j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > resume_step)
+        continue;
       kept.push_back(line);
     }
     in.close();
@@ -63,6 +77,8 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
     {
       std::ofstream out(tmp, std::ios::trunc);
       for (const auto& l : kept) out << l << '\n';
+      if (!out.flush())
+        throw Error("cannot rewrite the metrics log", tmp.string(), "free disk space in save_folder");
     }
     fs::rename(tmp, path);
   }

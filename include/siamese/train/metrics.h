@@ -39,8 +39,12 @@ std::string event_json(int64_t step, const std::string& event, const std::string
 // A JSON number, or null for NaN / inf (JSON has no literal for them).
 std::string json_number(double v);
 
+// A JSON string literal, quoted and escaped (labels from configs may hold quotes).
+std::string json_string(const std::string& s);
+
 // Appends to metrics.jsonl. Opening for a run resumed at `resume_step` first drops lines of
-// later steps, written by the interrupted run after its last checkpoint.
+// later steps, written by the interrupted run after its last checkpoint, and a line a kill
+// cut short (with a warning).
 class MetricsLog {
  public:
   MetricsLog(const std::filesystem::path& path, int64_t resume_step);
