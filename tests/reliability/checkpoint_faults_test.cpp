@@ -79,8 +79,8 @@ TEST(KillDuringSave, EveryPointResumesBitExact) {
   }
 }
 
-// A file size limit makes each write past it fail as on a full disk: first in model.pt,
-// then in optim.pt. The run stops with the path and the free space, removes its temporary
+// A file size limit makes each write past it fail as on a full disk: in the run's
+// config.yaml at start, in model.pt, in optim.pt. The run stops with the path and the free space, removes its temporary
 // folder, leaves the earlier checkpoints byte for byte, and resumes exactly once there is room.
 TEST(FullDisk, SaveFailsCleanlyAndTheRunResumesExactly) {
   const auto root = scratch("full");
@@ -90,7 +90,7 @@ TEST(FullDisk, SaveFailsCleanlyAndTheRunResumesExactly) {
   const auto optim_bytes = fs::file_size(ref_step / "optim.pt");
   ASSERT_LT(model_bytes, optim_bytes);
   for (const auto& [limit, failing] : std::vector<std::pair<long, std::string>>{
-           {long(model_bytes / 2), "model.pt"}, {long(model_bytes + 1), "optim.pt"}}) {
+           {1000, ".config.yaml.tmp-"}, {long(model_bytes / 2), "model.pt"}, {long(model_bytes + 1), "optim.pt"}}) {
     SCOPED_TRACE(failing);
     auto c = tiny_saving(root / ("run_" + failing));
     c.save_interval = 2;
@@ -106,6 +106,7 @@ TEST(FullDisk, SaveFailsCleanlyAndTheRunResumesExactly) {
     EXPECT_NE(full.output.find("/" + failing), std::string::npos) << full.output;
     EXPECT_NE(full.output.find("MiB free"), std::string::npos) << full.output;
     EXPECT_FALSE(has_scratch(c.save_folder));
+    for (const auto& name : entries(c.save_folder)) EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name;
     EXPECT_EQ(snapshot(c.save_folder), before);
 
     const auto resumed = run_siamese(train_args(c), root / (failing + ".3.log"));
@@ -272,6 +273,9 @@ TEST(Leftovers, CleanedRestoredOrIgnoredWithAWarning) {
   EXPECT_FALSE(has_scratch(f));
   EXPECT_TRUE(fs::exists(f / "step99999999999999999999"));  // not ours to delete
   EXPECT_EQ(intact(f), (std::vector<std::string>{"step1", "step2", "step3", "step4"}));
+  const auto report = run_siamese({"report", f.string()}, root / "report.log");  // used to stop at "stoll"
+  EXPECT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_NE(report.output.find("| hybrid_pre |"), std::string::npos) << report.output;
 }
 
 // save_overwrite as in OLMo: a save folder holding checkpoints that the run does not resume
