@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <numeric>
 
 #include "siamese/common/error.h"
+#include "siamese/common/json_line.h"
 
 namespace siamese::eval {
 
@@ -101,10 +101,8 @@ std::string DownstreamResult::metric_key() const {
 }
 
 std::string DownstreamResult::to_json(int64_t step) const {
-  // Keys through the JSON library: a label may hold quotes or backslashes.
-  const auto quoted = [](const std::string& s) { return nlohmann::json(s).dump(); };
-  return fmt::format("{{\"step\": {}, {}: {:.17g}, {}: {}}}", step, quoted(metric_key()), accuracy,
-                     quoted("eval/downstream/" + label + "_documents"), documents);
+  return json_line({{"step", step}, {metric_key(), accuracy},
+                    {"eval/downstream/" + label + "_documents", documents}});
 }
 
 namespace {

@@ -24,9 +24,8 @@ double EvalResult::perplexity() const { return std::exp(loss); }
 
 std::string EvalResult::to_json(int64_t step) const {
   if (downstream) return downstream->to_json(step);  // OLMo's eval/downstream/<label>_<metric>
-  std::string fields = fmt::format("\"label\": {}, \"loss\": {}, \"perplexity\": {}, \"tokens\": {}",
-                                   json_string(label), json_number(loss), json_number(perplexity()), tokens);
-  if (exact_match) fields += ", \"exact_match\": " + json_number(*exact_match);
+  nlohmann::ordered_json fields = {{"label", label}, {"loss", loss}, {"perplexity", perplexity()}, {"tokens", tokens}};
+  if (exact_match) fields["exact_match"] = *exact_match;
   return event_json(step, "eval", fields);
 }
 

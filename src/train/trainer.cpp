@@ -160,7 +160,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       spdlog::error("step {}: the weights are no longer finite; stopping without saving them. "
                     "The last checkpoint in {} is untouched; resume from it with a lower "
                     "learning rate", state.step, run_dir.string());
-      log_event(event_json(state.step, "nonfinite", "\"cause\": \"weights\""));
+      log_event(event_json(state.step, "nonfinite", {{"cause", "weights"}}));
       return kExitNonFinite;
     }
     if (main_rank) {
@@ -216,9 +216,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       const double loss = v[i][0], grad_norm = v[i][1];
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
         const std::string cause = !std::isfinite(loss) ? "loss" : "grad_norm";
-        log_event(event_json(p.step, "nonfinite",
-                             fmt::format("\"cause\": \"{}\", \"loss\": {}, \"grad_norm\": {}", cause,
-                                         json_number(loss), json_number(grad_norm))));
+        log_event(event_json(p.step, "nonfinite", {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}}));
         if (state.bad_steps < cfg.max_bad_steps) {
           state.bad_steps += 1;
           spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)",
