@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "siamese/config/load.h"
@@ -116,13 +117,28 @@ inline Outcome run_siamese(const std::vector<std::string>& args, const fs::path&
   return Child(args, log, limits).wait();
 }
 
+inline fs::path scratch_root() {
+  return fs::temp_directory_path() / ("siamese_reliability_" + std::to_string(::getpid()));
+}
+
 // A scratch folder per test.
 inline fs::path scratch(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("siamese_reliability_" + std::to_string(::getpid())) / name;
+  auto d = scratch_root() / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
 }
+
+// The scratch folders (megabytes of checkpoints per test) stay only when a test failed, to
+// be looked at.
+class RemoveScratchOnSuccess : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (::testing::UnitTest::GetInstance()->Passed()) fs::remove_all(scratch_root());
+  }
+};
+inline ::testing::Environment* const kRemoveScratch =
+    ::testing::AddGlobalTestEnvironment(new RemoveScratchOnSuccess);
 
 // The tiny run (tests/train/tiny_run.h) saving every step into `folder`, keeping all.
 inline TrainConfig tiny_saving(const fs::path& folder) {
