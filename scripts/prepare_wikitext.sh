@@ -18,8 +18,8 @@ threads=${THREADS:-2}
 
 mkdir -p "$out/wikitext-2" "$out/ptb"
 for split in train valid test; do
-  "$siamese" tokenize --tokenizer "$tokenizer" --threads "$threads" \
+  "$siamese" tokenize --force --tokenizer "$tokenizer" --threads "$threads" \
     "$shared/data/wikitext-2/$split.txt" -o "$out/wikitext-2/$split.npy"
-  "$siamese" tokenize --tokenizer "$tokenizer" --threads "$threads" \
+  "$siamese" tokenize --force --tokenizer "$tokenizer" --threads "$threads" \
     "$shared/data/ptb/ptb.$split.txt" -o "$out/ptb/$split.npy"
 done

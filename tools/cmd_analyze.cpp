@@ -96,8 +96,8 @@ void add_analyze_command(CLI::App& app, Handler& run) {
   cmd->add_option("checkpoint", args->checkpoint, "step<N> folder or run folder")->required();
   cmd->add_option("--data", args->data, "token files (validation split)")->required();
   cmd->add_option("--dtype", args->dtype, "token dtype (default: the config's data.memmap_dtype)");
-  cmd->add_option("--batches", args->batches, "number of batches");
-  cmd->add_option("--batch-size", args->batch_size, "sequences per batch");
+  cmd->add_option("--batches", args->batches, "number of batches")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", args->batch_size, "sequences per batch")->check(CLI::PositiveNumber);
   cmd->add_option("--out", args->out, "analysis JSON");
   cmd->add_option("--device", args->device, "auto | cpu | cuda");
   cmd->callback([&run, args] { run = [args] { return run_analyze(*args); }; });

@@ -107,7 +107,8 @@ void add_eval_command(CLI::App& app, Handler& run) {
   cmd->add_option("--data-dir", args->data_dir, "folder with <task>.jsonl (default: shared/evals)");
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (default: the config's)");
   cmd->add_option("--limit", args->limit, "first N documents of each task");
-  cmd->add_option("--batch-size", args->batch_size, "sequences per forward pass");
+  cmd->add_option("--batch-size", args->batch_size, "sequences per forward pass")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--metric", args->metric, "acc | len_norm | pmi_dc (default: OLMo's per task)");
   cmd->add_option("--out", args->out, "results JSON");
   cmd->add_option("--metrics", args->metrics, "metrics.jsonl to append to (default: the run's)");

@@ -25,6 +25,7 @@ struct TokenizeArgs {
   bool doc_per_line = false;
   int32_t eos_id = -1;
   int threads = 2;
+  bool force = false;
 };
 
 int run_tokenize(const TokenizeArgs& a) {
@@ -35,6 +36,7 @@ int run_tokenize(const TokenizeArgs& a) {
       encode_jsonl(tok, a.encode_jsonl, std::cout, a.text_field);
       return 0;
     }
+    check_output_path(a.output, {a.encode_jsonl}, {}, a.force);
     const std::string tmp = a.output + ".tmp";
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -61,6 +63,7 @@ int run_tokenize(const TokenizeArgs& a) {
   if (a.eos_id >= 0) o.eos_id = a.eos_id;
   o.on_error = a.on_error == "skip" ? OnError::Skip : OnError::Stop;
   o.threads = a.threads;
+  o.force = a.force;
   const TokenizeReport r = tokenize_corpus(tok, o);
   const auto& i = r.info;
   std::cout << "wrote " << a.output << " (" << i.dtype << ") and " << sidecar_path(a.output) << "\n"
@@ -103,6 +106,7 @@ void add_tokenize_command(CLI::App& app, Handler& run) {
   cmd->add_option("--on-error", args->on_error, "malformed documents: stop, or skip and count")
       ->check(CLI::IsMember({"stop", "skip"}))
       ->capture_default_str();
+  cmd->add_flag("--force", args->force, "replace an existing output file");
   cmd->add_option("--threads", args->threads, "encoding threads")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();

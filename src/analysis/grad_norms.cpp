@@ -1,9 +1,9 @@
 #include "siamese/analysis/grad_norms.h"
 
-#include <fmt/format.h>
-
 #include <cmath>
 #include <regex>
+
+#include "siamese/common/json_line.h"
 
 namespace siamese::analysis {
 
@@ -26,12 +26,7 @@ std::vector<double> per_layer_grad_norms(model::TransformerImpl& model) {
 }
 
 std::string layer_grad_norms_json(int64_t step, const std::vector<double>& norms) {
-  std::string list;
-  for (size_t i = 0; i < norms.size(); ++i) {
-    if (i) list += ", ";
-    list += std::isfinite(norms[i]) ? fmt::format("{:.9g}", norms[i]) : "null";
-  }
-  return fmt::format("{{\"step\": {}, \"layer_grad_norms\": [{}]}}", step, list);
+  return json_line({{"step", step}, {"layer_grad_norms", norms}});
 }
 
 }  // namespace siamese::analysis

@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 
 #include "siamese/common/error.h"
+#include "siamese/common/step_folder.h"
 #include "siamese/tokenizer/text_input.h"
 
 namespace siamese::analysis {
@@ -24,16 +24,13 @@ namespace {
 // The newest step<N>/config.yaml of a run, else the run folder's config.yaml (written at
 // the start of training, so a run that diverged before any checkpoint has one too).
 std::optional<fs::path> latest_config(const fs::path& run) {
-  static const std::regex step("step([0-9]+)");
   std::optional<fs::path> best;
   int64_t best_step = -1;
   if (!fs::is_directory(run)) return best;
   for (const auto& e : fs::directory_iterator(run)) {
-    std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (e.is_directory() && std::regex_match(name, m, step) && fs::exists(e.path() / "config.yaml") &&
-        std::stoll(m[1]) > best_step) {
-      best_step = std::stoll(m[1]);
+    const auto step = step_of_folder(e.path().filename().string());
+    if (e.is_directory() && step && fs::exists(e.path() / "config.yaml") && *step > best_step) {
+      best_step = *step;
       best = e.path() / "config.yaml";
     }
   }
@@ -80,7 +77,7 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
       if (key.rfind("eval/downstream/", 0) == 0 && value.is_number() &&
           key.find("_documents") == std::string::npos)
         s.downstream[key] = value.get<double>();
-  });
+  }, /*skip_cut_last_line=*/true);
   if (!recent.empty()) {
     double sum = 0;
     for (double v : recent) sum += v;

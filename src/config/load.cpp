@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "siamese/common/error.h"
 #include "siamese/config/interpolate.h"
@@ -107,6 +110,13 @@ bool parse_double(const std::string& text, double& out) {
   return end == text.c_str() + text.size();
 }
 
+// inf, nan and numbers beyond a double's range (1e400 reads as inf) parse, but no setting
+// means them: a learning rate of inf trains nothing and fails only steps later.
+Error not_finite(const std::string& text, const std::string& where, const std::string& example) {
+  return Error("expected a finite number, got \"" + text + "\"", where,
+               "write a number within +-1.8e308, e.g. " + example);
+}
+
 bool parse_bool(const std::string& text, bool& out) {
   static const std::map<std::string, bool> words = {
       {"true", true},  {"True", true},   {"TRUE", true},  {"yes", true}, {"on", true},
@@ -172,6 +182,9 @@ class Loader {
     } catch (const YAML::ParserException& e) {
       throw Error("invalid YAML: " + e.msg, file_line(path_, e.mark),
                   "fix the YAML syntax (indentation, a missing ':' or an unclosed quote or bracket)");
+    } catch (const YAML::BadFile&) {
+      throw Error(std::string("cannot read the config file: ") + std::strerror(errno), path_,
+                  "check the file's permissions");
     }
     if (root_.IsNull()) root_ = YAML::Node(YAML::NodeType::Map);
     if (!root_.IsMap())
@@ -336,6 +349,8 @@ class Loader {
       const std::string text = scalar(node, raw, shown, f.kind, example);
       T v;
       if (!parse_text(text, v)) throw type_error("\"" + text + "\"");
+      if constexpr (std::is_same_v<T, double>)
+        if (!std::isfinite(v)) throw not_finite(text, raw.where + " (" + shown + ")", shown + ": " + example);
       if (optional) f.template ref<std::optional<T>>(root) = v;
       else f.template ref<T>(root) = v;
     };
@@ -371,6 +386,9 @@ class Loader {
             throw Error("expected a number, got \"" + texts[i] + "\"",
                         raw.where + " (" + shown + "[" + std::to_string(i) + "])",
                         "write e.g. " + shown + ": " + example);
+          else if (!std::isfinite(numbers[i]))
+            throw not_finite(texts[i], raw.where + " (" + shown + "[" + std::to_string(i) + "])",
+                             shown + ": " + example);
         f.template ref<std::vector<double>>(root) = numbers;
         return;
       }

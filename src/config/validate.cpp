@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -114,6 +115,13 @@ void validate_optimizer(const OptimizerConfig& o, const Rules& r) {
   r.require(o.betas.size() == 2, "optimizer.betas",
             fmt::format("optimizer.betas needs two values, got {}", o.betas.size()), "write betas: [0.9, 0.95]");
   for (double b : o.betas) r.probability("optimizer.betas", b);
+  // AdamW applies lr / (1 - beta1) (its first step) and lr * weight_decay to float32
+  // weights; past float32's range LibTorch fails mid-step with an overflow error.
+  const double step = std::max(o.learning_rate / (1 - o.betas.front()), o.learning_rate * o.weight_decay);
+  r.require(step <= std::numeric_limits<float>::max(), "optimizer.learning_rate",
+            fmt::format("optimizer.learning_rate {} is too large for float32 weights: AdamW's first "
+                        "step would be {:.3g} (float32 ends at 3.4e38)", o.learning_rate, step),
+            "use a learning rate such as 1e-3");
   if (o.metrics_log_interval) r.positive("optimizer.metrics_log_interval", *o.metrics_log_interval);
 }
 

@@ -1,13 +1,14 @@
 #include "siamese/data/mapped_tokens.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "siamese/common/error.h"
 
@@ -58,80 +59,99 @@ size_t npy_data_offset(const unsigned char* bytes, size_t n, const std::string& 
 
 MappedTokens::MappedTokens(std::string path, const std::string& dtype)
     : path_(std::move(path)), width_(dtype_width(dtype)) {
-  const int fd = ::open(path_.c_str(), O_RDONLY);
-  if (fd < 0)
+  // stat before open: opening a FIFO for reading would block until a writer appears.
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0)
     throw Error(std::string("cannot open token file: ") + std::strerror(errno), path_,
                 "check data.paths (tokenize text with `siamese tokenize`)");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size == 0) {
-    ::close(fd);
-    throw Error("token file is empty", path_, "re-tokenize the corpus or drop it from data.paths");
+  if (!S_ISREG(st.st_mode))
+    throw Error(S_ISDIR(st.st_mode) ? "token file is a directory" : "token file is not a regular file "
+                                                                      "(a FIFO, socket or device)",
+                path_, "list token files in data.paths (tokenize text with `siamese tokenize`)");
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    throw Error(std::string("cannot open token file: ") + std::strerror(err), path_,
+                "check data.paths (tokenize text with `siamese tokenize`)");
   }
-  map_bytes_ = static_cast<size_t>(st.st_size);
-  map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    throw Error(std::string("mmap failed: ") + std::strerror(errno), path_);
-  }
-  const auto* bytes = static_cast<const unsigned char*>(map_);
+  file_bytes_ = static_cast<size_t>(st.st_size);
+  if (file_bytes_ == 0) throw Error("token file is empty", path_, "re-tokenize the corpus or drop it from data.paths");
+  unsigned char head[4096];
+  const ssize_t head_bytes = ::pread(fd_, head, sizeof head, 0);
+  if (head_bytes < 0) throw Error(std::string("cannot read token file: ") + std::strerror(errno), path_);
   size_t offset = 0;
-  if (map_bytes_ >= kNpyMagic.size() &&
-      std::memcmp(bytes, kNpyMagic.data(), kNpyMagic.size()) == 0)
-    offset = npy_data_offset(bytes, map_bytes_, path_, dtype);
-  const size_t data_bytes = map_bytes_ - offset;
+  if (size_t(head_bytes) >= kNpyMagic.size() && std::memcmp(head, kNpyMagic.data(), kNpyMagic.size()) == 0) {
+    std::vector<unsigned char> header(head, head + head_bytes);
+    if (head_bytes == sizeof head) {  // a v2 header may be longer than one page
+      header.resize(std::min<size_t>(file_bytes_, 1 << 20));
+      if (::pread(fd_, header.data(), header.size(), 0) != ssize_t(header.size()))
+        throw Error("cannot read the NPY header", path_, "re-create the file");
+    }
+    offset = npy_data_offset(header.data(), header.size(), path_, dtype);
+  }
+  const size_t data_bytes = file_bytes_ - offset;
   if (data_bytes % width_ != 0)
     throw Error("token file is truncated: " + std::to_string(data_bytes) +
                     " bytes is not a multiple of " + std::to_string(width_) + " (" + dtype + ")",
                 path_, "check data.memmap_dtype or re-tokenize (the file was cut mid-token)");
   if (data_bytes == 0) throw Error("token file has no tokens", path_, "re-tokenize the corpus");
-  tokens_ = bytes + offset;
+  data_offset_ = offset;
   num_tokens_ = static_cast<int64_t>(data_bytes / width_);
   // Instances are read in shuffled order; tell the kernel not to read ahead.
-  ::madvise(map_, map_bytes_, MADV_RANDOM);
+  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);
 }
 
 MappedTokens::~MappedTokens() {
-  if (map_) ::munmap(map_, map_bytes_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 MappedTokens::MappedTokens(MappedTokens&& other) noexcept
     : path_(std::move(other.path_)),
-      map_(other.map_),
-      map_bytes_(other.map_bytes_),
-      tokens_(other.tokens_),
+      fd_(other.fd_),
+      file_bytes_(other.file_bytes_),
+      data_offset_(other.data_offset_),
       width_(other.width_),
       num_tokens_(other.num_tokens_) {
-  other.map_ = nullptr;
+  other.fd_ = -1;
 }
 
 void MappedTokens::copy_to(int64_t* dst, int64_t start, int64_t n) const {
+  // The raw tokens are read into the front of dst, then widened in place from the back:
+  // element i's 8 bytes only cover raw bytes of elements already widened.
+  auto* raw = reinterpret_cast<unsigned char*>(dst);
+  const size_t want = static_cast<size_t>(n) * width_;
+  size_t got = 0;
+  while (got < want) {
+    const ssize_t r = ::pread(fd_, raw + got, want - got,
+                              static_cast<off_t>(data_offset_ + start * width_ + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      struct stat st {};
+      const bool shrank = ::fstat(fd_, &st) == 0 && size_t(st.st_size) < file_bytes_;
+      throw Error(shrank ? fmt::format("token file shrank from {} to {} bytes while in use",
+                                       file_bytes_, st.st_size)
+                         : fmt::format("cannot read tokens {}..{}: {}", start, start + n,
+                                       r < 0 ? std::strerror(errno) : "unexpected end of file"),
+                  path_, "do not modify token files while a run reads them; restore the file and resume");
+    }
+    got += static_cast<size_t>(r);
+  }
   // Token files are little-endian, as is every platform this builds on.
-  const unsigned char* p = tokens_ + start * width_;
+  auto widen = [&](auto type_tag) {
+    using U = decltype(type_tag);
+    for (int64_t i = n - 1; i >= 0; --i) {
+      U v;
+      std::memcpy(&v, raw + sizeof(U) * i, sizeof(U));
+      dst[i] = static_cast<int64_t>(v);
+    }
+  };
   switch (width_) {
-    case 1:
-      for (int64_t i = 0; i < n; ++i) dst[i] = p[i];
-      break;
-    case 2:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t v;
-        std::memcpy(&v, p + 2 * i, 2);
-        dst[i] = v;
-      }
-      break;
-    case 4:
-      for (int64_t i = 0; i < n; ++i) {
-        uint32_t v;
-        std::memcpy(&v, p + 4 * i, 4);
-        dst[i] = v;
-      }
-      break;
-    default:
-      for (int64_t i = 0; i < n; ++i) {
-        uint64_t v;
-        std::memcpy(&v, p + 8 * i, 8);
-        dst[i] = static_cast<int64_t>(v);
-      }
+    case 1: return widen(uint8_t{});
+    case 2: return widen(uint16_t{});
+    case 4: return widen(uint32_t{});
+    default: return widen(uint64_t{});
   }
 }
 

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+
 #include <algorithm>
 #include <numeric>
 
 #include "siamese/common/error.h"
+#include "siamese/common/json_line.h"
 
 namespace siamese::eval {
 
@@ -99,8 +101,8 @@ std::string DownstreamResult::metric_key() const {
 }
 
 std::string DownstreamResult::to_json(int64_t step) const {
-  return fmt::format("{{\"step\": {}, \"{}\": {:.17g}, \"eval/downstream/{}_documents\": {}}}",
-                     step, metric_key(), accuracy, label, documents);
+  return json_line({{"step", step}, {metric_key(), accuracy},
+                    {"eval/downstream/" + label + "_documents", documents}});
 }
 
 namespace {
@@ -152,6 +154,11 @@ DownstreamResult run_downstream(const LanguageModel& lm, const tokenizer::Tokeni
 DownstreamResult run_downstream(model::TransformerImpl& model, const tokenizer::Tokenizer& tok,
                                 const Task& task, DownstreamOptions options) {
   if (options.max_length <= 0) options.max_length = model.config().max_sequence_length;
+  // An id past the embedding table would fail deep inside the forward pass.
+  if (tok.max_token_id() >= model.config().vocab_size)
+    throw Error(fmt::format("the tokenizer's ids go up to {}, past the model's vocab_size {}",
+                            tok.max_token_id(), model.config().vocab_size),
+                tok.path(), "evaluate with the tokenizer the model was trained with (tokenizer.identifier)");
   const bool was_training = model.is_training();
   model.eval();
   DownstreamResult r;

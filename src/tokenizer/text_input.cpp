@@ -4,12 +4,24 @@
 
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "siamese/common/error.h"
 
 namespace siamese::tokenizer {
 
 namespace {
 constexpr unsigned kChunk = 1 << 20;
+
+// At the end of input zlib reports Z_BUF_ERROR when the file stopped inside a gzip stream:
+// a cut download or copy, whose documents past the cut would otherwise vanish silently.
+void check_complete(void* gz, const std::string& path) {
+  int code = Z_OK;
+  gzerror(static_cast<gzFile>(gz), &code);
+  if (code == Z_BUF_ERROR)
+    throw Error("gzip file is truncated (it ends inside its compressed stream)", path,
+                "download or copy the file again (gzip -t checks it)");
+}
 }
 
 LineReader::LineReader(const std::string& path) : path_(path) {
@@ -40,7 +52,10 @@ bool LineReader::fill() {
   }
   buffer_.resize(old + static_cast<size_t>(n));
   bytes_read_ += n;
-  if (n == 0) eof_ = true;
+  if (n == 0) {
+    check_complete(gz_, path_);
+    eof_ = true;
+  }
   return n > 0;
 }
 
@@ -58,6 +73,7 @@ bool LineReader::next(std::string& line) {
       line.assign(buffer_, pos_, std::string::npos);
       pos_ = buffer_.size();
       ++line_number_;
+      unterminated_ = true;
       return true;
     }
   }
@@ -79,14 +95,23 @@ std::string read_text_file(const std::string& path) {
       throw Error("read failed: " + msg, path, "check that the gzip file is complete");
     }
     out.resize(old + static_cast<size_t>(n));
-    if (n == 0) break;
+    if (n == 0) {
+      try {
+        check_complete(f, path);
+      } catch (...) {
+        gzclose(f);
+        throw;
+      }
+      break;
+    }
   }
   gzclose(f);
   return out;
 }
 
 void for_each_jsonl(const std::string& path,
-                    const std::function<void(int64_t, const nlohmann::json&)>& fn) {
+                    const std::function<void(int64_t, const nlohmann::json&)>& fn,
+                    bool skip_cut_last_line) {
   LineReader reader(path);
   std::string line;
   while (reader.next(line)) {
@@ -95,6 +120,10 @@ void for_each_jsonl(const std::string& path,
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
+      if (skip_cut_last_line && reader.unterminated()) {
+        spdlog::warn("{}:{}: skipped the last line, cut short (by a kill?)", path, reader.line_number());
+        return;
+      }
       throw Error(std::string("not valid JSON: ") + e.what(),
                   path + ":" + std::to_string(reader.line_number()),
                   "each line must be one JSON object");

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
+#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -298,9 +299,29 @@ class CorpusTokenizer {
 
 }  // namespace
 
+void check_output_path(const std::string& output, const std::vector<std::string>& inputs,
+                       const std::vector<std::string>& also_written, bool force) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> written = also_written;
+  written.insert(written.begin(), output);
+  for (const auto& w : written) {
+    for (const auto& in : inputs) {
+      std::error_code ec;
+      const bool same = fs::equivalent(w, in, ec) ||
+                        fs::path(w).lexically_normal() == fs::path(in).lexically_normal();
+      if (same)
+        throw Error("the output would overwrite the input " + in, w,
+                    "pass another -o (token files are usually named .npy)");
+    }
+    if (!force && fs::exists(w))
+      throw Error("the output exists", w, "pass --force to replace it, or choose another -o");
+  }
+}
+
 TokenizeReport tokenize_corpus(const Tokenizer& tokenizer, const TokenizeOptions& options) {
   if (options.inputs.empty()) throw Error("no input files", "siamese tokenize", "name at least one input");
   if (options.output.empty()) throw Error("no output file", "siamese tokenize", "pass -o OUT.npy");
+  check_output_path(options.output, options.inputs, {sidecar_path(options.output)}, options.force);
   return CorpusTokenizer(tokenizer, options).run();
 }
 

@@ -11,7 +11,7 @@
 #include "siamese/tokenizer/decoder.h"
 #include "siamese/tokenizer/normalizer.h"
 #include "siamese/tokenizer/pre_tokenizer.h"
-#include "siamese/tokenizer/sha256.h"
+#include "siamese/common/sha256.h"
 #include "siamese/tokenizer/unicode.h"
 
 namespace siamese::tokenizer {

@@ -27,16 +27,13 @@ double EvalResult::perplexity() const { return std::exp(loss); }
 
 std::string EvalResult::to_json(int64_t step) const {
   if (downstream) return downstream->to_json(step);  // OLMo's eval/downstream/<label>_<metric>
-  std::string fields = fmt::format("\"label\": \"{}\", \"loss\": {}, \"perplexity\": {}, \"tokens\": {}",
-                                   label, json_number(loss), json_number(perplexity()), tokens);
-  if (exact_match) fields += ", \"exact_match\": " + json_number(*exact_match);
+  nlohmann::ordered_json fields = {{"label", label}, {"loss", loss}, {"perplexity", perplexity()}, {"tokens", tokens}};
+  if (exact_match) fields["exact_match"] = *exact_match;
   if (!samples.empty()) {
-    // A model's output can be any bytes; nlohmann escapes them (invalid UTF-8 as U+FFFD).
-    auto list = nlohmann::json::array();
+    auto list = nlohmann::ordered_json::array();
     for (const auto& s : samples)
-      list.push_back({{"prompt", s.prompt}, {"output", s.output}, {"answer", s.answer},
-                      {"correct", s.correct}});
-    fields += ", \"samples\": " + list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      list.push_back({{"prompt", s.prompt}, {"output", s.output}, {"answer", s.answer}, {"correct", s.correct}});
+    fields["samples"] = std::move(list);
   }
   return event_json(step, "eval", fields);
 }

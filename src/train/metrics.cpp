@@ -1,12 +1,16 @@
 #include "siamese/train/metrics.h"
 
-#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <regex>
 #include <sstream>
 #include <vector>
+
+#include "siamese/common/error.h"
+#include "siamese/common/json_line.h"
 
 namespace siamese::train {
 
@@ -23,39 +27,40 @@ std::optional<double> StepMetrics::mfu() const {
   return tokens_per_sec() * flops_per_token / *peak_flops;
 }
 
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  return fmt::format("{:.17g}", v);
-}
-
 std::string StepMetrics::to_json() const {
-  auto m = mfu();
-  return fmt::format(
-      "{{\"step\": {}, \"tokens\": {}, \"loss\": {}, \"perplexity\": {}, \"lr\": {}, "
-      "\"grad_norm\": {}, \"tokens_per_sec\": {}, \"step_seconds\": {}, \"flops_per_token\": {}, "
-      "\"mfu\": {}, \"elapsed\": {}, \"loss_spike\": {}, \"comm_seconds\": {}, \"comm_share\": {}, "
-      "\"peak_memory_mib\": {}}}",
-      step, tokens, json_number(loss), json_number(perplexity()), json_number(lr),
-      json_number(grad_norm), json_number(tokens_per_sec()), json_number(step_seconds),
-      json_number(flops_per_token), m ? json_number(*m) : "null", json_number(elapsed),
-      loss_spike ? "true" : "false", json_number(comm_seconds),
-      json_number(step_seconds > 0 ? comm_seconds / step_seconds : 0.0), json_number(peak_memory_mib));
+  const auto m = mfu();
+  return json_line({{"step", step}, {"tokens", tokens}, {"loss", loss}, {"perplexity", perplexity()},
+                    {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_sec", tokens_per_sec()},
+                    {"step_seconds", step_seconds}, {"flops_per_token", flops_per_token},
+                    {"mfu", m ? nlohmann::ordered_json(*m) : nlohmann::ordered_json()},
+                    {"elapsed", elapsed}, {"loss_spike", loss_spike}, {"comm_seconds", comm_seconds},
+                    {"comm_share", step_seconds > 0 ? comm_seconds / step_seconds : 0.0},
+                    {"peak_memory_mib", peak_memory_mib}});
 }
 
-std::string event_json(int64_t step, const std::string& event, const std::string& fields) {
-  return fmt::format("{{\"step\": {}, \"event\": \"{}\"{}{}}}", step, event,
-                     fields.empty() ? "" : ", ", fields);
+std::string event_json(int64_t step, const std::string& event, const nlohmann::ordered_json& fields) {
+  nlohmann::ordered_json row = {{"step", step}, {"event", event}};
+  for (auto it = fields.begin(); it != fields.end(); ++it) row[it.key()] = it.value();
+  return json_line(row);
 }
 
 MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
   fs::create_directories(path.parent_path().empty() ? fs::path(".") : path.parent_path());
   if (fs::exists(path)) {
-    static const std::regex step_field("^\\{\"step\": ([0-9]+)");
     std::vector<std::string> kept;
     std::ifstream in(path);
+    int64_t number = 0;
     for (std::string line; std::getline(in, line);) {
-      std::smatch m;
-      if (std::regex_search(line, m, step_field) && std::stoll(m[1]) > resume_step) continue;
+      ++number;
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object()) {
+        // A run killed mid-write leaves a cut line; later lines would follow it unreadably.
+        spdlog::warn("{}:{}: dropped a line that is not a JSON object (cut short by a kill?)",
+                     path.string(), number);
+        continue;
+      }
+      if (j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > resume_step)
+        continue;
       kept.push_back(line);
     }
     in.close();
@@ -63,6 +68,8 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
     {
       std::ofstream out(tmp, std::ios::trunc);
       for (const auto& l : kept) out << l << '\n';
+      if (!out.flush())
+        throw Error("cannot rewrite the metrics log", tmp.string(), "free disk space in save_folder");
     }
     fs::rename(tmp, path);
   }

@@ -6,8 +6,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include "siamese/common/autocast.h"
 #include "siamese/analysis/grad_norms.h"
@@ -102,18 +104,47 @@ int train(const TrainConfig& cfg, const RunControl& control) {
                       : std::nullopt;
   const std::optional<at::ScalarType> autocast = autocast_dtype(cfg.precision);
 
-  // Resume: an explicit load_path, else the newest complete checkpoint of this run.
+  // One writer per save_folder: rank 0 (the rank that writes) takes the lock and clears
+  // what interrupted saves left; every rank learns whether it could, so none waits forever.
+  std::optional<SaveFolderLock> lock;
+  std::exception_ptr lock_failure;
+  if (main_rank) {
+    try {
+      lock.emplace(run_dir);
+      clean_save_folder(run_dir, *lock);
+    } catch (...) {
+      lock_failure = std::current_exception();
+    }
+  }
+  if (sync.sum(lock_failure ? 1.0 : 0.0) > 0) {
+    if (lock_failure) std::rethrow_exception(lock_failure);
+    throw Error("rank 0 could not take the save_folder (its log says why)", run_dir.string());
+  }
+
+  // Resume: an explicit load_path, else the newest intact checkpoint of this run.
   TrainState state;
   std::optional<fs::path> resume_from;
   if (!cfg.load_path.empty())
     resume_from = fs::path(cfg.load_path);
   else
     resume_from = latest_checkpoint(run_dir);
+  const auto existing = checkpoint_folders(run_dir);
+  const bool resuming_here =
+      resume_from && fs::weakly_canonical(*resume_from).parent_path() == fs::weakly_canonical(run_dir);
+  if (!existing.empty() && !resuming_here && !cfg.save_overwrite)
+    throw Error(fmt::format("save_folder already holds checkpoints (step{} ... step{}) and this run "
+                            "does not resume from them",
+                            existing.front().first, existing.back().first),
+                run_dir.string(),
+                "resume from one of them (leave load_path empty, or point it into this folder), use "
+                "another save_folder, or set save_overwrite: true to write over them");
   if (resume_from) {
-    state = load_checkpoint(*resume_from, *model, optim.get());
+    state = load_checkpoint(*resume_from, *model, optim.get(), &cfg.model);
     spdlog::info("resumed from {} at step {} ({} tokens)", resume_from->string(), state.step,
                  state.tokens);
   }
+  const int64_t resumed_step = state.step;
+  std::set<int64_t> written;  // steps this run saved: with the older ones, the prunable
   std::optional<MetricsLog> metrics;
   if (main_rank) {
     write_run_config(run_dir, config_yaml);
@@ -123,15 +154,28 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   auto log_event = [&](const std::string& line) {
     if (metrics) metrics->write(line);
   };
+  const auto params = model->parameters();
   // Rank 0 writes (every rank holds the same weights); the others wait so nobody runs
-  // ahead of, or exits before, a checkpoint that is still being written.
-  auto save = [&] {
+  // ahead of, or exits before, a checkpoint that is still being written. Weights that are
+  // no longer finite are never saved: every rank sees the same ones and stops alike.
+  auto save = [&]() -> int {
+    std::vector<torch::Tensor> finite;
+    for (const auto& p : params) finite.push_back(torch::isfinite(p).all());
+    if (!torch::stack(finite).all().item<bool>()) {
+      spdlog::error("step {}: the weights are no longer finite; stopping without saving them. "
+                    "The last checkpoint in {} is untouched; resume from it with a lower "
+                    "learning rate", state.step, run_dir.string());
+      log_event(event_json(state.step, "nonfinite", {{"cause", "weights"}}));
+      return kExitNonFinite;
+    }
     if (main_rank) {
-      auto dir = save_checkpoint(run_dir, *model, *optim, state, config_yaml,
-                                 cfg.save_num_checkpoints_to_keep);
+      auto dir = save_checkpoint(run_dir, *model, *optim, state, config_yaml);
+      written.insert(state.step);
+      prune_checkpoints(run_dir, cfg.save_num_checkpoints_to_keep, resumed_step, written);
       spdlog::info("saved checkpoint {}", dir.string());
     }
     sync.barrier();
+    return 0;
   };
   auto evaluate = [&] {
     for (const auto& r : evaluators.run(*model)) {
@@ -141,7 +185,6 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       log_event(r.to_json(state.step));
     }
   };
-  const auto params = model->parameters();
   const double clip = cfg.max_grad_norm.value_or(std::numeric_limits<double>::infinity());
   SpikeDetector spikes(cfg.loss_spike_factor);
   spdlog::info("training {} ({} parameters) on {} for {} steps: {} instances of {} tokens, "
@@ -178,9 +221,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       const double loss = v[i][0], grad_norm = v[i][1];
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
         const std::string cause = !std::isfinite(loss) ? "loss" : "grad_norm";
-        log_event(event_json(p.step, "nonfinite",
-                             fmt::format("\"cause\": \"{}\", \"loss\": {}, \"grad_norm\": {}", cause,
-                                         json_number(loss), json_number(grad_norm))));
+        log_event(event_json(p.step, "nonfinite", {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}}));
         if (state.bad_steps < cfg.max_bad_steps) {
           state.bad_steps += 1;
           spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)",
@@ -277,13 +318,12 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       // Ranks agree on stopping (a signal may reach them at different steps).
       if (const int sig = stop_signal(); sync.sum(sig != 0 ? 1.0 : 0.0) > 0) {
         spdlog::warn("signal {} received: saving at step {} and stopping", sig, state.step);
-        if (state.step != last_saved) save();
-        return 0;
+        return state.step != last_saved ? save() : 0;
       }
     }
     if (eval_due) evaluate();
     if (save_due) {
-      save();
+      if (const int rc = save(); rc != 0) return rc;
       last_saved = state.step;
     }
     if (state.step == control.stop_at) {
@@ -294,7 +334,8 @@ int train(const TrainConfig& cfg, const RunControl& control) {
 
   // ---- end ---------------------------------------------------------------------------
   if (!evaluators.empty()) evaluate();
-  if (state.step != last_saved) save();
+  if (state.step != last_saved)
+    if (const int rc = save(); rc != 0) return rc;
   spdlog::info("done: {} steps, {} tokens in {}", state.step, state.tokens,
                format_eta(seconds_since(start)));
   return 0;

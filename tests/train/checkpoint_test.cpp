@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 
 #include "siamese/common/error.h"
 #include "siamese/model/transformer.h"
@@ -43,7 +44,7 @@ TEST(Checkpoint, RoundTripsModelOptimizerStateAndRng) {
   auto ids = torch::randint(0, 64, {2, 8});
   m->forward(ids).sum().backward();
   opt->step();
-  train::save_checkpoint(dir, *m, *opt, {1, 16, 0}, "seed: 1\n", -1);
+  train::save_checkpoint(dir, *m, *opt, {1, 16, 0}, "seed: 1\n");
   const auto expected_rand = torch::rand({4});
 
   torch::manual_seed(99);
@@ -69,11 +70,17 @@ TEST(Checkpoint, KeepsNewestAndIgnoresIncompleteFolders) {
   auto dir = fresh_dir("keep");
   model::Transformer m(small());
   auto opt = train::build_optimizer(OptimizerConfig{}, m->named_parameters());
-  for (int64_t s : {2, 4, 6, 8}) train::save_checkpoint(dir, *m, *opt, {s, s * 16, 0}, "", 2);
+  std::set<int64_t> written;
+  for (int64_t s : {2, 4, 6, 8}) {
+    train::save_checkpoint(dir, *m, *opt, {s, s * 16, 0}, "");
+    written.insert(s);
+    train::prune_checkpoints(dir, 2, 0, written);
+  }
   EXPECT_FALSE(fs::exists(dir / "step2"));
   EXPECT_FALSE(fs::exists(dir / "step4"));
   EXPECT_TRUE(fs::exists(dir / "step6"));
-  // A crash mid-write leaves a temporary folder or a step folder without its state file.
+  // A crash mid-write leaves a temporary folder; a step folder without a manifest is not a
+  // checkpoint either.
   fs::create_directories(dir / ".step10.tmp-123");
   fs::create_directories(dir / "step12");
   EXPECT_EQ(train::latest_checkpoint(dir)->filename(), "step8");

@@ -1,5 +1,7 @@
 #pragma once
-// One token file mapped into memory, never read whole. OLMo writes token files as raw
+// One token file, never read whole: each instance is read with pread when a batch needs it
+// (a file cut short underneath then gives an error naming it, where a memory map would
+// kill the process with SIGBUS). OLMo writes token files as raw
 // little-endian arrays (memmap convention, often named .npy although headerless); true NPY
 // files with a header are accepted too and recognised by their magic bytes.
 #include <cstdint>
@@ -12,8 +14,9 @@ int dtype_width(const std::string& dtype);
 
 class MappedTokens {
  public:
-  // Throws siamese::Error naming `path` if it is missing, empty, truncated (size not a
-  // multiple of the dtype) or an NPY file whose dtype disagrees with `dtype`.
+  // Throws siamese::Error naming `path` if it is missing, not a regular file (a FIFO would
+  // block), empty, truncated (size not a multiple of the dtype) or an NPY file whose dtype
+  // disagrees with `dtype`.
   MappedTokens(std::string path, const std::string& dtype);
   ~MappedTokens();
   MappedTokens(MappedTokens&& other) noexcept;
@@ -23,14 +26,15 @@ class MappedTokens {
 
   const std::string& path() const { return path_; }
   int64_t size() const { return num_tokens_; }
-  // Widens tokens [start, start+n) into dst.
+  // Widens tokens [start, start+n) into dst; throws siamese::Error when the file can no
+  // longer be read there (it shrank since it was opened).
   void copy_to(int64_t* dst, int64_t start, int64_t n) const;
 
  private:
   std::string path_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
-  const unsigned char* tokens_ = nullptr;
+  int fd_ = -1;
+  size_t file_bytes_ = 0;   // at open
+  size_t data_offset_ = 0;  // past an NPY header
   int width_ = 0;
   int64_t num_tokens_ = 0;
 };

@@ -23,6 +23,8 @@ class LineReader {
   int64_t line_number() const { return line_number_; }  // 1-based number of the last line
   int64_t bytes_read() const { return bytes_read_; }    // uncompressed bytes so far
   const std::string& path() const { return path_; }
+  // The last line returned ended the file without a '\n' (a writer may have been cut off).
+  bool unterminated() const { return unterminated_; }
 
  private:
   bool fill();
@@ -31,6 +33,7 @@ class LineReader {
   std::string buffer_;
   size_t pos_ = 0;
   bool eof_ = false;
+  bool unterminated_ = false;
   int64_t line_number_ = 0;
   int64_t bytes_read_ = 0;
 };
@@ -39,8 +42,11 @@ class LineReader {
 std::string read_text_file(const std::string& path);
 
 // Calls `fn(line_number, object)` for every non-blank line of a JSONL file. A line that is
-// not valid JSON or not an object throws siamese::Error "path:line: ...".
+// not valid JSON or not an object throws siamese::Error "path:line: ...", except, with
+// `skip_cut_last_line`, a last line without its '\n' that a killed writer left half-written
+// (skipped with a warning: logs appended to while running).
 void for_each_jsonl(const std::string& path,
-                    const std::function<void(int64_t, const nlohmann::json&)>& fn);
+                    const std::function<void(int64_t, const nlohmann::json&)>& fn,
+                    bool skip_cut_last_line = false);
 
 }  // namespace siamese::tokenizer

@@ -33,6 +33,7 @@ struct TokenizeOptions {
   std::optional<int32_t> eos_id;  // unset: Tokenizer::default_eos_id()
   OnError on_error = OnError::Stop;
   int threads = 2;
+  bool force = false;  // replace an existing output
 };
 
 struct InputProblem {
@@ -52,7 +53,13 @@ struct TokenizeReport {
   }
 };
 
-// Throws siamese::Error ("file:line: ..." for input problems under OnError::Stop).
+// Refuses (siamese::Error) an output, or one of the files written beside it, that is one of
+// the inputs, or that exists already unless `force`.
+void check_output_path(const std::string& output, const std::vector<std::string>& inputs,
+                       const std::vector<std::string>& also_written, bool force);
+
+// Throws siamese::Error ("file:line: ..." for input problems under OnError::Stop). The output
+// is written to a temporary file and renamed into place only when complete.
 TokenizeReport tokenize_corpus(const Tokenizer& tokenizer, const TokenizeOptions& options);
 
 // The check mode: one line {"ids": [...]} per non-blank input line {"<text_field>": ...}, in

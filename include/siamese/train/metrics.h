@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace siamese::train {
 
 struct StepMetrics {
@@ -32,15 +34,13 @@ struct StepMetrics {
   std::string to_json() const;
 };
 
-// One JSON line for any event ({"step": 12, "event": "nonfinite", ...}); `fields` is the
-// already-formatted inside of the object after "step".
-std::string event_json(int64_t step, const std::string& event, const std::string& fields);
-
-// A JSON number, or null for NaN / inf (JSON has no literal for them).
-std::string json_number(double v);
+// One JSON line for any event ({"step": 12, "event": "nonfinite", ...}): `fields` (an
+// object) follow "step" and "event".
+std::string event_json(int64_t step, const std::string& event, const nlohmann::ordered_json& fields = {});
 
 // Appends to metrics.jsonl. Opening for a run resumed at `resume_step` first drops lines of
-// later steps, written by the interrupted run after its last checkpoint.
+// later steps, written by the interrupted run after its last checkpoint, and a line a kill
+// cut short (with a warning).
 class MetricsLog {
  public:
   MetricsLog(const std::filesystem::path& path, int64_t resume_step);

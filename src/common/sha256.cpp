@@ -1,9 +1,16 @@
-#include "siamese/tokenizer/sha256.h"
+#include "siamese/common/sha256.h"
 
-#include <array>
-#include <cstdint>
+#include <fcntl.h>
+#include <unistd.h>
 
-namespace siamese::tokenizer {
+#include <cerrno>
+#include <cstring>
+#include <algorithm>
+#include <vector>
+
+#include "siamese/common/error.h"
+
+namespace siamese {
 
 namespace {
 
@@ -49,26 +56,64 @@ void compress(std::array<uint32_t, 8>& h, const unsigned char* block) {
 
 }  // namespace
 
-std::string sha256_hex(std::string_view data) {
-  std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
-  size_t full = data.size() / 64 * 64;
-  for (size_t i = 0; i < full; i += 64) compress(h, bytes + i);
+void Sha256::update(const void* data, size_t size) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  total_ += size;
+  if (block_used_ > 0) {
+    const size_t take = std::min(size, 64 - block_used_);
+    std::memcpy(block_ + block_used_, bytes, take);
+    block_used_ += take;
+    bytes += take;
+    size -= take;
+    if (block_used_ < 64) return;
+    compress(h_, block_);
+    block_used_ = 0;
+  }
+  for (; size >= 64; bytes += 64, size -= 64) compress(h_, bytes);
+  std::memcpy(block_, bytes, size);
+  block_used_ = size;
+}
+
+std::string Sha256::hex() {
   unsigned char tail[128] = {};
-  const size_t rest = data.size() - full;
-  for (size_t i = 0; i < rest; ++i) tail[i] = bytes[full + i];
-  tail[rest] = 0x80;
-  const size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-  const uint64_t bits = static_cast<uint64_t>(data.size()) * 8;
+  std::memcpy(tail, block_, block_used_);
+  tail[block_used_] = 0x80;
+  const size_t tail_len = block_used_ + 9 <= 64 ? 64 : 128;
+  const uint64_t bits = total_ * 8;
   for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
-  for (size_t i = 0; i < tail_len; i += 64) compress(h, tail + i);
+  for (size_t i = 0; i < tail_len; i += 64) compress(h_, tail + i);
   static const char* hex = "0123456789abcdef";
   std::string out;
-  for (uint32_t v : h) {
+  for (uint32_t v : h_) {
     for (int s = 28; s >= 0; s -= 4) out.push_back(hex[(v >> s) & 0xF]);
   }
   return out;
 }
 
-}  // namespace siamese::tokenizer
+std::string sha256_hex(std::string_view data) {
+  Sha256 h;
+  h.update(data.data(), data.size());
+  return h.hex();
+}
+
+std::string sha256_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(std::string("cannot read: ") + std::strerror(errno), path);
+  Sha256 h;
+  std::vector<char> buffer(1 << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw Error(std::string("cannot read: ") + std::strerror(err), path);
+    }
+    h.update(buffer.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return h.hex();
+}
+
+}  // namespace siamese

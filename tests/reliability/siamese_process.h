@@ -1,0 +1,245 @@
+#pragma once
+// The fault-injection tests run the real `siamese` binary as a child process: with a file
+// size limit (a full disk), killed with SIGKILL when the save folder reaches a given state,
+// or beside a second copy of itself. Everything it leaves is read back from disk.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "siamese/config/load.h"
+#include "siamese/train/checkpoint.h"
+#include "../train/tiny_run.h"
+
+namespace siamese::testing {
+
+namespace fs = std::filesystem;
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+struct Outcome {
+  int exit_code = -1;  // when it exited
+  int signal = 0;      // when a signal ended it
+  std::string output;  // stdout and stderr
+};
+
+struct Limits {
+  long file_size_bytes = -1;  // RLIMIT_FSIZE: writes past it fail with EFBIG, as on a full disk
+  int timeout_seconds = 120;  // a hang fails the test instead of the suite
+};
+
+// A started `siamese ARGS...` whose output goes to `log`.
+class Child {
+ public:
+  Child(const std::vector<std::string>& args, fs::path log, const Limits& limits = {})
+      : log_(std::move(log)), limits_(limits) {
+    fs::create_directories(log_.parent_path());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::setenv("OMP_NUM_THREADS", "1", 1);  // tests share 2 busy cores
+      ::unsetenv("MODEL_TYPE");
+      if (limits.file_size_bytes >= 0) {
+        const rlimit r{rlim_t(limits.file_size_bytes), rlim_t(limits.file_size_bytes)};
+        ::setrlimit(RLIMIT_FSIZE, &r);
+        ::signal(SIGXFSZ, SIG_IGN);  // else the kernel kills the writer instead of failing the write
+      }
+      std::vector<char*> argv;
+      static std::string binary = SIAMESE_BINARY;
+      argv.push_back(binary.data());
+      std::vector<std::string> copy = args;
+      for (auto& a : copy) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(binary.c_str(), argv.data());
+      ::_exit(127);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  bool running() {
+    if (done_) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      record(status);
+      return false;
+    }
+    return true;
+  }
+  void kill(int sig = SIGKILL) { ::kill(pid_, sig); }
+  Outcome wait() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limits_.timeout_seconds);
+    while (running()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill();
+        ::waitpid(pid_, nullptr, 0);
+        outcome_.output = "TIMED OUT\n" + slurp(log_);
+        return outcome_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    outcome_.output = slurp(log_);
+    return outcome_;
+  }
+
+ private:
+  void record(int status) {
+    done_ = true;
+    if (WIFEXITED(status)) outcome_.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) outcome_.signal = WTERMSIG(status);
+  }
+  fs::path log_;
+  Limits limits_;
+  pid_t pid_ = -1;
+  bool done_ = false;
+  Outcome outcome_;
+};
+
+inline Outcome run_siamese(const std::vector<std::string>& args, const fs::path& log,
+                           const Limits& limits = {}) {
+  return Child(args, log, limits).wait();
+}
+
+inline fs::path scratch_root() {
+  return fs::temp_directory_path() / ("siamese_reliability_" + std::to_string(::getpid()));
+}
+
+// A scratch folder per test.
+inline fs::path scratch(const std::string& name) {
+  auto d = scratch_root() / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// The scratch folders (megabytes of checkpoints per test) stay only when a test failed, to
+// be looked at.
+class RemoveScratchOnSuccess : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (::testing::UnitTest::GetInstance()->Passed()) fs::remove_all(scratch_root());
+  }
+};
+inline ::testing::Environment* const kRemoveScratch =
+    ::testing::AddGlobalTestEnvironment(new RemoveScratchOnSuccess);
+
+// The tiny run (tests/train/tiny_run.h) saving every step into `folder`, keeping all.
+inline TrainConfig tiny_saving(const fs::path& folder) {
+  TrainConfig c = tiny(folder);
+  c.save_interval = 1;
+  c.max_duration = "6";
+  return c;
+}
+
+// Writes `c` as a resolved YAML config beside `folder` and returns `train` arguments for it.
+inline std::vector<std::string> train_args(const TrainConfig& c, const std::vector<std::string>& extra = {}) {
+  const fs::path yaml = fs::path(c.save_folder).string() + ".yaml";
+  std::ofstream(yaml) << to_yaml(c);
+  std::vector<std::string> args = {"train", yaml.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Starts `c` for 100000 steps and returns once it has logged its first step (it is then
+// past start-up: holding its lock, reading its data).
+inline Child start_long_run(TrainConfig c, const fs::path& log) {
+  c.max_duration = "100000";
+  Child child(train_args(c), log);
+  const fs::path metrics = fs::path(c.save_folder) / "metrics.jsonl";
+  for (int i = 0; i < 6000 && child.running() && !(fs::exists(metrics) && fs::file_size(metrics) > 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return child;
+}
+
+// step -> the bits of its training loss, from metrics.jsonl (every line must be JSON).
+inline std::map<int64_t, double> losses(const fs::path& folder) {
+  std::map<int64_t, double> out;
+  std::ifstream in(folder / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss") && !j.contains("event") && j["loss"].is_number())
+      out[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  return out;
+}
+
+// Names in `folder` (sorted): what a fault left behind.
+inline std::vector<std::string> entries(const fs::path& folder) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(folder)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The step<N> folders that are intact checkpoints.
+inline std::vector<std::string> intact(const fs::path& folder) {
+  std::vector<std::string> out;
+  for (const auto& [step, dir] : train::checkpoint_folders(folder))
+    if (!train::checkpoint_problem(dir)) out.push_back(dir.filename().string());
+  return out;
+}
+
+// file name -> bytes, for every file of every step folder (to show nothing changed).
+inline std::map<std::string, std::string> snapshot(const fs::path& folder) {
+  std::map<std::string, std::string> out;
+  for (const auto& [step, dir] : train::checkpoint_folders(folder))
+    for (const auto& f : fs::directory_iterator(dir))
+      out[dir.filename().string() + "/" + f.path().filename().string()] = slurp(f.path());
+  return out;
+}
+
+// Starts `args` and SIGKILLs it as soon as inotify reports the `nth` event `mask` on an
+// entry whose name starts with `prefix`, in `watched` or in a folder created there (the
+// temporary folder of a save). Returns the outcome and whether the kill came before the
+// process ended.
+inline std::pair<Outcome, bool> run_killed_at(const std::vector<std::string>& args,
+                                              const fs::path& watched, uint32_t mask,
+                                              const std::string& prefix, int nth, const fs::path& log) {
+  fs::create_directories(watched);
+  const int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  const uint32_t events = IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE;
+  std::map<int, fs::path> dirs = {{::inotify_add_watch(in, watched.c_str(), events), watched}};
+  Child child(args, log);
+  bool killed = false;
+  alignas(inotify_event) char buffer[1 << 16];
+  while (!killed && child.running()) {
+    const ssize_t n = ::read(in, buffer, sizeof buffer);
+    if (n <= 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      continue;
+    }
+    for (char* p = buffer; p < buffer + n && !killed;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(p);
+      p += sizeof(inotify_event) + e->len;
+      if (e->len == 0) continue;
+      const std::string name = e->name;
+      if ((e->mask & IN_CREATE) && (e->mask & IN_ISDIR) && dirs.count(e->wd) && dirs[e->wd] == watched)
+        dirs[::inotify_add_watch(in, (watched / name).c_str(), events)] = watched / name;
+      if ((e->mask & mask) && name.rfind(prefix, 0) == 0 && --nth == 0) {
+        child.kill();
+        killed = true;
+      }
+    }
+  }
+  ::close(in);
+  return {child.wait(), killed};
+}
+
+}  // namespace siamese::testing
