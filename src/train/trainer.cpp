@@ -23,6 +23,7 @@
 #include "siamese/train/loss.h"
 #include "siamese/train/lr_schedule.h"
 #include "siamese/train/metrics.h"
+#include "siamese/train/tensorboard.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/runtime.h"
 
@@ -114,12 +115,15 @@ int train(const TrainConfig& cfg, const RunControl& control) {
                  state.tokens);
   }
   std::optional<MetricsLog> metrics;
+  std::optional<TensorBoardWriter> tensorboard;  // the same rows, for TensorBoard and W&B
   if (main_rank) {
     write_run_config(run_dir, config_yaml);
     metrics.emplace(run_dir / "metrics.jsonl", state.step);
+    tensorboard.emplace(run_dir / "tensorboard");
   }
   auto log_event = [&](const std::string& line) {
     if (metrics) metrics->write(line);
+    if (tensorboard) tensorboard->metrics_row(line);
   };
   // Rank 0 writes (every rank holds the same weights); the others wait so nobody runs
   // ahead of, or exits before, a checkpoint that is still being written.
