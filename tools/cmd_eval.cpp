@@ -1,9 +1,14 @@
 // `siamese eval CHECKPOINT --tasks ...`: OLMo's zero-shot downstream tasks on a checkpoint
 // (src/eval/downstream.cpp); results as JSON and as metrics.jsonl lines under OLMo's keys.
+// `siamese eval CHECKPOINT --text FILE...`: perplexity and bits per byte of text files
+// (src/eval/perplexity.cpp), documents per file or per line.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -11,7 +16,9 @@
 #include "checkpoint_model.h"
 #include "commands.h"
 #include "siamese/eval/downstream.h"
+#include "siamese/eval/perplexity.h"
 #include "siamese/train/runtime.h"
+#include "text_codec.h"
 
 namespace siamese::cli {
 
@@ -29,7 +36,81 @@ struct EvalArgs {
   int64_t limit = -1;
   int64_t batch_size = 16;
   bool no_metrics = false;
+  std::vector<std::string> text;
+  bool doc_per_line = false;
+  int64_t window = 0;
+  int64_t stride = 0;
 };
+
+// One line on stderr, redrawn at most twice a second: documents, rate and time left.
+class ProgressBar {
+ public:
+  explicit ProgressBar(int64_t total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  void update(int64_t docs, int64_t tokens) {
+    const auto now = std::chrono::steady_clock::now();
+    if (docs < total_ && now - last_ < std::chrono::milliseconds(500)) return;
+    last_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double rate = double(docs) / std::max(secs, 1e-9);
+    const int width = 30, filled = int(width * docs / std::max<int64_t>(total_, 1));
+    std::cerr << fmt::format("\r[{}{}] {}/{} documents, {:.1f} docs/s, {:.0f} tokens/s, ETA {:.0f} s",
+                             std::string(filled, '#'), std::string(width - filled, ' '), docs, total_,
+                             rate, double(tokens) / std::max(secs, 1e-9),
+                             double(total_ - docs) / std::max(rate, 1e-9))
+              << (docs == total_ ? "\n" : "") << std::flush;
+  }
+
+ private:
+  int64_t total_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+std::vector<eval::TextDocument> read_documents(const EvalArgs& a, const TextCodec& codec) {
+  std::vector<std::string> texts;
+  for (const auto& path : a.text) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error("cannot read the text file", path, "check the path");
+    if (a.doc_per_line) {
+      for (std::string line; std::getline(in, line);)
+        if (!line.empty()) texts.push_back(line);
+    } else {
+      texts.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  }
+  std::vector<eval::TextDocument> docs;
+  for (const auto& t : texts)
+    if (!t.empty()) docs.push_back({codec.encode(t), int64_t(t.size())});
+  if (docs.empty())
+    throw Error("no text to score", fmt::format("{}", fmt::join(a.text, ", ")), "pass non-empty files");
+  return docs;
+}
+
+int run_text_eval(const EvalArgs& a) {
+  train::configure_cpu_runtime();
+  auto ck = load_checkpoint_model(a.checkpoint, train::resolve_device(a.device));
+  const TextCodec codec(ck, a.tokenizer);
+  const auto docs = read_documents(a, codec);
+  eval::TextOptions o;
+  o.window = a.window;
+  o.stride = a.stride;
+  if (ck.config.model.eos_token_id < ck.config.model.vocab_size) o.bos = ck.config.model.eos_token_id;
+  ProgressBar bar(int64_t(docs.size()));
+  o.progress = [&](int64_t d, int64_t t) { bar.update(d, t); };
+  const auto s = eval::score_text(*ck.model, docs, o);
+  std::cout << fmt::format("{:<10} {:>8} {:>10} {:>10} {:>8} {:>11} {:>13}\n", "", "documents",
+                           "tokens", "bytes", "loss", "perplexity", "bits/byte");
+  std::cout << fmt::format("{:<10} {:>8} {:>10} {:>10} {:>8.4f} {:>11.4f} {:>13.4f}\n", "text",
+                           s.documents, s.tokens, s.bytes, s.loss(), s.perplexity(), s.bits_per_byte());
+  if (!a.out.empty()) {
+    const nlohmann::ordered_json doc = {
+        {"checkpoint", ck.dir.string()}, {"step", ck.step}, {"topology", ck.config.model.residual},
+        {"files", a.text}, {"documents", s.documents}, {"tokens", s.tokens}, {"bytes", s.bytes},
+        {"loss", s.loss()}, {"perplexity", s.perplexity()}, {"bits_per_byte", s.bits_per_byte()}};
+    std::ofstream(a.out) << doc.dump(2) << "\n";
+    spdlog::info("wrote {}", a.out);
+  }
+  return 0;
+}
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
@@ -40,15 +121,11 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 int run_eval(const EvalArgs& a) {
+  if (!a.text.empty()) return run_text_eval(a);
   train::configure_cpu_runtime();
   const torch::Device device = train::resolve_device(a.device);
   auto ck = load_checkpoint_model(a.checkpoint, device);
-  const std::string tok_path = a.tokenizer.empty() ? ck.config.tokenizer.identifier : a.tokenizer;
-  if (!std::filesystem::exists(tok_path))
-    throw Error(fmt::format("tokenizer file \"{}\" not found", tok_path),
-                (ck.dir / "config.yaml").string() + " (tokenizer.identifier)",
-                "pass --tokenizer PATH/tokenizer.json");
-  const auto tok = tokenizer::Tokenizer::from_file(tok_path);
+  const auto tok = load_run_tokenizer(ck, a.tokenizer);
   const std::string data_dir = a.data_dir.empty() ? shared_dir() + "/evals" : a.data_dir;
   const auto names = a.tasks.empty() ? eval::task_names() : split_list(a.tasks);
 
@@ -101,7 +178,7 @@ int run_eval(const EvalArgs& a) {
 
 void add_eval_command(CLI::App& app, Handler& run) {
   auto args = std::make_shared<EvalArgs>();
-  auto* cmd = app.add_subcommand("eval", "Zero-shot downstream evaluation (OLMo's MC tasks)");
+  auto* cmd = app.add_subcommand("eval", "Zero-shot downstream evaluation (OLMo's MC tasks), or perplexity of text");
   cmd->add_option("checkpoint", args->checkpoint, "step<N> folder or run folder")->required();
   cmd->add_option("--tasks", args->tasks, "comma-separated task names (default: all)");
   cmd->add_option("--data-dir", args->data_dir, "folder with <task>.jsonl (default: shared/evals)");
@@ -114,6 +191,10 @@ void add_eval_command(CLI::App& app, Handler& run) {
   cmd->add_option("--metrics", args->metrics, "metrics.jsonl to append to (default: the run's)");
   cmd->add_flag("--no-metrics", args->no_metrics, "do not append to a metrics.jsonl");
   cmd->add_option("--device", args->device, "auto | cpu | cuda");
+  cmd->add_option("--text", args->text, "text files: perplexity and bits per byte instead of tasks");
+  cmd->add_flag("--doc-per-line", args->doc_per_line, "--text: each non-empty line is a document (default: each file)");
+  cmd->add_option("--window", args->window, "--text: tokens per window (default: max_sequence_length)");
+  cmd->add_option("--stride", args->stride, "--text: tokens between window starts (default: window / 2)");
   cmd->callback([&run, args] { run = [args] { return run_eval(*args); }; });
 }
 

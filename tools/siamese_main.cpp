@@ -40,7 +40,9 @@ int main(int argc, char** argv) {
   siamese::cli::add_train_command(app, run);
   siamese::cli::add_bench_command(app, run);
   siamese::cli::add_export_command(app, run);
+  siamese::cli::add_import_command(app, run);
   siamese::cli::add_eval_command(app, run);
+  siamese::cli::add_generate_command(app, run);
   siamese::cli::add_analyze_command(app, run);
   siamese::cli::add_sweep_command(app, run);
   siamese::cli::add_report_command(app, run);

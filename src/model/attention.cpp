@@ -10,7 +10,7 @@ torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k
                                   const torch::Tensor& v, double dropout_p, bool training) {
   const int64_t T = q.size(-2), S = k.size(-2);
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
-  auto future = torch::ones({T, S}, torch::dtype(torch::kBool).device(q.device())).triu(1);
+  auto future = torch::ones({T, S}, torch::dtype(torch::kBool).device(q.device())).triu(S - T + 1);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   auto weights = torch::dropout(torch::softmax(scores, -1), dropout_p, training);
   return torch::matmul(weights, v);
@@ -44,7 +44,7 @@ AttentionImpl::AttentionImpl(const ModelConfig& cfg)
   if (cfg.rope) rope_.emplace(head_dim_, cfg.rope_theta, cfg.rope_full_precision);
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache) {
   const int64_t B = x.size(0), T = x.size(1), d = n_heads_ * head_dim_;
   auto qkv = att_proj(x);
   if (clip_qkv_) qkv = qkv.clamp(-*clip_qkv_, *clip_qkv_);
@@ -65,15 +65,34 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     if (k_norm) k = k_norm(k);
   }
   if (v_norm) v = v_norm(v);
-  if (rope_) std::tie(q, k) = rope_->apply(q, k);
+  const int64_t past = cache ? cache->length : 0;
+  if (rope_) std::tie(q, k) = rope_->apply(q, k, past);
+  if (cache) {
+    TORCH_CHECK(past + T <= cache->capacity, "KV cache of ", cache->capacity,
+                " positions cannot take ", past + T);
+    if (!cache->k.defined()) {
+      cache->k = torch::empty({B, n_kv_heads_, cache->capacity, head_dim_}, k.options());
+      cache->v = torch::empty({B, n_kv_heads_, cache->capacity, head_dim_}, v.options());
+    }
+    cache->k.narrow(2, past, T).copy_(k);
+    cache->v.narrow(2, past, T).copy_(v);
+    cache->length = past + T;
+    k = cache->k.narrow(2, 0, past + T);
+    v = cache->v.narrow(2, 0, past + T);
+  }
   if (n_kv_heads_ != n_heads_) {
     // Query head j reads kv head j / (n_heads / n_kv_heads), as OLMo's repeat_interleave.
     k = k.repeat_interleave(n_heads_ / n_kv_heads_, 1);
     v = v.repeat_interleave(n_heads_ / n_kv_heads_, 1);
   }
   const double p = is_training() ? dropout_ : 0.0;
+  // The library's is_causal aligns the mask top-left; queries after cached keys need it
+  // bottom-right (a single new query sees every key and needs none).
+  std::optional<torch::Tensor> mask;
+  if (past > 0 && T > 1)
+    mask = torch::ones({T, past + T}, torch::dtype(torch::kBool).device(x.device())).tril(past);
   auto context = reference_ ? reference_attention(q, k, v, p, is_training())
-                            : at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p, /*is_causal=*/true);
+                            : at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/past == 0);
   return attn_out(context.transpose(1, 2).reshape({B, T, d}));
 }
 

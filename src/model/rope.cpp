@@ -24,8 +24,9 @@ static torch::Tensor rotate_half(const torch::Tensor& t) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> Rope::apply(const torch::Tensor& q,
-                                                    const torch::Tensor& k) {
-  auto [sin, cos] = tables(q.size(-2), q.device());
+                                                    const torch::Tensor& k, int64_t offset) {
+  auto [sin_all, cos_all] = tables(offset + q.size(-2), q.device());
+  auto sin = sin_all.slice(0, offset), cos = cos_all.slice(0, offset);
   const bool half = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
   const auto compute = (half && full_precision_) ? torch::kFloat : q.scalar_type();
   sin = sin.to(compute);

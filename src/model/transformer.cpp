@@ -33,12 +33,15 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg) {
 torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const ForwardOptions& opts) {
   TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, seq], got ", input_ids.sizes());
   const int64_t T = input_ids.size(1);
+  const int64_t past = opts.cache ? opts.cache->length() : 0;
+  TORCH_CHECK(!opts.cache || int64_t(opts.cache->layers.size()) == cfg_.n_layers,
+              "KV cache has ", opts.cache ? opts.cache->layers.size() : 0, " layers, model ", cfg_.n_layers);
   auto x = wte(input_ids);
   if (emb_norm) x = emb_norm(x);
   if (wpe) {
-    TORCH_CHECK(T <= cfg_.max_sequence_length, "sequence of ", T,
+    TORCH_CHECK(past + T <= cfg_.max_sequence_length, "sequence of ", past + T,
                 " tokens exceeds max_sequence_length ", cfg_.max_sequence_length);
-    x = x + wpe(torch::arange(T, input_ids.options()));
+    x = x + wpe(torch::arange(past, past + T, input_ids.options()));
   }
   x = torch::dropout(x, cfg_.embedding_dropout, is_training());
 
@@ -51,15 +54,15 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   State st = topology_->begin(x);
   report(-1, st);
   for (int64_t l = 0; l < n; ++l) {
-    if (is_training() && !opts.sublayer_probe && checkpoints_block(cfg_.activation_checkpointing, l)) {
+    if (is_training() && !opts.sublayer_probe && !opts.cache && checkpoints_block(cfg_.activation_checkpointing, l)) {
       // The closure outlives this call (backward runs it again): it holds copies only.
       st.streams = checkpointed(st.streams, [this, names = st.names, l](const std::vector<torch::Tensor>& in) {
         State block_state{names, in};
-        run_block(block_state, l, nullptr);
+        run_block(block_state, l, nullptr, nullptr);
         return block_state.streams;
       });
     } else {
-      run_block(st, l, opts.sublayer_probe);
+      run_block(st, l, opts.sublayer_probe, opts.cache ? &opts.cache->layers[l] : nullptr);
     }
     report(l, st);
   }
@@ -68,12 +71,13 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   return h;
 }
 
-void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe) {
+void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe,
+                                LayerCache* cache) {
   auto& block = block_list_[layer];
   for (int64_t s = 2 * layer; s < 2 * layer + 2; ++s) {
     const bool attention = TopologyImpl::is_attention(s);
     auto in = topology_->enter(st, s);
-    auto out = attention ? block->attn(in) : block->mlp(in);
+    auto out = attention ? block->attn(in, cache) : block->mlp(in);
     if (sublayer_probe) {
       (*sublayer_probe)(layer, attention ? "attn_in" : "ffn_in", in);
       (*sublayer_probe)(layer, attention ? "attn_out" : "ffn_out", out);

@@ -25,6 +25,7 @@
 #include "siamese/train/loss.h"
 #include "siamese/train/lr_schedule.h"
 #include "siamese/train/metrics.h"
+#include "siamese/train/tensorboard.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/provenance.h"
 #include "siamese/train/runtime.h"
@@ -146,13 +147,16 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   const int64_t resumed_step = state.step;
   std::set<int64_t> written;  // steps this run saved: with the older ones, the prunable
   std::optional<MetricsLog> metrics;
+  std::optional<TensorBoardWriter> tensorboard;  // the same rows, for TensorBoard and W&B
   if (main_rank) {
     write_run_config(run_dir, config_yaml);
     write_provenance(run_dir, {max_steps, state.step, sync.world_size()});
     metrics.emplace(run_dir / "metrics.jsonl", state.step);
+    tensorboard.emplace(run_dir / "tensorboard");
   }
   auto log_event = [&](const std::string& line) {
     if (metrics) metrics->write(line);
+    if (tensorboard) tensorboard->metrics_row(line);
   };
   const auto params = model->parameters();
   // Rank 0 writes (every rank holds the same weights); the others wait so nobody runs

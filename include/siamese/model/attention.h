@@ -13,15 +13,28 @@
 namespace siamese::model {
 
 // softmax(q k^T / sqrt(hd) + causal mask) v written out with plain ops: the reference the
-// fused kernel is tested against. q: [B,H,T,hd]; k, v: [B,H,S,hd] (S = T).
+// fused kernel is tested against. q: [B,H,T,hd]; k, v: [B,H,S,hd] (S >= T): the queries are
+// the last T of the S positions (S > T when earlier keys come from a KV cache).
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, double dropout_p, bool training);
+
+// One layer's keys and values (after norms and RoPE, before GQA's repeat) of the positions
+// already read, so that decoding one more token reads them instead of recomputing the
+// prefix: the per-token cost of generation then does not grow with the prompt. Buffers are
+// allocated for `capacity` positions on first use and filled in place.
+struct LayerCache {
+  int64_t capacity = 0;  // positions the buffers hold
+  torch::Tensor k, v;    // [B, n_kv_heads, capacity, hd]
+  int64_t length = 0;    // positions filled
+};
 
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelConfig& cfg);
 
-  torch::Tensor forward(const torch::Tensor& x);
+  // x: [B, T, d]. With a cache, x holds the positions after the cached ones; their keys and
+  // values are appended to it.
+  torch::Tensor forward(const torch::Tensor& x, LayerCache* cache = nullptr);
 
   // Routes scores through reference_attention instead of the library kernel (tests).
   void use_reference_kernel(bool on) { reference_ = on; }

@@ -11,9 +11,11 @@ class Rope {
  public:
   Rope(int64_t head_dim, double theta, bool full_precision);
 
-  // q: [B, H, T, hd], k: [B, Hkv, T, hd] at positions 0..T-1; returns the rotated pair
-  // in the inputs' dtype (rotated in float32 when full_precision and inputs are half).
-  std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k);
+  // q: [B, H, T, hd], k: [B, Hkv, T, hd] at positions offset..offset+T-1 (offset > 0 when
+  // earlier positions sit in a KV cache); returns the rotated pair in the inputs' dtype
+  // (rotated in float32 when full_precision and inputs are half).
+  std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k,
+                                                int64_t offset = 0);
 
  private:
   // sin and cos of [T, hd] angles, cached for the longest T seen on this device.

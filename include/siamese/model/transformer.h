@@ -28,8 +28,18 @@ namespace siamese::model {
 // after each block (layer 0..n-1), and the head's input (layer n, stream "final").
 using Probe = std::function<void(int64_t layer, const std::string& stream, const torch::Tensor&)>;
 
+// Every block's LayerCache (attention.h): with one, hidden() reads only the positions after
+// those already cached. Topologies act on each position alone, so the residual streams need
+// no cache; attention is the only place that reads earlier positions.
+struct KvCache {
+  KvCache(int64_t n_layers, int64_t capacity) : layers(n_layers, LayerCache{capacity, {}, {}, 0}) {}
+  int64_t length() const { return layers.empty() ? 0 : layers.front().length; }
+  std::vector<LayerCache> layers;
+};
+
 struct ForwardOptions {
   const Probe* probe = nullptr;
+  KvCache* cache = nullptr;  // generation: input_ids continue the cached positions
   // Receives each sublayer's input and output: (layer, "attn_in" | "attn_out" | "ffn_in" |
   // "ffn_out", tensor); the output before residual dropout.
   const Probe* sublayer_probe = nullptr;
@@ -78,7 +88,7 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   // Block `layer`'s two sublayers on the residual state (enter, F, dropout, leave).
-  void run_block(State& st, int64_t layer, const Probe* sublayer_probe);
+  void run_block(State& st, int64_t layer, const Probe* sublayer_probe, LayerCache* cache);
 
   ModelConfig cfg_;
   std::shared_ptr<TopologyImpl> topology_;

@@ -1,0 +1,457 @@
+# The siamese model for Hugging Face transformers (AutoModelForCausalLM with
+# trust_remote_code=True). `siamese export` copies this file into every exported folder
+# whose topology no stock transformers class computes; config.json's "siamese" entry holds
+# the model settings, resolved (kv heads, MLP width and norm biases already decided), and
+# the weights keep the C++ parameter names, so the module tree below mirrors
+# src/model/transformer.cpp and src/model/topologies/*.cpp one to one.
+# Keep it in step with them: tests/export/hf_parity.py compares logits and greedy tokens
+# for every topology.
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+
+class SiameseConfig(PretrainedConfig):
+    model_type = "siamese"
+
+    def __init__(self, siamese=None, **kwargs):
+        self.siamese = siamese or {}
+        # Tying lives in the model (the head reads wte); transformers must not tie again.
+        kwargs["tie_word_embeddings"] = False
+        super().__init__(**kwargs)
+
+
+class Norm(nn.Module):
+    """RMSNorm (OLMo's: x * rsqrt(mean(x^2) + eps)) or LayerNorm, optional affine/bias."""
+
+    def __init__(self, rms, dim, eps, affine, bias):
+        super().__init__()
+        self.rms, self.dim, self.eps = rms, dim, eps
+        self.weight = nn.Parameter(torch.ones(dim)) if affine else None
+        self.bias = nn.Parameter(torch.zeros(dim)) if affine and bias else None
+
+    def forward(self, x):
+        if not self.rms:
+            return F.layer_norm(x, (self.dim,), self.weight, self.bias, self.eps)
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.weight is not None:
+            h = h * self.weight
+        h = h.to(x.dtype)
+        return h + self.bias if self.bias is not None else h
+
+
+def rotate_half(t):
+    a, b = t.chunk(2, -1)
+    return torch.cat((-b, a), -1)
+
+
+class Attention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d, self.n_heads, self.n_kv = c["d_model"], c["n_heads"], c["n_kv_heads"]
+        self.hd = d // self.n_heads
+        kv = self.n_kv * self.hd
+        self.att_proj = nn.Linear(d, d + 2 * kv, bias=c["include_bias"])
+        self.attn_out = nn.Linear(d, d, bias=c["include_bias"])
+        self.clip = c["clip_qkv"]
+        self.full_width = c["attention_layer_norm"]
+        rms, eps = c["layer_norm_type"] == "rms", c["layer_norm_eps"]
+        affine = c["attention_layer_norm_with_affine"]
+        bias = affine and c["bias_for_layer_norm"]
+        norm = lambda dim: Norm(rms, dim, eps, affine, bias)  # noqa: E731
+        self.q_norm = self.k_norm = self.v_norm = None
+        if self.full_width:
+            self.q_norm, self.k_norm = norm(d), norm(kv)
+        if c["use_query_norm"]:
+            self.q_norm = norm(self.hd)
+        if c["use_key_norm"]:
+            self.k_norm = norm(self.hd)
+        if c["use_value_norm"]:
+            self.v_norm = norm(self.hd)
+        self.rope = c["rope"]
+        self.theta = c["rope_theta"]
+
+    def forward(self, x):
+        B, T, d = x.shape
+        qkv = self.att_proj(x)
+        if self.clip is not None:
+            qkv = qkv.clamp(-self.clip, self.clip)
+        kv = self.n_kv * self.hd
+        q, k, v = qkv.split([d, kv, kv], -1)
+        if self.full_width:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(B, T, self.n_heads, self.hd).transpose(1, 2)
+        k = k.view(B, T, self.n_kv, self.hd).transpose(1, 2)
+        v = v.view(B, T, self.n_kv, self.hd).transpose(1, 2)
+        if not self.full_width:
+            if self.q_norm is not None:
+                q = self.q_norm(q)
+            if self.k_norm is not None:
+                k = self.k_norm(k)
+        if self.v_norm is not None:
+            v = self.v_norm(v)
+        if self.rope:
+            inv_freq = 1.0 / torch.pow(
+                self.theta, torch.arange(0, self.hd, 2, dtype=torch.float32, device=x.device) / self.hd)
+            angles = torch.outer(torch.arange(T, dtype=torch.float32, device=x.device), inv_freq)
+            emb = torch.cat((angles, angles), -1)
+            sin, cos = emb.sin().to(q.dtype), emb.cos().to(q.dtype)
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        if self.n_kv != self.n_heads:
+            k = k.repeat_interleave(self.n_heads // self.n_kv, 1)
+            v = v.repeat_interleave(self.n_heads // self.n_kv, 1)
+        ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.attn_out(ctx.transpose(1, 2).reshape(B, T, d))
+
+
+class Mlp(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.act = c["activation_type"]
+        hidden = c["mlp_hidden_size"]
+        inner = hidden // 2 if self.act == "swiglu" else hidden
+        self.ff_proj = nn.Linear(c["d_model"], hidden, bias=c["include_bias"])
+        self.ff_out = nn.Linear(inner, c["d_model"], bias=c["include_bias"])
+
+    def forward(self, x):
+        h = self.ff_proj(x)
+        if self.act == "swiglu":
+            value, gate = h.chunk(2, -1)
+            h = F.silu(gate) * value
+        elif self.act == "gelu":
+            h = F.gelu(h)
+        else:
+            h = F.relu(h)
+        return self.ff_out(h)
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attn, self.mlp = Attention(c), Mlp(c)
+
+
+# ---- Topologies: begin(emb) -> streams, enter(streams, s) -> F's input, leave, finish. ----
+# s = 2 * layer + (0 attention, 1 MLP). Parameters live under topology.blocks.{l}.<name>
+# and topology.<name>, the C++ names.
+
+
+class Topology(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.blocks = nn.ModuleList(nn.Module() for _ in range(c["n_layers"]))
+
+    def norm(self, dim=None):
+        c = self.c
+        return Norm(c["layer_norm_type"] == "rms", dim or c["d_model"], c["layer_norm_eps"],
+                    c["layer_norm_with_affine"], c["bias_for_layer_norm"])
+
+    def block_norm(self, l, name):
+        self.blocks[l].add_module(name, self.norm())
+        return getattr(self.blocks[l], name)
+
+    def block_param(self, l, name, init):
+        self.blocks[l].register_parameter(name, nn.Parameter(init))
+
+    def bp(self, l, name):
+        return getattr(self.blocks[l], name)
+
+    def sub_norm(self, s, prefix=""):  # attn_norm / ff_norm of sublayer s
+        return self.bp(s // 2, ("attn" if s % 2 == 0 else "ff") + prefix)
+
+
+class Pre(Topology):
+    def __init__(self, c, emb_norm=False):
+        super().__init__(c)
+        for l in range(c["n_layers"]):
+            self.block_norm(l, "attn_norm")
+            self.block_norm(l, "ff_norm")
+        self.ln_f = self.norm()
+        # pre_embednorm: a parameter-free RMSNorm on the embeddings.
+        self.emb_norm = Norm(True, c["d_model"], c["layer_norm_eps"], False, False) if emb_norm else None
+
+    def begin(self, e):
+        return [self.emb_norm(e) if self.emb_norm is not None else e]
+
+    def enter(self, st, s):
+        return self.sub_norm(s, "_norm")(st[0])
+
+    def leave(self, st, f, s):
+        st[0] = st[0] + f
+
+    def finish(self, st):
+        return self.ln_f(st[0])
+
+
+class Post(Topology):  # also DeepNorm (alpha) and Mix-LN's first layers
+    def __init__(self, c, alpha=1.0):
+        super().__init__(c)
+        self.alpha = alpha
+        for l in range(c["n_layers"]):
+            self.block_norm(l, "attn_norm")
+            self.block_norm(l, "ff_norm")
+
+    def begin(self, e):
+        return [e]
+
+    def enter(self, st, s):
+        return st[0]
+
+    def leave(self, st, f, s):
+        st[0] = self.sub_norm(s, "_norm")(st[0] + f if self.alpha == 1.0 else self.alpha * st[0] + f)
+
+    def finish(self, st):
+        return st[0]
+
+
+class ResiDual(Post):
+    def __init__(self, c):
+        super().__init__(c)
+        self.ln_d_f = self.norm()
+
+    def begin(self, e):
+        return [e, torch.zeros_like(e)]
+
+    def leave(self, st, f, s):
+        st[1] = st[1] + f
+        st[0] = self.sub_norm(s, "_norm")(st[0] + f)
+
+    def finish(self, st):
+        return st[0] + self.ln_d_f(st[1])
+
+
+class Peri(Pre):
+    def __init__(self, c):
+        super().__init__(c)
+        for l in range(c["n_layers"]):
+            self.block_norm(l, "attn_out_norm")
+            self.block_norm(l, "ff_out_norm")
+
+    def leave(self, st, f, s):
+        st[0] = st[0] + self.sub_norm(s, "_out_norm")(f)
+
+
+class MixLN(Pre):
+    def __init__(self, c):
+        super().__init__(c)
+        self.post_layers = math.floor(c["mixln_alpha"] * c["n_layers"])
+
+    def enter(self, st, s):
+        return st[0] if s // 2 < self.post_layers else self.sub_norm(s, "_norm")(st[0])
+
+    def leave(self, st, f, s):
+        st[0] = self.sub_norm(s, "_norm")(st[0] + f) if s // 2 < self.post_layers else st[0] + f
+
+
+class Hybrid(Topology):  # star: HybridNorm* (first block Pre-Norm)
+    def __init__(self, c, star=False):
+        super().__init__(c)
+        self.star = star
+        if star:
+            self.block_norm(0, "attn_norm")
+        for l in range(c["n_layers"]):
+            self.block_norm(l, "ff_norm")
+        self.ln_f = self.norm()
+
+    def begin(self, e):
+        return [e]
+
+    def enter(self, st, s):
+        if self.star and s < 2:
+            return self.sub_norm(s, "_norm")(st[0])
+        if s % 2 == 1:
+            st[0] = self.bp(s // 2, "ff_norm")(st[0])
+        return st[0]
+
+    def leave(self, st, f, s):
+        st[0] = st[0] + f
+
+    def finish(self, st):
+        return self.ln_f(st[0])
+
+
+class HyperConnections(Topology):
+    def __init__(self, c):
+        super().__init__(c)
+        n, d = c["hc_rate"], c["d_model"]
+        self.n, self.dynamic = n, c["hc_dynamic"]
+        for s in range(2 * c["n_layers"]):
+            l, p = s // 2, ("attn_hc_" if s % 2 == 0 else "ff_hc_")
+            self.block_norm(l, "attn_norm" if s % 2 == 0 else "ff_norm")
+            alpha = torch.zeros(n, 1 + n)
+            alpha[s % n, 0] = 1.0
+            alpha[:, 1:] = torch.eye(n)
+            self.block_param(l, p + "alpha", alpha)
+            self.block_param(l, p + "beta", torch.ones(n))
+            if self.dynamic:
+                self.block_norm(l, p + "norm")
+                self.block_param(l, p + "w_alpha", torch.zeros(d, 1 + n))
+                self.block_param(l, p + "w_beta", torch.zeros(d, 1))
+                self.block_param(l, p + "s_alpha", torch.full((1,), 0.01))
+                self.block_param(l, p + "s_beta", torch.full((1,), 0.01))
+        self.ln_f = self.norm()
+        self.pending_beta = None
+
+    def begin(self, e):
+        return [e] * self.n
+
+    def enter(self, st, s):
+        l, p = s // 2, ("attn_hc_" if s % 2 == 0 else "ff_hc_")
+        h = torch.stack(st, -2)
+        alpha, beta = self.bp(l, p + "alpha"), self.bp(l, p + "beta")
+        if self.dynamic:
+            hn = self.bp(l, p + "norm")(h)
+            alpha = alpha + self.bp(l, p + "s_alpha") * torch.tanh(hn @ self.bp(l, p + "w_alpha"))
+            beta = beta + self.bp(l, p + "s_beta") * torch.tanh(hn @ self.bp(l, p + "w_beta")).squeeze(-1)
+        inp = (alpha[..., 0].unsqueeze(-2) @ h).squeeze(-2)
+        mixed = alpha[..., 1:].transpose(-1, -2) @ h
+        st[:] = list(mixed.unbind(-2))
+        self.pending_beta = beta
+        return self.sub_norm(s, "_norm")(inp)
+
+    def leave(self, st, f, s):
+        beta = self.pending_beta.unsqueeze(-1)
+        for i in range(self.n):
+            st[i] = st[i] + beta.select(-2, i) * f
+
+    def finish(self, st):
+        return self.ln_f(sum(st[1:], st[0]))
+
+
+class SiameseStreams(Topology):
+    def __init__(self, c):
+        super().__init__(c)
+        sc = c["siamese"]
+        self.gamma = sc["gamma"]
+        for l in range(c["n_layers"]):
+            if self.gamma:
+                self.block_param(l, "c1", torch.ones(c["d_model"]))
+        self.inv_depth = [1.0 / math.sqrt(2.0 * (l + 1)) if sc["depth_scaling"] else 1.0
+                          for l in range(c["n_layers"])]
+        self.fused_input_norm = sc["fused_input_norm"]
+        self.ln_f, self.ln_y_f, self.ln_final_f = self.norm(), self.norm(), self.norm()
+
+    def begin(self, e):
+        return [e, e]
+
+    def gamma_x_plus(self, x, y, l):
+        return x + y if not self.gamma else y + x * self.bp(l, "c1")
+
+    def leave(self, st, f, s):
+        st[0] = st[0] + f * self.inv_depth[s // 2]
+        st[1] = st[1] + f
+
+    def finish(self, st):
+        return self.ln_final_f(self.ln_f(st[0]) + self.ln_y_f(st[1]))
+
+
+class PostPre(SiameseStreams):
+    def __init__(self, c):
+        super().__init__(c)
+        for l in range(c["n_layers"]):
+            for f in ("attn", "ff"):
+                self.block_norm(l, f + "_norm")
+                self.block_norm(l, f + "_y_norm")
+                if self.fused_input_norm:
+                    self.block_norm(l, f + "_input_norm")
+
+    def enter(self, st, s):
+        x, y = self.sub_norm(s, "_norm")(st[0]), self.sub_norm(s, "_y_norm")(st[1])
+        st[0] = x
+        fused = self.gamma_x_plus(x, y, s // 2) if s % 2 == 0 else x + y
+        return self.sub_norm(s, "_input_norm")(fused) if self.fused_input_norm else fused
+
+
+class HybridPre(SiameseStreams):
+    def __init__(self, c):
+        super().__init__(c)
+        for l in range(c["n_layers"]):
+            self.block_norm(l, "ff_norm")
+            self.block_norm(l, "attn_y_norm")
+            self.block_norm(l, "ff_y_norm")
+            if self.fused_input_norm:
+                self.block_norm(l, "ff_input_norm")
+
+    def enter(self, st, s):
+        l = s // 2
+        if s % 2 == 0:
+            return self.gamma_x_plus(st[0], self.bp(l, "attn_y_norm")(st[1]), l)
+        x, y = self.bp(l, "ff_norm")(st[0]), self.bp(l, "ff_y_norm")(st[1])
+        st[0] = x
+        return self.bp(l, "ff_input_norm")(x + y) if self.fused_input_norm else x + y
+
+
+TOPOLOGIES = {
+    "pre": Pre,
+    "pre_embednorm": lambda c: Pre(c, emb_norm=True),
+    "post": Post,
+    "deepnorm": lambda c: Post(c, alpha=(2.0 * c["n_layers"]) ** 0.25),
+    "residual": ResiDual,
+    "peri": Peri,
+    "mixln": MixLN,
+    "hybrid": Hybrid,
+    "hybrid_star": lambda c: Hybrid(c, star=True),
+    "hc": HyperConnections,
+    "post_pre": PostPre,
+    "hybrid_pre": HybridPre,
+}
+
+
+class SiameseForCausalLM(PreTrainedModel, GenerationMixin):
+    config_class = SiameseConfig
+    base_model_prefix = "siamese"  # no submodule has this name: weights load as named
+    main_input_name = "input_ids"
+
+    def __init__(self, config):
+        super().__init__(config)
+        c = config.siamese
+        d = c["d_model"]
+        self.c = c
+        self.wte = nn.Embedding(c["embedding_size"], d)
+        self.wpe = None if c["rope"] else nn.Embedding(c["max_sequence_length"], d)
+        self.emb_norm = None
+        if c["embedding_layer_norm"]:
+            self.emb_norm = Norm(c["layer_norm_type"] == "rms", d, c["layer_norm_eps"],
+                                 c["layer_norm_with_affine"], c["bias_for_layer_norm"])
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
+        self.topology = TOPOLOGIES[c["residual"]](c)
+        self.ff_out = None if c["weight_tying"] else nn.Linear(d, c["embedding_size"], bias=c["include_bias"])
+        self.post_init()
+
+    def _init_weights(self, module):
+        pass  # every weight comes from the exported file
+
+    def get_input_embeddings(self):
+        return self.wte
+
+    def prepare_inputs_for_generation(self, input_ids, **kwargs):
+        # No KV cache here: every step reads the whole sequence.
+        return {"input_ids": input_ids}
+
+    def forward(self, input_ids=None, attention_mask=None, labels=None, **kwargs):
+        T = input_ids.shape[1]
+        x = self.wte(input_ids)
+        if self.emb_norm is not None:
+            x = self.emb_norm(x)
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(T, device=input_ids.device))
+        topo = self.topology
+        st = topo.begin(x)
+        for s in range(2 * self.c["n_layers"]):
+            block = self.blocks[s // 2]
+            f = (block.attn if s % 2 == 0 else block.mlp)(topo.enter(st, s))
+            topo.leave(st, f, s)
+        h = topo.finish(st)
+        logits = F.linear(h, self.wte.weight) if self.ff_out is None else self.ff_out(h)
+        if self.c["scale_logits"]:
+            logits = logits / math.sqrt(self.c["d_model"])
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten())
+        return CausalLMOutputWithPast(loss=loss, logits=logits)
