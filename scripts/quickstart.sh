@@ -42,4 +42,4 @@ echo
 echo "table:        $SIAMESE_RUNS/quickstart.md"
 echo "figure:       $SIAMESE_RUNS/quickstart_overview.png (also _loss, _grad_norm, _layer_grad_norms)"
 echo "metrics:      <run folder>/metrics.jsonl (one JSON object per step, plus eval events)"
-echo "one more:     $siamese train configs/tiny/quickstart.yaml --model.residual=deepnorm --optimizer.learning_rate=1e-3"
+echo "one more:     $siamese train configs/tiny/quickstart.yaml --model.residual=deepnorm --optimizer.learning_rate=1e-3 --run_name=deepnorm-lr1e-3"

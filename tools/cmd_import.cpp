@@ -173,7 +173,7 @@ int run_import(const std::string& folder, const std::string& out_dir) {
   for (const auto& p : params)
     if (!seen.count(p.key())) throw Error("no tensor for parameter " + p.key(), where, "the folder is incomplete");
   train::AdamW optim(m->parameters(), torch::optim::AdamWOptions(cfg.optimizer.learning_rate));
-  const auto step = train::save_checkpoint(out, *m, optim, train::TrainState{}, to_yaml(cfg), 0);
+  const auto step = train::save_checkpoint(out, *m, optim, train::TrainState{}, to_yaml(cfg));
   spdlog::info("imported {} ({}) into {}", dir.string(), cfg.model.residual, step.string());
   return 0;
 }

@@ -69,7 +69,7 @@ model::Transformer save_run(const TrainConfig& cfg, const std::string& run) {
         p.value().copy_(1.0 + 0.3 * torch::randn_like(p.value()));
   }
   train::AdamW optim(m->parameters(), torch::optim::AdamWOptions(1e-3));
-  train::save_checkpoint(run, *m, optim, train::TrainState{}, to_yaml(cfg), 1);
+  train::save_checkpoint(run, *m, optim, train::TrainState{}, to_yaml(cfg));
   return m;
 }
 
