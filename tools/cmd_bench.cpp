@@ -249,7 +249,7 @@ int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& 
     for (const auto& x : setup.splits) steps.push_back(x.total()), shares.push_back(x.comm / x.total());
     const double step = median(steps);
     if (setup.ranks == 1) single = step;
-    fmt::print("{:<52} {:>10.0f} {:>10.4f} {:>11.2f} {:>10.2f}%\n", setup.name,
+    fmt::print("{:<52} {:>10.0f} {:>10.6f} {:>11.2f} {:>10.2f}%\n", setup.name,
                double(rank_tokens * setup.ranks) / step, step, single / step, 100 * median(shares));
   }
   fmt::print("efficiency = tokens/s(N ranks) / (N x tokens/s(1 rank)); comm share = median time "
@@ -264,6 +264,7 @@ int run_bench(const BenchArgs& a) {
   if (world.distributed()) return run_scaling_bench(a, base, world);
   const torch::Device device = train::resolve_device(base.device);
   if (device.is_cuda()) train::configure_cuda_runtime(device, base.allow_tf32);
+  train::configure_attention_kernels(base.model, device, autocast_dtype(base.precision));
   std::vector<std::string> topologies;
   if (a.compare.empty()) {
     topologies.push_back(base.model.residual);

@@ -93,7 +93,15 @@ void validate_model(const ModelConfig& m, const Rules& r) {
     r.require(id >= 0 && id < m.embedding_size, key,
               fmt::format("{} {} is outside the embedding table [0, {})", key, id, m.embedding_size),
               "use a token id of the tokenizer below embedding_size");
-  r.one_of("model.init_device", m.init_device, {"cpu", "cuda", "meta"});
+  // OLMo's meta defers allocation until FSDP/DDP places the weights on the device and
+  // initialises them there; building on the CPU and moving reaches the same state. A CUDA
+  // initialisation would draw from the GPU's generator instead of the seed's CPU stream.
+  r.require(m.init_device == "cpu" || m.init_device == "meta", "model.init_device",
+            fmt::format("model.init_device \"{}\" is not supported: parameters are initialised on "
+                        "the CPU from the seed and then moved to the training device, so a run "
+                        "starts from the same weights on any device (OLMo's meta, for FSDP, ends "
+                        "in the same state and is accepted)", m.init_device),
+            "set model.init_device: cpu or meta");
   r.one_of("model.init_fn", m.init_fn, {"normal", "mitchell", "full_megatron"});
   r.positive("model.init_std", m.init_std);
   if (m.init_cutoff_factor) r.positive("model.init_cutoff_factor", *m.init_cutoff_factor);
@@ -203,6 +211,11 @@ void validate(const TrainConfig& c, const KeyLocator& where) {
   r.require(c.max_bad_steps >= 0, "max_bad_steps", fmt::format("max_bad_steps must be >= 0, got {}", c.max_bad_steps),
             "use 0 to stop at the first non-finite loss");
   r.positive("loss_spike_factor", c.loss_spike_factor);
+  r.require(c.fp16_initial_loss_scale >= 1 && c.fp16_initial_loss_scale <= 0x1p100,
+            "fp16_initial_loss_scale",
+            fmt::format("fp16_initial_loss_scale must be in [1, 2^100], got {}", c.fp16_initial_loss_scale),
+            "use a power of two such as 65536 (2^16, the default)");
+  r.positive("fp16_loss_scale_growth_interval", c.fp16_loss_scale_growth_interval);
   validate_model(c.model, r);
   validate_optimizer(c.optimizer, r);
   validate_scheduler(c.scheduler, r);

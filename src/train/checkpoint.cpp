@@ -252,6 +252,8 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, 
       a.write("step", scalar(state.step));
       a.write("tokens", scalar(state.tokens));
       a.write("bad_steps", scalar(state.bad_steps));
+      a.write("loss_scale", torch::tensor(state.loss_scale, torch::kFloat64));
+      a.write("loss_scale_good_steps", scalar(state.loss_scale_good_steps));
       a.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
       if (torch::cuda::is_available())
         // The current device's generator: the rank's own GPU (runtime.h).
@@ -260,7 +262,10 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, 
     });
     write_file("train_state.json", [&](FileSink& f) {
       f.write(nlohmann::ordered_json{{"step", state.step}, {"tokens", state.tokens},
-                                     {"bad_steps", state.bad_steps}}.dump() + "\n");
+                                     {"bad_steps", state.bad_steps},
+                                     {"loss_scale", state.loss_scale},
+                                     {"loss_scale_good_steps", state.loss_scale_good_steps}}
+                 .dump() + "\n");
     });
     write_file("config.yaml", [&](FileSink& f) { f.write(config_yaml); });
     // Last: its presence says every file above is complete.
@@ -439,6 +444,13 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Ada
     s.step = read("step").item<int64_t>();
     s.tokens = read("tokens").item<int64_t>();
     s.bad_steps = read("bad_steps").item<int64_t>();
+    // Checkpoints written before loss scaling existed have no scale: a run resumed from one
+    // starts the scale afresh.
+    torch::Tensor scale;
+    if (a.try_read("loss_scale", scale)) {
+      s.loss_scale = scale.item<double>();
+      s.loss_scale_good_steps = read("loss_scale_good_steps").item<int64_t>();
+    }
     at::Generator cpu_generator = at::detail::getDefaultCPUGenerator();
     cpu_generator.set_state(read("rng_cpu"));
     torch::Tensor cuda_state;

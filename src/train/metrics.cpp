@@ -29,13 +29,15 @@ std::optional<double> StepMetrics::mfu() const {
 
 std::string StepMetrics::to_json() const {
   const auto m = mfu();
-  return json_line({{"step", step}, {"tokens", tokens}, {"loss", loss}, {"perplexity", perplexity()},
+  nlohmann::ordered_json row = {{"step", step}, {"tokens", tokens}, {"loss", loss}, {"perplexity", perplexity()},
                     {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_sec", tokens_per_sec()},
                     {"step_seconds", step_seconds}, {"flops_per_token", flops_per_token},
                     {"mfu", m ? nlohmann::ordered_json(*m) : nlohmann::ordered_json()},
                     {"elapsed", elapsed}, {"loss_spike", loss_spike}, {"comm_seconds", comm_seconds},
                     {"comm_share", step_seconds > 0 ? comm_seconds / step_seconds : 0.0},
-                    {"peak_memory_mib", peak_memory_mib}});
+                    {"peak_memory_mib", peak_memory_mib}};
+  if (loss_scale) row["loss_scale"] = *loss_scale;
+  return json_line(row);
 }
 
 std::string event_json(int64_t step, const std::string& event, const nlohmann::ordered_json& fields) {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "siamese/common/error.h"
+#include <fmt/format.h>
 
 namespace siamese::train {
 
@@ -52,5 +53,40 @@ void install_stop_handlers() {
 }
 
 int stop_signal() { return g_stop_signal.load(); }
+
+void configure_attention_kernels(const ModelConfig& model, torch::Device device,
+                                 std::optional<at::ScalarType> autocast) {
+  auto enable = [](bool others) {
+    auto& ctx = at::globalContext();
+    ctx.setSDPUseFlash(true);
+    ctx.setSDPUseMemEfficient(others);
+    ctx.setSDPUseCuDNN(others);
+    ctx.setSDPUseMath(others);
+  };
+  enable(!model.flash_attention);
+  if (!model.flash_attention) return;
+  // The shapes and dtype the attention sublayer hands to the kernel (GQA heads are repeated
+  // before it); the sequence length does not change the choice.
+  const int64_t head_dim = model.d_model / model.n_heads;
+  const auto dtype = autocast.value_or(torch::kFloat);
+  const auto q = torch::zeros({1, model.n_heads, 16, head_dim}, torch::dtype(dtype).device(device));
+  int64_t choice = -1;
+  try {  // with only flash enabled, "no kernel" is an exception
+    choice = at::_fused_sdp_choice(q, q, q, {}, model.attention_dropout, /*is_causal=*/true);
+  } catch (const c10::Error&) {
+  }
+  if (choice == static_cast<int64_t>(at::SDPBackend::flash_attention)) return;
+  enable(true);
+  const std::string needs = device.is_cuda()
+      ? "on CUDA it needs float16 or bfloat16 (precision amp_bf16 or amp_fp16), a head size "
+        "that is a multiple of 8 up to 256 and an sm80 or newer GPU"
+      : "on the CPU it does not take attention dropout";
+  throw Error(fmt::format("model.flash_attention is true, but LibTorch's flash attention kernel "
+                          "cannot run this model on {} ({}, head size {}, attention_dropout {}): {}",
+                          device.str(), c10::toString(dtype), head_dim, model.attention_dropout, needs),
+              "model.flash_attention",
+              "set model.flash_attention: false (scaled_dot_product_attention then picks the "
+              "fastest kernel that can run it), or change what the kernel needs");
+}
 
 }  // namespace siamese::train

@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <mutex>
 #include <set>
 
 #include "siamese/common/autocast.h"
@@ -17,12 +18,14 @@
 #include "siamese/config/duration.h"
 #include "siamese/config/load.h"
 #include "siamese/data/batch_order.h"
+#include "siamese/data/prefetcher.h"
 #include "siamese/data/token_dataset.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/device_clock.h"
 #include "siamese/train/evaluate.h"
 #include "siamese/train/loss.h"
+#include "siamese/train/loss_scale.h"
 #include "siamese/train/lr_schedule.h"
 #include "siamese/train/metrics.h"
 #include "siamese/train/tensorboard.h"
@@ -75,6 +78,9 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   torch::manual_seed(cfg.seed);
   model::Transformer model(cfg.model);
   model->to(device);
+  if (cfg.model.init_device == "meta")
+    spdlog::info("model.init_device meta: parameters initialised on the CPU from the seed and "
+                 "moved to {}, the state OLMo's deferred initialisation ends in", device.str());
   sync.attach(model->parameters());
   auto optim = build_optimizer(cfg.optimizer, model->named_parameters());
 
@@ -104,6 +110,9 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       cfg.peak_tflops ? std::optional<double>(*cfg.peak_tflops * 1e12 * sync.world_size())
                       : std::nullopt;
   const std::optional<at::ScalarType> autocast = autocast_dtype(cfg.precision);
+  configure_attention_kernels(cfg.model, device, autocast);
+  LossScaler scaler(cfg.precision == "amp_fp16", cfg.fp16_initial_loss_scale,
+                    cfg.fp16_loss_scale_growth_interval, device);
 
   // One writer per save_folder: rank 0 (the rank that writes) takes the lock and clears
   // what interrupted saves left; every rank learns whether it could, so none waits forever.
@@ -143,6 +152,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     state = load_checkpoint(*resume_from, *model, optim.get(), &cfg.model);
     spdlog::info("resumed from {} at step {} ({} tokens)", resume_from->string(), state.step,
                  state.tokens);
+    if (state.loss_scale > 0) scaler.restore(state.loss_scale, state.loss_scale_good_steps);
   }
   const int64_t resumed_step = state.step;
   std::set<int64_t> written;  // steps this run saved: with the older ones, the prunable
@@ -171,6 +181,10 @@ int train(const TrainConfig& cfg, const RunControl& control) {
                     "learning rate", state.step, run_dir.string());
       log_event(event_json(state.step, "nonfinite", {{"cause", "weights"}}));
       return kExitNonFinite;
+    }
+    if (scaler.enabled()) {
+      state.loss_scale = scaler.scale();
+      state.loss_scale_good_steps = scaler.good_steps();
     }
     if (main_rank) {
       auto dir = save_checkpoint(run_dir, *model, *optim, state, config_yaml);
@@ -203,7 +217,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   struct PendingStep {
     int64_t step, tokens;
     double lr, elapsed, comm_seconds;
-    torch::Tensor loss_and_norm;  // float64 [2] on the device
+    torch::Tensor loss_norm_scale;  // float64 [3] on the device: loss, grad norm, loss scale
     size_t start_mark, end_mark;
   };
   std::vector<PendingStep> pending;
@@ -216,13 +230,21 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   auto read_pending = [&]() -> int {
     if (pending.empty()) return 0;
     std::vector<torch::Tensor> values;
-    for (const auto& p : pending) values.push_back(p.loss_and_norm);
+    for (const auto& p : pending) values.push_back(p.loss_norm_scale);
     const auto host = torch::stack(values).cpu();
     const auto v = host.accessor<double, 2>();
     const double peak_mib = peak_memory_mib(device);
     for (size_t i = 0; i < pending.size(); ++i) {
       const PendingStep& p = pending[i];
-      const double loss = v[i][0], grad_norm = v[i][1];
+      const double loss = v[i][0], grad_norm = v[i][1], loss_scale = v[i][2];
+      // An fp16 overflow is routine while the scale settles: skipped, not a bad step. With
+      // no scaling left (S <= 1) the gradients themselves overflow, and it is one.
+      if (scaler.enabled() && std::isfinite(loss) && !std::isfinite(grad_norm) && loss_scale > 1) {
+        spdlog::info("step {}: fp16 gradients overflowed at loss scale {}; step skipped, scale "
+                     "now {}", p.step, loss_scale, loss_scale / 2);
+        log_event(event_json(p.step, "overflow", {{"loss", loss}, {"loss_scale", loss_scale}}));
+        continue;
+      }
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
         const std::string cause = !std::isfinite(loss) ? "loss" : "grad_norm";
         log_event(event_json(p.step, "nonfinite", {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}}));
@@ -252,6 +274,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       m.loss_spike = spikes.observe(loss);
       m.comm_seconds = p.comm_seconds;
       m.peak_memory_mib = peak_mib;
+      if (scaler.enabled()) m.loss_scale = loss_scale;
       log_event(m.to_json());
       if (m.loss_spike) spdlog::warn("step {}: loss spike {:.4f}", p.step, loss);
       if (p.step % cfg.console_log_interval == 0 || p.step == max_steps) {
@@ -268,13 +291,23 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   };
 
   // ---- loop --------------------------------------------------------------------------
+  std::mutex order_mutex;  // BatchOrder caches the epoch's permutation
+  data::BatchPrefetcher batches(
+      [&](int64_t step) {
+        std::vector<int64_t> indices;
+        {
+          std::lock_guard<std::mutex> lock(order_mutex);
+          indices = order.rank_batch(step);
+        }
+        torch::Tensor batch = dataset.batch(indices);
+        return device.is_cuda() && cfg.data.pin_memory ? batch.pin_memory() : batch;
+      },
+      state.step, max_steps, cfg.data.num_workers);
   model->train();
   int64_t last_saved = state.step;
   while (state.step < max_steps) {
     const size_t start_mark = clock.mark();
-    torch::Tensor batch = dataset.batch(order.rank_batch(state.step));
-    if (device.is_cuda() && cfg.data.pin_memory) batch = batch.pin_memory();
-    batch = batch.to(device, /*non_blocking=*/true);
+    const torch::Tensor batch = batches.next().to(device, /*non_blocking=*/true);
     state.step += 1;  // OLMo counts the step before running it (the scheduler sees t >= 1)
     state.tokens += tokens_per_step;
 
@@ -291,10 +324,11 @@ int train(const TrainConfig& cfg, const RunControl& control) {
         micro_loss = lm_loss_sum(*model, ids) / double(predicted_per_step);
       }
       sync.before_backward(m == n_micro - 1);
-      micro_loss.backward();
+      scaler.scaled(micro_loss).backward();
       loss.add_(micro_loss.detach());
     }
     sync.after_backward();
+    scaler.unscale_(params);
     const int64_t layer_grads_every = cfg.optimizer.metrics_log_interval.value_or(0);
     if (main_rank && layer_grads_every > 0 && state.step % layer_grads_every == 0)
       log_event(analysis::layer_grad_norms_json(state.step, analysis::per_layer_grad_norms(*model)));
@@ -309,8 +343,11 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     const double lr = learning_rate(cfg.scheduler, cfg.optimizer.learning_rate, t, schedule_max);
     set_learning_rate(*optim, lr);
     optim->update(skip);
+    const torch::Tensor loss_norm_scale =
+        torch::stack({loss, grad_norm.to(torch::kFloat64), scaler.scale_tensor()});
+    scaler.update(torch::logical_not(torch::isfinite(grad_norm)));
     pending.push_back({state.step, state.tokens, lr, seconds_since(start), sync.take_comm_seconds(),
-                       torch::stack({loss, grad_norm.to(torch::kFloat64)}), start_mark, clock.mark()});
+                       loss_norm_scale, start_mark, clock.mark()});
 
     // Read points, evaluation, checkpoints, stops.
     const bool eval_due =

@@ -145,6 +145,27 @@ TEST(Validate, DefaultsAreValidAndErrorsNameTheKeyWithoutAFile) {
   expect_contains(error_of([&] { validate(c); }), {"(model.n_kv_heads): model.n_heads 12 is not divisible by model.n_kv_heads 5"});
 }
 
+// Initialising on the GPU would draw from another generator than the seed's CPU stream.
+TEST(Validate, InitDeviceCudaIsRefusedWithTheReasonAndMetaAccepted) {
+  TrainConfig c;
+  c.model.init_device = "cuda";
+  expect_contains(error_of([&] { validate(c); }),
+                  {"(model.init_device)", "model.init_device \"cuda\" is not supported",
+                   "same weights on any device", "set model.init_device: cpu or meta"});
+  c.model.init_device = "meta";
+  EXPECT_NO_THROW(validate(c));
+}
+
+TEST(Validate, Fp16LossScaleSettingsAreChecked) {
+  TrainConfig c;
+  c.fp16_initial_loss_scale = 0.5;
+  expect_contains(error_of([&] { validate(c); }),
+                  {"(fp16_initial_loss_scale)", "must be in [1, 2^100], got 0.5"});
+  c = TrainConfig{};
+  c.fp16_loss_scale_growth_interval = 0;
+  expect_contains(error_of([&] { validate(c); }), {"(fp16_loss_scale_growth_interval)"});
+}
+
 TEST_F(LoadConfig, CombinationErrorPointsAtTheLineInTheFile) {
   const auto path = write("heads.yaml", "model:\n  d_model: 64\n  n_heads: 6\n");
   expect_contains(error_of([&] { load_config(path, {}); }),

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "siamese/model/transformer.h"
 #include "run_files.h"
@@ -117,6 +120,77 @@ TEST(Trainer, AmpBf16FollowsTheFloat32LossCurve) {
   model::Transformer m(bf16.model);
   train::load_checkpoint(fs::path(bf16.save_folder) / "step20", *m, nullptr);
   for (auto& p : m->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat);
+}
+
+// amp_fp16 with a start scale far too large: the first steps overflow in float16, are
+// skipped (not counted as bad steps) and halve the scale until the gradients fit; training
+// then goes on at that scale, and a run stopped and resumed repeats every loss and scale.
+TEST(Trainer, AmpFp16LossScaleBacksOffFromOverflowsAndResumesExactly) {
+  auto full = tiny(fresh_dir("fp16_full")), resumed = tiny(fresh_dir("fp16_resumed"));
+  for (auto* c : {&full, &resumed}) {
+    c->precision = "amp_fp16";
+    c->fp16_initial_loss_scale = 0x1p30;
+    c->fp16_loss_scale_growth_interval = 4;
+    c->max_duration = "40";
+  }
+  ASSERT_EQ(train::train(full), 0);
+  const auto rows = read_all(fs::path(full.save_folder) / "metrics.jsonl");
+  std::map<int64_t, double> overflow_scale, step_scale;
+  std::vector<double> step_losses;
+  std::istringstream lines(rows);
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("event", "") == "overflow") overflow_scale[j["step"]] = j["loss_scale"];
+    else if (j.contains("loss_scale")) {
+      step_scale[j["step"]] = j["loss_scale"];
+      step_losses.push_back(j["loss"]);
+    }
+  }
+  ASSERT_GE(overflow_scale.size(), 3u) << rows;
+  // The first steps overflow, at 2^30, 2^29, ...; every step is either skipped or trained.
+  int k = 0;
+  while (overflow_scale.count(k + 1)) {
+    EXPECT_EQ(overflow_scale[k + 1], std::ldexp(1.0, 30 - k)) << "step " << k + 1;
+    ++k;
+  }
+  ASSERT_GE(k, 3);
+  const double settled = std::ldexp(1.0, 30 - k);
+  EXPECT_EQ(step_scale.at(k + 1), settled);
+  EXPECT_EQ(overflow_scale.size() + step_scale.size(), 40u);
+  // Growth: 4 good steps in a row double the scale, so a later step (trained, or skipped
+  // when the doubled scale overflowed again) ran above the settled scale.
+  bool grew = false;
+  for (const auto* scales : {&overflow_scale, &step_scale})
+    for (const auto& [step, scale] : *scales) grew |= step > k + 4 && scale > settled;
+  EXPECT_TRUE(grew) << rows;
+  EXPECT_LT(step_losses.back(), step_losses.front() - 0.3);
+
+  train::RunControl stop;
+  stop.stop_at = 15;
+  ASSERT_EQ(train::train(resumed, stop), 0);
+  ASSERT_EQ(train::train(resumed), 0);
+  EXPECT_EQ(losses(full.save_folder), losses(resumed.save_folder));
+  auto overflows = [](const std::string& folder) {
+    std::string out;
+    std::istringstream in(read_all(fs::path(folder) / "metrics.jsonl"));
+    for (std::string line; std::getline(in, line);)
+      if (line.find("\"overflow\"") != std::string::npos) out += line + "\n";
+    return out;
+  };
+  EXPECT_EQ(overflows(full.save_folder), overflows(resumed.save_folder));
+  EXPECT_EQ(read_all(fs::path(full.save_folder) / "step40" / "train_state.json"),
+            read_all(fs::path(resumed.save_folder) / "step40" / "train_state.json"));
+}
+
+// data.num_workers loads batches on background threads; the batches, and so the run, are
+// the same as loading on the training thread.
+TEST(Trainer, LoaderThreadsGiveTheSameRunBitForBit) {
+  auto inline_load = tiny(fresh_dir("workers0")), threads = tiny(fresh_dir("workers3"));
+  threads.data.num_workers = 3;
+  ASSERT_EQ(train::train(inline_load), 0);
+  ASSERT_EQ(train::train(threads), 0);
+  EXPECT_EQ(losses(inline_load.save_folder), losses(threads.save_folder));
+  EXPECT_EQ(losses(threads.save_folder).size(), 8u);
 }
 
 TEST(Trainer, NonFiniteLossStopsWithExitCodeAndLeavesLastCheckpointIntact) {

@@ -138,7 +138,7 @@ struct TrainConfig {
   int64_t global_train_batch_size = 512;
   int64_t device_train_microbatch_size = 16;
   int64_t device_eval_batch_size = 16;
-  std::string precision = "fp32";  // fp32 | amp_bf16
+  std::string precision = "fp32";  // fp32 | amp_bf16 | amp_fp16
   std::optional<double> max_grad_norm;
   int64_t eval_interval = 1000;
   int64_t eval_subset_num_batches = -1;
@@ -150,6 +150,10 @@ struct TrainConfig {
   std::optional<double> peak_tflops;
   bool allow_tf32 = true;  // ours: TF32 tensor cores for fp32 matmuls and convolutions on CUDA
   int64_t max_bad_steps = 0;
+  // ours: amp_fp16's dynamic loss scale (loss_scale.h): its start and how many steps in a
+  // row without an overflow double it.
+  double fp16_initial_loss_scale = 65536.0;
+  int64_t fp16_loss_scale_growth_interval = 2000;
   double loss_spike_factor = 2.0;
 
   ModelConfig model;

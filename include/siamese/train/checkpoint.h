@@ -21,6 +21,9 @@ struct TrainState {
   int64_t step = 0;    // optimizer steps completed; also the position in the data order
   int64_t tokens = 0;  // training tokens consumed (global)
   int64_t bad_steps = 0;
+  // amp_fp16's dynamic loss scale (loss_scale.h); 0 for the other precisions.
+  double loss_scale = 0;
+  int64_t loss_scale_good_steps = 0;
 };
 
 // The one writer of a save_folder: an exclusive flock on save_folder/.lock, released when

@@ -27,6 +27,7 @@ struct StepMetrics {
   bool loss_spike = false;
   double comm_seconds = 0;  // blocked on the gradient all-reduce after backward (data parallel)
   double peak_memory_mib = 0;  // device_clock.h's peak_memory_mib: CUDA allocator peak, CPU max RSS
+  std::optional<double> loss_scale;  // amp_fp16 only: the scale this step's backward used
 
   double perplexity() const;
   double tokens_per_sec() const;

@@ -2,7 +2,10 @@
 // Process-wide settings a training or benchmark run applies once at start-up.
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
+
+#include "siamese/config/config.h"
 
 namespace siamese::train {
 
@@ -15,6 +18,14 @@ void configure_cpu_runtime();
 // tensor cores for fp32 matmuls and cuDNN convolutions when `allow_tf32` (the config's
 // allow_tf32; PyTorch leaves matmuls in full fp32 by default).
 void configure_cuda_runtime(torch::Device device, bool allow_tf32);
+
+// model.flash_attention: true restricts at::scaled_dot_product_attention to its flash
+// kernel (OLMo then calls the flash-attn package); false lets it pick any kernel, flash
+// included when the inputs allow. With true, a model the kernel cannot run on `device`
+// with `autocast` (float32 on CUDA, attention dropout on the CPU, a head size it does not
+// take) is refused here, before training, with the reason.
+void configure_attention_kernels(const ModelConfig& model, torch::Device device,
+                                 std::optional<at::ScalarType> autocast);
 
 // "auto" picks CUDA when available; "cpu" / "cuda" as given. A CUDA device gets index
 // `local_rank` (one GPU per rank on a node).

@@ -1,0 +1,41 @@
+#include "siamese/train/loss_scale.h"
+
+namespace siamese::train {
+
+LossScaler::LossScaler(bool enabled, double initial_scale, int64_t growth_interval,
+                       torch::Device device)
+    : enabled_(enabled),
+      growth_interval_(growth_interval),
+      scale_(torch::full({}, enabled ? initial_scale : 1.0, torch::dtype(torch::kFloat).device(device))),
+      good_steps_(torch::zeros({}, torch::dtype(torch::kInt64).device(device))) {}
+
+torch::Tensor LossScaler::scaled(const torch::Tensor& loss) const {
+  return enabled_ ? loss * scale_.to(loss.scalar_type()) : loss;
+}
+
+void LossScaler::unscale_(const std::vector<torch::Tensor>& params) const {
+  if (!enabled_) return;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return;
+  // float64 reciprocal: S is a power of two, so 1/S is exact and so is every product.
+  at::_foreach_mul_(grads, scale_.to(torch::kFloat64).reciprocal().to(grads.front().scalar_type()));
+}
+
+void LossScaler::update(const torch::Tensor& overflow) {
+  if (!enabled_) return;
+  const auto hit = overflow.to(torch::kBool);
+  const auto next = good_steps_ + 1;
+  const auto grow = next.ge(growth_interval_).logical_and(hit.logical_not());
+  scale_ = torch::where(hit, scale_ * 0.5, torch::where(grow, scale_ * 2.0, scale_));
+  good_steps_ = torch::where(hit.logical_or(grow), torch::zeros_like(next), next);
+}
+
+void LossScaler::restore(double scale, int64_t good_steps) {
+  if (!enabled_) return;
+  scale_.fill_(scale);
+  good_steps_.fill_(good_steps);
+}
+
+}  // namespace siamese::train

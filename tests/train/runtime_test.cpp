@@ -1,0 +1,61 @@
+// model.flash_attention: true keeps scaled_dot_product_attention on its flash kernel and
+// refuses, with the reason, a model that kernel cannot run; false lets it choose.
+#include <gtest/gtest.h>
+
+#include "siamese/common/error.h"
+#include "siamese/model/attention.h"
+#include "siamese/train/runtime.h"
+
+using namespace siamese;
+
+namespace {
+
+ModelConfig small_model() {
+  ModelConfig m;
+  m.d_model = 32;
+  m.n_heads = 2;
+  m.attention_dropout = 0;
+  return m;
+}
+
+bool only_flash_enabled() {
+  auto& ctx = at::globalContext();
+  return ctx.userEnabledFlashSDP() && !ctx.userEnabledMathSDP() && !ctx.userEnabledMemEfficientSDP() &&
+         !ctx.userEnabledCuDNNSDP();
+}
+
+}  // namespace
+
+TEST(AttentionKernels, FlashAttentionTrueRunsOnlyTheFlashKernelWithTheReferenceResult) {
+  ModelConfig m = small_model();
+  m.flash_attention = true;
+  train::configure_attention_kernels(m, torch::kCPU, std::nullopt);
+  EXPECT_TRUE(only_flash_enabled());
+  torch::manual_seed(0);
+  auto q = torch::randn({2, 2, 24, 16}), k = torch::randn({2, 2, 24, 16}), v = torch::randn({2, 2, 24, 16});
+  EXPECT_EQ(at::_fused_sdp_choice(q, k, v, {}, 0.0, true), int64_t(at::SDPBackend::flash_attention));
+  auto fused = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+  auto reference = model::reference_attention(q, k, v, 0.0, /*training=*/false);
+  EXPECT_LT((fused - reference).abs().max().item<double>(), 1e-5);
+
+  m.flash_attention = false;
+  train::configure_attention_kernels(m, torch::kCPU, std::nullopt);
+  EXPECT_TRUE(at::globalContext().userEnabledMathSDP());
+}
+
+TEST(AttentionKernels, AModelTheFlashKernelCannotRunIsRefusedWithTheReason) {
+  ModelConfig m = small_model();
+  m.flash_attention = true;
+  m.attention_dropout = 0.1;  // the CPU flash kernel takes no dropout
+  try {
+    train::configure_attention_kernels(m, torch::kCPU, std::nullopt);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const char* part : {"model.flash_attention", "attention_dropout 0.1",
+                             "on the CPU it does not take attention dropout",
+                             "set model.flash_attention: false"})
+      EXPECT_NE(msg.find(part), std::string::npos) << part << " in " << msg;
+  }
+  EXPECT_TRUE(at::globalContext().userEnabledMathSDP());  // left as it was for everything else
+}
