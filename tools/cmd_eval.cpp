@@ -10,11 +10,13 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "checkpoint_model.h"
 #include "commands.h"
+#include "progress_bar.h"
 #include "siamese/eval/downstream.h"
 #include "siamese/eval/perplexity.h"
 #include "siamese/train/runtime.h"
@@ -36,33 +38,11 @@ struct EvalArgs {
   int64_t limit = -1;
   int64_t batch_size = 16;
   bool no_metrics = false;
+  bool no_shared_contexts = false;
   std::vector<std::string> text;
   bool doc_per_line = false;
   int64_t window = 0;
   int64_t stride = 0;
-};
-
-// One line on stderr, redrawn at most twice a second: documents, rate and time left.
-class ProgressBar {
- public:
-  explicit ProgressBar(int64_t total) : total_(total), start_(std::chrono::steady_clock::now()) {}
-  void update(int64_t docs, int64_t tokens) {
-    const auto now = std::chrono::steady_clock::now();
-    if (docs < total_ && now - last_ < std::chrono::milliseconds(500)) return;
-    last_ = now;
-    const double secs = std::chrono::duration<double>(now - start_).count();
-    const double rate = double(docs) / std::max(secs, 1e-9);
-    const int width = 30, filled = int(width * docs / std::max<int64_t>(total_, 1));
-    std::cerr << fmt::format("\r[{}{}] {}/{} documents, {:.1f} docs/s, {:.0f} tokens/s, ETA {:.0f} s",
-                             std::string(filled, '#'), std::string(width - filled, ' '), docs, total_,
-                             rate, double(tokens) / std::max(secs, 1e-9),
-                             double(total_ - docs) / std::max(rate, 1e-9))
-              << (docs == total_ ? "\n" : "") << std::flush;
-  }
-
- private:
-  int64_t total_;
-  std::chrono::steady_clock::time_point start_, last_;
 };
 
 std::vector<eval::TextDocument> read_documents(const EvalArgs& a, const TextCodec& codec) {
@@ -94,8 +74,12 @@ int run_text_eval(const EvalArgs& a) {
   o.window = a.window;
   o.stride = a.stride;
   if (ck.config.model.eos_token_id < ck.config.model.vocab_size) o.bos = ck.config.model.eos_token_id;
-  ProgressBar bar(int64_t(docs.size()));
-  o.progress = [&](int64_t d, int64_t t) { bar.update(d, t); };
+  ProgressBar bar("text", int64_t(docs.size()), "documents");
+  const auto start = std::chrono::steady_clock::now();
+  o.progress = [&](int64_t d, int64_t t) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    bar.update(d, fmt::format(", {:.0f} tokens/s", double(t) / std::max(secs, 1e-9)));
+  };
   const auto s = eval::score_text(*ck.model, docs, o);
   std::cout << fmt::format("{:<10} {:>8} {:>10} {:>10} {:>8} {:>11} {:>13}\n", "", "documents",
                            "tokens", "bytes", "loss", "perplexity", "bits/byte");
@@ -133,6 +117,7 @@ int run_eval(const EvalArgs& a) {
   opt.batch_size = a.batch_size;
   opt.device = device;
   if (!a.metric.empty()) opt.metric = eval::parse_metric(a.metric);
+  opt.share_contexts = !a.no_shared_contexts;
 
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   nlohmann::ordered_json metrics = nlohmann::ordered_json::object();
@@ -140,8 +125,16 @@ int run_eval(const EvalArgs& a) {
   double sum = 0;
   for (const auto& name : names) {
     const auto task = eval::load_task(name, data_dir, a.limit);
+    std::optional<ProgressBar> bar;
+    opt.progress = [&](int64_t done, int64_t total) {
+      if (!bar) bar.emplace(name, total, "requests");
+      bar->update(done);
+    };
+    const auto start = std::chrono::steady_clock::now();
     const auto r = eval::run_downstream(*ck.model, tok, task, opt);
-    spdlog::info("{}: {} = {:.4f} ({} documents)", name, r.metric_key(), r.accuracy, r.documents);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    spdlog::info("{}: {} = {:.4f} ({} documents, {:.1f} documents/s)", name, r.metric_key(),
+                 r.accuracy, r.documents, double(r.documents) / std::max(secs, 1e-9));
     results.push_back({{"task", r.task}, {"label", r.label}, {"metric", eval::metric_name(r.metric)},
                        {"key", r.metric_key()}, {"accuracy", r.accuracy}, {"documents", r.documents}});
     metrics[r.metric_key()] = r.accuracy;
@@ -190,6 +183,8 @@ void add_eval_command(CLI::App& app, Handler& run) {
   cmd->add_option("--out", args->out, "results JSON");
   cmd->add_option("--metrics", args->metrics, "metrics.jsonl to append to (default: the run's)");
   cmd->add_flag("--no-metrics", args->no_metrics, "do not append to a metrics.jsonl");
+  cmd->add_flag("--no-shared-contexts", args->no_shared_contexts,
+                "read every answer option whole instead of its question's context once (to compare)");
   cmd->add_option("--device", args->device, "auto | cpu | cuda");
   cmd->add_option("--text", args->text, "text files: perplexity and bits per byte instead of tasks");
   cmd->add_flag("--doc-per-line", args->doc_per_line, "--text: each non-empty line is a document (default: each file)");

@@ -1,6 +1,9 @@
 // `siamese tokenize`: text / JSONL (optionally .gz) to OLMo-style token files, or, with
 // --encode-jsonl, one {"ids": [...]} line per input line for checks against other tokenizers.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <optional>
 
 #include <fstream>
 #include <iostream>
@@ -9,6 +12,7 @@
 #include "commands.h"
 #include "siamese/common/error.h"
 #include "siamese/tokenizer/tokenize_corpus.h"
+#include "progress_bar.h"
 
 namespace siamese::cli {
 
@@ -64,6 +68,11 @@ int run_tokenize(const TokenizeArgs& a) {
   o.on_error = a.on_error == "skip" ? OnError::Skip : OnError::Stop;
   o.threads = a.threads;
   o.force = a.force;
+  std::optional<ProgressBar> bar;  // the total is known once the inputs are opened
+  o.progress = [&](int64_t done, int64_t total, int64_t tokens) {
+    if (!bar) bar.emplace("tokenize", total, "MB", 1e6);
+    bar->update(done, fmt::format(", {} tokens", tokens));
+  };
   const TokenizeReport r = tokenize_corpus(tok, o);
   const auto& i = r.info;
   std::cout << "wrote " << a.output << " (" << i.dtype << ") and " << sidecar_path(a.output) << "\n"

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "siamese/common/error.h"
@@ -13,22 +13,37 @@ namespace siamese::eval {
 
 LanguageModel language_model(model::TransformerImpl& model) {
   return {[&model](const torch::Tensor& ids) { return model.hidden(ids); },
-          [&model](const torch::Tensor& h) { return model.head(h); }};
+          [&model](const torch::Tensor& h) { return model.head(h); }, &model};
 }
 
-std::vector<double> continuation_logliks(const LanguageModel& lm, const std::vector<Request>& reqs,
-                                         int64_t batch_size, int64_t max_length,
-                                         torch::Device device) {
-  TORCH_CHECK(batch_size > 0 && max_length > 0, "batch_size and max_length must be positive");
-  torch::NoGradGuard no_grad;
-  // The model input of each request and where its continuation tokens are predicted.
+namespace {
+
+// Sums log p(target) over scored rows of hidden states [N, d] into out[owner[i]].
+void add_logliks(const LanguageModel& lm, const torch::Tensor& hidden,
+                 const std::vector<int64_t>& targets, const std::vector<size_t>& owners,
+                 std::vector<double>& out) {
+  auto logp = torch::log_softmax(lm.head(hidden).to(torch::kFloat64), -1);
+  auto picked = logp.gather(1, torch::tensor(targets).to(hidden.device()).unsqueeze(1))
+                    .squeeze(1)
+                    .cpu();
+  auto a = picked.accessor<double, 1>();
+  for (size_t i = 0; i < owners.size(); ++i) out[owners[i]] += a[i];
+}
+
+// Requests `which`, each read whole: context + continuation[:-1], cut from the left to
+// max_length, in right-padded batches (causal attention keeps padding from touching any
+// scored position), longest first so padding is small and the first batch shows peak memory.
+void score_whole(const LanguageModel& lm, const std::vector<Request>& reqs,
+                 const std::vector<size_t>& which, int64_t batch_size, int64_t max_length,
+                 torch::Device device, std::vector<double>& out,
+                 const std::function<void(int64_t)>& advance) {
   struct Prepared {
     std::vector<int64_t> input;
     std::vector<int64_t> positions, targets;
   };
-  std::vector<Prepared> prep(reqs.size());
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const auto& r = reqs[i];
+  std::vector<Prepared> prep(which.size());
+  for (size_t i = 0; i < which.size(); ++i) {
+    const auto& r = reqs[which[i]];
     std::vector<int64_t> full = r.context;
     full.insert(full.end(), r.continuation.begin(), r.continuation.end());
     full.pop_back();
@@ -41,43 +56,152 @@ std::vector<double> continuation_logliks(const LanguageModel& lm, const std::vec
       prep[i].targets.push_back(r.continuation[j]);
     }
   }
-  // Longest first, so a batch's padding is small and the first batch shows peak memory.
-  std::vector<size_t> order(reqs.size());
+  std::vector<size_t> order(which.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return prep[a].input.size() > prep[b].input.size();
   });
-
-  std::vector<double> out(reqs.size(), 0.0);
   for (size_t start = 0; start < order.size(); start += batch_size) {
     const size_t end = std::min(order.size(), start + size_t(batch_size));
     int64_t T = 0;
     for (size_t k = start; k < end; ++k) T = std::max<int64_t>(T, prep[order[k]].input.size());
-    if (T == 0) continue;
     const int64_t B = int64_t(end - start);
-    // Right padding: causal attention keeps it from changing any scored position.
-    auto ids = torch::zeros({B, T}, torch::kInt64);
+    auto ids = torch::zeros({B, std::max<int64_t>(T, 1)}, torch::kInt64);
     auto ids_a = ids.accessor<int64_t, 2>();
-    std::vector<int64_t> flat, targets, owner;
+    std::vector<int64_t> flat, targets;
+    std::vector<size_t> owners;
     for (int64_t b = 0; b < B; ++b) {
       const auto& p = prep[order[start + b]];
       for (size_t t = 0; t < p.input.size(); ++t) ids_a[b][t] = p.input[t];
       for (size_t j = 0; j < p.positions.size(); ++j) {
         flat.push_back(b * T + p.positions[j]);
         targets.push_back(p.targets[j]);
-        owner.push_back(b);
+        owners.push_back(which[order[start + b]]);
       }
     }
-    if (flat.empty()) continue;
-    auto h = lm.hidden(ids.to(device));
-    h = h.reshape({B * T, h.size(-1)}).index_select(0, torch::tensor(flat).to(device));
-    auto logp = torch::log_softmax(lm.head(h).to(torch::kFloat64), -1);
-    auto picked = logp.gather(1, torch::tensor(targets).to(device).unsqueeze(1)).squeeze(1);
-    auto sums = torch::zeros({B}, torch::kFloat64)
-                    .index_add_(0, torch::tensor(owner), picked.to(torch::kCPU));
-    auto sums_a = sums.accessor<double, 1>();
-    for (int64_t b = 0; b < B; ++b) out[order[start + b]] = sums_a[b];
+    if (!flat.empty()) {
+      auto h = lm.hidden(ids.to(device));
+      h = h.reshape({B * T, h.size(-1)}).index_select(0, torch::tensor(flat).to(device));
+      add_logliks(lm, h, targets, owners, out);
+    }
+    advance(B);
   }
+}
+
+// Groups of requests with one context (non-empty, every option fitting max_length): the
+// contexts of up to batch_size options, all of one length so that they share the cache's
+// positions, are read in one pass; the cache rows are then repeated per option and the
+// options' continuation[:-1] are read after them. The context's last position predicts
+// every option's first token.
+void score_shared(const LanguageModel& lm, const std::vector<Request>& reqs,
+                  std::vector<std::vector<size_t>> groups, int64_t batch_size,
+                  torch::Device device, std::vector<double>& out,
+                  const std::function<void(int64_t)>& advance) {
+  model::TransformerImpl& model = *lm.transformer;
+  auto context_length = [&](const std::vector<size_t>& g) { return reqs[g.front()].context.size(); };
+  std::stable_sort(groups.begin(), groups.end(), [&](const auto& a, const auto& b) {
+    return context_length(a) > context_length(b);
+  });
+  for (size_t start = 0; start < groups.size();) {
+    const size_t L = context_length(groups[start]);
+    size_t end = start, options = 0;
+    while (end < groups.size() && context_length(groups[end]) == L &&
+           options + groups[end].size() <= size_t(batch_size))
+      options += groups[end++].size();
+    const int64_t G = int64_t(end - start);
+
+    auto contexts = torch::empty({G, int64_t(L)}, torch::kInt64);
+    std::vector<int64_t> row_group;  // option row -> its group's row
+    std::vector<size_t> members;
+    size_t longest = 1;
+    for (int64_t g = 0; g < G; ++g) {
+      const auto& group = groups[start + g];
+      const auto& ctx = reqs[group.front()].context;
+      std::copy(ctx.begin(), ctx.end(), contexts[g].data_ptr<int64_t>());
+      for (size_t m : group) {
+        row_group.push_back(g);
+        members.push_back(m);
+        longest = std::max(longest, reqs[m].continuation.size());
+      }
+    }
+    const int64_t C = int64_t(longest) - 1;  // continuation positions read after the context
+    model::KvCache cache(model.config().n_layers, int64_t(L) + C);
+    model::ForwardOptions fo;
+    fo.cache = &cache;
+    auto last = model.hidden(contexts.to(device), fo).select(1, int64_t(L) - 1);
+    const auto rows = torch::tensor(row_group).to(device);
+    std::vector<int64_t> firsts;
+    for (size_t m : members) firsts.push_back(reqs[m].continuation.front());
+    add_logliks(lm, last.index_select(0, rows), firsts, members, out);
+
+    if (C > 0) {
+      for (auto& layer : cache.layers) {
+        layer.k = layer.k.index_select(0, rows);
+        layer.v = layer.v.index_select(0, rows);
+      }
+      const int64_t N = int64_t(members.size());
+      auto ids = torch::zeros({N, C}, torch::kInt64);
+      auto ids_a = ids.accessor<int64_t, 2>();
+      std::vector<int64_t> flat, targets;
+      std::vector<size_t> owners;
+      for (int64_t n = 0; n < N; ++n) {
+        const auto& cont = reqs[members[n]].continuation;
+        for (size_t j = 0; j + 1 < cont.size(); ++j) {
+          ids_a[n][j] = cont[j];
+          flat.push_back(n * C + int64_t(j));
+          targets.push_back(cont[j + 1]);
+          owners.push_back(members[n]);
+        }
+      }
+      if (!flat.empty()) {
+        auto h = model.hidden(ids.to(device), fo);
+        h = h.reshape({N * C, h.size(-1)}).index_select(0, torch::tensor(flat).to(device));
+        add_logliks(lm, h, targets, owners, out);
+      }
+    }
+    advance(int64_t(members.size()));
+    start = end;
+  }
+}
+
+}  // namespace
+
+std::vector<double> continuation_logliks(const LanguageModel& lm, const std::vector<Request>& reqs,
+                                         int64_t batch_size, int64_t max_length,
+                                         torch::Device device, const Progress& progress) {
+  TORCH_CHECK(batch_size > 0 && max_length > 0, "batch_size and max_length must be positive");
+  torch::NoGradGuard no_grad;
+  std::vector<double> out(reqs.size(), 0.0);
+  int64_t done = 0;
+  auto advance = [&](int64_t n) {
+    done += n;
+    if (progress) progress(done, int64_t(reqs.size()));
+  };
+  std::vector<size_t> whole;
+  std::vector<std::vector<size_t>> groups;
+  if (lm.transformer) {
+    std::map<std::vector<int64_t>, std::vector<size_t>> by_context;
+    for (size_t i = 0; i < reqs.size(); ++i) by_context[reqs[i].context].push_back(i);
+    for (auto& [context, members] : by_context) {
+      size_t longest = 0;
+      for (size_t m : members) longest = std::max(longest, reqs[m].continuation.size());
+      const bool fits = int64_t(context.size() + longest) - 1 <= max_length;
+      if (members.size() > 1 && !context.empty() && fits)
+        // pmi_dc's domain string is the context of every option of a task: cut into
+        // batches, each reading it once.
+        for (size_t first = 0; first < members.size(); first += size_t(batch_size))
+          groups.emplace_back(members.begin() + first,
+                              members.begin() + std::min(members.size(), first + size_t(batch_size)));
+      else
+        whole.insert(whole.end(), members.begin(), members.end());
+    }
+    std::sort(whole.begin(), whole.end());
+  } else {
+    whole.resize(reqs.size());
+    std::iota(whole.begin(), whole.end(), 0);
+  }
+  score_whole(lm, reqs, whole, batch_size, max_length, device, out, advance);
+  if (!groups.empty()) score_shared(lm, reqs, std::move(groups), batch_size, device, out, advance);
   return out;
 }
 
@@ -128,11 +252,19 @@ DownstreamResult run_downstream(const LanguageModel& lm, const tokenizer::Tokeni
       reqs.push_back({encode(tok, o.context), cont});
       if (metric == Metric::PmiDc) dc_reqs.push_back({encode(tok, o.dc_context), cont});
     }
-  const auto ll = continuation_logliks(lm, reqs, options.batch_size, options.max_length,
-                                       options.device);
+  LanguageModel scorer = lm;
+  if (!options.share_contexts) scorer.transformer = nullptr;
+  const int64_t total = int64_t(reqs.size() + dc_reqs.size());
+  auto report = [&](int64_t offset) -> Progress {
+    if (!options.progress) return {};
+    return [&, offset](int64_t done, int64_t) { options.progress(offset + done, total); };
+  };
+  const auto ll = continuation_logliks(scorer, reqs, options.batch_size, options.max_length,
+                                       options.device, report(0));
   const auto dc = metric == Metric::PmiDc
-                      ? continuation_logliks(lm, dc_reqs, options.batch_size, options.max_length,
-                                             options.device)
+                      ? continuation_logliks(scorer, dc_reqs, options.batch_size,
+                                             options.max_length, options.device,
+                                             report(int64_t(reqs.size())))
                       : std::vector<double>(reqs.size(), 1.0);
 
   DownstreamResult r{task.name, task.label, metric, 0.0, int64_t(task.docs.size()), {}};

@@ -36,6 +36,8 @@ LineReader::~LineReader() {
   if (gz_) gzclose(static_cast<gzFile>(gz_));
 }
 
+int64_t LineReader::file_offset() const { return gz_ ? gzoffset(static_cast<gzFile>(gz_)) : 0; }
+
 bool LineReader::fill() {
   if (eof_) return false;
   if (pos_ > 0) {

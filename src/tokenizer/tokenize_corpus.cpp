@@ -126,11 +126,21 @@ class CorpusTokenizer {
     const auto start = std::chrono::steady_clock::now();
     const std::clock_t cpu_start = std::clock();
     for (const auto& input : options_.inputs) {
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(input, ec);
+      if (!ec) disk_total_ += int64_t(size);
+    }
+    for (const auto& input : options_.inputs) {
       if (is_jsonl(input, options_.format)) read_jsonl(input);
       else if (options_.doc_per_line) read_lines(input);
       else read_whole(input);
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(input, ec);
+      if (!ec) disk_done_ += int64_t(size);
+      reader_ = nullptr;
     }
     flush();
+    if (options_.progress) options_.progress(disk_total_, disk_total_, writer_.tokens());
     TokenizeReport report;
     report.info.documents = documents_;
     report.info.skipped_documents = skipped_;
@@ -206,6 +216,7 @@ class CorpusTokenizer {
 
   void read_lines(const std::string& path) {
     LineReader reader(path);
+    reader_ = &reader;
     std::string line;
     while (reader.next(line)) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -221,6 +232,7 @@ class CorpusTokenizer {
 
   void read_jsonl(const std::string& path) {
     LineReader reader(path);
+    reader_ = &reader;
     std::string line;
     while (reader.next(line)) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -284,6 +296,9 @@ class CorpusTokenizer {
     }
     docs_.clear();
     batch_bytes_ = 0;
+    if (options_.progress)
+      options_.progress(disk_done_ + (reader_ ? reader_->file_offset() : 0), disk_total_,
+                        writer_.tokens());
   }
 
   const Tokenizer& tokenizer_;
@@ -294,6 +309,8 @@ class CorpusTokenizer {
   std::vector<std::string> docs_;
   size_t batch_bytes_ = 0;
   int64_t documents_ = 0, skipped_ = 0, input_bytes_ = 0;
+  int64_t disk_done_ = 0, disk_total_ = 0;  // for progress: finished files, all files
+  const LineReader* reader_ = nullptr;      // the file being read line by line
   std::vector<InputProblem> problems_;
 };
 

@@ -127,13 +127,24 @@ TEST_F(CliWorkflow, EvalScoresDoNotDependOnBatchSizeAndLandInMetrics) {
                     dir_->file("eval5.log")),
             0)
       << log("eval5.log");
+  // Every option read whole instead of continuing its question's cached context.
+  ASSERT_EQ(run_cli("eval " + ckpt + " --tasks copa,sciq --limit 6 --no-shared-contexts --no-metrics --out " +
+                        dir_->file("eval_whole.json"),
+                    dir_->file("eval_whole.log")),
+            0)
+      << log("eval_whole.log");
   const auto one = json::parse(log("eval1.json")), five = json::parse(log("eval5.json"));
+  const auto whole = json::parse(log("eval_whole.json"));
   EXPECT_EQ(one["step"], 6);
   ASSERT_EQ(one["results"].size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(one["results"][i]["documents"], 6);
     EXPECT_EQ(one["results"][i]["accuracy"], five["results"][i]["accuracy"]);
+    EXPECT_EQ(one["results"][i]["accuracy"], whole["results"][i]["accuracy"]);
   }
+  // The progress line and the rate of each task.
+  EXPECT_NE(log("eval1.log").find("sciq ["), std::string::npos) << log("eval1.log");
+  EXPECT_NE(log("eval1.log").find("documents/s)"), std::string::npos) << log("eval1.log");
   // The first call appended its results, under OLMo's names, to the run's metrics.jsonl.
   int appended = 0;
   for (const auto& m : metrics_rows(ckpt))

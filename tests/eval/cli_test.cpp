@@ -100,7 +100,7 @@ TEST_F(GenerateAndScore, ScoresTextFilesPerFileAndPerLine) {
   const double bpb = per_file["bits_per_byte"];
   EXPECT_NEAR(bpb, double(per_file["loss"]) / std::log(2.0), 1e-9);
   EXPECT_LT(double(per_file["perplexity"]), 256.0);  // learned something about sums
-  EXPECT_NE(read_all(file("t1.err")).find("docs/s"), std::string::npos);  // the progress bar
+  EXPECT_NE(read_all(file("t1.err")).find("documents/s"), std::string::npos);  // the progress bar
 
   ASSERT_EQ(run_cli("eval " + run() + " --text " + path + " --doc-per-line --out " + file("t2.json"),
                     file("t2")), 0)

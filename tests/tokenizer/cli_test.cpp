@@ -45,6 +45,9 @@ TEST(Cli, TokenizeThenDetokenize) {
   const Result r = run("tokenize --tokenizer " + kNeox + " " + jsonl + " " + txt + " -o " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("MB/s"), std::string::npos) << r.output;
+  // The progress line, complete at the end (bytes of both files, tokens written).
+  EXPECT_NE(r.output.find("tokenize [########################] 0.0/0.0 MB"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" tokens, took "), std::string::npos) << r.output;
   TokenFileInfo info;
   const auto ids = read_token_file(out, &info);
   const Tokenizer tok = Tokenizer::from_file(kNeox);

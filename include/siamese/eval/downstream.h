@@ -5,7 +5,10 @@
 // context + continuation[:-1] (cut from the left to the model's context length) and an
 // option's log-likelihood is the sum of the log-softmax probabilities of its continuation
 // tokens. Requests are sorted by length and run in padded batches; only the hidden states
-// at continuation positions go through the LM head, so a 50k vocabulary costs little.
+// at continuation positions go through the LM head, so a 50k vocabulary costs little. The
+// answer options of a question share its context: with a transformer the context is read
+// once into a KV cache and every option continues from it (the scores equal reading each
+// option whole, up to float rounding).
 //
 // For the trainer (`evaluators: - {label: piqa, type: downstream, data_dir: ...}`):
 //   Task task = load_task(label, data_dir);            // once, at start-up
@@ -35,6 +38,10 @@ struct Request {
 struct LanguageModel {
   std::function<torch::Tensor(const torch::Tensor&)> hidden;
   std::function<torch::Tensor(const torch::Tensor&)> head;
+  // Set by language_model(): requests with the same context then read it once, through
+  // this transformer's KV cache. Unset (a test model, --no-shared-contexts): every request
+  // is read whole.
+  model::TransformerImpl* transformer = nullptr;
 };
 LanguageModel language_model(model::TransformerImpl& model);
 
@@ -42,9 +49,11 @@ LanguageModel language_model(model::TransformerImpl& model);
 // than max_length keep their last max_length tokens; a continuation token whose predicting
 // position falls outside the window (a continuation longer than the window, or an empty
 // context) is not counted.
+// `progress` (optional) hears (requests scored, requests in all) after each batch.
+using Progress = std::function<void(int64_t done, int64_t total)>;
 std::vector<double> continuation_logliks(const LanguageModel& lm, const std::vector<Request>& reqs,
                                          int64_t batch_size, int64_t max_length,
-                                         torch::Device device);
+                                         torch::Device device, const Progress& progress = {});
 
 // An option's score under `metric` (see Metric); dc_loglik is used by PmiDc only.
 double option_score(Metric metric, double loglik, const std::string& continuation,
@@ -57,6 +66,8 @@ struct DownstreamOptions {
   std::optional<Metric> metric;  // unset = the task's OLMo metric
   torch::Device device = torch::kCPU;
   int64_t max_length = 0;  // 0 = the model's max_sequence_length
+  bool share_contexts = true;  // read a context shared by several options once (KV cache)
+  Progress progress;           // requests of the task (and of its pmi_dc requests)
 };
 
 struct DownstreamResult {

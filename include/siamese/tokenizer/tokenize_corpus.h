@@ -11,6 +11,7 @@
 // field) is reported as "file:line: problem" and, by policy, either skipped and counted or
 // fatal; on a fatal error no output file is left behind.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -34,6 +35,9 @@ struct TokenizeOptions {
   OnError on_error = OnError::Stop;
   int threads = 2;
   bool force = false;  // replace an existing output
+  // Hears (input bytes read, input bytes in all, tokens written) after each batch of
+  // documents; bytes are the files' sizes on disk (compressed for .gz).
+  std::function<void(int64_t, int64_t, int64_t)> progress;
 };
 
 struct InputProblem {
