@@ -89,56 +89,75 @@ void score_whole(const LanguageModel& lm, const std::vector<Request>& reqs,
 }
 
 // Groups of requests with one context (non-empty, every option fitting max_length): the
-// contexts of up to batch_size options, all of one length so that they share the cache's
-// positions, are read in one pass; the cache rows are then repeated per option and the
-// options' continuation[:-1] are read after them. The context's last position predicts
-// every option's first token.
+// contexts of up to batch_size options are read in one pass into a KV cache, left-padded to
+// one length with the padding keys masked; the cache rows are then repeated per option and
+// the options' continuation[:-1] are read after them. The context's last position predicts
+// every option's first token. Left padding moves a context's absolute positions but not
+// its relative ones, which is all RoPE sees; with learned positions only contexts of one
+// length share a pass.
 void score_shared(const LanguageModel& lm, const std::vector<Request>& reqs,
                   std::vector<std::vector<size_t>> groups, int64_t batch_size,
                   torch::Device device, std::vector<double>& out,
                   const std::function<void(int64_t)>& advance) {
   model::TransformerImpl& model = *lm.transformer;
-  auto context_length = [&](const std::vector<size_t>& g) { return reqs[g.front()].context.size(); };
+  const bool relative_positions = model.config().rope;
+  auto context_length = [&](const std::vector<size_t>& g) {
+    return int64_t(reqs[g.front()].context.size());
+  };
+  auto longest_option = [&](const std::vector<size_t>& g) {
+    size_t n = 0;
+    for (size_t m : g) n = std::max(n, reqs[m].continuation.size());
+    return n;
+  };
+  // Options are read padded to the longest in their pass, contexts (one row per group, a
+  // few times fewer) to theirs: passes group similar option lengths first. With learned
+  // positions every context of a pass has one length.
   std::stable_sort(groups.begin(), groups.end(), [&](const auto& a, const auto& b) {
+    if (!relative_positions && context_length(a) != context_length(b))
+      return context_length(a) > context_length(b);
+    if (longest_option(a) != longest_option(b)) return longest_option(a) > longest_option(b);
     return context_length(a) > context_length(b);
   });
   for (size_t start = 0; start < groups.size();) {
-    const size_t L = context_length(groups[start]);
     size_t end = start, options = 0;
-    while (end < groups.size() && context_length(groups[end]) == L &&
+    while (end < groups.size() &&
+           (relative_positions || context_length(groups[end]) == context_length(groups[start])) &&
            options + groups[end].size() <= size_t(batch_size))
       options += groups[end++].size();
     const int64_t G = int64_t(end - start);
+    int64_t L = 0;  // the longest context of this pass
+    for (size_t g = start; g < end; ++g) L = std::max(L, context_length(groups[g]));
 
-    auto contexts = torch::empty({G, int64_t(L)}, torch::kInt64);
     std::vector<int64_t> row_group;  // option row -> its group's row
     std::vector<size_t> members;
     size_t longest = 1;
-    for (int64_t g = 0; g < G; ++g) {
-      const auto& group = groups[start + g];
-      const auto& ctx = reqs[group.front()].context;
-      std::copy(ctx.begin(), ctx.end(), contexts[g].data_ptr<int64_t>());
-      for (size_t m : group) {
+    for (int64_t g = 0; g < G; ++g)
+      for (size_t m : groups[start + g]) {
         row_group.push_back(g);
         members.push_back(m);
         longest = std::max(longest, reqs[m].continuation.size());
       }
-    }
     const int64_t C = int64_t(longest) - 1;  // continuation positions read after the context
-    model::KvCache cache(model.config().n_layers, int64_t(L) + C);
+    auto contexts = torch::zeros({G, L}, torch::kInt64);
+    auto valid = torch::ones({G, L + C}, torch::kBool);
+    for (int64_t g = 0; g < G; ++g) {
+      const auto& ctx = reqs[groups[start + g].front()].context;
+      const int64_t pad = L - int64_t(ctx.size());
+      std::copy(ctx.begin(), ctx.end(), contexts[g].data_ptr<int64_t>() + pad);
+      valid[g].narrow(0, 0, pad).fill_(false);
+    }
+    model::KvCache cache(model.config().n_layers, L + C);
+    if (!valid.all().item<bool>()) cache.set_keys_valid(valid.to(device));
     model::ForwardOptions fo;
     fo.cache = &cache;
-    auto last = model.hidden(contexts.to(device), fo).select(1, int64_t(L) - 1);
+    auto last = model.hidden(contexts.to(device), fo).select(1, L - 1);
     const auto rows = torch::tensor(row_group).to(device);
     std::vector<int64_t> firsts;
     for (size_t m : members) firsts.push_back(reqs[m].continuation.front());
     add_logliks(lm, last.index_select(0, rows), firsts, members, out);
 
     if (C > 0) {
-      for (auto& layer : cache.layers) {
-        layer.k = layer.k.index_select(0, rows);
-        layer.v = layer.v.index_select(0, rows);
-      }
+      cache.select_rows(rows);
       const int64_t N = int64_t(members.size());
       auto ids = torch::zeros({N, C}, torch::kInt64);
       auto ids_a = ids.accessor<int64_t, 2>();
@@ -153,11 +172,9 @@ void score_shared(const LanguageModel& lm, const std::vector<Request>& reqs,
           owners.push_back(members[n]);
         }
       }
-      if (!flat.empty()) {
-        auto h = model.hidden(ids.to(device), fo);
-        h = h.reshape({N * C, h.size(-1)}).index_select(0, torch::tensor(flat).to(device));
-        add_logliks(lm, h, targets, owners, out);
-      }
+      auto h = model.hidden(ids.to(device), fo);
+      h = h.reshape({N * C, h.size(-1)}).index_select(0, torch::tensor(flat).to(device));
+      add_logliks(lm, h, targets, owners, out);
     }
     advance(int64_t(members.size()));
     start = end;
@@ -183,10 +200,17 @@ std::vector<double> continuation_logliks(const LanguageModel& lm, const std::vec
     std::map<std::vector<int64_t>, std::vector<size_t>> by_context;
     for (size_t i = 0; i < reqs.size(); ++i) by_context[reqs[i].context].push_back(i);
     for (auto& [context, members] : by_context) {
-      size_t longest = 0;
-      for (size_t m : members) longest = std::max(longest, reqs[m].continuation.size());
+      size_t longest = 0, option_tokens = 0;
+      for (size_t m : members) {
+        longest = std::max(longest, reqs[m].continuation.size());
+        option_tokens += reqs[m].continuation.size();
+      }
       const bool fits = int64_t(context.size() + longest) - 1 <= max_length;
-      if (members.size() > 1 && !context.empty() && fits)
+      // Sharing saves (options - 1) context reads and costs a second, padded pass: worth it
+      // when the saving is at least what the options read (not for a short question with
+      // long answers, PIQA's shape; measured in docs/results.md).
+      const bool saves = (members.size() - 1) * context.size() >= option_tokens;
+      if (members.size() > 1 && !context.empty() && fits && saves)
         // pmi_dc's domain string is the context of every option of a task: cut into
         // batches, each reading it once.
         for (size_t first = 0; first < members.size(); first += size_t(batch_size))

@@ -89,10 +89,18 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache) 
   // The library's is_causal aligns the mask top-left; queries after cached keys need it
   // bottom-right (a single new query sees every key and needs none).
   std::optional<torch::Tensor> mask;
-  if (past > 0 && T > 1)
-    mask = torch::ones({T, past + T}, torch::dtype(torch::kBool).device(x.device())).tril(past);
+  const auto flags = torch::dtype(torch::kBool).device(x.device());
+  if (cache && cache->keys_valid.defined()) {
+    const auto causal = torch::ones({T, past + T}, flags).tril(past);
+    const auto itself = torch::ones({T, past + T}, flags).tril(past).triu(past);
+    const auto valid = cache->keys_valid.narrow(1, 0, past + T).view({B, 1, 1, past + T});
+    mask = causal.logical_and(valid.logical_or(itself));
+  } else if (past > 0 && T > 1) {
+    mask = torch::ones({T, past + T}, flags).tril(past);
+  }
   auto context = reference_ ? reference_attention(q, k, v, p, is_training())
-                            : at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/past == 0);
+                            : at::scaled_dot_product_attention(q, k, v, mask, p,
+                                                               /*is_causal=*/past == 0 && !mask);
   return attn_out(context.transpose(1, 2).reshape({B, T, d}));
 }
 

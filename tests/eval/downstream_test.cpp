@@ -115,15 +115,18 @@ TEST(Downstream, BatchingDoesNotChangeScores) {
 
 // The options of a question share its context: reading it once into the KV cache and
 // continuing each option from there scores exactly what reading every option whole does (up
-// to float rounding), for every topology, with GQA, options of one to four tokens, a context
+// to float rounding), for every topology, with RoPE (contexts of different lengths
+// left-padded into one pass) and learned positions, GQA, options of one to four tokens, a context
 // too long for the window (read whole, cut from the left), pmi_dc-style groups larger than
 // the batch, and a lone request. The progress callback counts every request once.
 class SharedContexts : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SharedContexts, ScoreAsReadingEachOptionWhole) {
+  for (const bool rope : {true, false}) {  // contexts of several lengths share a pass with RoPE only
+  SCOPED_TRACE(rope ? "rope" : "learned positions");
   ModelConfig cfg;
   cfg.d_model = 32; cfg.n_heads = 4; cfg.n_kv_heads = 2; cfg.n_layers = 3;
-  cfg.vocab_size = 50; cfg.embedding_size = 64; cfg.max_sequence_length = 24; cfg.rope = true;
+  cfg.vocab_size = 50; cfg.embedding_size = 64; cfg.max_sequence_length = 24; cfg.rope = rope;
   cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0;
   cfg.residual = GetParam();
   model::apply_required_settings(cfg);
@@ -145,25 +148,26 @@ TEST_P(SharedContexts, ScoreAsReadingEachOptionWhole) {
   for (int64_t q = 0; q < 6; ++q)  // questions of 3 + 2q tokens, four options each
     for (int64_t o = 0; o < 4; ++o) reqs.push_back({ids(3 + 2 * q, q), ids(1 + (o + q) % 4, 10 * q + o)});
   for (int64_t o = 0; o < 3; ++o) reqs.push_back({ids(22, 99), ids(4, 50 + o)});  // 25 > 24: whole
-  for (int64_t o = 0; o < 11; ++o) reqs.push_back({ids(2, 77), ids(2 + o % 3, 60 + o)});  // 11 > batch
+  for (int64_t o = 0; o < 11; ++o) reqs.push_back({ids(4, 77), ids(2 + o % 3, 60 + o)});  // 11 > batch 9
   reqs.push_back({ids(5, 123), ids(3, 124)});  // alone
 
   auto shared_lm = language_model(*m);
   auto whole_lm = shared_lm;
   whole_lm.transformer = nullptr;
   int64_t last_done = 0, calls = 0;
-  const auto shared = continuation_logliks(shared_lm, reqs, 5, 24, torch::kCPU, [&](int64_t done, int64_t total) {
+  const auto shared = continuation_logliks(shared_lm, reqs, 9, 24, torch::kCPU, [&](int64_t done, int64_t total) {
     EXPECT_GT(done, last_done);
     EXPECT_EQ(total, int64_t(reqs.size()));
     last_done = done;
     ++calls;
   });
-  const auto whole = continuation_logliks(whole_lm, reqs, 5, 24, torch::kCPU);
+  const auto whole = continuation_logliks(whole_lm, reqs, 9, 24, torch::kCPU);
   EXPECT_EQ(last_done, int64_t(reqs.size()));
   EXPECT_GT(calls, 3);
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_LT(whole[i], 0.0);
     EXPECT_NEAR(shared[i], whole[i], 2e-5 * std::abs(whole[i])) << "request " << i;
+  }
   }
 }
 

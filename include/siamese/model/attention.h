@@ -26,6 +26,9 @@ struct LayerCache {
   int64_t capacity = 0;  // positions the buffers hold
   torch::Tensor k, v;    // [B, n_kv_heads, capacity, hd]
   int64_t length = 0;    // positions filled
+  // Optional [B, capacity] bool: false marks a padding key that no query reads (rows of a
+  // batch left-padded to one length; each padding query reads only itself).
+  torch::Tensor keys_valid;
 };
 
 class AttentionImpl : public torch::nn::Module {

@@ -32,8 +32,21 @@ using Probe = std::function<void(int64_t layer, const std::string& stream, const
 // those already cached. Topologies act on each position alone, so the residual streams need
 // no cache; attention is the only place that reads earlier positions.
 struct KvCache {
-  KvCache(int64_t n_layers, int64_t capacity) : layers(n_layers, LayerCache{capacity, {}, {}, 0}) {}
+  KvCache(int64_t n_layers, int64_t capacity) : layers(n_layers, LayerCache{capacity, {}, {}, 0, {}}) {}
   int64_t length() const { return layers.empty() ? 0 : layers.front().length; }
+  // Marks padding keys in every layer (LayerCache::keys_valid), before the first read.
+  void set_keys_valid(const torch::Tensor& valid) {
+    for (auto& l : layers) l.keys_valid = valid;
+  }
+  // Keeps batch rows `rows` (an int64 index, repeats allowed): one cached prefix continued
+  // several ways.
+  void select_rows(const torch::Tensor& rows) {
+    for (auto& l : layers) {
+      l.k = l.k.index_select(0, rows);
+      l.v = l.v.index_select(0, rows);
+      if (l.keys_valid.defined()) l.keys_valid = l.keys_valid.index_select(0, rows);
+    }
+  }
   std::vector<LayerCache> layers;
 };
 
