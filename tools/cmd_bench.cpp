@@ -85,6 +85,7 @@ Split timed_step(Subject& s, data::TokenDataset& ds, data::BatchOrder& order, to
   const int64_t micro = std::min(s.cfg.device_train_microbatch_size, batch.size(0));
   const int64_t n_micro = (batch.size(0) + micro - 1) / micro;
   std::vector<std::array<size_t, 3>> micro_marks;
+  const train::AttentionKernelScope kernels(s.cfg.model.flash_attention);
   for (int64_t m = 0; m < n_micro; ++m) {
     auto ids = batch.narrow(0, m * micro, std::min(micro, batch.size(0) - m * micro));
     const size_t f0 = clock.mark();
@@ -264,7 +265,7 @@ int run_bench(const BenchArgs& a) {
   if (world.distributed()) return run_scaling_bench(a, base, world);
   const torch::Device device = train::resolve_device(base.device);
   if (device.is_cuda()) train::configure_cuda_runtime(device, base.allow_tf32);
-  train::configure_attention_kernels(base.model, device, autocast_dtype(base.precision));
+  train::check_flash_attention(base.model, device, autocast_dtype(base.precision));
   std::vector<std::string> topologies;
   if (a.compare.empty()) {
     topologies.push_back(base.model.residual);

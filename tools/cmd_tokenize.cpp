@@ -70,6 +70,7 @@ int run_tokenize(const TokenizeArgs& a) {
   o.force = a.force;
   std::optional<ProgressBar> bar;  // the total is known once the inputs are opened
   o.progress = [&](int64_t done, int64_t total, int64_t tokens) {
+    if (total <= 0) return;  // inputs without a size (a pipe): no bar
     if (!bar) bar.emplace("tokenize", total, "MB", 1e6);
     bar->update(done, fmt::format(", {} tokens", tokens));
   };

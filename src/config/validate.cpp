@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <vector>
@@ -211,9 +212,12 @@ void validate(const TrainConfig& c, const KeyLocator& where) {
   r.require(c.max_bad_steps >= 0, "max_bad_steps", fmt::format("max_bad_steps must be >= 0, got {}", c.max_bad_steps),
             "use 0 to stop at the first non-finite loss");
   r.positive("loss_spike_factor", c.loss_spike_factor);
-  r.require(c.fp16_initial_loss_scale >= 1 && c.fp16_initial_loss_scale <= 0x1p100,
+  int exponent = 0;  // a power of two keeps scaling and unscaling exact
+  const bool power_of_two = std::frexp(c.fp16_initial_loss_scale, &exponent) == 0.5;
+  r.require(power_of_two && c.fp16_initial_loss_scale >= 1 && c.fp16_initial_loss_scale <= 0x1p100,
             "fp16_initial_loss_scale",
-            fmt::format("fp16_initial_loss_scale must be in [1, 2^100], got {}", c.fp16_initial_loss_scale),
+            fmt::format("fp16_initial_loss_scale must be a power of two in [1, 2^100], got {}",
+                        c.fp16_initial_loss_scale),
             "use a power of two such as 65536 (2^16, the default)");
   r.positive("fp16_loss_scale_growth_interval", c.fp16_loss_scale_growth_interval);
   validate_model(c.model, r);

@@ -8,10 +8,17 @@ BatchPrefetcher::BatchPrefetcher(Load load, int64_t first_step, int64_t end_step
                                  int64_t num_workers)
     : load_(std::move(load)), first_(first_step), end_(end_step), next_(first_step) {
   for (int64_t w = 0; w < num_workers; ++w) slots_.push_back(std::make_unique<Slot>());
-  for (int64_t w = 0; w < num_workers; ++w) workers_.emplace_back([this, w] { work(w); });
+  try {
+    for (int64_t w = 0; w < num_workers; ++w) workers_.emplace_back([this, w] { work(w); });
+  } catch (...) {  // a thread that could not start: stop the others before giving up
+    stop_workers();
+    throw;
+  }
 }
 
-BatchPrefetcher::~BatchPrefetcher() {
+BatchPrefetcher::~BatchPrefetcher() { stop_workers(); }
+
+void BatchPrefetcher::stop_workers() {
   for (auto& slot : slots_) {
     std::lock_guard<std::mutex> lock(slot->mutex);
     stopping_ = true;

@@ -96,7 +96,7 @@ void score_whole(const LanguageModel& lm, const std::vector<Request>& reqs,
 // its relative ones, which is all RoPE sees; with learned positions only contexts of one
 // length share a pass.
 void score_shared(const LanguageModel& lm, const std::vector<Request>& reqs,
-                  std::vector<std::vector<size_t>> groups, int64_t batch_size,
+                  std::vector<std::vector<size_t>> groups, int64_t batch_size, int64_t max_length,
                   torch::Device device, std::vector<double>& out,
                   const std::function<void(int64_t)>& advance) {
   model::TransformerImpl& model = *lm.transformer;
@@ -119,23 +119,30 @@ void score_shared(const LanguageModel& lm, const std::vector<Request>& reqs,
     return context_length(a) > context_length(b);
   });
   for (size_t start = 0; start < groups.size();) {
+    // A pass holds up to batch_size options and, padded, fits the model's window.
     size_t end = start, options = 0;
-    while (end < groups.size() &&
-           (relative_positions || context_length(groups[end]) == context_length(groups[start])) &&
-           options + groups[end].size() <= size_t(batch_size))
-      options += groups[end++].size();
-    const int64_t G = int64_t(end - start);
     int64_t L = 0;  // the longest context of this pass
-    for (size_t g = start; g < end; ++g) L = std::max(L, context_length(groups[g]));
+    size_t longest = 1;
+    while (end < groups.size()) {
+      const auto& g = groups[end];
+      const int64_t next_L = std::max(L, context_length(g));
+      const size_t next_longest = std::max(longest, longest_option(g));
+      const bool fits = next_L + int64_t(next_longest) - 1 <= max_length;
+      const bool same_positions = relative_positions || context_length(g) == context_length(groups[start]);
+      if (end > start && (!fits || !same_positions || options + g.size() > size_t(batch_size))) break;
+      L = next_L;
+      longest = next_longest;
+      options += g.size();
+      ++end;
+    }
+    const int64_t G = int64_t(end - start);
 
     std::vector<int64_t> row_group;  // option row -> its group's row
     std::vector<size_t> members;
-    size_t longest = 1;
     for (int64_t g = 0; g < G; ++g)
       for (size_t m : groups[start + g]) {
         row_group.push_back(g);
         members.push_back(m);
-        longest = std::max(longest, reqs[m].continuation.size());
       }
     const int64_t C = int64_t(longest) - 1;  // continuation positions read after the context
     auto contexts = torch::zeros({G, L}, torch::kInt64);
@@ -210,7 +217,9 @@ std::vector<double> continuation_logliks(const LanguageModel& lm, const std::vec
       // when the saving is at least what the options read (not for a short question with
       // long answers, PIQA's shape; measured in docs/results.md).
       const bool saves = (members.size() - 1) * context.size() >= option_tokens;
-      if (members.size() > 1 && !context.empty() && fits && saves)
+      const bool nonempty = std::none_of(members.begin(), members.end(),
+                                         [&](size_t m) { return reqs[m].continuation.empty(); });
+      if (members.size() > 1 && !context.empty() && fits && saves && nonempty)
         // pmi_dc's domain string is the context of every option of a task: cut into
         // batches, each reading it once.
         for (size_t first = 0; first < members.size(); first += size_t(batch_size))
@@ -225,7 +234,8 @@ std::vector<double> continuation_logliks(const LanguageModel& lm, const std::vec
     std::iota(whole.begin(), whole.end(), 0);
   }
   score_whole(lm, reqs, whole, batch_size, max_length, device, out, advance);
-  if (!groups.empty()) score_shared(lm, reqs, std::move(groups), batch_size, device, out, advance);
+  if (!groups.empty())
+    score_shared(lm, reqs, std::move(groups), batch_size, max_length, device, out, advance);
   return out;
 }
 

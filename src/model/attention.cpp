@@ -91,6 +91,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache) 
   std::optional<torch::Tensor> mask;
   const auto flags = torch::dtype(torch::kBool).device(x.device());
   if (cache && cache->keys_valid.defined()) {
+    TORCH_CHECK(!reference_, "reference_attention does not take padding masks (LayerCache::keys_valid)");
     const auto causal = torch::ones({T, past + T}, flags).tril(past);
     const auto itself = torch::ones({T, past + T}, flags).tril(past).triu(past);
     const auto valid = cache->keys_valid.narrow(1, 0, past + T).view({B, 1, 1, past + T});

@@ -19,7 +19,8 @@ void LossScaler::unscale_(const std::vector<torch::Tensor>& params) const {
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return;
-  // float64 reciprocal: S is a power of two, so 1/S is exact and so is every product.
+  // S is a power of two (validated), so 1/S is exact and every product is too (unless a
+  // gradient lands among the subnormals).
   at::_foreach_mul_(grads, scale_.to(torch::kFloat64).reciprocal().to(grads.front().scalar_type()));
 }
 

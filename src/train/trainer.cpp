@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <limits>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <set>
 
 #include "siamese/common/autocast.h"
@@ -110,7 +112,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       cfg.peak_tflops ? std::optional<double>(*cfg.peak_tflops * 1e12 * sync.world_size())
                       : std::nullopt;
   const std::optional<at::ScalarType> autocast = autocast_dtype(cfg.precision);
-  configure_attention_kernels(cfg.model, device, autocast);
+  check_flash_attention(cfg.model, device, autocast);
   LossScaler scaler(cfg.precision == "amp_fp16", cfg.fp16_initial_loss_scale,
                     cfg.fp16_loss_scale_growth_interval, device);
 
@@ -182,10 +184,8 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       log_event(event_json(state.step, "nonfinite", {{"cause", "weights"}}));
       return kExitNonFinite;
     }
-    if (scaler.enabled()) {
-      state.loss_scale = scaler.scale();
-      state.loss_scale_good_steps = scaler.good_steps();
-    }
+    state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
+    state.loss_scale_good_steps = scaler.enabled() ? scaler.good_steps() : 0;
     if (main_rank) {
       auto dir = save_checkpoint(run_dir, *model, *optim, state, config_yaml);
       written.insert(state.step);
@@ -315,6 +315,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     optim->zero_grad();
     auto loss = torch::zeros({}, torch::dtype(torch::kFloat64).device(device));
     const int64_t n_micro = (batch.size(0) + micro - 1) / micro;
+    std::optional<AttentionKernelScope> kernels(std::in_place, cfg.model.flash_attention);
     for (int64_t m = 0; m < n_micro; ++m) {
       auto ids = batch.narrow(0, m * micro, std::min(micro, batch.size(0) - m * micro));
       torch::Tensor micro_loss;
@@ -328,6 +329,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       loss.add_(micro_loss.detach());
     }
     sync.after_backward();
+    kernels.reset();
     scaler.unscale_(params);
     const int64_t layer_grads_every = cfg.optimizer.metrics_log_interval.value_or(0);
     if (main_rank && layer_grads_every > 0 && state.step % layer_grads_every == 0)

@@ -160,7 +160,9 @@ TEST(Validate, Fp16LossScaleSettingsAreChecked) {
   TrainConfig c;
   c.fp16_initial_loss_scale = 0.5;
   expect_contains(error_of([&] { validate(c); }),
-                  {"(fp16_initial_loss_scale)", "must be in [1, 2^100], got 0.5"});
+                  {"(fp16_initial_loss_scale)", "must be a power of two in [1, 2^100], got 0.5"});
+  c.fp16_initial_loss_scale = 1000;
+  expect_contains(error_of([&] { validate(c); }), {"power of two", "got 1000"});
   c = TrainConfig{};
   c.fp16_loss_scale_growth_interval = 0;
   expect_contains(error_of([&] { validate(c); }), {"(fp16_loss_scale_growth_interval)"});

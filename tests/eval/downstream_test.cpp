@@ -154,6 +154,11 @@ TEST_P(SharedContexts, ScoreAsReadingEachOptionWhole) {
   auto shared_lm = language_model(*m);
   auto whole_lm = shared_lm;
   whole_lm.transformer = nullptr;
+  int64_t read_whole = 0;  // requests the shared scorer read whole (the rest shared a context)
+  shared_lm.hidden = [&](const torch::Tensor& ids) {
+    read_whole += ids.size(0);
+    return m->hidden(ids);
+  };
   int64_t last_done = 0, calls = 0;
   const auto shared = continuation_logliks(shared_lm, reqs, 9, 24, torch::kCPU, [&](int64_t done, int64_t total) {
     EXPECT_GT(done, last_done);
@@ -163,6 +168,9 @@ TEST_P(SharedContexts, ScoreAsReadingEachOptionWhole) {
   });
   const auto whole = continuation_logliks(whole_lm, reqs, 9, 24, torch::kCPU);
   EXPECT_EQ(last_done, int64_t(reqs.size()));
+  // Read whole: the 3-token question (sharing would not save reads), the context too long
+  // for the window, the lone request; 36 of the 44 shared a context.
+  EXPECT_EQ(read_whole, 4 + 3 + 1);
   EXPECT_GT(calls, 3);
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_LT(whole[i], 0.0);

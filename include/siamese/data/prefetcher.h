@@ -40,6 +40,7 @@ class BatchPrefetcher {
     std::exception_ptr error;
   };
   void work(int64_t worker);
+  void stop_workers();
 
   Load load_;
   int64_t first_, end_, next_;
