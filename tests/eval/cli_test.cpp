@@ -107,6 +107,14 @@ TEST_F(GenerateAndScore, ScoresTextFilesPerFileAndPerLine) {
       << read_all(file("t2.err"));
   const auto per_line = nlohmann::json::parse(read_all(file("t2.json")));
   EXPECT_EQ(per_line["documents"], 30);
+  // The same lines scored by transformers on the exported model (each fits one window).
+  ASSERT_EQ(run_cli("export " + run() + " --out " + file("hf"), file("x")), 0) << read_all(file("x.err"));
+  const std::string py = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
+                         "/tests/eval/hf_text_loss.py " + file("hf") + " " + path + " 10 > " +
+                         file("hf_loss") + " 2> " + file("hf_loss.err");
+  ASSERT_EQ(std::system(py.c_str()), 0) << read_all(file("hf_loss.err"));
+  EXPECT_NEAR(double(per_line["loss"]), std::stod(read_all(file("hf_loss"))), 1e-5)
+      << "siamese " << per_line["loss"] << " transformers " << read_all(file("hf_loss"));
   ASSERT_NE(run_cli("eval " + run() + " --text " + file("missing.txt"), file("t3")), 0);
   EXPECT_NE(read_all(file("t3.err")).find("fix:"), std::string::npos);
 }
