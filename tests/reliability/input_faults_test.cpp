@@ -184,7 +184,7 @@ TEST(BadValues, EvalTokenizerLargerThanTheModelVocabulary) {
 
 // Labels come from configs and may hold quotes: the metrics line stays JSON.
 TEST(Metrics, LabelsWithQuotesStayValidJson) {
-  train::EvalResult r{"va\"l\\id", 1.5, 10, std::nullopt, std::nullopt};
+  train::EvalResult r{"va\"l\\id", 1.5, 10, std::nullopt, std::nullopt, {}};
   const auto j = nlohmann::json::parse(r.to_json(7));
   EXPECT_EQ(j["label"], "va\"l\\id");
   EXPECT_EQ(j["step"], 7);
