@@ -6,6 +6,7 @@
 #include <string>
 
 #include "siamese/common/error.h"
+#include "siamese/common/shared_dir.h"
 #include "siamese/config/load.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
@@ -40,13 +41,6 @@ inline CheckpointModel load_checkpoint_model(const std::string& path, torch::Dev
   c.model->to(device);
   c.model->eval();
   return c;
-}
-
-// Where the evaluation data and the tokenizer live unless the command line says.
-inline std::string shared_dir() {
-  const char* env = std::getenv("SIAMESE_SHARED_DIR");
-  if (env && *env) return env;
-  return std::filesystem::exists("../shared/evals") ? "../shared" : "/work/shared";
 }
 
 }  // namespace siamese::cli

@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <array>
 #include <limits>
 #include <optional>
 #include <chrono>
@@ -29,10 +28,11 @@
 #include "siamese/dist/world.h"
 #include "siamese/model/registry.h"
 #include "siamese/model/transformer.h"
-#include "siamese/train/loss.h"
 #include "siamese/train/device_clock.h"
 #include "siamese/train/optimizer.h"
+#include "siamese/train/loss_scale.h"
 #include "siamese/train/runtime.h"
+#include "siamese/train/train_step.h"
 
 namespace siamese::cli {
 
@@ -53,68 +53,62 @@ struct Split {
   double total() const { return data + forward + backward + optimizer; }
 };
 
-// One model under test with its optimizer and data stream.
+// One model under test with its optimizer, loss scaler and data stream.
 struct Subject {
   std::string topology;
   TrainConfig cfg;
   model::Transformer model{nullptr};
   std::unique_ptr<train::AdamW> optim;
+  std::unique_ptr<train::LossScaler> scaler;
   int64_t step = 0;
   std::vector<Split> splits;
   double peak_memory_mib = 0;
 };
 
-// One training step; with a bucketer, the last micro-batch's backward all-reduces the
-// gradients through it (as DataParallelSync does in training). Phases are timed by marks on
-// the device's timeline (CUDA events), so the step runs as in training, without a host
-// sync between phases.
-Split timed_step(Subject& s, data::TokenDataset& ds, data::BatchOrder& order, torch::Device device,
-                 GradBucketer* bucketer = nullptr) {
+// The data-parallel hooks of training (train::DataParallelSync) over one of the bench's
+// bucketers, so that each scaling setup runs the training step with its own.
+class BucketerSync : public train::GradientSync {
+ public:
+  explicit BucketerSync(GradBucketer& bucketer) : bucketer_(bucketer) {}
+  void before_backward(bool last_micro_batch) override { bucketer_.prepare(last_micro_batch); }
+  void after_backward() override { bucketer_.finish(); }
+  double take_comm_seconds() override {
+    const double s = bucketer_.blocked_seconds();
+    bucketer_.reset_timers();
+    return s;
+  }
+
+ private:
+  GradBucketer& bucketer_;
+};
+
+train::TrainStep training_step(Subject& s, train::GradientSync& sync, torch::Device device, int world_size) {
+  const int64_t micro = std::min(s.cfg.device_train_microbatch_size, s.cfg.global_train_batch_size / world_size);
+  return train::TrainStep(s.cfg, *s.model, *s.optim, sync, *s.scaler, device, micro);
+}
+
+// One training step as `siamese train` runs it (train_step.h), at the configured peak
+// learning rate. Phases are timed by marks on the device's timeline (CUDA events), so the
+// step runs as in training, without a host sync between phases.
+Split timed_step(Subject& s, train::TrainStep& step, train::GradientSync& sync, data::TokenDataset& ds,
+                 data::BatchOrder& order, torch::Device device) {
   Split t;
   train::DeviceClock clock(device);
-  const int64_t T = s.cfg.model.max_sequence_length;
-  const double predicted = double(s.cfg.global_train_batch_size) * (T - 1);
-  const auto params = s.model->parameters();
-  const auto autocast = autocast_dtype(s.cfg.precision);
   const size_t start = clock.mark();
   auto batch = ds.batch(order.rank_batch(s.step++));
   if (device.is_cuda() && s.cfg.data.pin_memory) batch = batch.pin_memory();
   batch = batch.to(device, /*non_blocking=*/true);
   const size_t loaded = clock.mark();
-  s.optim->zero_grad();
-  const int64_t micro = std::min(s.cfg.device_train_microbatch_size, batch.size(0));
-  const int64_t n_micro = (batch.size(0) + micro - 1) / micro;
-  std::vector<std::array<size_t, 3>> micro_marks;
-  const train::AttentionKernelScope kernels(s.cfg.model.flash_attention);
-  for (int64_t m = 0; m < n_micro; ++m) {
-    auto ids = batch.narrow(0, m * micro, std::min(micro, batch.size(0) - m * micro));
-    const size_t f0 = clock.mark();
-    torch::Tensor loss;
-    {
-      std::optional<AutocastGuard> amp;
-      if (autocast) amp.emplace(device, *autocast);
-      loss = train::lm_loss_sum(*s.model, ids) / predicted;
-    }
-    const size_t f1 = clock.mark();
-    if (bucketer) bucketer->prepare(m == n_micro - 1);
-    loss.backward();
-    if (bucketer && m == n_micro - 1) {
-      bucketer->finish();
-      t.comm = bucketer->blocked_seconds();
-      bucketer->reset_timers();
-    }
-    micro_marks.push_back({f0, f1, clock.mark()});
-  }
-  const size_t o0 = clock.mark();
-  train::clip_grad_norm(params, s.cfg.max_grad_norm.value_or(std::numeric_limits<double>::infinity()));
-  s.optim->update();
+  train::StepMarks marks;
+  step.run(batch, s.cfg.optimizer.learning_rate, {}, &clock, &marks);
   const size_t end = clock.mark();
-  t.optimizer = clock.seconds(o0, end);  // waits for the step to finish
+  t.optimizer = clock.seconds(marks.update_start, end);  // waits for the step to finish
   t.data = clock.seconds(start, loaded);
-  for (const auto& [f0, f1, f2] : micro_marks) {
+  for (const auto& [f0, f1, f2] : marks.micro_batches) {
     t.forward += clock.seconds(f0, f1);
     t.backward += clock.seconds(f1, f2);
   }
+  t.comm = sync.take_comm_seconds();
   s.peak_memory_mib = std::max(s.peak_memory_mib, train::peak_memory_mib(device));
   return t;
 }
@@ -160,10 +154,10 @@ void report(const Subject& s, torch::Device device, double matmul_flops) {
   const double step = median(totals);
   const double fpt = model::flops_per_token(s.cfg.model, T);
   const double achieved = tokens / step * fpt;
-  std::string mfu = fmt::format("{:.1f}% of measured matmul", 100 * achieved / matmul_flops);
+  std::string mfu = fmt::format("{:.1f}% of measured matmul", 100 * model::mfu(tokens / step, fpt, matmul_flops));
   if (s.cfg.peak_tflops)
-    mfu += fmt::format(", {:.1f}% of peak_tflops {}", 100 * achieved / (*s.cfg.peak_tflops * 1e12),
-                       *s.cfg.peak_tflops);
+    mfu += fmt::format(", {:.1f}% of peak_tflops {}",
+                       100 * model::mfu(tokens / step, fpt, *s.cfg.peak_tflops * 1e12), *s.cfg.peak_tflops);
   fmt::print("{:<12} step {:.4f} s  tokens/s {:.0f}  {:.1f} GFLOP/s  data {:.1f}%  forward {:.1f}%  "
              "backward {:.1f}%  optimizer {:.1f}%  MFU {}  peak memory {:.0f} MiB{}  ({} params, "
              "{:.3g} GFLOP/token, {} steps)\n",
@@ -186,6 +180,8 @@ Subject make_subject(const TrainConfig& base, const std::string& topology, torch
   s.model->to(device);
   s.model->train();
   s.optim = train::build_optimizer(s.cfg.optimizer, s.model->named_parameters());
+  s.scaler = std::make_unique<train::LossScaler>(s.cfg.precision == "amp_fp16", s.cfg.fp16_initial_loss_scale,
+                                                 s.cfg.fp16_loss_scale_growth_interval, device);
   return s;
 }
 
@@ -213,16 +209,18 @@ int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& 
                          world.size);
   const int64_t rank_tokens = base.global_train_batch_size / world.size * base.model.max_sequence_length;
 
+  train::GradientSync alone;
+  BucketerSync overlapped_sync(overlapped), after_backward_sync(after_backward);
   struct Setup {
     std::string name;
     int ranks;
-    GradBucketer* bucketer;
+    train::GradientSync* sync;
     std::vector<Split> splits;
   };
   std::vector<Setup> setups = {
-      {"1 rank", 1, nullptr, {}},
-      {fmt::format("{} ranks, all-reduce overlapped with backward", world.size), world.size, &overlapped, {}},
-      {fmt::format("{} ranks, all-reduce after backward", world.size), world.size, &after_backward, {}}};
+      {"1 rank", 1, &alone, {}},
+      {fmt::format("{} ranks, all-reduce overlapped with backward", world.size), world.size, &overlapped_sync, {}},
+      {fmt::format("{} ranks, all-reduce after backward", world.size), world.size, &after_backward_sync, {}}};
   if (world.is_main())
     fmt::print("bench: data-parallel scaling of {} over {} ranks ({} threads each, device {}), "
                "{} x {} tokens per rank, {} warmup + {} timed steps x {} round(s)\n",
@@ -235,8 +233,9 @@ int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& 
       after_backward.prepare(false);
       comm.barrier();
       if (setup.ranks == 1 && !world.is_main()) continue;  // wait at the next barrier
+      train::TrainStep step = training_step(s, *setup.sync, device, world.size);
       for (int i = 0; i < (r == 0 ? a.warmup : 0) + a.steps; ++i) {
-        Split t = timed_step(s, ds, order, device, setup.bucketer);
+        Split t = timed_step(s, step, *setup.sync, ds, order, device);
         if (i >= (r == 0 ? a.warmup : 0)) setup.splits.push_back(t);
       }
     }
@@ -289,15 +288,19 @@ int run_bench(const BenchArgs& a) {
              a.steps, a.rounds, matmul_flops / 1e9);
   // Each subject's peak is its own steps' (the counter is reset before them); it includes
   // every compared model's weights and optimizer state, which all stay resident.
-  for (auto& s : subjects) {
+  train::GradientSync alone;
+  std::vector<train::TrainStep> steps;
+  for (auto& s : subjects) steps.push_back(training_step(s, alone, device, 1));
+  for (size_t k = 0; k < subjects.size(); ++k) {
     train::reset_peak_memory(device);
-    for (int i = 0; i < a.warmup; ++i) timed_step(s, ds, order, device);
+    for (int i = 0; i < a.warmup; ++i) timed_step(subjects[k], steps[k], alone, ds, order, device);
   }
   const int rounds = topologies.size() > 1 ? a.rounds : 1;
   for (int r = 0; r < rounds; ++r)
-    for (auto& s : subjects) {
+    for (size_t k = 0; k < subjects.size(); ++k) {
       train::reset_peak_memory(device);
-      for (int i = 0; i < a.steps; ++i) s.splits.push_back(timed_step(s, ds, order, device));
+      for (int i = 0; i < a.steps; ++i)
+        subjects[k].splits.push_back(timed_step(subjects[k], steps[k], alone, ds, order, device));
     }
   for (const auto& s : subjects) report(s, device, matmul_flops);
   if (subjects.size() > 1) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "siamese/model/lm_loss.h"
+
 namespace siamese::analysis {
 
 double lm_loss(model::TransformerImpl& model, const std::vector<torch::Tensor>& batches,
@@ -15,11 +17,7 @@ double lm_loss(model::TransformerImpl& model, const std::vector<torch::Tensor>& 
     auto h = model.hidden(ids, opts);
     // One sequence at a time through the head keeps the [T, vocab] logits small.
     for (int64_t b = 0; b < ids.size(0); ++b) {
-      auto logits = model.head(h[b].slice(0, 0, -1)).to(torch::kFloat32);
-      sum += torch::nn::functional::cross_entropy(
-                 logits, ids[b].slice(0, 1),
-                 torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                 .item<double>();
+      sum += model::nll_sum(model.head(h[b].slice(0, 0, -1)), ids[b].slice(0, 1)).item<double>();
       count += ids.size(1) - 1;
     }
   }

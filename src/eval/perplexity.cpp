@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "siamese/common/error.h"
+#include "siamese/model/lm_loss.h"
 
 namespace siamese::eval {
 
@@ -52,10 +53,7 @@ TextScore score_text(model::TransformerImpl& model, const std::vector<TextDocume
       const auto h = model.hidden(ids).squeeze(0).slice(0, first - 1 - begin, end - 1 - begin);
       const auto logits = model.head(h).to(torch::kFloat);
       const auto targets = all.slice(0, first, end).to(device);
-      score.nll += torch::nn::functional::cross_entropy(
-                       logits, targets,
-                       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                       .item<double>();
+      score.nll += model::nll_sum(logits, targets).item<double>();
       score.tokens += end - first;
       first = end;
     }

@@ -10,6 +10,7 @@
 
 #include "siamese/common/error.h"
 #include "siamese/common/npy.h"
+#include "siamese/model/lm_loss.h"
 #include "siamese/model/olmo_names.h"
 #include "siamese/model/registry.h"
 #include "siamese/model/transformer.h"
@@ -194,9 +195,7 @@ ParityResult run_parity(const std::string& golden_dir) {
 
   const auto ids = read_npy((dir / "input_ids.npy").string()).to(torch::kLong);
   auto logits = model->forward(ids, opts);
-  const int64_t V = logits.size(-1);
-  auto loss = torch::nn::functional::cross_entropy(
-      logits.slice(1, 0, -1).reshape({-1, V}), ids.slice(1, 1).reshape({-1}));
+  auto loss = next_token_nll_sum(logits, ids) / double(ids.size(0) * (ids.size(1) - 1));
   loss.backward();
 
   result.rows.push_back(compare("logits", logits, read_npy((dir / "logits.npy").string()),

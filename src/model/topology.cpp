@@ -12,6 +12,13 @@ TopologyImpl::TopologyImpl(const ModelConfig& cfg) : cfg_(cfg) {
   }
 }
 
+void TopologyImpl::add_sublayer_norms(std::initializer_list<SublayerNormNames> names) {
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    for (const auto& n : names) n.norms->norms_.push_back(block_norm(l, n.attn));
+    for (const auto& n : names) n.norms->norms_.push_back(block_norm(l, n.ff));
+  }
+}
+
 Norm TopologyImpl::block_norm(int64_t layer, const std::string& name) {
   return block_module(layer, name, make_norm(cfg_, cfg_.d_model));
 }

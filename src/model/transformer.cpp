@@ -213,30 +213,29 @@ const char* param_kind_name(ParamKind kind) {
   return "?";
 }
 
+// From the shapes the modules create (attention.cpp, mlp.cpp, norm.cpp), so counting builds
+// no block and draws nothing from the generator: a resumed run logs the count after
+// restoring it. The topology's own parameters (norm vectors, gains: no random init) come from
+// building it, since each topology decides them.
 ParamCounts count_parameters(const ModelConfig& cfg) {
-  auto numel = [](torch::nn::Module& m, const std::string& part) {
-    int64_t n = 0;
-    for (const auto& p : m.named_parameters())
-      if (part.empty() || starts_with(p.key(), part)) n += p.value().numel();
-    return n;
-  };
-  // Building a block runs its initialisers, which draw from the global generator; a
-  // resumed run logs this count after restoring that generator, so leave it untouched.
-  at::Generator rng = at::detail::getDefaultCPUGenerator();
-  const torch::Tensor rng_state = rng.get_state();
-  struct Restore {
-    at::Generator& rng;
-    const torch::Tensor& state;
-    ~Restore() { rng.set_state(state); }
-  } restore{rng, rng_state};
+  const int64_t d = cfg.d_model, head_dim = d / cfg.n_heads;
+  const int64_t kv = (cfg.multi_query_attention ? 1 : cfg.n_kv_heads.value_or(cfg.n_heads)) * head_dim;
+  const bool norm_bias = cfg.bias_for_layer_norm.value_or(cfg.include_bias);
+  auto norm = [](int64_t dim, bool affine, bool bias) { return affine ? dim * (bias ? 2 : 1) : 0; };
+  auto linear = [&](int64_t in, int64_t out) { return in * out + (cfg.include_bias ? out : 0); };
+  auto qkv_norm = [&](int64_t dim) { return norm(dim, cfg.attention_layer_norm_with_affine, norm_bias); };
+
   ParamCounts c;
-  c.embedding = cfg.embedding_size * cfg.d_model + (cfg.rope ? 0 : cfg.max_sequence_length * cfg.d_model);
-  if (cfg.embedding_layer_norm) c.embedding += numel(*make_norm(cfg, cfg.d_model), "");
-  Block block(cfg);
-  c.attention = cfg.n_layers * numel(*block, "attn.");
-  c.mlp = cfg.n_layers * numel(*block, "mlp.");
-  c.residual = numel(*make_topology(cfg), "");
-  if (!cfg.weight_tying) c.head = cfg.embedding_size * (cfg.d_model + (cfg.include_bias ? 1 : 0));
+  c.embedding = cfg.embedding_size * d + (cfg.rope ? 0 : cfg.max_sequence_length * d);
+  if (cfg.embedding_layer_norm) c.embedding += norm(d, cfg.layer_norm_with_affine, norm_bias);
+  int64_t attention = linear(d, d + 2 * kv) + linear(d, d);
+  if (cfg.attention_layer_norm) attention += qkv_norm(d) + qkv_norm(kv);
+  for (bool on : {cfg.use_query_norm, cfg.use_key_norm, cfg.use_value_norm})
+    if (on) attention += qkv_norm(head_dim);
+  c.attention = cfg.n_layers * attention;
+  c.mlp = cfg.n_layers * (linear(d, mlp_hidden_size(cfg)) + linear(mlp_inner_size(cfg), d));
+  for (const auto& p : make_topology(cfg)->parameters()) c.residual += p.numel();
+  if (!cfg.weight_tying) c.head = cfg.embedding_size * (d + (cfg.include_bias ? 1 : 0));
   return c;
 }
 
@@ -248,6 +247,10 @@ double flops_per_token(const ModelConfig& cfg, int64_t seq_len) {
                            double(mlp_inner_size(cfg)) * d;
   const double n_matmul = double(cfg.n_layers) * per_layer + d * double(cfg.embedding_size);
   return 6.0 * n_matmul + 12.0 * double(cfg.n_layers) * d * double(seq_len);
+}
+
+double mfu(double tokens_per_second, double flops_per_token, double peak_flops) {
+  return tokens_per_second * flops_per_token / peak_flops;
 }
 
 }  // namespace siamese::model

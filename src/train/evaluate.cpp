@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <numeric>
 
-#include "siamese/train/loss.h"
+#include "siamese/common/shared_dir.h"
+#include "siamese/model/lm_loss.h"
 #include "siamese/train/metrics.h"
 
 namespace siamese::train {
@@ -88,10 +88,7 @@ Evaluators::Evaluators(const TrainConfig& cfg, torch::Device device, GradientSyn
     const auto& e = cfg.evaluators[i];
     if (e.type == "downstream") {
       if (!tokenizer_) tokenizer_ = tokenizer::Tokenizer::from_file(cfg.tokenizer.identifier);
-      const char* shared = std::getenv("SIAMESE_SHARED_DIR");
-      tasks_.push_back(eval::load_task(
-          e.label, !e.data_dir.empty() ? e.data_dir
-                                       : std::string(shared && *shared ? shared : "../shared") + "/evals"));
+      tasks_.push_back(eval::load_task(e.label, !e.data_dir.empty() ? e.data_dir : shared_dir() + "/evals"));
       continue;
     }
     if (e.type != "lm") {
@@ -133,7 +130,7 @@ std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
       for (int64_t i = b * batch_size_; i < std::min(set.data->size(), (b + 1) * batch_size_); ++i)
         idx.push_back(i);
       auto ids = set.data->batch(idx).to(device_);
-      loss_sum += lm_loss_sum(model, ids).item<double>();
+      loss_sum += model::lm_loss_sum(model, ids).item<double>();
       tokens += ids.size(0) * (ids.size(1) - 1);
     }
     loss_sum = sync_.sum(loss_sum);

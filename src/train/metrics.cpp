@@ -11,6 +11,7 @@
 
 #include "siamese/common/error.h"
 #include "siamese/common/json_line.h"
+#include "siamese/model/transformer.h"
 
 namespace siamese::train {
 
@@ -24,7 +25,7 @@ double StepMetrics::tokens_per_sec() const {
 
 std::optional<double> StepMetrics::mfu() const {
   if (!peak_flops || *peak_flops <= 0) return std::nullopt;
-  return tokens_per_sec() * flops_per_token / *peak_flops;
+  return model::mfu(tokens_per_sec(), flops_per_token, *peak_flops);
 }
 
 std::string StepMetrics::to_json() const {

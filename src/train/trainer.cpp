@@ -26,11 +26,11 @@
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/device_clock.h"
 #include "siamese/train/evaluate.h"
-#include "siamese/train/loss.h"
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/lr_schedule.h"
 #include "siamese/train/metrics.h"
 #include "siamese/train/tensorboard.h"
+#include "siamese/train/train_step.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/provenance.h"
 #include "siamese/train/runtime.h"
@@ -90,7 +90,6 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   const int64_t T = cfg.model.max_sequence_length;
   const int64_t global_batch = cfg.global_train_batch_size;
   const int64_t tokens_per_step = global_batch * T;
-  const int64_t predicted_per_step = global_batch * (T - 1);  // loss normaliser
   data::BatchOrder order(dataset.size(), global_batch,
                          static_cast<uint64_t>(cfg.data.seed.value_or(cfg.seed)), sync.rank(),
                          sync.world_size());
@@ -203,7 +202,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       log_event(r.to_json(state.step));
     }
   };
-  const double clip = cfg.max_grad_norm.value_or(std::numeric_limits<double>::infinity());
+  TrainStep step(cfg, *model, *optim, sync, scaler, device, micro);
   SpikeDetector spikes(cfg.loss_spike_factor);
   spdlog::info("training {} ({} parameters) on {} for {} steps: {} instances of {} tokens, "
                "global batch {} in micro-batches of {}, {} rank(s)",
@@ -311,43 +310,15 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     state.step += 1;  // OLMo counts the step before running it (the scheduler sees t >= 1)
     state.tokens += tokens_per_step;
 
-    // Forward/backward over micro-batches; each loss is a share of the global mean.
-    optim->zero_grad();
-    auto loss = torch::zeros({}, torch::dtype(torch::kFloat64).device(device));
-    const int64_t n_micro = (batch.size(0) + micro - 1) / micro;
-    std::optional<AttentionKernelScope> kernels(std::in_place, cfg.model.flash_attention);
-    for (int64_t m = 0; m < n_micro; ++m) {
-      auto ids = batch.narrow(0, m * micro, std::min(micro, batch.size(0) - m * micro));
-      torch::Tensor micro_loss;
-      {
-        std::optional<AutocastGuard> amp;
-        if (autocast) amp.emplace(device, *autocast);
-        micro_loss = lm_loss_sum(*model, ids) / double(predicted_per_step);
-      }
-      sync.before_backward(m == n_micro - 1);
-      scaler.scaled(micro_loss).backward();
-      loss.add_(micro_loss.detach());
-    }
-    sync.after_backward();
-    kernels.reset();
-    scaler.unscale_(params);
-    const int64_t layer_grads_every = cfg.optimizer.metrics_log_interval.value_or(0);
-    if (main_rank && layer_grads_every > 0 && state.step % layer_grads_every == 0)
-      log_event(analysis::layer_grad_norms_json(state.step, analysis::per_layer_grad_norms(*model)));
-    sync.sum_(loss);
-    const torch::Tensor grad_norm = clip_grad_norm(params, clip);
-    // A non-finite loss or gradient never reaches the weights.
-    const torch::Tensor skip =
-        torch::logical_not(torch::isfinite(loss).logical_and(torch::isfinite(grad_norm)))
-            .to(torch::kFloat);
-
     const double t = token_units ? double(state.tokens) : double(state.step);
     const double lr = learning_rate(cfg.scheduler, cfg.optimizer.learning_rate, t, schedule_max);
-    set_learning_rate(*optim, lr);
-    optim->update(skip);
-    const torch::Tensor loss_norm_scale =
-        torch::stack({loss, grad_norm.to(torch::kFloat64), scaler.scale_tensor()});
-    scaler.update(torch::logical_not(torch::isfinite(grad_norm)));
+    const int64_t layer_grads_every = cfg.optimizer.metrics_log_interval.value_or(0);
+    const bool log_layer_grads = main_rank && layer_grads_every > 0 && state.step % layer_grads_every == 0;
+    const StepResult r = step.run(batch, lr, [&] {
+      if (log_layer_grads)
+        log_event(analysis::layer_grad_norms_json(state.step, analysis::per_layer_grad_norms(*model)));
+    });
+    const torch::Tensor loss_norm_scale = torch::stack({r.loss, r.grad_norm, r.loss_scale});
     pending.push_back({state.step, state.tokens, lr, seconds_since(start), sync.take_comm_seconds(),
                        loss_norm_scale, start_mark, clock.mark()});
 

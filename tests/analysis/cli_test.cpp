@@ -11,6 +11,8 @@
 #include <regex>
 #include <sstream>
 
+#include "siamese/common/shared_dir.h"
+
 #include "../tokenizer/temp_dir.h"
 #include "../train/run_files.h"
 
@@ -23,7 +25,7 @@ namespace {
 
 // Runs the siamese binary with `args`; stdout and stderr go to `log`.
 int run_cli(const std::string& args, const std::string& log) {
-  const std::string cmd = std::string("OMP_NUM_THREADS=1 SIAMESE_SHARED_DIR=") + SIAMESE_SHARED_DIR +
+  const std::string cmd = std::string("OMP_NUM_THREADS=1 SIAMESE_SHARED_DIR=") + siamese::shared_dir() +
                           " " + SIAMESE_BINARY + " " + args + " > " + log + " 2>&1";
   return std::system(cmd.c_str());
 }

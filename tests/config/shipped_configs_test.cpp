@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "scoped_env.h"
+#include "siamese/common/shared_dir.h"
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
 
@@ -38,10 +39,6 @@ std::vector<std::string> shipped_configs() {
   return paths;
 }
 
-std::string shared_dir() {
-  const char* env = std::getenv("SIAMESE_SHARED_DIR");
-  return env && *env ? env : SIAMESE_SHARED_DIR;
-}
 
 using ShippedConfigs = ConfigTest;
 

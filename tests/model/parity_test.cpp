@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "siamese/common/shared_dir.h"
 #include "siamese/common/error.h"
 #include "siamese/common/npy.h"
 #include "siamese/model/parity.h"
@@ -17,8 +18,7 @@ namespace fs = std::filesystem;
 using namespace siamese;
 
 static fs::path golden_root() {
-  const char* env = std::getenv("SIAMESE_SHARED_DIR");
-  return fs::path(env && *env ? env : SIAMESE_SHARED_DIR) / "golden";
+  return fs::path(siamese::shared_dir()) / "golden";
 }
 
 class GoldenCase : public ::testing::TestWithParam<std::string> {};

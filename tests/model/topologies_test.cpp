@@ -12,7 +12,9 @@
 #include <set>
 
 #include "siamese/common/error.h"
+#include "siamese/model/lm_loss.h"
 #include "siamese/model/registry.h"
+#include "siamese/model/topologies.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::model {
@@ -49,10 +51,7 @@ ModelConfig tiny_config(const std::string& residual, const Shape& s) {
 const Shape kSmall{16, 2, std::nullopt, 2, 6, false, "rms"};
 
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& ids) {
-  const int64_t T = ids.size(1);
-  auto l = logits.slice(1, 0, T - 1);
-  return torch::nn::functional::cross_entropy(l.reshape({-1, l.size(-1)}),
-                                              ids.slice(1, 1, T).reshape({-1}));
+  return next_token_nll_sum(logits, ids) / double(ids.size(0) * (ids.size(1) - 1));
 }
 
 torch::Tensor random_ids(const ModelConfig& c, int64_t batch, int64_t seq, uint64_t seed) {
@@ -133,6 +132,24 @@ TEST(Topologies, ForwardBackwardEveryTopologyAtSeveralShapes) {
         EXPECT_EQ(zero, no_grad_at_init(name, p.key())) << p.key() << (zero ? " gets no gradient" : " unexpectedly gets a gradient");
       }
     }
+  }
+}
+
+// The table's stream names are the ones probes and analyses see.
+TEST(Topologies, TableListsTheStreamsEachTopologyCarries) {
+  for (const auto& spec : topologies()) {
+    SCOPED_TRACE(spec.name);
+    auto c = tiny_config(spec.name, kSmall);
+    auto m = build(c, 1);
+    std::vector<std::string> seen;
+    const Probe probe = [&](int64_t layer, const std::string& stream, const torch::Tensor&) {
+      if (layer == -1) seen.push_back(stream);
+    };
+    ForwardOptions opts;
+    opts.probe = &probe;
+    m->forward(random_ids(c, 1, 4, 2), opts);
+    EXPECT_EQ(seen, spec.streams);
+    EXPECT_EQ(settings_required_by(spec.name), spec.required);
   }
 }
 

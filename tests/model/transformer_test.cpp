@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "siamese/common/error.h"
@@ -218,6 +219,57 @@ TEST(Transformer, ParameterCountsMatchTheModelAndSiameseOverheadIsItsNorms) {
     const int64_t d = c.d_model, L = c.n_layers, norm_size = norm == "rms" ? d : 2 * d;
     EXPECT_EQ(counts.total() - pre_counts.total(), L * (d + 2 * norm_size) + 2 * norm_size);
   }
+}
+
+// count_parameters works from shapes; every topology, attention layout and norm choice must
+// land on the numbers the built model has, part by part.
+TEST(Transformer, ParameterCountsFromShapesMatchTheBuiltModelForEveryTopology) {
+  struct Variant {
+    std::string name;
+    std::function<void(ModelConfig&)> set;
+  };
+  const std::vector<Variant> variants = {
+      {"rms, rope, untied", [](ModelConfig&) {}},
+      {"layer norm with biases, learned positions, tied, emb norm",
+       [](ModelConfig& c) {
+         c.layer_norm_type = "default";
+         c.include_bias = true;
+         c.rope = false;
+         c.weight_tying = true;
+         c.embedding_layer_norm = true;
+       }},
+      {"GQA, gelu, no affine", [](ModelConfig& c) {
+         c.n_kv_heads = 2;
+         c.activation_type = "gelu";
+         c.layer_norm_with_affine = false;
+       }},
+      {"MQA, full-width QK norms, bias only in norms", [](ModelConfig& c) {
+         c.multi_query_attention = true;
+         c.n_kv_heads = 1;
+         c.attention_layer_norm = true;
+         c.bias_for_layer_norm = true;
+         c.layer_norm_type = "default";
+       }},
+      {"explicit hidden size, 3 hyper-connection streams", [](ModelConfig& c) {
+         c.mlp_hidden_size = 70;
+         c.hc_rate = 3;
+       }},
+  };
+  for (const auto& name : topology_names())
+    for (const auto& v : variants) {
+      SCOPED_TRACE(name + ": " + v.name);
+      auto c = small(name);
+      v.set(c);
+      apply_required_settings(c);
+      if (c.attention_layer_norm && c.use_query_norm) continue;  // HybridNorm's own Q/K norms
+      Transformer m(c);
+      const auto counts = count_parameters(c);
+      EXPECT_EQ(counts.total(), numel_where(m, [](auto&) { return true; }));
+      EXPECT_EQ(counts.attention, numel_where(m, [](auto& n) { return n.find(".attn.") != std::string::npos; }));
+      EXPECT_EQ(counts.mlp, numel_where(m, [](auto& n) { return n.find(".mlp.") != std::string::npos; }));
+      EXPECT_EQ(counts.residual, numel_where(m, [](auto& n) { return n.rfind("topology.", 0) == 0; }));
+      EXPECT_EQ(counts.head, numel_where(m, [](auto& n) { return n.rfind("ff_out.", 0) == 0; }));
+    }
 }
 
 // A resumed run restores the global generator and then logs the parameter count; counting

@@ -8,6 +8,7 @@
 
 #include <random>
 
+#include "siamese/common/shared_dir.h"
 #include "siamese/train/evaluate.h"
 #include "siamese_process.h"
 
@@ -43,7 +44,7 @@ TrainConfig on_files(const fs::path& folder, const std::vector<std::string>& pat
   return c;
 }
 
-std::string tokenizer_file() { return std::string(SIAMESE_SHARED_DIR) + "/tokenizers/gpt2.json"; }
+std::string tokenizer_file() { return shared_dir() + "/tokenizers/gpt2.json"; }
 
 }  // namespace
 
@@ -175,7 +176,7 @@ TEST(BadValues, EvalTokenizerLargerThanTheModelVocabulary) {
   ASSERT_EQ(run_siamese(train_args(c), root / "train.log").exit_code, 0);
   const fs::path tasks = root / "tasks";
   fs::create_directories(tasks);
-  fs::copy(std::string(SIAMESE_SHARED_DIR) + "/evals/piqa.jsonl", tasks / "piqa.jsonl");
+  fs::copy(shared_dir() + "/evals/piqa.jsonl", tasks / "piqa.jsonl");
   expect_refused(run_siamese({"eval", c.save_folder, "--tokenizer", tokenizer_file(), "--tasks", "piqa",
                               "--data-dir", tasks.string(), "--limit", "2", "--no-metrics"},
                              root / "eval.log"),

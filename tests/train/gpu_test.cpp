@@ -13,7 +13,7 @@
 #include "siamese/dist/communicator.h"
 #include "siamese/model/registry.h"
 #include "siamese/model/transformer.h"
-#include "siamese/train/loss.h"
+#include "siamese/model/lm_loss.h"
 #include "siamese/train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -74,8 +74,8 @@ TEST(GpuParity, EveryTopologyOnCudaMatchesCpuInFloat32) {
     gpu->to(torch::kCUDA);
     torch::manual_seed(4);
     auto ids = torch::randint(0, cfg.vocab_size, {4, cfg.max_sequence_length});
-    auto loss_cpu = train::lm_loss_sum(*cpu, ids);
-    auto loss_gpu = train::lm_loss_sum(*gpu, ids.to(torch::kCUDA));
+    auto loss_cpu = model::lm_loss_sum(*cpu, ids);
+    auto loss_gpu = model::lm_loss_sum(*gpu, ids.to(torch::kCUDA));
     loss_cpu.backward();
     loss_gpu.backward();
     auto logits_cpu = cpu->forward(ids), logits_gpu = gpu->forward(ids.to(torch::kCUDA)).cpu();

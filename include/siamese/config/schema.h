@@ -1,8 +1,11 @@
 #pragma once
-// The YAML schema in one table: dotted key -> struct member, value kind, one-line meaning.
-// Parsing, dumping (to_yaml), unknown-key suggestions, and docs/configuration.md
-// (`siamese config --schema`) all read this table, so they cannot drift apart.
+// The YAML schema in one table: dotted key -> struct member, value kind, the values it
+// accepts (a range or a list), one-line meaning. Parsing, value validation, dumping
+// (to_yaml), unknown-key suggestions, and docs/configuration.md (`siamese config --schema`)
+// all read this table, so they cannot drift apart. Rules between keys (d_model divisible
+// by n_heads, ...) are in validate.cpp.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,13 @@ namespace siamese::schema {
 
 enum class Kind { Int, Double, Bool, String, OptInt, OptDouble, OptBool, StringList, DoubleList, Evaluators };
 
+// The numbers a key accepts (each element, for a list); null passes.
+struct Bounds {
+  std::optional<double> min, max;
+  bool min_open = false, max_open = false;  // (min, ...) rather than [min, ...
+  bool any() const { return min || max; }
+};
+
 // A key of `Root` (TrainConfig, or one entry of `evaluators`).
 template <class Root>
 struct Field {
@@ -20,6 +30,25 @@ struct Field {
   std::function<void*(Root&)> member;
   std::string doc;
   bool ours;  // a key this project adds to OLMo's schema
+  std::vector<std::string> choices = {};  // strings: the accepted values (empty: any)
+  Bounds bounds = {};
+  std::string fix = {};  // the fix shown for a value outside them (empty: a generated one)
+
+  Field positive() && { return std::move(*this).within(0, std::nullopt, true); }
+  Field at_least(double min) && { return std::move(*this).within(min, std::nullopt); }
+  Field within(std::optional<double> min, std::optional<double> max, bool min_open = false,
+               bool max_open = false) && {
+    bounds = {min, max, min_open, max_open};
+    return std::move(*this);
+  }
+  Field one_of(std::vector<std::string> values) && {
+    choices = std::move(values);
+    return std::move(*this);
+  }
+  Field fixed_by(std::string text) && {
+    fix = std::move(text);
+    return std::move(*this);
+  }
 
   template <class T>
   T& ref(Root& root) const { return *static_cast<T*>(member(root)); }
@@ -44,6 +73,10 @@ const Field<TrainConfig>& train_field(const std::string& key);
 
 // "an integer", "a list of strings", ... for error messages and docs.
 std::string kind_name(Kind kind);
+
+// The accepted values as text: "> 0", "[0, 1)", ">= -1", "fp32, amp_bf16, amp_fp16"; empty
+// when any value of the kind is.
+std::string accepted_text(const Bounds& bounds, const std::vector<std::string>& choices);
 
 // A scalar or list member as YAML text: 256, 0.0004, true, null, the bare string, [0.9, 0.95].
 // Doubles print in the shortest form that reads back to the same value.

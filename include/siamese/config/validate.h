@@ -12,10 +12,14 @@ namespace siamese {
 // e.g. "configs/tiny/base.yaml:12 (model.n_heads)"; used in error messages.
 using KeyLocator = std::function<std::string(const std::string& key)>;
 
-// Value checks and cross-key rules (d_model % n_heads, n_heads % n_kv_heads,
-// embedding_size >= vocab_size, known precision / scheduler / memmap_dtype, max_duration
-// syntax, ...). Throws siamese::Error naming the key and the fix.
+// Each key's accepted values (the schema table's ranges and choices), then the rules
+// between keys (d_model % n_heads, n_heads % n_kv_heads, embedding_size >= vocab_size,
+// max_duration syntax, ...). Throws siamese::Error naming the key and the fix.
 void validate(const TrainConfig& config, const KeyLocator& where = {});
+
+// The model section alone (configs built in code, a checkpoint's model): the same value
+// checks and rules between model keys as validate().
+void validate_model(const ModelConfig& model, const KeyLocator& where = {});
 
 // The batch-size rules that depend on how many ranks train: global_train_batch_size must
 // split evenly over `world_size` ranks and each rank's share into microbatches.

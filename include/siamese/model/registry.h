@@ -1,6 +1,6 @@
 #pragma once
-// The table of residual topologies (MODEL_TYPE values): name -> factory. Adding a
-// topology = one file in src/model/topologies/ + one line in src/model/registry.cpp.
+// Lookups over the table of residual topologies (topologies.h): names, descriptions, the
+// settings each requires, and building one.
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,13 +16,12 @@ const std::vector<std::string>& topology_names();
 // One-line description of a topology (its update rule), for --help and inspect.
 const std::string& topology_description(const std::string& name);
 
-// Builds cfg.residual's topology; throws siamese::Error for an unknown name.
+// Builds cfg.residual's topology after check_model_config.
 std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg);
 
-// Model-level validation: unknown topology (lists the valid names), sizes that do not
-// divide (d_model by n_heads, n_heads by n_kv_heads), unknown activation / norm / init
-// names, a topology requiring QKV norms without them, attention_layer_norm combined
-// with per-head Q/K norms. Throws siamese::Error naming the model.* key and the fix.
+// A model config this code can build: a known topology (the error lists the names), the
+// settings it requires on, and validate_model (config/validate.h). Throws siamese::Error
+// naming the model.* key and the fix.
 void check_model_config(const ModelConfig& cfg);
 
 // Boolean keys ("model.use_query_norm", ...) that topology `name` is defined with on

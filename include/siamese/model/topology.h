@@ -9,17 +9,20 @@
 //     for (s = 0; s < 2 * n_layers; ++s) topo->leave(st, dropout(F_s(topo->enter(st, s))), s);
 //     logits = head(topo->finish(st));
 //
-// Writing a topology (one file in src/model/topologies/, one line in registry.cpp):
-//   * derive from TopologyImpl, build norms with block_norm(layer, "name") / top_norm("name")
-//     and vectors with block_param(layer, "name", init): they then carry OLMo's state_dict
-//     names (transformer.blocks.{i}.name / transformer.name), see olmo_names.h;
+// Writing a topology (one file in src/model/topologies/, one row in topologies.h):
+//   * derive from TopologyImpl, build norms with add_sublayer_norms (one per sublayer),
+//     block_norm(layer, "name") / top_norm("name") and vectors with block_param(layer,
+//     "name", init): they then carry OLMo's state_dict names (transformer.blocks.{i}.name /
+//     transformer.name), see olmo_names.h;
 //   * implement begin / enter / leave / finish; enter may update the state (a lazy
 //     post-norm) before returning F's input; leave folds F's output back;
-//   * name the streams in State (analysis reads them through the probe hook: "x", "y", ...);
+//   * name the streams in State (analysis reads them through the probe hook: "x", "y", ...)
+//     and list them in its row; anything enter computes for leave goes in State::carry;
 //   * override init_gain() if the topology needs it; settings it needs from the rest of
-//     the model (HybridNorm's Q/K/V norms) are its line in registry.cpp.
+//     the model (HybridNorm's Q/K/V norms) are its row's required settings.
 #include <torch/torch.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -44,8 +47,23 @@ struct State {
   };
   std::vector<Normalized> normalized = {};
 
+  // What a sublayer's enter hands to its leave (hyper-connections' B(H)); topologies keep
+  // no state of their own between the two.
+  torch::Tensor carry = {};
+
   torch::Tensor& operator[](size_t i) { return streams[i]; }
   const torch::Tensor& operator[](size_t i) const { return streams[i]; }
+};
+
+// One norm per sublayer, indexed by the sublayer s (2 * layer + {0 attention, 1 MLP}).
+class SublayerNorms {
+ public:
+  Norm& operator[](int64_t s) { return norms_[s]; }
+  bool empty() const { return norms_.empty(); }
+
+ private:
+  friend class TopologyImpl;
+  std::vector<Norm> norms_;
 };
 
 // The weight matrices of a block, for topologies that change their initialization.
@@ -71,6 +89,13 @@ class TopologyImpl : public torch::nn::Module {
   static bool is_attention(int64_t s) { return s % 2 == 0; }
 
  protected:
+  // Fills each `norms` with a make_norm(cfg, d_model) per sublayer, registered as
+  // blocks.{layer}.{attn} and blocks.{layer}.{ff}; per layer, every attention norm first.
+  struct SublayerNormNames {
+    SublayerNorms* norms;
+    std::string attn, ff;
+  };
+  void add_sublayer_norms(std::initializer_list<SublayerNormNames> names);
   // A make_norm(cfg, d_model) registered as blocks.{layer}.{name}.
   Norm block_norm(int64_t layer, const std::string& name);
   // Any module registered as blocks.{layer}.{name} (e.g. a parameter-free norm).

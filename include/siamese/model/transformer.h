@@ -137,4 +137,8 @@ ParamCounts count_parameters(const ModelConfig& cfg);
 // backward twice that). The causal mask is not discounted, as in PaLM and OLMo.
 double flops_per_token(const ModelConfig& cfg, int64_t seq_len);
 
+// Model FLOPs utilisation, 0..1: the share of `peak_flops` (FLOP/s) used by training at
+// `tokens_per_second` with flops_per_token FLOPs per token.
+double mfu(double tokens_per_second, double flops_per_token, double peak_flops);
+
 }  // namespace siamese::model

@@ -12,7 +12,6 @@
 //   B(H)         = s_beta  * tanh(Hn W_beta)^T + B,           W_beta:  d x 1
 // with W = 0 and the learnable scalars s_alpha = s_beta = 0.01 at init. The sublayer
 // index s counts attention and MLP separately, as the paper's per-layer connections do.
-#include "siamese/common/error.h"
 #include "siamese/model/topology.h"
 
 namespace siamese::model {
@@ -21,9 +20,6 @@ namespace {
 class HyperConnections : public TopologyImpl {
  public:
   explicit HyperConnections(const ModelConfig& cfg) : TopologyImpl(cfg), n_(cfg.hc_rate) {
-    if (n_ < 1)
-      throw Error("hc_rate " + std::to_string(n_) + " must be at least 1", "model.hc_rate",
-                  "use the number of residual streams, e.g. 2");
     for (int64_t s = 0; s < 2 * cfg.n_layers; ++s) {
       const int64_t l = layer_of(s);
       const std::string p = is_attention(s) ? "attn_hc_" : "ff_hc_";
@@ -55,7 +51,7 @@ class HyperConnections : public TopologyImpl {
     return st;
   }
 
-  // Computes the width connection, leaves A_r(H)^T H in the state and keeps B(H) for leave.
+  // Computes the width connection, leaves A_r(H)^T H in the state and B(H) in its carry.
   torch::Tensor enter(State& st, int64_t s) override {
     auto& c = conn_[s];
     auto h = torch::stack(st.streams, -2);  // [B, T, n, d]
@@ -69,14 +65,14 @@ class HyperConnections : public TopologyImpl {
     auto input = torch::matmul(alpha.select(-1, 0).unsqueeze(-2), h).squeeze(-2);
     auto mixed = torch::matmul(alpha.narrow(-1, 1, n_).transpose(-1, -2), h);
     st.streams = mixed.unbind(-2);
-    pending_beta_ = beta;
+    st.carry = beta;
     return c.norm(input);
   }
 
   void leave(State& st, torch::Tensor f, int64_t) override {
-    TORCH_CHECK(pending_beta_.defined(), "hyper-connections: leave without enter");
-    auto beta = pending_beta_.unsqueeze(-1);  // [.., n, 1]
-    pending_beta_ = torch::Tensor();
+    TORCH_CHECK(st.carry.defined(), "hyper-connections: leave without enter");
+    auto beta = st.carry.unsqueeze(-1);  // [.., n, 1]
+    st.carry = torch::Tensor();
     for (int64_t i = 0; i < n_; ++i) st[i] = st[i] + beta.select(-2, i) * f;
   }
 
@@ -98,7 +94,6 @@ class HyperConnections : public TopologyImpl {
   int64_t n_;
   std::vector<Connection> conn_;
   Norm ln_f_{nullptr};
-  torch::Tensor pending_beta_;  // B(H) of the sublayer between its enter and leave
 };
 
 }  // namespace

@@ -8,7 +8,6 @@
 // trainable, so that neither end of the stack goes unused.
 #include <cmath>
 
-#include "siamese/common/error.h"
 #include "siamese/model/topology.h"
 
 namespace siamese::model {
@@ -17,35 +16,28 @@ namespace {
 class MixLN : public TopologyImpl {
  public:
   explicit MixLN(const ModelConfig& cfg) : TopologyImpl(cfg) {
-    if (!(cfg.mixln_alpha >= 0.0 && cfg.mixln_alpha <= 1.0))
-      throw Error("mixln_alpha " + std::to_string(cfg.mixln_alpha) + " is outside [0, 1]",
-                  "model.mixln_alpha", "use the fraction of Post-LN layers, e.g. 0.25");
     post_layers_ = static_cast<int64_t>(std::floor(cfg.mixln_alpha * cfg.n_layers));
-    for (int64_t l = 0; l < cfg.n_layers; ++l) {
-      attn_norm_.push_back(block_norm(l, "attn_norm"));
-      ff_norm_.push_back(block_norm(l, "ff_norm"));
-    }
+    add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
     ln_f_ = top_norm("ln_f");
   }
 
   State begin(torch::Tensor emb) override { return {{"x"}, {emb}}; }
 
   torch::Tensor enter(State& st, int64_t s) override {
-    return is_post(s) ? st[0] : norm(s)(st[0]);
+    return is_post(s) ? st[0] : norm_[s](st[0]);
   }
 
   void leave(State& st, torch::Tensor f, int64_t s) override {
-    st[0] = is_post(s) ? norm(s)(st[0] + f) : st[0] + f;
+    st[0] = is_post(s) ? norm_[s](st[0] + f) : st[0] + f;
   }
 
   torch::Tensor finish(State& st) override { return ln_f_(st[0]); }
 
  private:
   bool is_post(int64_t s) const { return layer_of(s) < post_layers_; }
-  Norm& norm(int64_t s) { return (is_attention(s) ? attn_norm_ : ff_norm_)[layer_of(s)]; }
 
   int64_t post_layers_;
-  std::vector<Norm> attn_norm_, ff_norm_;
+  SublayerNorms norm_;
   Norm ln_f_{nullptr};
 };
 

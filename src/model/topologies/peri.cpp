@@ -12,31 +12,20 @@ namespace {
 class PeriNorm : public TopologyImpl {
  public:
   explicit PeriNorm(const ModelConfig& cfg) : TopologyImpl(cfg) {
-    for (int64_t l = 0; l < cfg.n_layers; ++l) {
-      attn_norm_.push_back(block_norm(l, "attn_norm"));
-      attn_out_norm_.push_back(block_norm(l, "attn_out_norm"));
-      ff_norm_.push_back(block_norm(l, "ff_norm"));
-      ff_out_norm_.push_back(block_norm(l, "ff_out_norm"));
-    }
+    add_sublayer_norms({{&in_norm_, "attn_norm", "ff_norm"}, {&out_norm_, "attn_out_norm", "ff_out_norm"}});
     ln_f_ = top_norm("ln_f");
   }
 
   State begin(torch::Tensor emb) override { return {{"x"}, {emb}}; }
 
-  torch::Tensor enter(State& st, int64_t s) override {
-    auto& norm = is_attention(s) ? attn_norm_[layer_of(s)] : ff_norm_[layer_of(s)];
-    return norm(st[0]);
-  }
+  torch::Tensor enter(State& st, int64_t s) override { return in_norm_[s](st[0]); }
 
-  void leave(State& st, torch::Tensor f, int64_t s) override {
-    auto& norm = is_attention(s) ? attn_out_norm_[layer_of(s)] : ff_out_norm_[layer_of(s)];
-    st[0] = st[0] + norm(f);
-  }
+  void leave(State& st, torch::Tensor f, int64_t s) override { st[0] = st[0] + out_norm_[s](f); }
 
   torch::Tensor finish(State& st) override { return ln_f_(st[0]); }
 
  private:
-  std::vector<Norm> attn_norm_, attn_out_norm_, ff_norm_, ff_out_norm_;
+  SublayerNorms in_norm_, out_norm_;
   Norm ln_f_{nullptr};
 };
 

@@ -13,10 +13,7 @@ class PostNorm : public TopologyImpl {
  public:
   PostNorm(const ModelConfig& cfg, double alpha, double beta)
       : TopologyImpl(cfg), alpha_(alpha), beta_(beta) {
-    for (int64_t l = 0; l < cfg.n_layers; ++l) {
-      attn_norm_.push_back(block_norm(l, "attn_norm"));
-      ff_norm_.push_back(block_norm(l, "ff_norm"));
-    }
+    add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
   }
 
   // DeepNet's gain: beta on value, attention-output and FFN weights, 1 on query and key.
@@ -29,15 +26,14 @@ class PostNorm : public TopologyImpl {
   torch::Tensor enter(State& st, int64_t) override { return st[0]; }
 
   void leave(State& st, torch::Tensor f, int64_t s) override {
-    auto& norm = is_attention(s) ? attn_norm_[layer_of(s)] : ff_norm_[layer_of(s)];
-    st[0] = norm(alpha_ == 1.0 ? st[0] + f : alpha_ * st[0] + f);
+    st[0] = norm_[s](alpha_ == 1.0 ? st[0] + f : alpha_ * st[0] + f);
   }
 
   torch::Tensor finish(State& st) override { return st[0]; }
 
  private:
   double alpha_, beta_;
-  std::vector<Norm> attn_norm_, ff_norm_;
+  SublayerNorms norm_;
 };
 
 }  // namespace

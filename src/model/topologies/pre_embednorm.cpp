@@ -12,18 +12,13 @@ class PreEmbedNorm : public TopologyImpl {
  public:
   explicit PreEmbedNorm(const ModelConfig& cfg) : TopologyImpl(cfg) {
     emb_norm_ = register_module("emb_norm", make_plain_rms_norm(cfg, cfg.d_model));
-    for (int64_t l = 0; l < cfg.n_layers; ++l) {
-      attn_norm_.push_back(block_norm(l, "attn_norm"));
-      ff_norm_.push_back(block_norm(l, "ff_norm"));
-    }
+    add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
     ln_f_ = top_norm("ln_f");
   }
 
   State begin(torch::Tensor emb) override { return {{"x"}, {emb_norm_(emb)}}; }
 
-  torch::Tensor enter(State& st, int64_t s) override {
-    return (is_attention(s) ? attn_norm_ : ff_norm_)[layer_of(s)](st[0]);
-  }
+  torch::Tensor enter(State& st, int64_t s) override { return norm_[s](st[0]); }
 
   void leave(State& st, torch::Tensor f, int64_t) override { st[0] = st[0] + f; }
 
@@ -31,7 +26,7 @@ class PreEmbedNorm : public TopologyImpl {
 
  private:
   Norm emb_norm_{nullptr};
-  std::vector<Norm> attn_norm_, ff_norm_;
+  SublayerNorms norm_;
   Norm ln_f_{nullptr};
 };
 

@@ -13,10 +13,7 @@ namespace {
 class ResiDual : public TopologyImpl {
  public:
   explicit ResiDual(const ModelConfig& cfg) : TopologyImpl(cfg) {
-    for (int64_t l = 0; l < cfg.n_layers; ++l) {
-      attn_norm_.push_back(block_norm(l, "attn_norm"));
-      ff_norm_.push_back(block_norm(l, "ff_norm"));
-    }
+    add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
     ln_d_ = top_norm("ln_d_f");
   }
 
@@ -25,15 +22,14 @@ class ResiDual : public TopologyImpl {
   torch::Tensor enter(State& st, int64_t) override { return st[0]; }
 
   void leave(State& st, torch::Tensor f, int64_t s) override {
-    auto& norm = is_attention(s) ? attn_norm_[layer_of(s)] : ff_norm_[layer_of(s)];
     st[1] = st[1] + f;
-    st[0] = norm(st[0] + f);
+    st[0] = norm_[s](st[0] + f);
   }
 
   torch::Tensor finish(State& st) override { return st[0] + ln_d_(st[1]); }
 
  private:
-  std::vector<Norm> attn_norm_, ff_norm_;
+  SublayerNorms norm_;
   Norm ln_d_{nullptr};
 };
 

@@ -1,0 +1,71 @@
+#pragma once
+// The residual topologies (the MODEL_TYPE values) in one table. Adding a topology = one file
+// in src/model/topologies/ (its factory) + one row here.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "siamese/config/config.h"
+#include "siamese/model/topology.h"
+
+namespace siamese::model {
+
+std::shared_ptr<TopologyImpl> make_pre(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hybrid(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hybrid_pre(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_post(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_deepnorm(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_residual(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_peri(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_pre_embednorm(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_mixln(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hybrid_star(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hc(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_post_pre(const ModelConfig&);
+
+struct TopologySpec {
+  std::string name;
+  std::string description;  // its update rule, for --help, inspect and docs
+  std::shared_ptr<TopologyImpl> (*make)(const ModelConfig&);
+  // Boolean model keys the topology is defined with on; choosing it turns them on, and a
+  // config that sets one off is refused.
+  std::vector<std::string> required;
+  // State::names of its residual streams, which analyses and probes read (hc: one per
+  // model.hc_rate, shown at the default 2).
+  std::vector<std::string> streams;
+};
+
+// HybridNorm (arXiv 2503.04598) normalizes Q, K and V per head inside attention in place of
+// a norm on the attention input; its variants keep that.
+inline const std::vector<std::string> kQkvNorms = {"model.use_query_norm", "model.use_key_norm",
+                                                   "model.use_value_norm"};
+
+inline const std::vector<TopologySpec>& topologies() {
+  static const std::vector<TopologySpec> table = {
+      {"pre", "Pre-Norm: x += F(LN(x)); out = LN_f(x)", make_pre, {}, {"x"}},
+      {"hybrid", "HybridNorm: x += Attn_qkvnorm(x); x = LN(x); x += FFN(x); out = LN_f(x)", make_hybrid,
+       kQkvNorms, {"x"}},
+      {"hybrid_pre", "SiameseNorm (HybridNorm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
+       make_hybrid_pre, kQkvNorms, {"x", "y"}},
+      {"post", "Post-Norm: x = LN(x + F(x)); out = x", make_post, {}, {"x"}},
+      {"deepnorm", "DeepNorm: x = LN(alpha x + F(x)), alpha=(2N)^1/4, init gain (8N)^-1/4", make_deepnorm, {},
+       {"x"}},
+      {"residual", "ResiDual: x = LN(x + F(x)); d += F(x); out = x + LN(d)", make_residual, {}, {"x", "d"}},
+      {"peri", "Peri-LN: x += LN(F(LN(x))); out = LN_f(x)", make_peri, {}, {"x"}},
+      {"pre_embednorm", "Pre-Norm on RMS-normalized embeddings", make_pre_embednorm, {}, {"x"}},
+      {"mixln", "Mix-LN: Post-Norm for the first floor(mixln_alpha*L) layers, Pre-Norm after", make_mixln, {},
+       {"x"}},
+      {"hybrid_star", "HybridNorm*: HybridNorm with a Pre-Norm first block", make_hybrid_star, kQkvNorms,
+       {"x"}},
+      {"hc", "Hyper-Connections (dynamic, hc_rate streams): H = A_r^T H + B^T F(LN(A_m^T H))", make_hc, {},
+       {"h0", "h1"}},
+      {"post_pre", "SiameseNorm (Post-Norm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
+       make_post_pre, {}, {"x", "y"}},
+  };
+  return table;
+}
+
+// The row of `name`, or nullptr.
+const TopologySpec* find_topology(const std::string& name);
+
+}  // namespace siamese::model

@@ -1,0 +1,62 @@
+#pragma once
+// One optimizer step, the same for `siamese train`, `siamese bench` and the tests: forward
+// and backward over micro-batches (autocast, the flash-only attention scope, loss scaling,
+// gradient synchronisation), unscale, clip, and an update that a non-finite loss or
+// gradient cancels on the device. Nothing here waits for the device.
+#include <torch/torch.h>
+
+#include <array>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "siamese/config/config.h"
+#include "siamese/model/transformer.h"
+#include "siamese/train/device_clock.h"
+#include "siamese/train/gradient_sync.h"
+#include "siamese/train/loss_scale.h"
+#include "siamese/train/optimizer.h"
+
+namespace siamese::train {
+
+// What a step leaves on the device, float64 scalars.
+struct StepResult {
+  torch::Tensor loss;        // mean next-token loss over the global batch (summed over ranks)
+  torch::Tensor grad_norm;   // global gradient norm before clipping
+  torch::Tensor loss_scale;  // the scale this step's backward used (1 without amp_fp16)
+};
+
+// Device-clock marks of a step's phases (the bench's breakdown).
+struct StepMarks {
+  std::vector<std::array<size_t, 3>> micro_batches;  // forward start, backward start, backward end
+  size_t update_start = 0;
+};
+
+class TrainStep {
+ public:
+  // micro_batch: sequences per forward on this rank; global_batch: sequences per step over
+  // all ranks (each micro-batch's loss is its share of the global mean).
+  TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, AdamW& optim, GradientSync& sync,
+            LossScaler& scaler, torch::Device device, int64_t micro_batch);
+
+  // Runs one step on `batch` [rank's sequences, T] (already on the device) at learning rate
+  // `lr`. `before_clip` sees the unscaled, unclipped gradients (per-layer norms); `marks`
+  // takes the phase marks of `clock`.
+  StepResult run(const torch::Tensor& batch, double lr, const std::function<void()>& before_clip = {},
+                 DeviceClock* clock = nullptr, StepMarks* marks = nullptr);
+
+ private:
+  model::TransformerImpl& model_;
+  AdamW& optim_;
+  GradientSync& sync_;
+  LossScaler& scaler_;
+  torch::Device device_;
+  std::optional<at::ScalarType> autocast_;
+  bool flash_attention_;
+  int64_t micro_batch_;
+  double predicted_tokens_;  // B * (T - 1) of the global batch: the loss normaliser
+  double max_grad_norm_;
+  std::vector<torch::Tensor> params_;
+};
+
+}  // namespace siamese::train
