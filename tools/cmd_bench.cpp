@@ -67,7 +67,7 @@ struct Subject {
 
 // The data-parallel hooks of training (train::DataParallelSync) over one of the bench's
 // bucketers, so that each scaling setup runs the training step with its own.
-class BucketerSync : public train::GradientSync {
+class BucketerSync : public GradientSync {
  public:
   explicit BucketerSync(GradBucketer& bucketer) : bucketer_(bucketer) {}
   void before_backward(bool last_micro_batch) override { bucketer_.prepare(last_micro_batch); }
@@ -82,7 +82,7 @@ class BucketerSync : public train::GradientSync {
   GradBucketer& bucketer_;
 };
 
-train::TrainStep training_step(Subject& s, train::GradientSync& sync, torch::Device device, int world_size) {
+train::TrainStep training_step(Subject& s, GradientSync& sync, torch::Device device, int world_size) {
   const int64_t micro = std::min(s.cfg.device_train_microbatch_size, s.cfg.global_train_batch_size / world_size);
   return train::TrainStep(s.cfg, *s.model, *s.optim, sync, *s.scaler, device, micro);
 }
@@ -90,7 +90,7 @@ train::TrainStep training_step(Subject& s, train::GradientSync& sync, torch::Dev
 // One training step as `siamese train` runs it (train_step.h), at the configured peak
 // learning rate. Phases are timed by marks on the device's timeline (CUDA events), so the
 // step runs as in training, without a host sync between phases.
-Split timed_step(Subject& s, train::TrainStep& step, train::GradientSync& sync, data::TokenDataset& ds,
+Split timed_step(Subject& s, train::TrainStep& step, GradientSync& sync, data::TokenDataset& ds,
                  data::BatchOrder& order, torch::Device device) {
   Split t;
   train::DeviceClock clock(device);
@@ -209,12 +209,12 @@ int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& 
                          world.size);
   const int64_t rank_tokens = base.global_train_batch_size / world.size * base.model.max_sequence_length;
 
-  train::GradientSync alone;
+  GradientSync alone;
   BucketerSync overlapped_sync(overlapped), after_backward_sync(after_backward);
   struct Setup {
     std::string name;
     int ranks;
-    train::GradientSync* sync;
+    GradientSync* sync;
     std::vector<Split> splits;
   };
   std::vector<Setup> setups = {
@@ -288,7 +288,7 @@ int run_bench(const BenchArgs& a) {
              a.steps, a.rounds, matmul_flops / 1e9);
   // Each subject's peak is its own steps' (the counter is reset before them); it includes
   // every compared model's weights and optimizer state, which all stay resident.
-  train::GradientSync alone;
+  GradientSync alone;
   std::vector<train::TrainStep> steps;
   for (auto& s : subjects) steps.push_back(training_step(s, alone, device, 1));
   for (size_t k = 0; k < subjects.size(); ++k) {

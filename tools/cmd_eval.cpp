@@ -17,6 +17,7 @@
 #include "checkpoint_model.h"
 #include "commands.h"
 #include "progress_bar.h"
+#include "siamese/common/json_line.h"
 #include "siamese/eval/downstream.h"
 #include "siamese/eval/perplexity.h"
 #include "siamese/train/runtime.h"
@@ -138,7 +139,7 @@ int run_eval(const EvalArgs& a) {
     results.push_back({{"task", r.task}, {"label", r.label}, {"metric", eval::metric_name(r.metric)},
                        {"key", r.metric_key()}, {"accuracy", r.accuracy}, {"documents", r.documents}});
     metrics[r.metric_key()] = r.accuracy;
-    lines.push_back(r.to_json(ck.step));
+    lines.push_back(json_line(r.to_row(ck.step)));
     sum += r.accuracy;
   }
   const double average = sum / double(names.size());

@@ -1,6 +1,6 @@
 // `siamese report RUNS...`: the paper's Table 1 as markdown from each run's metrics.jsonl,
 // with each run's state, a table over seeds when runs repeat a topology and learning rate,
-// and CSV / JSON for other tools (src/analysis/run_summary.cpp; docs/analysis.md).
+// and CSV / JSON for other tools (src/runs/run_summary.cpp; docs/analysis.md).
 #include <spdlog/spdlog.h>
 
 #include <fstream>
@@ -10,7 +10,7 @@
 #include <set>
 
 #include "commands.h"
-#include "siamese/analysis/run_summary.h"
+#include "siamese/runs/run_summary.h"
 #include "siamese/common/error.h"
 
 namespace siamese::cli {
@@ -20,7 +20,7 @@ namespace {
 struct ReportArgs {
   std::vector<std::string> runs;
   std::string out, csv, json;
-  analysis::SummaryOptions options;
+  runs::SummaryOptions options;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -32,17 +32,17 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 int run_report(const ReportArgs& a) {
-  std::vector<analysis::RunSummary> rows;
-  for (const auto& r : a.runs) rows.push_back(analysis::summarize_run(r, a.options));
-  std::string table = analysis::markdown_table(rows);
+  std::vector<runs::RunSummary> rows;
+  for (const auto& r : a.runs) rows.push_back(runs::summarize_run(r, a.options));
+  std::string table = runs::markdown_table(rows);
   std::set<std::pair<std::string, std::optional<double>>> groups;
   for (const auto& r : rows) groups.insert({r.topology, r.learning_rate});
   if (groups.size() < rows.size())  // some topology and learning rate ran with several seeds
-    table += "\nOver seeds (mean ± standard deviation):\n\n" + analysis::markdown_seed_table(rows);
+    table += "\nOver seeds (mean ± standard deviation):\n\n" + runs::markdown_seed_table(rows);
   std::cout << table;
   write_file(a.out, table);
-  write_file(a.csv, analysis::runs_csv(rows));
-  write_file(a.json, analysis::runs_json(rows));
+  write_file(a.csv, runs::runs_csv(rows));
+  write_file(a.json, runs::runs_json(rows));
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // `siamese sweep SWEEP.yaml`: topology x learning rate (x seed) runs of one base config
-// (src/analysis/sweep.cpp). Locally it trains the grid: finished runs are skipped, an
+// (src/runs/sweep.cpp). Locally it trains the grid: finished runs are skipped, an
 // interrupted one resumes from its last checkpoint, and --jobs N trains N runs at once as
 // child processes. For a cluster, --scripts DIR writes one launch script per run (torchrun
 // on one or several nodes, or a Slurm batch script) that works as written.
@@ -19,8 +19,8 @@
 #include <thread>
 
 #include "commands.h"
-#include "siamese/analysis/run_summary.h"
-#include "siamese/analysis/sweep.h"
+#include "siamese/runs/run_summary.h"
+#include "siamese/runs/sweep.h"
 #include "siamese/common/error.h"
 #include "siamese/dist/world.h"
 #include "siamese/train/trainer.h"
@@ -59,13 +59,13 @@ std::string shell_quote(const std::string& s) {
 
 std::string own_binary() { return fs::read_symlink("/proc/self/exe").string(); }
 
-std::string train_command(const std::string& binary, const analysis::SweepRun& r) {
+std::string train_command(const std::string& binary, const runs::SweepRun& r) {
   std::string cmd = shell_quote(binary) + " train " + shell_quote(fs::absolute(r.base).string());
   for (const auto& o : r.overrides) cmd += " " + shell_quote(o);
   return cmd;
 }
 
-std::string launch_script(const SweepArgs& a, const analysis::SweepRun& r, const fs::path& dir) {
+std::string launch_script(const SweepArgs& a, const runs::SweepRun& r, const fs::path& dir) {
   const std::string train = train_command(a.binary.empty() ? own_binary() : a.binary, r);
   const int gpus = a.gpus_per_node < 0 ? a.nproc : a.gpus_per_node;
   std::string s = "#!/usr/bin/env bash\n";
@@ -99,7 +99,7 @@ std::string launch_script(const SweepArgs& a, const analysis::SweepRun& r, const
   return s;
 }
 
-void write_scripts(const SweepArgs& a, const std::vector<const analysis::SweepRun*>& runs) {
+void write_scripts(const SweepArgs& a, const std::vector<const runs::SweepRun*>& runs) {
   if (a.launcher != "torchrun" && a.launcher != "slurm")
     throw Error(fmt::format("unknown launcher \"{}\"", a.launcher), "--launcher", "use torchrun or slurm");
   const fs::path dir = a.scripts;
@@ -119,13 +119,13 @@ void write_scripts(const SweepArgs& a, const std::vector<const analysis::SweepRu
                all.string());
 }
 
-bool finished(const analysis::SweepRun& r) {
-  return fs::is_directory(r.save_folder) && analysis::state_text(analysis::summarize_run(r.save_folder)) == "finished";
+bool finished(const runs::SweepRun& r) {
+  return fs::is_directory(r.save_folder) && runs::state_text(runs::summarize_run(r.save_folder)) == "finished";
 }
 
 // A child `siamese train` with its own share of the cores; its output goes to
 // <save_folder>/train.log.
-pid_t start_child(const analysis::SweepRun& r, int threads) {
+pid_t start_child(const runs::SweepRun& r, int threads) {
   fs::create_directories(r.save_folder);
   const std::string log = (fs::path(r.save_folder) / "train.log").string();
   std::vector<std::string> args = {own_binary(), "train", r.base};
@@ -149,8 +149,8 @@ pid_t start_child(const analysis::SweepRun& r, int threads) {
 }
 
 int run_sweep(const SweepArgs& a) {
-  const auto sweep = analysis::load_sweep(a.file, a.seeds);
-  std::vector<const analysis::SweepRun*> runs;
+  const auto sweep = runs::load_sweep(a.file, a.seeds);
+  std::vector<const runs::SweepRun*> runs;
   for (const auto& r : sweep.runs) {
     bool keep = a.only.empty();
     for (const auto& part : a.only) keep = keep || r.name.find(part) != std::string::npos;
@@ -172,7 +172,7 @@ int run_sweep(const SweepArgs& a) {
   if (a.jobs < 1) throw Error(fmt::format("--jobs {} must be at least 1", a.jobs), "--jobs", "use 1 or more");
 
   int stopped = 0, skipped = 0;
-  std::vector<const analysis::SweepRun*> todo;
+  std::vector<const runs::SweepRun*> todo;
   for (const auto* r : runs) {
     if (finished(*r)) {
       spdlog::info("sweep: {} finished already, skipped", r->name);
@@ -195,7 +195,7 @@ int run_sweep(const SweepArgs& a) {
   } else {
     // Each child checks its own config; one that fails for another reason stops new starts.
     const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / a.jobs);
-    std::map<pid_t, const analysis::SweepRun*> running;
+    std::map<pid_t, const runs::SweepRun*> running;
     size_t next = 0;
     int failed_rc = 0;
     while (next < todo.size() || !running.empty()) {

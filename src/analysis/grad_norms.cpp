@@ -3,7 +3,7 @@
 #include <cmath>
 #include <regex>
 
-#include "siamese/common/json_line.h"
+#include "siamese/common/metrics_row.h"
 
 namespace siamese::analysis {
 
@@ -25,8 +25,8 @@ std::vector<double> per_layer_grad_norms(model::TransformerImpl& model) {
   return sq;
 }
 
-std::string layer_grad_norms_json(int64_t step, const std::vector<double>& norms) {
-  return json_line({{"step", step}, {"layer_grad_norms", norms}});
+MetricsRow layer_grad_norms_row(int64_t step, const std::vector<double>& norms) {
+  return metrics_row(step, "", {{"layer_grad_norms", norms}});
 }
 
 }  // namespace siamese::analysis

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "siamese/common/error.h"
-#include "siamese/common/json_line.h"
+#include "siamese/common/metrics_row.h"
 
 namespace siamese::eval {
 
@@ -258,9 +258,8 @@ std::string DownstreamResult::metric_key() const {
   return fmt::format("eval/downstream/{}_{}", label, metric_name(metric));
 }
 
-std::string DownstreamResult::to_json(int64_t step) const {
-  return json_line({{"step", step}, {metric_key(), accuracy},
-                    {"eval/downstream/" + label + "_documents", documents}});
+MetricsRow DownstreamResult::to_row(int64_t step) const {
+  return metrics_row(step, "", {{metric_key(), accuracy}, {"eval/downstream/" + label + "_documents", documents}});
 }
 
 namespace {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "siamese/common/error.h"
-#include "siamese/tokenizer/text_input.h"
+#include "siamese/common/text_input.h"
 
 namespace siamese::eval {
 
@@ -223,7 +223,7 @@ Task load_task(const std::string& name, const std::string& data_dir, int64_t lim
   Task task{it->first, it->second.label, it->second.metric, {}};
   struct Enough {};
   try {
-    tokenizer::for_each_jsonl(path, [&](int64_t line, const json& row) {
+    for_each_jsonl(path, [&](int64_t line, const json& row) {
       if (limit >= 0 && int64_t(task.docs.size()) >= limit) throw Enough{};
       Document d;
       try {

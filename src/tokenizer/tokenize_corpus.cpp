@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "siamese/common/error.h"
-#include "siamese/tokenizer/text_input.h"
+#include "siamese/common/text_input.h"
 #include "siamese/tokenizer/unicode.h"
 
 namespace siamese::tokenizer {

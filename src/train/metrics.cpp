@@ -28,45 +28,27 @@ std::optional<double> StepMetrics::mfu() const {
   return model::mfu(tokens_per_sec(), flops_per_token, *peak_flops);
 }
 
-std::string StepMetrics::to_json() const {
+MetricsRow StepMetrics::to_row() const {
   const auto m = mfu();
-  nlohmann::ordered_json row = {{"step", step}, {"tokens", tokens}, {"loss", loss}, {"perplexity", perplexity()},
+  MetricsRow row = metrics_row(step, "", {{"tokens", tokens}, {"loss", loss}, {"perplexity", perplexity()},
                     {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_sec", tokens_per_sec()},
                     {"step_seconds", step_seconds}, {"flops_per_token", flops_per_token},
                     {"mfu", m ? nlohmann::ordered_json(*m) : nlohmann::ordered_json()},
                     {"elapsed", elapsed}, {"loss_spike", loss_spike}, {"comm_seconds", comm_seconds},
                     {"comm_share", step_seconds > 0 ? comm_seconds / step_seconds : 0.0},
-                    {"peak_memory_mib", peak_memory_mib}};
+                    {"peak_memory_mib", peak_memory_mib}});
   if (loss_scale) row["loss_scale"] = *loss_scale;
-  return json_line(row);
-}
-
-std::string event_json(int64_t step, const std::string& event, const nlohmann::ordered_json& fields) {
-  nlohmann::ordered_json row = {{"step", step}, {"event", event}};
-  for (auto it = fields.begin(); it != fields.end(); ++it) row[it.key()] = it.value();
-  return json_line(row);
+  return row;
 }
 
 MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
   fs::create_directories(path.parent_path().empty() ? fs::path(".") : path.parent_path());
   if (fs::exists(path)) {
     std::vector<std::string> kept;
-    std::ifstream in(path);
-    int64_t number = 0;
-    for (std::string line; std::getline(in, line);) {
-      ++number;
-      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!j.is_object()) {
-        // A run killed mid-write leaves a cut line; later lines would follow it unreadably.
-        spdlog::warn("{}:{}: dropped a line that is not a JSON object (cut short by a kill?)",
-                     path.string(), number);
-        continue;
-      }
-      if (j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > resume_step)
-        continue;
-      kept.push_back(line);
-    }
-    in.close();
+    read_metrics_rows(path.string(), [&](const nlohmann::json& row, const std::string& line) {
+      if (!(row.contains("step") && row["step"].is_number_integer() && row["step"].get<int64_t>() > resume_step))
+        kept.push_back(line);
+    });
     const fs::path tmp = path.string() + ".tmp";
     {
       std::ofstream out(tmp, std::ios::trunc);
@@ -79,8 +61,8 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
   out_.open(path, std::ios::app);
 }
 
-void MetricsLog::write(const std::string& json_line) {
-  out_ << json_line << '\n';
+void MetricsLog::write(const MetricsRow& row) {
+  out_ << json_line(row) << '\n';
   out_.flush();
 }
 

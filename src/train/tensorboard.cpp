@@ -110,9 +110,8 @@ void TensorBoardWriter::scalars(int64_t step, const std::vector<std::pair<std::s
   record(e);
 }
 
-void TensorBoardWriter::metrics_row(const std::string& json_line) {
-  const auto row = nlohmann::json::parse(json_line, nullptr, /*allow_exceptions=*/false);
-  if (!row.is_object() || !row.contains("step") || !row["step"].is_number_integer()) return;
+void TensorBoardWriter::write_row(const MetricsRow& row) {
+  if (!row.contains("step") || !row["step"].is_number_integer()) return;
   std::string prefix = "train/";
   if (row.contains("event") && row["event"].is_string()) {
     prefix = row["event"].get<std::string>() + "/";

@@ -22,10 +22,10 @@
 #include "siamese/data/batch_order.h"
 #include "siamese/data/prefetcher.h"
 #include "siamese/data/token_dataset.h"
+#include "siamese/eval/evaluators.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/device_clock.h"
-#include "siamese/train/evaluate.h"
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/lr_schedule.h"
 #include "siamese/train/metrics.h"
@@ -105,7 +105,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   if (micro < cfg.device_train_microbatch_size)
     spdlog::info("device_train_microbatch_size {} capped at each rank's share of the global batch, {}",
                  cfg.device_train_microbatch_size, micro);
-  Evaluators evaluators(cfg, device, sync);
+  eval::Evaluators evaluators(cfg, device, sync);
   const double flops_per_token = model::flops_per_token(cfg.model, T);
   const std::optional<double> peak_flops =
       cfg.peak_tflops ? std::optional<double>(*cfg.peak_tflops * 1e12 * sync.world_size())
@@ -165,9 +165,9 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     metrics.emplace(run_dir / "metrics.jsonl", state.step);
     tensorboard.emplace(run_dir / "tensorboard");
   }
-  auto log_event = [&](const std::string& line) {
-    if (metrics) metrics->write(line);
-    if (tensorboard) tensorboard->metrics_row(line);
+  auto log_event = [&](const MetricsRow& row) {
+    if (metrics) metrics->write(row);
+    if (tensorboard) tensorboard->write_row(row);
   };
   const auto params = model->parameters();
   // Rank 0 writes (every rank holds the same weights); the others wait so nobody runs
@@ -180,7 +180,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       spdlog::error("step {}: the weights are no longer finite; stopping without saving them. "
                     "The last checkpoint in {} is untouched; resume from it with a lower "
                     "learning rate", state.step, run_dir.string());
-      log_event(event_json(state.step, "nonfinite", {{"cause", "weights"}}));
+      log_event(metrics_row(state.step, "nonfinite", {{"cause", "weights"}}));
       return kExitNonFinite;
     }
     state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
@@ -199,7 +199,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       spdlog::info("eval {} at step {}: loss {:.4f} ppl {:.3f}{}", r.label, state.step, r.loss,
                    r.perplexity(),
                    r.exact_match ? fmt::format(" exact-match {:.3f}", *r.exact_match) : "");
-      log_event(r.to_json(state.step));
+      log_event(r.to_row(state.step));
     }
   };
   TrainStep step(cfg, *model, *optim, sync, scaler, device, micro);
@@ -241,12 +241,12 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       if (scaler.enabled() && std::isfinite(loss) && !std::isfinite(grad_norm) && loss_scale > 1) {
         spdlog::info("step {}: fp16 gradients overflowed at loss scale {}; step skipped, scale "
                      "now {}", p.step, loss_scale, loss_scale / 2);
-        log_event(event_json(p.step, "overflow", {{"loss", loss}, {"loss_scale", loss_scale}}));
+        log_event(metrics_row(p.step, "overflow", {{"loss", loss}, {"loss_scale", loss_scale}}));
         continue;
       }
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
         const std::string cause = !std::isfinite(loss) ? "loss" : "grad_norm";
-        log_event(event_json(p.step, "nonfinite", {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}}));
+        log_event(metrics_row(p.step, "nonfinite", {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}}));
         if (state.bad_steps < cfg.max_bad_steps) {
           state.bad_steps += 1;
           spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)",
@@ -274,7 +274,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       m.comm_seconds = p.comm_seconds;
       m.peak_memory_mib = peak_mib;
       if (scaler.enabled()) m.loss_scale = loss_scale;
-      log_event(m.to_json());
+      log_event(m.to_row());
       if (m.loss_spike) spdlog::warn("step {}: loss spike {:.4f}", p.step, loss);
       if (p.step % cfg.console_log_interval == 0 || p.step == max_steps) {
         const double per_step = m.elapsed / double(p.step - first_step);
@@ -316,7 +316,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     const bool log_layer_grads = main_rank && layer_grads_every > 0 && state.step % layer_grads_every == 0;
     const StepResult r = step.run(batch, lr, [&] {
       if (log_layer_grads)
-        log_event(analysis::layer_grad_norms_json(state.step, analysis::per_layer_grad_norms(*model)));
+        log_event(analysis::layer_grad_norms_row(state.step, analysis::per_layer_grad_norms(*model)));
     });
     const torch::Tensor loss_norm_scale = torch::stack({r.loss, r.grad_norm, r.loss_scale});
     pending.push_back({state.step, state.tokens, lr, seconds_since(start), sync.take_comm_seconds(),

@@ -8,6 +8,7 @@
 #include "siamese/analysis/logit_lens.h"
 #include "siamese/analysis/magnitude.h"
 #include "siamese/analysis/stream_mixing.h"
+#include "siamese/common/json_line.h"
 
 using namespace siamese;
 using namespace siamese::analysis;
@@ -147,5 +148,5 @@ TEST(GradNorms, PerBlockNormOfAllItsParameters) {
   }
   EXPECT_GT(counted, 5);
   EXPECT_NEAR(norms[2], std::sqrt(sq), 1e-6 * std::sqrt(sq));
-  EXPECT_EQ(layer_grad_norms_json(5, {1.5, NAN}), "{\"step\": 5, \"layer_grad_norms\": [1.5, null]}");
+  EXPECT_EQ(json_line(layer_grad_norms_row(5, {1.5, NAN})), "{\"step\": 5, \"layer_grad_norms\": [1.5, null]}");
 }

@@ -328,13 +328,20 @@ TEST(NonFinite, WeightsThatOverflowAreNeverSaved) {
   EXPECT_EQ(train::latest_checkpoint(c.save_folder), fs::path(c.save_folder) / "step2");
 }
 
-// A kill can cut metrics.jsonl mid-line: `siamese report` skips that line with a warning, a
-// resumed run drops it, and every line is JSON again (labels with quotes included).
-TEST(Metrics, CutLastLineIsSkippedByReadersAndRepairedOnResume) {
-  const auto root = scratch("metrics");
+// A finished 2-step run under root/run, to damage its metrics.jsonl.
+TrainConfig two_step_run(const fs::path& root) {
   auto c = tiny_saving(root / "run");
   c.max_duration = "2";
-  ASSERT_EQ(run_siamese(train_args(c), root / "first.log").exit_code, 0);
+  EXPECT_EQ(run_siamese(train_args(c), root / "first.log").exit_code, 0);
+  return c;
+}
+
+// A kill can cut metrics.jsonl mid-line: the one metrics reader skips that last line with a
+// warning, so `siamese report` reads the rest, a resumed run drops it, and every line is
+// JSON again (labels with quotes included).
+TEST(Metrics, CutLastLineIsSkippedByReadersAndRepairedOnResume) {
+  const auto root = scratch("metrics");
+  auto c = two_step_run(root);
   const fs::path metrics = fs::path(c.save_folder) / "metrics.jsonl";
   std::ofstream(metrics, std::ios::app) << "{\"step\": 3, \"tokens\": 1";
   const auto report = run_siamese({"report", c.save_folder}, root / "report.log");
@@ -345,6 +352,23 @@ TEST(Metrics, CutLastLineIsSkippedByReadersAndRepairedOnResume) {
   c.max_duration = "3";
   const auto resumed = run_siamese(train_args(c), root / "resumed.log");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("dropped a line that is not a JSON object"), std::string::npos);
+  EXPECT_NE(resumed.output.find("skipped the last line, cut short"), std::string::npos) << resumed.output;
   EXPECT_EQ(losses(c.save_folder).size(), 3u);  // parses every line
+}
+
+// A damaged line inside metrics.jsonl is not a kill's doing: resuming refuses, naming the
+// line, and leaves the log as it was instead of dropping rows.
+TEST(Metrics, DamagedInnerLineStopsTheResumeAndKeepsTheLog) {
+  const auto root = scratch("metrics_damaged");
+  auto c = two_step_run(root);
+  const fs::path metrics = fs::path(c.save_folder) / "metrics.jsonl";
+  std::string text = slurp(metrics);
+  text.insert(text.find('\n') + 1, "{\"step\": 1, \"lo\n");
+  std::ofstream(metrics, std::ios::trunc) << text;
+  c.max_duration = "3";
+  const auto resumed = run_siamese(train_args(c), root / "resumed.log");
+  EXPECT_NE(resumed.exit_code, 0);
+  EXPECT_NE(resumed.output.find("metrics.jsonl:2"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("repair or remove this line"), std::string::npos) << resumed.output;
+  EXPECT_EQ(slurp(metrics), text);
 }

@@ -8,8 +8,9 @@
 
 #include <random>
 
+#include "siamese/common/json_line.h"
 #include "siamese/common/shared_dir.h"
-#include "siamese/train/evaluate.h"
+#include "siamese/eval/evaluators.h"
 #include "siamese_process.h"
 
 using namespace siamese;
@@ -185,8 +186,8 @@ TEST(BadValues, EvalTokenizerLargerThanTheModelVocabulary) {
 
 // Labels come from configs and may hold quotes: the metrics line stays JSON.
 TEST(Metrics, LabelsWithQuotesStayValidJson) {
-  train::EvalResult r{"va\"l\\id", 1.5, 10, std::nullopt, std::nullopt, {}};
-  const auto j = nlohmann::json::parse(r.to_json(7));
+  eval::EvalResult r{"va\"l\\id", 1.5, 10, std::nullopt, std::nullopt, {}};
+  const auto j = nlohmann::json::parse(json_line(r.to_row(7)));
   EXPECT_EQ(j["label"], "va\"l\\id");
   EXPECT_EQ(j["step"], 7);
 }

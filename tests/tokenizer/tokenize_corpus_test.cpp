@@ -7,7 +7,7 @@
 
 #include "shared_dir.h"
 #include "siamese/common/error.h"
-#include "siamese/tokenizer/text_input.h"
+#include "siamese/common/text_input.h"
 #include "temp_dir.h"
 
 using namespace siamese::tokenizer;
@@ -151,7 +151,7 @@ TEST(TokenizeCorpus, SkipPolicyCountsMalformedDocuments) {
 TEST(TokenizeCorpus, LongDocumentsCutForThreadsEncodeExactly) {
   // WikiText-2 valid as one document, cut at safe newlines into ~64 KiB parts, must give the
   // same ids as one encode() call, for both regex families.
-  const std::string text = read_text_file(shared_dir() + "/data/wikitext-2/valid.txt");
+  const std::string text = siamese::read_text_file(shared_dir() + "/data/wikitext-2/valid.txt");
   for (const char* name : {"olmo-gpt-neox-20b-pii-special", "olmo2-dolma2", "gpt2"}) {
     const Tokenizer tok = Tokenizer::from_file(tokenizer_path(name));
     const auto cuts = tok.safe_cuts(text, 64 << 10);

@@ -1,13 +1,14 @@
 #pragma once
 // Per-layer gradient norms during training (paper Fig. 5). The trainer calls
 //   if (interval > 0 && step % interval == 0)
-//     metrics.write(analysis::layer_grad_norms_json(step, analysis::per_layer_grad_norms(model)));
+//     metrics.write(analysis::layer_grad_norms_row(step, analysis::per_layer_grad_norms(model)));
 // after the last backward of a step and before clipping, with interval =
 // optimizer.metrics_log_interval (OLMo's knob for its per-parameter optimizer metrics).
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "siamese/common/metrics_row.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::analysis {
@@ -18,6 +19,6 @@ namespace siamese::analysis {
 std::vector<double> per_layer_grad_norms(model::TransformerImpl& model);
 
 // {"step": N, "layer_grad_norms": [g_0, ..., g_{L-1}]} (non-finite values as null).
-std::string layer_grad_norms_json(int64_t step, const std::vector<double>& norms);
+MetricsRow layer_grad_norms_row(int64_t step, const std::vector<double>& norms);
 
 }  // namespace siamese::analysis

@@ -13,7 +13,7 @@
 // For the trainer (`evaluators: - {label: piqa, type: downstream, data_dir: ...}`):
 //   Task task = load_task(label, data_dir);            // once, at start-up
 //   DownstreamResult r = run_downstream(model, tok, task, options);
-//   metrics_log.write(r.to_json(step));                // {"step": N, "eval/downstream/piqa_len_norm": ...}
+//   metrics_log.write(r.to_row(step));                 // {"step": N, "eval/downstream/piqa_len_norm": ...}
 #include <torch/torch.h>
 
 #include <functional>
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "siamese/common/metrics_row.h"
 #include "siamese/eval/tasks.h"
 #include "siamese/model/transformer.h"
 #include "siamese/tokenizer/tokenizer.h"
@@ -80,8 +81,8 @@ struct DownstreamResult {
 
   // OLMo's key: "eval/downstream/<label>_<metric>", e.g. eval/downstream/piqa_len_norm.
   std::string metric_key() const;
-  // One metrics.jsonl line: {"step": N, "eval/downstream/<label>_<metric>": acc, ...}.
-  std::string to_json(int64_t step) const;
+  // Its metrics.jsonl row: {"step": N, "eval/downstream/<label>_<metric>": acc, ...}.
+  MetricsRow to_row(int64_t step) const;
 };
 
 // Scores every document of `task` with `lm`; the model is put in eval mode (under

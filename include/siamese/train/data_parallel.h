@@ -6,7 +6,7 @@
 
 #include "siamese/dist/communicator.h"
 #include "siamese/dist/grad_bucketer.h"
-#include "siamese/train/gradient_sync.h"
+#include "siamese/dist/gradient_sync.h"
 
 namespace siamese::train {
 

@@ -1,7 +1,7 @@
 #pragma once
-// Every number a user sees about a run is computed here and written to
-// save_folder/metrics.jsonl, one JSON object per line; the console, plots and tables read
-// these values and never re-derive them.
+// Every number a user sees about a training step is computed here and written to
+// save_folder/metrics.jsonl as a row (common/metrics_row.h); the console, plots and tables
+// read these values and never re-derive them.
 #include <cstdint>
 #include <deque>
 #include <filesystem>
@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "siamese/common/metrics_row.h"
 
 namespace siamese::train {
 
@@ -32,12 +32,8 @@ struct StepMetrics {
   double perplexity() const;
   double tokens_per_sec() const;
   std::optional<double> mfu() const;  // model FLOPs utilisation, 0..1
-  std::string to_json() const;
+  MetricsRow to_row() const;
 };
-
-// One JSON line for any event ({"step": 12, "event": "nonfinite", ...}): `fields` (an
-// object) follow "step" and "event".
-std::string event_json(int64_t step, const std::string& event, const nlohmann::ordered_json& fields = {});
 
 // Appends to metrics.jsonl. Opening for a run resumed at `resume_step` first drops lines of
 // later steps, written by the interrupted run after its last checkpoint, and a line a kill
@@ -45,7 +41,7 @@ std::string event_json(int64_t step, const std::string& event, const nlohmann::o
 class MetricsLog {
  public:
   MetricsLog(const std::filesystem::path& path, int64_t resume_step);
-  void write(const std::string& json_line);
+  void write(const MetricsRow& row);
 
  private:
   std::ofstream out_;

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "siamese/common/metrics_row.h"
+
 namespace siamese::train {
 
 // CRC-32C (Castagnoli), and the masked form TFRecord stores.
@@ -29,11 +31,11 @@ class TensorBoardWriter {
   explicit TensorBoardWriter(const std::filesystem::path& folder);
 
   void scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values);
-  // The numeric fields of one metrics.jsonl line, tagged "train/<key>" for step rows,
+  // The numeric fields of one metrics.jsonl row, tagged "train/<key>" for step rows,
   // "<event>/<label>/<key>" for evaluations and "<event>/<key>" for other events; keys
   // that already hold a '/' (OLMo's eval/downstream/...) are kept as they are; a list of
   // numbers (per-layer gradient norms) gives "<tag>/<index>" per entry.
-  void metrics_row(const std::string& json_line);
+  void write_row(const MetricsRow& row);
 
   const std::filesystem::path& path() const { return path_; }
 

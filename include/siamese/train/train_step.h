@@ -13,7 +13,7 @@
 #include "siamese/config/config.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/device_clock.h"
-#include "siamese/train/gradient_sync.h"
+#include "siamese/dist/gradient_sync.h"
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/optimizer.h"
 

@@ -4,7 +4,7 @@
 #include <functional>
 
 #include "siamese/config/config.h"
-#include "siamese/train/gradient_sync.h"
+#include "siamese/dist/gradient_sync.h"
 
 namespace siamese::train {
 

@@ -9,14 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "siamese/common/metrics_row.h"
 #include "siamese/config/config.h"
 #include "siamese/data/arithmetic.h"
 #include "siamese/data/token_dataset.h"
+#include "siamese/dist/gradient_sync.h"
 #include "siamese/eval/downstream.h"
 #include "siamese/model/transformer.h"
-#include "siamese/train/gradient_sync.h"
 
-namespace siamese::train {
+namespace siamese::eval {
 
 // One decoded held-out problem, so that a reader can see what a model answers.
 struct ArithmeticSample {
@@ -31,11 +32,11 @@ struct EvalResult {
   double loss = 0;  // mean next-token cross-entropy
   int64_t tokens = 0;
   std::optional<double> exact_match;  // arithmetic only: fraction of answers exactly right
-  std::optional<eval::DownstreamResult> downstream;  // `type: downstream` evaluators
+  std::optional<DownstreamResult> downstream;  // `type: downstream` evaluators
   std::vector<ArithmeticSample> samples;              // arithmetic only: the first few problems
 
   double perplexity() const;
-  std::string to_json(int64_t step) const;
+  MetricsRow to_row(int64_t step) const;
 };
 
 // The greedy continuation of "\n<prompt>" of every problem, in order; a sample is correct
@@ -61,11 +62,11 @@ class Evaluators {
     std::vector<data::ArithmeticProblem> problems;
   };
   std::vector<Set> sets_;
-  std::vector<eval::Task> tasks_;  // downstream evaluators (src/eval)
+  std::vector<Task> tasks_;  // downstream evaluators (src/eval)
   std::optional<tokenizer::Tokenizer> tokenizer_;
   int64_t batch_size_;
   torch::Device device_;
   GradientSync& sync_;
 };
 
-}  // namespace siamese::train
+}  // namespace siamese::eval

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace siamese::analysis {
+namespace siamese::runs {
 
 struct RunSummary {
   std::string run;  // folder
@@ -66,4 +66,4 @@ std::string markdown_seed_table(const std::vector<RunSummary>& runs);
 std::string runs_json(const std::vector<RunSummary>& runs);
 std::string runs_csv(const std::vector<RunSummary>& runs);
 
-}  // namespace siamese::analysis
+}  // namespace siamese::runs

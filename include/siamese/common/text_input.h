@@ -1,14 +1,14 @@
 #pragma once
 // Reading text inputs: plain or gzip-compressed files (recognised by their magic bytes, so
 // the name does not matter), whole or line by line, and JSON Lines. Shared by the tokenize
-// command and by anyone who reads JSONL (eval sets).
+// command, the eval tasks (JSONL) and the metrics reader.
 #include <nlohmann/json.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
-namespace siamese::tokenizer {
+namespace siamese {
 
 // Reads a file line by line; lines are returned without their '\n' (a '\r' before it is
 // kept). Throws siamese::Error naming the file when it cannot be opened or decompressed.
@@ -50,4 +50,4 @@ void for_each_jsonl(const std::string& path,
                     const std::function<void(int64_t, const nlohmann::json&)>& fn,
                     bool skip_cut_last_line = false);
 
-}  // namespace siamese::tokenizer
+}  // namespace siamese

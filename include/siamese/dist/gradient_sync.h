@@ -5,7 +5,7 @@
 // A distributed run passes a subclass (e.g. one driving dist/grad_bucketer.h) to train().
 #include <torch/torch.h>
 
-namespace siamese::train {
+namespace siamese {
 
 class GradientSync {
  public:
@@ -32,4 +32,4 @@ class GradientSync {
   virtual void barrier() {}
 };
 
-}  // namespace siamese::train
+}  // namespace siamese

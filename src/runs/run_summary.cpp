@@ -1,4 +1,4 @@
-#include "siamese/analysis/run_summary.h"
+#include "siamese/runs/run_summary.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -12,10 +12,10 @@
 #include <set>
 
 #include "siamese/common/error.h"
+#include "siamese/common/metrics_row.h"
 #include "siamese/common/step_folder.h"
-#include "siamese/tokenizer/text_input.h"
 
-namespace siamese::analysis {
+namespace siamese::runs {
 
 namespace fs = std::filesystem;
 
@@ -47,7 +47,7 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     throw Error("no such run folder", run_dir, "pass save_folder of runs written by `siamese train`");
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
   std::deque<double> recent;
-  if (fs::exists(metrics)) tokenizer::for_each_jsonl(metrics.string(), [&](int64_t, const nlohmann::json& j) {
+  if (fs::exists(metrics)) read_metrics_rows(metrics.string(), [&](const nlohmann::json& j, const std::string&) {
     const std::string event = j.value("event", "");
     if (event == "nonfinite") {
       s.nonfinite = true;
@@ -77,7 +77,7 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
       if (key.rfind("eval/downstream/", 0) == 0 && value.is_number() &&
           key.find("_documents") == std::string::npos)
         s.downstream[key] = value.get<double>();
-  }, /*skip_cut_last_line=*/true);
+  });
   if (!recent.empty()) {
     double sum = 0;
     for (double v : recent) sum += v;
@@ -332,4 +332,4 @@ std::string runs_csv(const std::vector<RunSummary>& runs) {
   return out;
 }
 
-}  // namespace siamese::analysis
+}  // namespace siamese::runs

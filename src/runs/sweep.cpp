@@ -1,4 +1,4 @@
-#include "siamese/analysis/sweep.h"
+#include "siamese/runs/sweep.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -8,7 +8,7 @@
 
 #include "siamese/common/error.h"
 
-namespace siamese::analysis {
+namespace siamese::runs {
 
 namespace fs = std::filesystem;
 
@@ -89,4 +89,4 @@ Sweep load_sweep(const std::string& path, const std::vector<int64_t>& seed_overr
   return sweep;
 }
 
-}  // namespace siamese::analysis
+}  // namespace siamese::runs

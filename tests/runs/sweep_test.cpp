@@ -5,14 +5,14 @@
 #include <fstream>
 
 #include "../tokenizer/temp_dir.h"
-#include "siamese/analysis/run_summary.h"
-#include "siamese/analysis/sweep.h"
+#include "siamese/runs/run_summary.h"
+#include "siamese/runs/sweep.h"
 #include "siamese/common/error.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-using namespace siamese::analysis;
+using namespace siamese::runs;
 
 TEST(Sweep, ExpandsTopologyTimesLrTimesSeed) {
   TempDir dir;

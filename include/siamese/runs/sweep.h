@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace siamese::analysis {
+namespace siamese::runs {
 
 struct SweepRun {
   std::string name;  // <topology>-lr<lr>[-s<seed>]
@@ -35,4 +35,4 @@ struct Sweep {
 // the same sweep without editing it).
 Sweep load_sweep(const std::string& path, const std::vector<int64_t>& seeds = {});
 
-}  // namespace siamese::analysis
+}  // namespace siamese::runs

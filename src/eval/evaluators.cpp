@@ -1,4 +1,4 @@
-#include "siamese/train/evaluate.h"
+#include "siamese/eval/evaluators.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,9 +11,8 @@
 
 #include "siamese/common/shared_dir.h"
 #include "siamese/model/lm_loss.h"
-#include "siamese/train/metrics.h"
 
-namespace siamese::train {
+namespace siamese::eval {
 
 namespace {
 
@@ -25,8 +24,8 @@ constexpr size_t kLoggedSamples = 8;
 
 double EvalResult::perplexity() const { return std::exp(loss); }
 
-std::string EvalResult::to_json(int64_t step) const {
-  if (downstream) return downstream->to_json(step);  // OLMo's eval/downstream/<label>_<metric>
+MetricsRow EvalResult::to_row(int64_t step) const {
+  if (downstream) return downstream->to_row(step);  // OLMo's eval/downstream/<label>_<metric>
   nlohmann::ordered_json fields = {{"label", label}, {"loss", loss}, {"perplexity", perplexity()}, {"tokens", tokens}};
   if (exact_match) fields["exact_match"] = *exact_match;
   if (!samples.empty()) {
@@ -35,7 +34,7 @@ std::string EvalResult::to_json(int64_t step) const {
       list.push_back({{"prompt", s.prompt}, {"output", s.output}, {"answer", s.answer}, {"correct", s.correct}});
     fields["samples"] = std::move(list);
   }
-  return event_json(step, "eval", fields);
+  return metrics_row(step, "eval", fields);
 }
 
 std::vector<ArithmeticSample> arithmetic_answers(model::TransformerImpl& model,
@@ -88,7 +87,7 @@ Evaluators::Evaluators(const TrainConfig& cfg, torch::Device device, GradientSyn
     const auto& e = cfg.evaluators[i];
     if (e.type == "downstream") {
       if (!tokenizer_) tokenizer_ = tokenizer::Tokenizer::from_file(cfg.tokenizer.identifier);
-      tasks_.push_back(eval::load_task(e.label, !e.data_dir.empty() ? e.data_dir : shared_dir() + "/evals"));
+      tasks_.push_back(load_task(e.label, !e.data_dir.empty() ? e.data_dir : shared_dir() + "/evals"));
       continue;
     }
     if (e.type != "lm") {
@@ -147,14 +146,14 @@ std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
     results.push_back(r);
   }
   for (const auto& task : tasks_) {
-    eval::DownstreamOptions o;
+    DownstreamOptions o;
     o.batch_size = batch_size_;
     o.device = device_;
-    EvalResult r{task.label, NAN, 0, std::nullopt, eval::run_downstream(model, *tokenizer_, task, o), {}};
+    EvalResult r{task.label, NAN, 0, std::nullopt, run_downstream(model, *tokenizer_, task, o), {}};
     results.push_back(r);
   }
   if (was_training) model.train();
   return results;
 }
 
-}  // namespace siamese::train
+}  // namespace siamese::eval

@@ -1,4 +1,4 @@
-#include "siamese/tokenizer/text_input.h"
+#include "siamese/common/text_input.h"
 
 #include <zlib.h>
 
@@ -8,7 +8,7 @@
 
 #include "siamese/common/error.h"
 
-namespace siamese::tokenizer {
+namespace siamese {
 
 namespace {
 constexpr unsigned kChunk = 1 << 20;
@@ -138,4 +138,4 @@ void for_each_jsonl(const std::string& path,
   }
 }
 
-}  // namespace siamese::tokenizer
+}  // namespace siamese
