@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include <cstdio>
 #include <map>
 #include <string>
 #include <utility>
@@ -15,10 +14,11 @@
 #include "siamese/common/error.h"
 #include "siamese/config/config.h"
 #include "siamese/model/mlp.h"
+#include "siamese/model/olmo_names.h"
 
 namespace siamese::cli {
 
-using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+using model::NamedTensors;
 
 // Why the model is not exactly a stock LlamaForCausalLM, or "" when it is.
 inline std::string not_llama(const ModelConfig& c) {
@@ -42,27 +42,27 @@ inline int64_t kv_heads(const ModelConfig& c) {
 inline NamedTensors llama_tensors(const ModelConfig& c, const NamedTensors& ours) {
   const int64_t d = c.d_model, kv = kv_heads(c) * (d / c.n_heads), inner = model::mlp_inner_size(c);
   NamedTensors out;
+  using Owner = model::ParamName::Owner;
   for (const auto& [name, t] : ours) {
-    int64_t l = -1;
-    char rest[128] = {0};
-    if (std::sscanf(name.c_str(), "blocks.%ld.%127s", &l, rest) == 2) {
-      const std::string r = rest, p = fmt::format("model.layers.{}.", l);
-      if (r == "attn.att_proj.weight") {
+    const model::ParamName n = model::parse_param_name(name);
+    const std::string& r = n.local;
+    const std::string p = n.layer ? fmt::format("model.layers.{}.", *n.layer) : "";
+    if (n.owner == Owner::Attention || n.owner == Owner::Mlp) {
+      if (r == "att_proj.weight") {
         out.emplace_back(p + "self_attn.q_proj.weight", t.narrow(0, 0, d));
         out.emplace_back(p + "self_attn.k_proj.weight", t.narrow(0, d, kv));
         out.emplace_back(p + "self_attn.v_proj.weight", t.narrow(0, d + kv, kv));
-      } else if (r == "attn.attn_out.weight") {
+      } else if (r == "attn_out.weight") {
         out.emplace_back(p + "self_attn.o_proj.weight", t);
-      } else if (r == "mlp.ff_proj.weight") {
+      } else if (r == "ff_proj.weight") {
         out.emplace_back(p + "mlp.up_proj.weight", t.narrow(0, 0, inner));
         out.emplace_back(p + "mlp.gate_proj.weight", t.narrow(0, inner, inner));
-      } else if (r == "mlp.ff_out.weight") {
+      } else if (r == "ff_out.weight") {
         out.emplace_back(p + "mlp.down_proj.weight", t);
       } else {
         throw Error("no Llama name for " + name, "export");
       }
-    } else if (std::sscanf(name.c_str(), "topology.blocks.%ld.%127s", &l, rest) == 2) {
-      const std::string r = rest, p = fmt::format("model.layers.{}.", l);
+    } else if (n.owner == Owner::Topology && n.layer) {
       if (r == "attn_norm.weight") out.emplace_back(p + "input_layernorm.weight", t);
       else if (r == "ff_norm.weight") out.emplace_back(p + "post_attention_layernorm.weight", t);
       else throw Error("no Llama name for " + name, "export");

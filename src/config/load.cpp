@@ -147,6 +147,26 @@ class Loader {
       model_type_ = Raw{YAML::Node(std::string(model_type)), "MODEL_TYPE"};
   }
 
+  // An OLMo model section given as a node (a checkpoint's config.json), read as the model
+  // section of a file at `where`.
+  Loader(const YAML::Node& model, std::string where) : path_(std::move(where)) {
+    root_ = YAML::Node(YAML::NodeType::Map);
+    root_["model"] = model;
+  }
+
+  // The OLMo keys of the model section (the schema's model.* keys not marked ours). OLMo
+  // writes None for "its default" on keys that are not optional here; those keep ours.
+  ModelConfig load_olmo_model() {
+    TrainConfig config;
+    for (const auto& f : schema::train_fields()) {
+      if (f.ours || f.key.rfind("model.", 0) != 0) continue;
+      const auto raw = from_file(f.key);
+      const bool optional = f.kind == Kind::OptInt || f.kind == Kind::OptDouble || f.kind == Kind::OptBool;
+      if (raw && (optional || !raw->node.IsNull())) parse(f, config, *raw, f.key);
+    }
+    return config.model;
+  }
+
   TrainConfig load(ConfigOrigin* origin) {
     TrainConfig config;
     for (const auto& f : schema::train_fields()) {
@@ -457,6 +477,10 @@ int world_size_from_env() {
 }
 
 }  // namespace
+
+ModelConfig read_olmo_model(const YAML::Node& model, const std::string& where) {
+  return Loader(model, where).load_olmo_model();
+}
 
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides,
                         ConfigOrigin* origin) {

@@ -44,11 +44,20 @@ AttentionImpl::AttentionImpl(const ModelConfig& cfg)
   if (cfg.rope) rope_.emplace(head_dim_, cfg.rope_theta, cfg.rope_full_precision);
 }
 
+std::vector<int64_t> AttentionImpl::qkv_sizes() const {
+  const int64_t kv = n_kv_heads_ * head_dim_;
+  return {n_heads_ * head_dim_, kv, kv};
+}
+
+std::vector<torch::Tensor> AttentionImpl::qkv_weights() const {
+  return att_proj->weight.split_with_sizes(qkv_sizes(), 0);
+}
+
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache) {
   const int64_t B = x.size(0), T = x.size(1), d = n_heads_ * head_dim_;
   auto qkv = att_proj(x);
   if (clip_qkv_) qkv = qkv.clamp(-*clip_qkv_, *clip_qkv_);
-  auto parts = qkv.split_with_sizes({d, n_kv_heads_ * head_dim_, n_kv_heads_ * head_dim_}, -1);
+  auto parts = qkv.split_with_sizes(qkv_sizes(), -1);
   auto q = parts[0], k = parts[1], v = parts[2];
   if (full_width_qk_norm_) {
     q = q_norm(q);

@@ -13,11 +13,38 @@ namespace {
 
 const std::regex kOlmoAttn(R"(blocks\.(\d+)\.((att_proj|attn_out|q_norm|k_norm|v_norm)\..+))");
 const std::regex kOlmoMlp(R"(blocks\.(\d+)\.((ff_proj|ff_out)\..+))");
-const std::regex kOursBlock(R"(blocks\.(\d+)\.(attn|mlp)\.(.+))");
-
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
+// "{l}.<rest>" after a "blocks." prefix: the layer and the rest, or nothing.
+std::optional<std::pair<int64_t, std::string>> block_part(const std::string& s) {
+  const size_t dot = s.find('.');
+  if (dot == 0 || dot == std::string::npos || dot + 1 == s.size() ||
+      s.find_first_not_of("0123456789") != dot)
+    return std::nullopt;
+  return std::pair{std::stoll(s.substr(0, dot)), s.substr(dot + 1)};
+}
+
 }  // namespace
+
+ParamName parse_param_name(const std::string& name) {
+  using Owner = ParamName::Owner;
+  for (const char* embedding : {"wte.", "wpe.", "emb_norm."})
+    if (starts_with(name, embedding)) return {Owner::Embedding, std::nullopt, name};
+  if (starts_with(name, "ff_out.")) return {Owner::Head, std::nullopt, name};
+  if (starts_with(name, "blocks."))
+    if (const auto b = block_part(name.substr(7))) {
+      if (starts_with(b->second, "attn.")) return {Owner::Attention, b->first, b->second.substr(5)};
+      if (starts_with(b->second, "mlp.")) return {Owner::Mlp, b->first, b->second.substr(4)};
+    }
+  if (starts_with(name, "topology.")) {
+    const std::string rest = name.substr(9);
+    if (starts_with(rest, "blocks."))
+      if (const auto b = block_part(rest.substr(7))) return {Owner::Topology, b->first, b->second};
+    if (!rest.empty() && !starts_with(rest, "blocks.")) return {Owner::Topology, std::nullopt, rest};
+  }
+  throw Error("'" + name + "' is not a parameter name of this model", name,
+              "names are wte.*, wpe.*, emb_norm.*, blocks.{i}.attn.*, blocks.{i}.mlp.*, topology.* or ff_out.*");
+}
 
 std::string from_olmo_key(const std::string& key) {
   std::string k = starts_with(key, "model.") ? key.substr(6) : key;
@@ -34,10 +61,16 @@ std::string from_olmo_key(const std::string& key) {
 }
 
 std::string to_olmo_key(const std::string& name) {
-  std::smatch m;
-  if (std::regex_match(name, m, kOursBlock))
-    return "transformer.blocks." + m[1].str() + "." + m[3].str();
-  if (starts_with(name, "topology.")) return "transformer." + name.substr(9);
+  const ParamName p = parse_param_name(name);
+  switch (p.owner) {
+    case ParamName::Owner::Attention:
+    case ParamName::Owner::Mlp:
+    case ParamName::Owner::Topology:
+      return "transformer." + (p.layer ? fmt::format("blocks.{}.", *p.layer) : std::string()) + p.local;
+    case ParamName::Owner::Embedding:
+    case ParamName::Owner::Head:
+      break;
+  }
   return "transformer." + name;
 }
 

@@ -10,6 +10,7 @@
 
 #include "siamese/common/error.h"
 #include "siamese/common/npy.h"
+#include "siamese/config/load.h"
 #include "siamese/model/lm_loss.h"
 #include "siamese/model/olmo_names.h"
 #include "siamese/model/registry.h"
@@ -24,13 +25,6 @@ template <typename T>
 T get(const YAML::Node& m, const char* key, T fallback) {
   const auto n = m[key];
   return (!n || n.IsNull()) ? fallback : n.as<T>();
-}
-
-template <typename T>
-std::optional<T> get_opt(const YAML::Node& m, const char* key) {
-  const auto n = m[key];
-  if (!n || n.IsNull()) return std::nullopt;
-  return n.as<T>();
 }
 
 ParityRow compare(const std::string& name, const torch::Tensor& ours, const torch::Tensor& ref,
@@ -75,44 +69,10 @@ ModelConfig model_config_from_olmo(const std::string& config_json,
   reject_if(get(m, "use_context_norm", false), "use_context_norm: true");
   reject_if(get(m, "attn_residual_after_norm", false), "attn_residual_after_norm: true");
 
-  ModelConfig c;
-  c.d_model = get<int64_t>(m, "d_model", c.d_model);
-  c.n_heads = get<int64_t>(m, "n_heads", c.n_heads);
-  c.n_kv_heads = get_opt<int64_t>(m, "n_kv_heads");
-  c.multi_query_attention = get(m, "multi_query_attention", false);
-  c.clip_qkv = get_opt<double>(m, "clip_qkv");
-  c.n_layers = get<int64_t>(m, "n_layers", c.n_layers);
-  c.mlp_ratio = get<int64_t>(m, "mlp_ratio", c.mlp_ratio);
-  c.mlp_hidden_size = get_opt<int64_t>(m, "mlp_hidden_size");
-  c.activation_type = get<std::string>(m, "activation_type", c.activation_type);
-  c.rope = get(m, "rope", c.rope);
-  c.rope_full_precision = get(m, "rope_full_precision", c.rope_full_precision);
-  c.rope_theta = get<double>(m, "rope_theta", c.rope_theta);
-  c.attention_dropout = get<double>(m, "attention_dropout", c.attention_dropout);
-  c.residual_dropout = get<double>(m, "residual_dropout", c.residual_dropout);
-  c.embedding_dropout = get<double>(m, "embedding_dropout", c.embedding_dropout);
-  c.attention_layer_norm = get(m, "attention_layer_norm", c.attention_layer_norm);
-  c.attention_layer_norm_with_affine =
-      get(m, "attention_layer_norm_with_affine", c.attention_layer_norm_with_affine);
-  c.embedding_layer_norm = get(m, "embedding_layer_norm", c.embedding_layer_norm);
-  c.layer_norm_type = get<std::string>(m, "layer_norm_type", c.layer_norm_type);
-  c.layer_norm_with_affine = get(m, "layer_norm_with_affine", c.layer_norm_with_affine);
-  c.layer_norm_eps = get<double>(m, "layer_norm_eps", c.layer_norm_eps);
-  c.max_sequence_length = get<int64_t>(m, "max_sequence_length", c.max_sequence_length);
-  c.include_bias = get(m, "include_bias", c.include_bias);
-  c.bias_for_layer_norm = get_opt<bool>(m, "bias_for_layer_norm");
-  c.scale_logits = get(m, "scale_logits", c.scale_logits);
-  c.vocab_size = get<int64_t>(m, "vocab_size", c.vocab_size);
-  c.embedding_size = get<int64_t>(m, "embedding_size", c.vocab_size);
-  c.weight_tying = get(m, "weight_tying", c.weight_tying);
-  c.init_fn = get<std::string>(m, "init_fn", c.init_fn);
-  c.init_std = get<double>(m, "init_std", c.init_std);
-  c.init_cutoff_factor = get_opt<double>(m, "init_cutoff_factor");
-  c.emb_init_std = get_opt<double>(m, "emb_init_std");
-  c.scale_emb_init = get(m, "scale_emb_init", c.scale_emb_init);
-  c.use_query_norm = get(m, "use_query_norm", false);
-  c.use_key_norm = get(m, "use_key_norm", false);
-  c.use_value_norm = get(m, "use_value_norm", false);
+  // Every OLMo model key the schema knows, by its OLMo name; OLMo's embedding_size defaults
+  // to vocab_size.
+  ModelConfig c = read_olmo_model(m, config_json);
+  if (!m["embedding_size"] || m["embedding_size"].IsNull()) c.embedding_size = c.vocab_size;
 
   // Topology from HybridNorm's flags (absent in upstream OLMo: plain Pre-Norm).
   const bool attn_norm = get(m, "attn_norm", true), ffn_norm = get(m, "ffn_norm", true);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "siamese/model/activation_checkpoint.h"
+#include "siamese/model/olmo_names.h"
 #include "siamese/model/registry.h"
 
 namespace siamese::model {
@@ -168,38 +169,32 @@ void TransformerImpl::reset_parameters() {
     init_linear(blk->mlp->ff_proj, in_std, cutoff);
     init_linear(blk->mlp->ff_out, ff_out_std, cutoff);
 
-    // Topology gains (DeepNorm's beta) on the rows of q, k, v inside att_proj and on the
+    // Topology gains (DeepNorm's beta) on the query, key and value projections and on the
     // other projections.
     torch::NoGradGuard guard;
-    const int64_t q_rows = c.d_model;
-    const int64_t kv_rows = (blk->attn->att_proj->weight.size(0) - q_rows) / 2;
-    auto qkv = blk->attn->att_proj->weight;
-    qkv.slice(0, 0, q_rows).mul_(topology_->init_gain(Projection::Query, l));
-    qkv.slice(0, q_rows, q_rows + kv_rows).mul_(topology_->init_gain(Projection::Key, l));
-    qkv.slice(0, q_rows + kv_rows).mul_(topology_->init_gain(Projection::Value, l));
+    const auto qkv = blk->attn->qkv_weights();
+    qkv[0].mul_(topology_->init_gain(Projection::Query, l));
+    qkv[1].mul_(topology_->init_gain(Projection::Key, l));
+    qkv[2].mul_(topology_->init_gain(Projection::Value, l));
     blk->attn->attn_out->weight.mul_(topology_->init_gain(Projection::AttnOut, l));
     blk->mlp->ff_proj->weight.mul_(topology_->init_gain(Projection::FfProj, l));
     blk->mlp->ff_out->weight.mul_(topology_->init_gain(Projection::FfOut, l));
   }
 }
 
-static bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-static bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
 ParamKind param_kind(const std::string& name) {
-  if (starts_with(name, "wte.") || starts_with(name, "wpe.")) return ParamKind::Embedding;
-  if (ends_with(name, ".bias")) return ParamKind::Bias;
-  if (starts_with(name, "ff_out.")) return ParamKind::Linear;
-  if (starts_with(name, "blocks.")) {
-    for (const char* proj : {".attn.att_proj.weight", ".attn.attn_out.weight",
-                             ".mlp.ff_proj.weight", ".mlp.ff_out.weight"})
-      if (ends_with(name, proj)) return ParamKind::Linear;
-  }
+  using Owner = ParamName::Owner;
+  const ParamName p = parse_param_name(name);
+  const auto ends_with = [&](const std::string& suffix) {
+    return p.local.size() >= suffix.size() && p.local.compare(p.local.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (p.owner == Owner::Embedding && p.local.rfind("emb_norm.", 0) != 0) return ParamKind::Embedding;
+  if (ends_with(".bias")) return ParamKind::Bias;
+  if (p.owner == Owner::Head) return ParamKind::Linear;
+  if ((p.owner == Owner::Attention || p.owner == Owner::Mlp) &&
+      (p.local == "att_proj.weight" || p.local == "attn_out.weight" || p.local == "ff_proj.weight" ||
+       p.local == "ff_out.weight"))
+    return ParamKind::Linear;
   return ParamKind::Norm;
 }
 

@@ -1,6 +1,7 @@
 // The transformer around the topology seam: attention kernel vs the explicit reference,
 // GQA semantics, RoPE, causality, OLMo init rules, parameter kinds and counts (the
 // SiameseNorm overhead), FLOPs, OLMo name mapping, probes and truncated depth, .npy files.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -191,6 +192,38 @@ TEST(Transformer, ParameterKindsFollowOlmoDecayGroups) {
   EXPECT_EQ(param_kind("topology.ln_final_f.weight"), ParamKind::Norm);
   EXPECT_EQ(seen[ParamKind::Linear], 4 * 3 + 1);
   EXPECT_EQ(seen[ParamKind::Embedding], 1);
+}
+
+// Every parameter of every topology parses, and taking a name apart and putting it back
+// gives the name.
+TEST(Transformer, EveryParameterNameParsesIntoOwnerLayerAndLocalName) {
+  using Owner = ParamName::Owner;
+  for (const auto& topology : topology_names()) {
+    auto c = small(topology);
+    c.rope = false;
+    c.embedding_layer_norm = true;
+    apply_required_settings(c);
+    Transformer m(c);
+    for (const auto& kv : m->named_parameters()) {
+      SCOPED_TRACE(topology + " " + kv.key());
+      const ParamName p = parse_param_name(kv.key());
+      std::string back;
+      switch (p.owner) {
+        case Owner::Embedding:
+        case Owner::Head: back = p.local; break;
+        case Owner::Attention: back = fmt::format("blocks.{}.attn.{}", *p.layer, p.local); break;
+        case Owner::Mlp: back = fmt::format("blocks.{}.mlp.{}", *p.layer, p.local); break;
+        case Owner::Topology:
+          back = "topology." + (p.layer ? fmt::format("blocks.{}.", *p.layer) : std::string()) + p.local;
+          break;
+      }
+      EXPECT_EQ(back, kv.key());
+      EXPECT_TRUE(!p.layer || (*p.layer >= 0 && *p.layer < c.n_layers));
+    }
+  }
+  for (const char* bad : {"blocks.x.attn.w", "blocks.1", "topology.", "topology.blocks.2", "head.weight", ""})
+    EXPECT_THROW(parse_param_name(bad), Error) << bad;
+  EXPECT_EQ(parse_param_name("topology.blocks.12.attn_y_norm.weight").layer, 12);
 }
 
 int64_t numel_where(Transformer& m, const std::function<bool(const std::string&)>& pred) {

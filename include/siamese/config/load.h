@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
 #include "siamese/config/config.h"
 #include "siamese/config/validate.h"
 
@@ -26,6 +28,11 @@ struct ConfigOrigin {
 // ("--optimizer.betas=[0.9,0.99]", "--max_grad_norm=null").
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides,
                         ConfigOrigin* origin = nullptr);
+
+// The model section of an OLMo config (a checkpoint's config.json `model_config_full`) read
+// through the schema by OLMo's key names, with the same type checks as load_config; keys the
+// schema does not have are left to the caller. Not validated.
+ModelConfig read_olmo_model(const YAML::Node& model, const std::string& where);
 
 // The fully resolved config as YAML; load_config on this text yields an identical config.
 std::string to_yaml(const TrainConfig& config);

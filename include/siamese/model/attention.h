@@ -39,6 +39,10 @@ class AttentionImpl : public torch::nn::Module {
   // values are appended to it.
   torch::Tensor forward(const torch::Tensor& x, LayerCache* cache = nullptr);
 
+  // The rows of att_proj's weight that make queries, keys and values: views, so scaling them
+  // in place scales the projection (topologies' init gains).
+  std::vector<torch::Tensor> qkv_weights() const;
+
   // Routes scores through reference_attention instead of the library kernel (tests).
   void use_reference_kernel(bool on) { reference_ = on; }
 
@@ -47,6 +51,8 @@ class AttentionImpl : public torch::nn::Module {
   Norm q_norm{nullptr}, k_norm{nullptr}, v_norm{nullptr};  // absent unless configured
 
  private:
+  std::vector<int64_t> qkv_sizes() const;  // att_proj's output columns: [q | k | v]
+
   int64_t n_heads_, n_kv_heads_, head_dim_;
   bool full_width_qk_norm_;
   std::optional<double> clip_qkv_;

@@ -1,6 +1,8 @@
 #pragma once
-// OLMo state_dict keys <-> our parameter names. This is how OLMo checkpoints (and the
-// golden tensors) come in and how checkpoints go out under OLMo's names.
+// Our parameter names, parsed in one place, and OLMo state_dict keys <-> our names. This is
+// how OLMo checkpoints (and the golden tensors) come in and how checkpoints go out under
+// OLMo's names; optimizer groups, analyses and the Hugging Face mapping read our names
+// through parse_param_name.
 //
 //   OLMo key                                          ours
 //   transformer.wte.weight                            wte.weight
@@ -19,6 +21,7 @@
 // A leading "model." (HuggingFace-wrapped OLMo checkpoints) is accepted and dropped.
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +31,22 @@
 namespace siamese::model {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// One of our parameter names taken apart:
+//   wte.weight, wpe.weight, emb_norm.*      owner Embedding, local = the name
+//   blocks.{l}.attn.<local>                 owner Attention, layer l
+//   blocks.{l}.mlp.<local>                  owner Mlp, layer l
+//   topology.blocks.{l}.<local>             owner Topology, layer l (residual-path norms, c1)
+//   topology.<local>                        owner Topology (ln_f, ...)
+//   ff_out.*                                owner Head, local = the name
+struct ParamName {
+  enum class Owner { Embedding, Attention, Mlp, Topology, Head };
+  Owner owner;
+  std::optional<int64_t> layer;
+  std::string local;
+};
+// Throws siamese::Error for a name outside that scheme.
+ParamName parse_param_name(const std::string& name);
 
 // Throws siamese::Error for a key outside OLMo's "transformer." namespace.
 std::string from_olmo_key(const std::string& key);

@@ -1,0 +1,89 @@
+// The one training step (train_step.h) that train and bench run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include "siamese/dist/gradient_sync.h"
+#include "siamese/model/lm_loss.h"
+#include "siamese/model/transformer.h"
+#include "siamese/train/loss_scale.h"
+#include "siamese/train/optimizer.h"
+#include "siamese/train/train_step.h"
+#include "tiny_run.h"
+
+namespace siamese::train {
+namespace {
+
+struct Subject {
+  model::Transformer model{nullptr};
+  std::unique_ptr<AdamW> optim;
+  GradientSync sync;
+  std::unique_ptr<LossScaler> scaler;
+
+  explicit Subject(const TrainConfig& c) {
+    torch::manual_seed(5);
+    model = model::Transformer(c.model);
+    optim = build_optimizer(c.optimizer, model->named_parameters());
+    scaler = std::make_unique<LossScaler>(false, 1.0, 1, torch::kCPU);
+  }
+  TrainStep step(const TrainConfig& c, int64_t micro) {
+    return TrainStep(c, *model, *optim, sync, *scaler, torch::kCPU, micro);
+  }
+};
+
+TrainConfig no_dropout() {
+  auto c = testing::tiny("unused");
+  c.model.attention_dropout = c.model.residual_dropout = c.model.embedding_dropout = 0.0;
+  return c;
+}
+
+torch::Tensor batch_of(const TrainConfig& c) {
+  torch::manual_seed(9);
+  return torch::randint(0, c.model.vocab_size, {c.global_train_batch_size, c.model.max_sequence_length});
+}
+
+// Micro-batches only split the work: the loss is the global batch's mean and the update the
+// one the whole batch gives.
+TEST(TrainStep, MicroBatchesGiveTheWholeBatchsLossAndUpdate) {
+  const auto c = no_dropout();
+  const auto batch = batch_of(c);
+  Subject whole(c), split(c);
+  auto one = whole.step(c, 4), two = split.step(c, 1);
+  const auto a = one.run(batch, 1e-3), b = two.run(batch, 1e-3);
+  torch::NoGradGuard no_grad;
+  const auto mean = model::lm_loss_sum(*whole.model, batch).item<double>();  // after the update
+  EXPECT_NEAR(a.loss.item<double>(), b.loss.item<double>(), 1e-6);
+  EXPECT_NEAR(a.grad_norm.item<double>(), b.grad_norm.item<double>(), 1e-5);
+  EXPECT_EQ(a.loss_scale.item<double>(), 1.0);
+  const auto pa = whole.model->named_parameters(), pb = split.model->named_parameters();
+  for (const auto& kv : pa)
+    EXPECT_TRUE(torch::allclose(kv.value(), pb[kv.key()], 1e-5, 1e-6)) << kv.key();
+  EXPECT_LT(mean / double(4 * 31), a.loss.item<double>());  // the step lowered the loss
+}
+
+// A step whose loss is not finite leaves every weight as it was: its update is cancelled on
+// the device.
+TEST(TrainStep, NonFiniteLossLeavesTheWeightsAlone) {
+  const auto c = no_dropout();
+  Subject s(c);
+  auto step = s.step(c, 2);
+  step.run(batch_of(c), 1e-3);  // optimizer state exists
+  {
+    torch::NoGradGuard no_grad;
+    s.model->named_parameters()["wte.weight"][3][0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  std::map<std::string, torch::Tensor> before;
+  for (const auto& kv : s.model->named_parameters()) before[kv.key()] = kv.value().clone();
+  auto ids = batch_of(c);
+  ids[0][0] = 3;
+  const auto r = step.run(ids, 1e-3);
+  EXPECT_FALSE(std::isfinite(r.loss.item<double>()));
+  for (const auto& kv : s.model->named_parameters())
+    EXPECT_TRUE(torch::equal(kv.value().nan_to_num(), before[kv.key()].nan_to_num())) << kv.key();
+}
+
+}  // namespace
+}  // namespace siamese::train
