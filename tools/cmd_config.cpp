@@ -66,7 +66,7 @@ void add_config_command(CLI::App& app, Handler& run) {
   cmd->callback([&run, args, schema_only] {
     run = [args, schema_only] {
       if (*schema_only) {
-        std::cout << schema::markdown();
+        std::cout << schema::markdown() << model::topologies_markdown();
         return 0;
       }
       if (args->path.empty())

@@ -53,6 +53,20 @@ void apply_required_settings(ModelConfig& cfg) {
   cfg = probe.model;
 }
 
+std::string topologies_markdown() {
+  std::string out =
+      "\n### Topologies (`model.residual`, `MODEL_TYPE`)\n\n| name | streams | turns on | update rule |\n"
+      "|---|---|---|---|\n";
+  auto code = [](const std::vector<std::string>& items) {
+    std::vector<std::string> quoted;
+    for (const auto& i : items) quoted.push_back("`" + i + "`");
+    return fmt::format("{}", fmt::join(quoted, ", "));
+  };
+  for (const auto& t : topologies())
+    out += fmt::format("| `{}` | {} | {} | {} |\n", t.name, code(t.streams), code(t.required), t.description);
+  return out;
+}
+
 std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg) {
   check_model_config(cfg);
   return spec_of(cfg.residual).make(cfg);

@@ -16,6 +16,10 @@ const std::vector<std::string>& topology_names();
 // One-line description of a topology (its update rule), for --help and inspect.
 const std::string& topology_description(const std::string& name);
 
+// The table as Markdown (name, streams, settings it turns on, update rule), the end of
+// `siamese config --schema` and of docs/configuration.md.
+std::string topologies_markdown();
+
 // Builds cfg.residual's topology after check_model_config.
 std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg);
 
