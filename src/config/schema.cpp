@@ -116,7 +116,7 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &M::clip_qkv).positive(),
       field<T>("model.n_layers", "Transformer blocks.", &T::model, &M::n_layers).positive(),
       field<T>("model.mlp_ratio", "MLP hidden size = mlp_ratio * d_model (SwiGLU halves it for the gate).",
-               &T::model, &M::mlp_ratio).positive(),
+               &T::model, &M::mlp_ratio),
       field<T>("model.mlp_hidden_size", "Explicit MLP hidden size; overrides mlp_ratio (null: unset).",
                &T::model, &M::mlp_hidden_size).positive(),
       field<T>("model.activation_type", "MLP activation.", &T::model,

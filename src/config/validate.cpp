@@ -90,6 +90,9 @@ void model_rules(const ModelConfig& m, const Rules& r) {
   r.require(!m.rope || (m.d_model / m.n_heads) % 2 == 0, "model.n_heads",
             fmt::format("RoPE needs an even head size, d_model / n_heads = {}", m.d_model / m.n_heads),
             "pick d_model and n_heads with an even d_model / n_heads");
+  r.require(m.mlp_hidden_size || m.mlp_ratio > 0, "model.mlp_ratio",
+            fmt::format("model.mlp_ratio must be positive, got {}", m.mlp_ratio),
+            "set model.mlp_ratio to a value > 0, or set model.mlp_hidden_size");
   const int64_t hidden = m.mlp_hidden_size.value_or(m.mlp_ratio * m.d_model);
   r.require(m.activation_type != "swiglu" || hidden % 2 == 0,
             m.mlp_hidden_size ? "model.mlp_hidden_size" : "model.mlp_ratio",

@@ -213,6 +213,7 @@ const char* param_kind_name(ParamKind kind) {
 // restoring it. The topology's own parameters (norm vectors, gains: no random init) come from
 // building it, since each topology decides them.
 ParamCounts count_parameters(const ModelConfig& cfg) {
+  check_model_config(cfg);
   const int64_t d = cfg.d_model, head_dim = d / cfg.n_heads;
   const int64_t kv = (cfg.multi_query_attention ? 1 : cfg.n_kv_heads.value_or(cfg.n_heads)) * head_dim;
   const bool norm_bias = cfg.bias_for_layer_norm.value_or(cfg.include_bias);

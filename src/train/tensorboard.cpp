@@ -1,6 +1,8 @@
 #include "siamese/train/tensorboard.h"
 
 #include <fmt/format.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -121,10 +123,12 @@ void TensorBoardWriter::write_row(const MetricsRow& row) {
   for (const auto& [key, v] : row.items()) {
     if (key == "step") continue;
     const std::string tag = key.find('/') != std::string::npos ? key : prefix + key;
-    if (v.is_number()) values.emplace_back(tag, v.get<double>());
+    // NaN and inf (a non-finite step's loss) are null in metrics.jsonl and no scalar here.
+    auto finite = [](const MetricsRow& x) { return x.is_number() && std::isfinite(x.get<double>()); };
+    if (finite(v)) values.emplace_back(tag, v.get<double>());
     if (v.is_array())  // per-layer lists (layer_grad_norms): one scalar per layer
       for (size_t i = 0; i < v.size(); ++i)
-        if (v[i].is_number()) values.emplace_back(fmt::format("{}/{}", tag, i), v[i].get<double>());
+        if (finite(v[i])) values.emplace_back(fmt::format("{}/{}", tag, i), v[i].get<double>());
   }
   if (!values.empty()) scalars(row["step"].get<int64_t>(), values);
 }

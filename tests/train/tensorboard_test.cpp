@@ -3,6 +3,7 @@
 // metrics.jsonl.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -22,6 +23,24 @@ std::string read_all(const std::string& path) {
 TEST(TensorBoard, Crc32cMatchesTheCastagnoliCheckValues) {
   EXPECT_EQ(crc32c("123456789"), 0xE3069283u);  // the standard check value
   EXPECT_EQ(crc32c(std::string(32, '\0')), 0x8A9136AAu);  // RFC 3720 B.4
+}
+
+// metrics.jsonl writes NaN and inf as null; TensorBoard gets no scalar for them either.
+TEST(TensorBoard, NonFiniteValuesAreNotWritten) {
+  TempDir dir;
+  std::string path;
+  {
+    TensorBoardWriter writer(dir.file("tb"));
+    writer.write_row(metrics_row(3, "nonfinite", {{"loss", std::nan("")}, {"grad_norm", INFINITY}, {"lr", 0.5}}));
+    writer.write_row(metrics_row(4, "", {{"layer_grad_norms", {1.0, std::nan("")}}}));
+    path = writer.path().string();
+  }
+  const std::string bytes = read_all(path);
+  EXPECT_NE(bytes.find("nonfinite/lr"), std::string::npos);
+  EXPECT_NE(bytes.find("train/layer_grad_norms/0"), std::string::npos);
+  EXPECT_EQ(bytes.find("nonfinite/loss"), std::string::npos);
+  EXPECT_EQ(bytes.find("nonfinite/grad_norm"), std::string::npos);
+  EXPECT_EQ(bytes.find("train/layer_grad_norms/1"), std::string::npos);
 }
 
 TEST(TensorBoard, TensorBoardReadsTheRunsEveryMetric) {

@@ -17,8 +17,9 @@ using KeyLocator = std::function<std::string(const std::string& key)>;
 // max_duration syntax, ...). Throws siamese::Error naming the key and the fix.
 void validate(const TrainConfig& config, const KeyLocator& where = {});
 
-// The model section alone (configs built in code, a checkpoint's model): the same value
-// checks and rules between model keys as validate().
+// The model section alone (configs built in code, a checkpoint's model): the values of the
+// model.* keys and the rules between them that make a buildable network. validate() adds
+// what only a run needs (token ids within the table, init_device, a named topology).
 void validate_model(const ModelConfig& model, const KeyLocator& where = {});
 
 // The batch-size rules that depend on how many ranks train: global_train_batch_size must

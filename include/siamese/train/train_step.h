@@ -34,8 +34,8 @@ struct StepMarks {
 
 class TrainStep {
  public:
-  // micro_batch: sequences per forward on this rank; global_batch: sequences per step over
-  // all ranks (each micro-batch's loss is its share of the global mean).
+  // micro_batch: sequences per forward on this rank. Each micro-batch's loss is its share of
+  // the mean over cfg.global_train_batch_size sequences (all ranks).
   TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, AdamW& optim, GradientSync& sync,
             LossScaler& scaler, torch::Device device, int64_t micro_batch);
 
