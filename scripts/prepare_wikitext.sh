@@ -11,7 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 siamese=${SIAMESE:-build/siamese}
 shared=${SIAMESE_SHARED_DIR:-$(cd .. && pwd)/shared}
-[ -d "$shared/data" ] || shared=/work/shared
+[ -d "$shared/data" ] || {
+  echo "prepare_wikitext: no data/ in $shared: set SIAMESE_SHARED_DIR to the shared folder" >&2
+  exit 1
+}
 out=${OUT:-data}
 tokenizer=${TOKENIZER:-$shared/tokenizers/olmo-gpt-neox-20b-pii-special.json}
 threads=${THREADS:-2}

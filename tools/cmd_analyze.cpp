@@ -47,28 +47,34 @@ int run_analyze(const AnalyzeArgs& a) {
       idx.push_back(i * ds.size() / wanted);
     batches.push_back(ds.batch(idx).to(device));
   }
-  spdlog::info("analyzing {} (step {}, {}) on {} sequences of {} tokens", ck.dir.string(),
-               ck.step, mc.residual, wanted, mc.max_sequence_length);
+  spdlog::info("analyzing {} (step {}, {}) on {} sequences of {} tokens", ck.dir.string(), ck.step,
+               mc.residual, wanted, mc.max_sequence_length);
 
-  nlohmann::ordered_json doc = {{"checkpoint", ck.dir.string()}, {"step", ck.step},
-                                {"topology", mc.residual}, {"n_layers", mc.n_layers},
+  nlohmann::ordered_json doc = {{"checkpoint", ck.dir.string()},
+                                {"step", ck.step},
+                                {"topology", mc.residual},
+                                {"n_layers", mc.n_layers},
                                 {"sequences", wanted}};
   const auto mag = analysis::stream_magnitudes(*ck.model, batches);
   nlohmann::ordered_json m = nlohmann::ordered_json::object();
   for (const auto& [stream, v] : mag.by_stream) m[stream] = v;
-  doc["magnitude"] = {{"layers", "index 0 = embeddings, i = after block i-1"},
-                      {"streams", m}, {"final", mag.final_norm}};
+  doc["magnitude"] = {
+      {"layers", "index 0 = embeddings, i = after block i-1"}, {"streams", m}, {"final", mag.final_norm}};
 
   const auto mix = analysis::stream_mixing(*ck.model);
   nlohmann::ordered_json sites = nlohmann::ordered_json::array();
   for (const auto& s : mix.sites)
-    sites.push_back({{"layer", s.layer}, {"site", s.site}, {"x_scale", s.x_scale},
-                     {"y_scale", s.y_scale}, {"x_share", s.x_share()}});
+    sites.push_back({{"layer", s.layer},
+                     {"site", s.site},
+                     {"x_scale", s.x_scale},
+                     {"y_scale", s.y_scale},
+                     {"x_share", s.x_share()}});
   doc["mixing"] = {{"sites", sites}};
   if (mix.final_x) doc["mixing"]["final"] = {{"x", *mix.final_x}, {"y", *mix.final_y}};
 
   const auto lens = analysis::logit_lens(*ck.model, batches);
-  doc["logit_lens"] = {{"positions", lens.positions}, {"disagreeing", lens.disagreeing},
+  doc["logit_lens"] = {{"positions", lens.positions},
+                       {"disagreeing", lens.disagreeing},
                        {"agreement", lens.agreement},
                        {"agreement_where_disagree", lens.agreement_where_disagree}};
 
@@ -79,10 +85,11 @@ int run_analyze(const AnalyzeArgs& a) {
 
   for (const auto& [stream, v] : mag.by_stream)
     spdlog::info("magnitude {}: embeddings {:.2f} -> last block {:.2f}", stream, v.front(), v.back());
-  if (mix.final_x) spdlog::info("final fusion: mean|ln_f| {:.3f}, mean|ln_y_f| {:.3f}", *mix.final_x, *mix.final_y);
+  if (mix.final_x)
+    spdlog::info("final fusion: mean|ln_f| {:.3f}, mean|ln_y_f| {:.3f}", *mix.final_x, *mix.final_y);
   for (const auto& [stream, v] : lens.agreement)
-    spdlog::info("logit lens {}: agrees {:.1f}% overall, {:.1f}% where streams disagree", stream,
-                 100 * v, 100 * lens.agreement_where_disagree.at(stream));
+    spdlog::info("logit lens {}: agrees {:.1f}% overall, {:.1f}% where streams disagree", stream, 100 * v,
+                 100 * lens.agreement_where_disagree.at(stream));
   std::ofstream(a.out) << doc.dump(2) << "\n";
   spdlog::info("wrote {}", a.out);
   return 0;

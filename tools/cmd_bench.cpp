@@ -10,11 +10,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <limits>
-#include <optional>
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
@@ -29,15 +29,14 @@
 #include "siamese/model/registry.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/device_clock.h"
-#include "siamese/train/optimizer.h"
 #include "siamese/train/loss_scale.h"
+#include "siamese/train/optimizer.h"
 #include "siamese/train/runtime.h"
 #include "siamese/train/train_step.h"
 
 namespace siamese::cli {
 
 namespace {
-
 
 struct BenchArgs {
   ConfigArgs config;
@@ -83,7 +82,8 @@ class BucketerSync : public GradientSync {
 };
 
 train::TrainStep training_step(Subject& s, GradientSync& sync, torch::Device device, int world_size) {
-  const int64_t micro = std::min(s.cfg.device_train_microbatch_size, s.cfg.global_train_batch_size / world_size);
+  const int64_t micro =
+      std::min(s.cfg.device_train_microbatch_size, s.cfg.global_train_batch_size / world_size);
   return train::TrainStep(s.cfg, *s.model, *s.optim, sync, *s.scaler, device, micro);
 }
 
@@ -154,17 +154,19 @@ void report(const Subject& s, torch::Device device, double matmul_flops) {
   const double step = median(totals);
   const double fpt = model::flops_per_token(s.cfg.model, T);
   const double achieved = tokens / step * fpt;
-  std::string mfu = fmt::format("{:.1f}% of measured matmul", 100 * model::mfu(tokens / step, fpt, matmul_flops));
+  std::string mfu =
+      fmt::format("{:.1f}% of measured matmul", 100 * model::mfu(tokens / step, fpt, matmul_flops));
   if (s.cfg.peak_tflops)
     mfu += fmt::format(", {:.1f}% of peak_tflops {}",
                        100 * model::mfu(tokens / step, fpt, *s.cfg.peak_tflops * 1e12), *s.cfg.peak_tflops);
-  fmt::print("{:<12} step {:.4f} s  tokens/s {:.0f}  {:.1f} GFLOP/s  data {:.1f}%  forward {:.1f}%  "
-             "backward {:.1f}%  optimizer {:.1f}%  MFU {}  peak memory {:.0f} MiB{}  ({} params, "
-             "{:.3g} GFLOP/token, {} steps)\n",
-             s.topology, step, tokens / step, achieved / 1e9, 100 * median(d) / step,
-             100 * median(f) / step, 100 * median(b) / step, 100 * median(o) / step, mfu,
-             s.peak_memory_mib, device.is_cuda() ? " (CUDA allocator)" : " (process RSS)",
-             model::count_parameters(s.cfg.model).total(), fpt / 1e9, s.splits.size());
+  fmt::print(
+      "{:<12} step {:.4f} s  tokens/s {:.0f}  {:.1f} GFLOP/s  data {:.1f}%  forward {:.1f}%  "
+      "backward {:.1f}%  optimizer {:.1f}%  MFU {}  peak memory {:.0f} MiB{}  ({} params, "
+      "{:.3g} GFLOP/token, {} steps)\n",
+      s.topology, step, tokens / step, achieved / 1e9, 100 * median(d) / step, 100 * median(f) / step,
+      100 * median(b) / step, 100 * median(o) / step, mfu, s.peak_memory_mib,
+      device.is_cuda() ? " (CUDA allocator)" : " (process RSS)", model::count_parameters(s.cfg.model).total(),
+      fpt / 1e9, s.splits.size());
 }
 
 Subject make_subject(const TrainConfig& base, const std::string& topology, torch::Device device) {
@@ -205,8 +207,7 @@ int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& 
   GradBucketer after_backward(comm, s.model->parameters(), bucket_bytes, /*overlap=*/false);
   data::TokenDataset ds = data::train_dataset(base);
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
-                         static_cast<uint64_t>(base.data.seed.value_or(base.seed)), world.rank,
-                         world.size);
+                         static_cast<uint64_t>(base.data.seed.value_or(base.seed)), world.rank, world.size);
   const int64_t rank_tokens = base.global_train_batch_size / world.size * base.model.max_sequence_length;
 
   GradientSync alone;
@@ -219,14 +220,18 @@ int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& 
   };
   std::vector<Setup> setups = {
       {"1 rank", 1, &alone, {}},
-      {fmt::format("{} ranks, all-reduce overlapped with backward", world.size), world.size, &overlapped_sync, {}},
+      {fmt::format("{} ranks, all-reduce overlapped with backward", world.size),
+       world.size,
+       &overlapped_sync,
+       {}},
       {fmt::format("{} ranks, all-reduce after backward", world.size), world.size, &after_backward_sync, {}}};
   if (world.is_main())
-    fmt::print("bench: data-parallel scaling of {} over {} ranks ({} threads each, device {}), "
-               "{} x {} tokens per rank, {} warmup + {} timed steps x {} round(s)\n",
-               s.topology, world.size, at::get_num_threads(), device.str(),
-               base.global_train_batch_size / world.size, base.model.max_sequence_length, a.warmup,
-               a.steps, a.rounds);
+    fmt::print(
+        "bench: data-parallel scaling of {} over {} ranks ({} threads each, device {}), "
+        "{} x {} tokens per rank, {} warmup + {} timed steps x {} round(s)\n",
+        s.topology, world.size, at::get_num_threads(), device.str(),
+        base.global_train_batch_size / world.size, base.model.max_sequence_length, a.warmup, a.steps,
+        a.rounds);
   for (int r = 0; r < a.rounds; ++r)
     for (auto& setup : setups) {
       overlapped.prepare(false);
@@ -252,8 +257,9 @@ int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& 
     fmt::print("{:<52} {:>10.0f} {:>10.6f} {:>11.2f} {:>10.2f}%\n", setup.name,
                double(rank_tokens * setup.ranks) / step, step, single / step, 100 * median(shares));
   }
-  fmt::print("efficiency = tokens/s(N ranks) / (N x tokens/s(1 rank)); comm share = median time "
-             "blocked on the all-reduce / step time\n");
+  fmt::print(
+      "efficiency = tokens/s(N ranks) / (N x tokens/s(1 rank)); comm share = median time "
+      "blocked on the all-reduce / step time\n");
   return 0;
 }
 
@@ -278,14 +284,15 @@ int run_bench(const BenchArgs& a) {
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
                          static_cast<uint64_t>(base.data.seed.value_or(base.seed)));
   const double matmul_flops = measured_matmul_flops(device, base.precision);
-  fmt::print("bench: {} threads, device {}, precision {}, activation_checkpointing {}, batch {} x {} "
-             "tokens in micro-batches of {}, {} warmup + {} timed steps x {} round(s); matmul "
-             "measured at {:.1f} GFLOP/s\n",
-             at::get_num_threads(), device.str(), base.precision,
-             base.model.activation_checkpointing.empty() ? "off" : base.model.activation_checkpointing,
-             base.global_train_batch_size, base.model.max_sequence_length,
-             std::min(base.device_train_microbatch_size, base.global_train_batch_size), a.warmup,
-             a.steps, a.rounds, matmul_flops / 1e9);
+  fmt::print(
+      "bench: {} threads, device {}, precision {}, activation_checkpointing {}, batch {} x {} "
+      "tokens in micro-batches of {}, {} warmup + {} timed steps x {} round(s); matmul "
+      "measured at {:.1f} GFLOP/s\n",
+      at::get_num_threads(), device.str(), base.precision,
+      base.model.activation_checkpointing.empty() ? "off" : base.model.activation_checkpointing,
+      base.global_train_batch_size, base.model.max_sequence_length,
+      std::min(base.device_train_microbatch_size, base.global_train_batch_size), a.warmup, a.steps, a.rounds,
+      matmul_flops / 1e9);
   // Each subject's peak is its own steps' (the counter is reset before them); it includes
   // every compared model's weights and optimizer state, which all stay resident.
   GradientSync alone;
@@ -309,8 +316,8 @@ int run_bench(const BenchArgs& a) {
     for (size_t i = 1; i < subjects.size(); ++i) {
       std::vector<double> other;
       for (const auto& x : subjects[i].splits) other.push_back(x.total());
-      fmt::print("ratio {}/{}: {:.3f} (median step time over {} alternating rounds)\n",
-                 subjects[i].topology, subjects[0].topology, median(other) / median(first), rounds);
+      fmt::print("ratio {}/{}: {:.3f} (median step time over {} alternating rounds)\n", subjects[i].topology,
+                 subjects[0].topology, median(other) / median(first), rounds);
     }
   }
   return 0;
@@ -323,8 +330,7 @@ void add_bench_command(CLI::App& app, Handler& run) {
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("--steps", a->steps, "Timed steps per topology and round");
   cmd->add_option("--warmup", a->warmup, "Untimed steps first");
-  cmd->add_option("--rounds", a->rounds,
-                  "Alternating rounds in --compare mode and under torchrun (scaling)");
+  cmd->add_option("--rounds", a->rounds, "Alternating rounds in --compare mode and under torchrun (scaling)");
   cmd->add_option("--compare", a->compare, "Comma-separated topologies, e.g. pre,hybrid_pre");
   add_config_args(cmd, a->config);
   cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });

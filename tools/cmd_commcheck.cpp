@@ -29,8 +29,8 @@ void add_commcheck_command(CLI::App& app, Handler& run) {
   cmd->callback([&run, args] {
     run = [args] {
       World world = detect_world();
-      torch::Device device = args->device == "cuda" ? torch::Device(torch::kCUDA, world.local_rank)
-                                                    : torch::Device(torch::kCPU);
+      torch::Device device =
+          args->device == "cuda" ? torch::Device(torch::kCUDA, world.local_rank) : torch::Device(torch::kCPU);
       Communicator comm(world, device, std::chrono::seconds(args->timeout_s));
 
       auto mine = torch::full({4}, static_cast<double>(world.rank + 1),
@@ -38,8 +38,9 @@ void add_commcheck_command(CLI::App& app, Handler& run) {
       comm.all_reduce_sum(mine);
       double expected = world.size * (world.size + 1) / 2.0;
       if (mine.cpu()[0].item<double>() != expected) {
-        throw Error("all-reduce returned " + std::to_string(mine.cpu()[0].item<double>()) +
-                    ", expected " + std::to_string(expected), "rank " + std::to_string(world.rank));
+        throw Error("all-reduce returned " + std::to_string(mine.cpu()[0].item<double>()) + ", expected " +
+                        std::to_string(expected),
+                    "rank " + std::to_string(world.rank));
       }
       auto token = torch::full({1}, world.is_main() ? 42.0 : 0.0,
                                torch::TensorOptions().dtype(torch::kFloat64).device(device));
@@ -59,9 +60,10 @@ void add_commcheck_command(CLI::App& app, Handler& run) {
       double per_op = secs / std::max(1, args->iters);
       // Bus bandwidth as nccl-tests defines it: bytes * 2(n-1)/n per all-reduce.
       double bus = numel * 4.0 * 2.0 * (world.size - 1) / std::max(1, world.size) / per_op / 1e9;
-      spdlog::info("commcheck: world {} ({}), all-reduce ok, broadcast ok; {:.1f} MiB all-reduce "
-                   "{:.2f} ms, bus bandwidth {:.2f} GB/s",
-                   world.size, world.launcher, args->megabytes, per_op * 1e3, bus);
+      spdlog::info(
+          "commcheck: world {} ({}), all-reduce ok, broadcast ok; {:.1f} MiB all-reduce "
+          "{:.2f} ms, bus bandwidth {:.2f} GB/s",
+          world.size, world.launcher, args->megabytes, per_op * 1e3, bus);
       return 0;
     };
   });

@@ -37,8 +37,8 @@ TrainConfig load_run_config(const ConfigArgs& args) {
   const auto& names = model::topology_names();
   if (std::find(names.begin(), names.end(), config.model.residual) == names.end()) {
     const std::string where = origin.topology == "MODEL_TYPE" ? "environment MODEL_TYPE"
-                              : origin.topology == "default" ? args.path
-                                                             : origin.topology;
+                              : origin.topology == "default"  ? args.path
+                                                              : origin.topology;
     throw Error("unknown topology \"" + config.model.residual + "\"", where + " (model.residual)",
                 fmt::format("use one of: {}", fmt::join(names, ", ")));
   }

@@ -37,8 +37,8 @@ int run_detokenize(const DetokenizeArgs& a) {
     dtype = info.dtype;
     eos = info.eos_id;
     if (!info.tokenizer_sha256.empty() && info.tokenizer_sha256 != tok.sha256()) {
-      std::cerr << "warning: " << a.tokens << " was made with tokenizer " << info.tokenizer
-                << " (sha256 " << info.tokenizer_sha256.substr(0, 12) << "), not " << tok.name() << "\n";
+      std::cerr << "warning: " << a.tokens << " was made with tokenizer " << info.tokenizer << " (sha256 "
+                << info.tokenizer_sha256.substr(0, 12) << "), not " << tok.name() << "\n";
     }
   } else if (dtype.empty()) {
     throw Error("no sidecar " + sidecar_path(a.tokens) + " to give the dtype", a.tokens,
@@ -58,8 +58,10 @@ int run_detokenize(const DetokenizeArgs& a) {
     doc.clear();
   };
   for (int32_t id : ids) {
-    if (id == eos) print(true);
-    else doc.push_back(id);
+    if (id == eos)
+      print(true);
+    else
+      doc.push_back(id);
   }
   if (!doc.empty()) print(false);
   return 0;
@@ -71,10 +73,13 @@ void add_detokenize_command(CLI::App& app, Handler& run) {
   auto args = std::make_shared<DetokenizeArgs>();
   auto* cmd = app.add_subcommand("detokenize", "Print the text of a token file");
   cmd->add_option("--tokenizer", args->tokenizer, "HuggingFace tokenizer.json")->required();
-  cmd->add_option("tokens", args->tokens, "token file (its sidecar TOKENS.json, e.g. train.npy.json, gives the dtype)")->required();
+  cmd->add_option("tokens", args->tokens,
+                  "token file (its sidecar TOKENS.json, e.g. train.npy.json, gives the dtype)")
+      ->required();
   cmd->add_option("--dtype", args->dtype, "uint16 or uint32, for files without a sidecar")
       ->check(CLI::IsMember({"uint16", "uint32"}));
-  cmd->add_flag("--show-special", args->show_special, "keep special tokens (skipped by default, as OLMo decodes)");
+  cmd->add_flag("--show-special", args->show_special,
+                "keep special tokens (skipped by default, as OLMo decodes)");
   cmd->add_flag("--documents", args->split_documents, "cut at the EOS id and print a header per document");
   cmd->add_option("--offset", args->offset, "first token to print")->capture_default_str();
   cmd->add_option("--limit", args->limit, "number of tokens to print (default: all)");

@@ -10,8 +10,8 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "checkpoint_model.h"
@@ -82,15 +82,21 @@ int run_text_eval(const EvalArgs& a) {
     bar.update(d, fmt::format(", {:.0f} tokens/s", double(t) / std::max(secs, 1e-9)));
   };
   const auto s = eval::score_text(*ck.model, docs, o);
-  std::cout << fmt::format("{:<10} {:>8} {:>10} {:>10} {:>8} {:>11} {:>13}\n", "", "documents",
-                           "tokens", "bytes", "loss", "perplexity", "bits/byte");
-  std::cout << fmt::format("{:<10} {:>8} {:>10} {:>10} {:>8.4f} {:>11.4f} {:>13.4f}\n", "text",
-                           s.documents, s.tokens, s.bytes, s.loss(), s.perplexity(), s.bits_per_byte());
+  std::cout << fmt::format("{:<10} {:>8} {:>10} {:>10} {:>8} {:>11} {:>13}\n", "", "documents", "tokens",
+                           "bytes", "loss", "perplexity", "bits/byte");
+  std::cout << fmt::format("{:<10} {:>8} {:>10} {:>10} {:>8.4f} {:>11.4f} {:>13.4f}\n", "text", s.documents,
+                           s.tokens, s.bytes, s.loss(), s.perplexity(), s.bits_per_byte());
   if (!a.out.empty()) {
-    const nlohmann::ordered_json doc = {
-        {"checkpoint", ck.dir.string()}, {"step", ck.step}, {"topology", ck.config.model.residual},
-        {"files", a.text}, {"documents", s.documents}, {"tokens", s.tokens}, {"bytes", s.bytes},
-        {"loss", s.loss()}, {"perplexity", s.perplexity()}, {"bits_per_byte", s.bits_per_byte()}};
+    const nlohmann::ordered_json doc = {{"checkpoint", ck.dir.string()},
+                                        {"step", ck.step},
+                                        {"topology", ck.config.model.residual},
+                                        {"files", a.text},
+                                        {"documents", s.documents},
+                                        {"tokens", s.tokens},
+                                        {"bytes", s.bytes},
+                                        {"loss", s.loss()},
+                                        {"perplexity", s.perplexity()},
+                                        {"bits_per_byte", s.bits_per_byte()}};
     std::ofstream(a.out) << doc.dump(2) << "\n";
     spdlog::info("wrote {}", a.out);
   }
@@ -134,10 +140,14 @@ int run_eval(const EvalArgs& a) {
     const auto start = std::chrono::steady_clock::now();
     const auto r = eval::run_downstream(*ck.model, tok, task, opt);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    spdlog::info("{}: {} = {:.4f} ({} documents, {:.1f} documents/s)", name, r.metric_key(),
-                 r.accuracy, r.documents, double(r.documents) / std::max(secs, 1e-9));
-    results.push_back({{"task", r.task}, {"label", r.label}, {"metric", eval::metric_name(r.metric)},
-                       {"key", r.metric_key()}, {"accuracy", r.accuracy}, {"documents", r.documents}});
+    spdlog::info("{}: {} = {:.4f} ({} documents, {:.1f} documents/s)", name, r.metric_key(), r.accuracy,
+                 r.documents, double(r.documents) / std::max(secs, 1e-9));
+    results.push_back({{"task", r.task},
+                       {"label", r.label},
+                       {"metric", eval::metric_name(r.metric)},
+                       {"key", r.metric_key()},
+                       {"accuracy", r.accuracy},
+                       {"documents", r.documents}});
     metrics[r.metric_key()] = r.accuracy;
     lines.push_back(json_line(r.to_row(ck.step)));
     sum += r.accuracy;
@@ -150,9 +160,13 @@ int run_eval(const EvalArgs& a) {
                              r["documents"].get<int64_t>());
   std::cout << fmt::format("{:<18} {:<10} {:>9.4f}\n", "average", "", average);
 
-  nlohmann::ordered_json doc = {{"checkpoint", ck.dir.string()}, {"step", ck.step},
-                                {"topology", ck.config.model.residual}, {"limit", a.limit},
-                                {"results", results}, {"metrics", metrics}, {"average", average}};
+  nlohmann::ordered_json doc = {{"checkpoint", ck.dir.string()},
+                                {"step", ck.step},
+                                {"topology", ck.config.model.residual},
+                                {"limit", a.limit},
+                                {"results", results},
+                                {"metrics", metrics},
+                                {"average", average}};
   if (!a.out.empty()) {
     std::ofstream(a.out) << doc.dump(2) << "\n";
     spdlog::info("wrote {}", a.out);
@@ -172,14 +186,14 @@ int run_eval(const EvalArgs& a) {
 
 void add_eval_command(CLI::App& app, Handler& run) {
   auto args = std::make_shared<EvalArgs>();
-  auto* cmd = app.add_subcommand("eval", "Zero-shot downstream evaluation (OLMo's MC tasks), or perplexity of text");
+  auto* cmd =
+      app.add_subcommand("eval", "Zero-shot downstream evaluation (OLMo's MC tasks), or perplexity of text");
   cmd->add_option("checkpoint", args->checkpoint, "step<N> folder or run folder")->required();
   cmd->add_option("--tasks", args->tasks, "comma-separated task names (default: all)");
   cmd->add_option("--data-dir", args->data_dir, "folder with <task>.jsonl (default: shared/evals)");
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (default: the config's)");
   cmd->add_option("--limit", args->limit, "first N documents of each task");
-  cmd->add_option("--batch-size", args->batch_size, "sequences per forward pass")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", args->batch_size, "sequences per forward pass")->check(CLI::PositiveNumber);
   cmd->add_option("--metric", args->metric, "acc | len_norm | pmi_dc (default: OLMo's per task)");
   cmd->add_option("--out", args->out, "results JSON");
   cmd->add_option("--metrics", args->metrics, "metrics.jsonl to append to (default: the run's)");
@@ -188,7 +202,8 @@ void add_eval_command(CLI::App& app, Handler& run) {
                 "read every answer option whole instead of its question's context once (to compare)");
   cmd->add_option("--device", args->device, "auto | cpu | cuda");
   cmd->add_option("--text", args->text, "text files: perplexity and bits per byte instead of tasks");
-  cmd->add_flag("--doc-per-line", args->doc_per_line, "--text: each non-empty line is a document (default: each file)");
+  cmd->add_flag("--doc-per-line", args->doc_per_line,
+                "--text: each non-empty line is a document (default: each file)");
   cmd->add_option("--window", args->window, "--text: tokens per window (default: max_sequence_length)");
   cmd->add_option("--stride", args->stride, "--text: tokens between window starts (default: window / 2)");
   cmd->callback([&run, args] { run = [args] { return run_eval(*args); }; });

@@ -73,8 +73,7 @@ std::vector<std::string> read_prompts(const GenerateArgs& a) {
 }
 
 // Greedy tokens/s with and without the cache, alternating so that load changes hit both.
-int run_bench(CheckpointModel& ck, const std::vector<std::vector<int64_t>>& prompts,
-              eval::Sampling s) {
+int run_bench(CheckpointModel& ck, const std::vector<std::vector<int64_t>>& prompts, eval::Sampling s) {
   s.temperature = 0.0;
   s.eos.reset();  // both runs produce exactly max_tokens
   double seconds[2] = {0, 0};
@@ -108,8 +107,10 @@ int run_generate(const GenerateArgs& a) {
   const TextCodec codec(ck, a.tokenizer);
   eval::Sampling s = a.sampling;
   s.use_cache = !a.no_cache;
-  if (a.eos >= 0) s.eos = a.eos;
-  else if (ck.config.model.eos_token_id < ck.config.model.vocab_size) s.eos = ck.config.model.eos_token_id;
+  if (a.eos >= 0)
+    s.eos = a.eos;
+  else if (ck.config.model.eos_token_id < ck.config.model.vocab_size)
+    s.eos = ck.config.model.eos_token_id;
 
   std::vector<std::vector<int64_t>> prompts;
   for (const auto& p : read_prompts(a)) prompts.push_back(codec.encode(p));
@@ -130,15 +131,19 @@ int run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app, Handler& run) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a checkpoint (greedy or sampled, KV cache)");
-  cmd->add_option("checkpoint", a->checkpoint, "step<N> folder or run folder (its newest checkpoint)")->required();
+  cmd->add_option("checkpoint", a->checkpoint, "step<N> folder or run folder (its newest checkpoint)")
+      ->required();
   cmd->add_option("--prompt", a->prompts, "prompt text (repeatable)");
   cmd->add_option("--prompt-file", a->prompt_file, "file with one prompt per line");
-  cmd->add_option("--max-tokens", a->sampling.max_tokens, "tokens to generate at most")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-tokens", a->sampling.max_tokens, "tokens to generate at most")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", a->sampling.top_k, "sample from the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", a->sampling.top_k, "sample from the k most likely tokens (0 = all)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", a->sampling.top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", a->sampling.seed, "sampling seed");
-  cmd->add_option("--eos", a->eos, "stop token id (default: the config's eos_token_id when in the vocabulary)");
+  cmd->add_option("--eos", a->eos,
+                  "stop token id (default: the config's eos_token_id when in the vocabulary)");
   cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: the config's)");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
   cmd->add_flag("--no-cache", a->no_cache, "re-read the whole sequence for every token");

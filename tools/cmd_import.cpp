@@ -10,8 +10,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "commands.h"
 #include "hf_llama.h"
@@ -51,10 +51,11 @@ void read_safetensors(const fs::path& path, std::map<std::string, torch::Tensor>
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
     const std::string dtype = info.at("dtype");
-    const auto type = dtype == "F32" ? torch::kFloat32 : dtype == "BF16" ? torch::kBFloat16
-                    : dtype == "F16" ? torch::kFloat16 : throw Error(
-                          "tensor " + name + " has dtype " + dtype, path.string(),
-                          "export the model in F32, BF16 or F16");
+    const auto type = dtype == "F32"    ? torch::kFloat32
+                      : dtype == "BF16" ? torch::kBFloat16
+                      : dtype == "F16"  ? torch::kFloat16
+                                        : throw Error("tensor " + name + " has dtype " + dtype, path.string(),
+                                                      "export the model in F32, BF16 or F16");
     const std::vector<int64_t> shape = info.at("shape");
     const int64_t begin = info.at("data_offsets")[0], end = info.at("data_offsets")[1];
     auto t = torch::empty(shape, type);
@@ -122,8 +123,9 @@ TrainConfig config_from_llama(const json& j, const fs::path& dir) {
   m.max_sequence_length = j.value("max_position_embeddings", 2048);
   m.weight_tying = j.value("tie_word_embeddings", false);
   if (j.contains("eos_token_id") && j.at("eos_token_id").is_number()) m.eos_token_id = j.at("eos_token_id");
-  m.pad_token_id = j.contains("pad_token_id") && j.at("pad_token_id").is_number() ? j.at("pad_token_id").get<int64_t>()
-                                                                                  : m.eos_token_id;
+  m.pad_token_id = j.contains("pad_token_id") && j.at("pad_token_id").is_number()
+                       ? j.at("pad_token_id").get<int64_t>()
+                       : m.eos_token_id;
   if (fs::exists(dir / "tokenizer.json")) cfg.tokenizer.identifier = (dir / "tokenizer.json").string();
   return cfg;
 }
@@ -166,12 +168,14 @@ int run_import(const std::string& folder, const std::string& out_dir) {
                   "check that config.json describes these weights");
     if (params[name].sizes() != t.sizes())
       throw Error(fmt::format("tensor {} has shape {}, the model {}", name, fmt::join(t.sizes(), "x"),
-                              fmt::join(params[name].sizes(), "x")), where);
+                              fmt::join(params[name].sizes(), "x")),
+                  where);
     params[name].copy_(t);
     seen.insert(name);
   }
   for (const auto& p : params)
-    if (!seen.count(p.key())) throw Error("no tensor for parameter " + p.key(), where, "the folder is incomplete");
+    if (!seen.count(p.key()))
+      throw Error("no tensor for parameter " + p.key(), where, "the folder is incomplete");
   train::AdamW optim(m->parameters(), torch::optim::AdamWOptions(cfg.optimizer.learning_rate));
   const auto step = train::save_checkpoint(out, *m, optim, train::TrainState{}, to_yaml(cfg));
   spdlog::info("imported {} ({}) into {}", dir.string(), cfg.model.residual, step.string());
@@ -184,7 +188,8 @@ void add_import_command(CLI::App& app, Handler& run) {
   auto* cmd = app.add_subcommand("import", "Read a Hugging Face model folder into a checkpoint");
   auto folder = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
-  cmd->add_option("folder", *folder, "folder written by `siamese export`, or a LlamaForCausalLM folder")->required();
+  cmd->add_option("folder", *folder, "folder written by `siamese export`, or a LlamaForCausalLM folder")
+      ->required();
   cmd->add_option("--out", *out, "run folder to write step0 into")->required();
   cmd->callback([&run, folder, out] { run = [folder, out] { return run_import(*folder, *out); }; });
 }

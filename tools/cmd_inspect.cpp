@@ -27,15 +27,17 @@ void add_inspect_command(CLI::App& app, Handler& run) {
       auto line = [](const char* what, int64_t n, int64_t total) {
         return fmt::format("  {:<22}{:>15}  {:6.2f}%\n", what, n, 100.0 * double(n) / double(total));
       };
-      std::cout << fmt::format("topology: {}  ({})\n", cfg.residual, model::topology_description(cfg.residual))
-                << fmt::format("d_model {}  n_layers {}  n_heads {}  n_kv_heads {}  mlp hidden {}  vocab {} (embedding {})\n",
-                               cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads.value_or(cfg.n_heads),
-                               model::mlp_hidden_size(cfg), cfg.vocab_size, cfg.embedding_size)
+      std::cout << fmt::format("topology: {}  ({})\n", cfg.residual,
+                               model::topology_description(cfg.residual))
+                << fmt::format(
+                       "d_model {}  n_layers {}  n_heads {}  n_kv_heads {}  mlp hidden {}  vocab {} "
+                       "(embedding {})\n",
+                       cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads.value_or(cfg.n_heads),
+                       model::mlp_hidden_size(cfg), cfg.vocab_size, cfg.embedding_size)
                 << "parameters:\n"
                 << line("embedding", c.embedding, c.total()) << line("attention", c.attention, c.total())
                 << line("mlp", c.mlp, c.total()) << line("residual-path norms", c.residual, c.total())
-                << line("head", c.head, c.total())
-                << fmt::format("  {:<22}{:>15}\n", "total", c.total())
+                << line("head", c.head, c.total()) << fmt::format("  {:<22}{:>15}\n", "total", c.total())
                 << fmt::format("  {:<22}{:>15}\n", "non-embedding", c.total() - c.embedding)
                 << fmt::format("overhead vs pre: {:+} parameters ({:+.4f}%)\n", c.total() - pre.total(),
                                100.0 * double(c.total() - pre.total()) / double(pre.total()))

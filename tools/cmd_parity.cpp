@@ -40,8 +40,8 @@ void add_parity_command(CLI::App& app, Handler& run) {
                                                [](const auto& r) { return r.name.rfind("grad ", 0) == 0; }),
                                  worst_grad->name.substr(5), worst_grad->max_rel);
       for (const auto& f : result.not_compared) std::cout << "  not compared: " << f << "\n";
-      std::cout << fmt::format("{} (worst max_rel {:.3e}, tolerance {:.1e})\n",
-                               bad ? "FAIL" : "PASS", result.worst_rel(), *tol);
+      std::cout << fmt::format("{} (worst max_rel {:.3e}, tolerance {:.1e})\n", bad ? "FAIL" : "PASS",
+                               result.worst_rel(), *tol);
       return bad ? 1 : 0;
     };
   });

@@ -10,8 +10,8 @@
 #include <set>
 
 #include "commands.h"
-#include "siamese/runs/run_summary.h"
 #include "siamese/common/error.h"
+#include "siamese/runs/run_summary.h"
 
 namespace siamese::cli {
 
@@ -54,7 +54,8 @@ void add_report_command(CLI::App& app, Handler& run) {
   cmd->add_option("runs", args->runs, "run folders (save_folder of each run)")->required();
   cmd->add_option("--out", args->out, "write the Markdown tables to this file too");
   cmd->add_option("--csv", args->csv, "write one CSV row per run to this file");
-  cmd->add_option("--json", args->json, "write every run's fields as JSON to this file (scripts/plot_report.py draws it)");
+  cmd->add_option("--json", args->json,
+                  "write every run's fields as JSON to this file (scripts/plot_report.py draws it)");
   cmd->add_option("--diverge-loss", args->options.diverge_loss,
                   "final training loss above which a run counts as diverged");
   cmd->add_option("--final-window", args->options.final_window,

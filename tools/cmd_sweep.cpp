@@ -19,10 +19,10 @@
 #include <thread>
 
 #include "commands.h"
-#include "siamese/runs/run_summary.h"
-#include "siamese/runs/sweep.h"
 #include "siamese/common/error.h"
 #include "siamese/dist/world.h"
+#include "siamese/runs/run_summary.h"
+#include "siamese/runs/sweep.h"
 #include "siamese/train/trainer.h"
 
 namespace siamese::cli {
@@ -120,7 +120,8 @@ void write_scripts(const SweepArgs& a, const std::vector<const runs::SweepRun*>&
 }
 
 bool finished(const runs::SweepRun& r) {
-  return fs::is_directory(r.save_folder) && runs::state_text(runs::summarize_run(r.save_folder)) == "finished";
+  return fs::is_directory(r.save_folder) &&
+         runs::state_text(runs::summarize_run(r.save_folder)) == "finished";
 }
 
 // A child `siamese train` with its own share of the cores; its output goes to
@@ -157,7 +158,8 @@ int run_sweep(const SweepArgs& a) {
     if (keep) runs.push_back(&r);
   }
   if (a.print) {
-    for (const auto* r : runs) std::cout << train_command(a.binary.empty() ? "siamese" : a.binary, *r) << "\n";
+    for (const auto* r : runs)
+      std::cout << train_command(a.binary.empty() ? "siamese" : a.binary, *r) << "\n";
     return 0;
   }
   if (!a.scripts.empty()) {
@@ -165,10 +167,11 @@ int run_sweep(const SweepArgs& a) {
     return 0;
   }
   if (detect_world().distributed())
-    throw Error("siamese sweep trains its runs itself; under torchrun or srun every rank would run "
-                "the whole sweep",
-                "WORLD_SIZE / SLURM_NTASKS",
-                "run the sweep without a launcher, or write launch scripts with --scripts DIR");
+    throw Error(
+        "siamese sweep trains its runs itself; under torchrun or srun every rank would run "
+        "the whole sweep",
+        "WORLD_SIZE / SLURM_NTASKS",
+        "run the sweep without a launcher, or write launch scripts with --scripts DIR");
   if (a.jobs < 1) throw Error(fmt::format("--jobs {} must be at least 1", a.jobs), "--jobs", "use 1 or more");
 
   int stopped = 0, skipped = 0;
@@ -243,7 +246,8 @@ void add_sweep_command(CLI::App& app, Handler& run) {
   cmd->add_option("--nproc", args->nproc, "processes (ranks) per node in launch scripts");
   cmd->add_option("--gpus-per-node", args->gpus_per_node,
                   "GPUs Slurm allocates per node (default: --nproc; 0 for CPU ranks)");
-  cmd->add_option("--binary", args->binary, "siamese binary in scripts and printed lines (default: this one)");
+  cmd->add_option("--binary", args->binary,
+                  "siamese binary in scripts and printed lines (default: this one)");
   cmd->add_option("--torchrun", args->torchrun, "torchrun executable in launch scripts");
   cmd->add_option("--only", args->only, "only runs whose name contains one of these")->delimiter(',');
   cmd->add_option("--seeds", args->seeds, "seeds replacing the file's list, e.g. 1,2")->delimiter(',');

@@ -10,9 +10,9 @@
 #include <memory>
 
 #include "commands.h"
+#include "progress_bar.h"
 #include "siamese/common/error.h"
 #include "siamese/tokenizer/tokenize_corpus.h"
-#include "progress_bar.h"
 
 namespace siamese::cli {
 
@@ -56,12 +56,15 @@ int run_tokenize(const TokenizeArgs& a) {
     if (std::rename(tmp.c_str(), a.output.c_str()) != 0) throw Error("cannot rename output", a.output);
     return 0;
   }
-  if (a.inputs.empty()) throw Error("no inputs", "siamese tokenize", "name input files, or use --encode-jsonl");
+  if (a.inputs.empty())
+    throw Error("no inputs", "siamese tokenize", "name input files, or use --encode-jsonl");
   if (a.output.empty()) throw Error("no output", "siamese tokenize", "pass -o OUT.npy");
   TokenizeOptions o;
   o.inputs = a.inputs;
   o.output = a.output;
-  o.format = a.format == "text" ? InputFormat::Text : a.format == "jsonl" ? InputFormat::Jsonl : InputFormat::Auto;
+  o.format = a.format == "text"    ? InputFormat::Text
+             : a.format == "jsonl" ? InputFormat::Jsonl
+                                   : InputFormat::Auto;
   o.doc_per_line = a.doc_per_line;
   o.text_field = a.text_field;
   if (a.eos_id >= 0) o.eos_id = a.eos_id;
@@ -77,8 +80,8 @@ int run_tokenize(const TokenizeArgs& a) {
   const TokenizeReport r = tokenize_corpus(tok, o);
   const auto& i = r.info;
   std::cout << "wrote " << a.output << " (" << i.dtype << ") and " << sidecar_path(a.output) << "\n"
-            << "tokenizer: " << i.tokenizer << " sha256 " << i.tokenizer_sha256.substr(0, 12)
-            << " eos_id " << i.eos_id << "\n"
+            << "tokenizer: " << i.tokenizer << " sha256 " << i.tokenizer_sha256.substr(0, 12) << " eos_id "
+            << i.eos_id << "\n"
             << "documents: " << i.documents << ", skipped: " << i.skipped_documents
             << ", tokens: " << i.tokens << "\n";
   std::printf(
@@ -93,10 +96,10 @@ int run_tokenize(const TokenizeArgs& a) {
 
 void add_tokenize_command(CLI::App& app, Handler& run) {
   auto args = std::make_shared<TokenizeArgs>();
-  auto* cmd = app.add_subcommand(
-      "tokenize",
-      "Tokenize text/JSONL (.gz ok) into an OLMo token file (raw uint16/uint32) plus an "
-      "OUT.npy.json sidecar; EOS after each document");
+  auto* cmd =
+      app.add_subcommand("tokenize",
+                         "Tokenize text/JSONL (.gz ok) into an OLMo token file (raw uint16/uint32) plus an "
+                         "OUT.npy.json sidecar; EOS after each document");
   cmd->add_option("--tokenizer", args->tokenizer, "HuggingFace tokenizer.json")->required();
   cmd->add_option("inputs", args->inputs,
                   "input files: plain text (one document per file, or per line with "

@@ -63,9 +63,12 @@ inline NamedTensors llama_tensors(const ModelConfig& c, const NamedTensors& ours
         throw Error("no Llama name for " + name, "export");
       }
     } else if (n.owner == Owner::Topology && n.layer) {
-      if (r == "attn_norm.weight") out.emplace_back(p + "input_layernorm.weight", t);
-      else if (r == "ff_norm.weight") out.emplace_back(p + "post_attention_layernorm.weight", t);
-      else throw Error("no Llama name for " + name, "export");
+      if (r == "attn_norm.weight")
+        out.emplace_back(p + "input_layernorm.weight", t);
+      else if (r == "ff_norm.weight")
+        out.emplace_back(p + "post_attention_layernorm.weight", t);
+      else
+        throw Error("no Llama name for " + name, "export");
     } else if (name == "wte.weight") {
       out.emplace_back("model.embed_tokens.weight", t);
     } else if (name == "topology.ln_f.weight") {

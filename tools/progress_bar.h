@@ -17,8 +17,12 @@ class ProgressBar {
  public:
   // `unit` names what is counted; `scale` divides the counts for display (1e6 for MB).
   ProgressBar(std::string label, int64_t total, std::string unit, double scale = 1)
-      : label_(std::move(label)), unit_(std::move(unit)), total_(total), scale_(scale),
-        terminal_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+      : label_(std::move(label)),
+        unit_(std::move(unit)),
+        total_(total),
+        scale_(scale),
+        terminal_(::isatty(STDERR_FILENO) == 1),
+        start_(std::chrono::steady_clock::now()) {}
 
   // `extra` is appended after the rate (e.g. ", 12,345 tokens/s").
   void update(int64_t done, const std::string& extra = "") {
@@ -33,11 +37,11 @@ class ProgressBar {
     const double rate = double(done) / secs;
     const int width = 24;
     const int filled = int(width * std::min<int64_t>(done, total_) / std::max<int64_t>(total_, 1));
-    const std::string line = fmt::format(
-        "{} [{}{}] {:.{}f}/{:.{}f} {}, {:.1f} {}/s{}, {} {:.0f} s", label_, std::string(filled, '#'),
-        std::string(width - filled, ' '), done / scale_, scale_ > 1 ? 1 : 0, total_ / scale_,
-        scale_ > 1 ? 1 : 0, unit_, rate / scale_, unit_, extra, last ? "took" : "ETA",
-        last ? secs : double(total_ - done) / std::max(rate, 1e-9));
+    const std::string line =
+        fmt::format("{} [{}{}] {:.{}f}/{:.{}f} {}, {:.1f} {}/s{}, {} {:.0f} s", label_,
+                    std::string(filled, '#'), std::string(width - filled, ' '), done / scale_,
+                    scale_ > 1 ? 1 : 0, total_ / scale_, scale_ > 1 ? 1 : 0, unit_, rate / scale_, unit_,
+                    extra, last ? "took" : "ETA", last ? secs : double(total_ - done) / std::max(rate, 1e-9));
     std::fputs(terminal_ ? ("\r" + line + (last ? "\n" : "")).c_str() : (line + "\n").c_str(), stderr);
     std::fflush(stderr);
   }

@@ -5,8 +5,8 @@
 
 #include "commands.h"
 #include "siamese/common/build_info.h"
-#include "siamese/common/logging.h"
 #include "siamese/common/error.h"
+#include "siamese/common/logging.h"
 #include "siamese/dist/world.h"
 #include "siamese/train/provenance.h"
 
@@ -22,13 +22,14 @@ int main(int argc, char** argv) {
   siamese::train::record_command_line(argc, argv);
   CLI::App app{"siamese: pretraining and analysis of residual-normalization topologies"};
   app.require_subcommand(1);
-  app.set_version_flag("--version",
-                       [] {
-                         auto text = siamese::build_info_text(siamese::build_info());
-                         text.pop_back();  // CLI11 ends the line itself
-                         return text;
-                       },
-                       "Print the git commit and the LibTorch, CUDA, cuDNN and NCCL versions");
+  app.set_version_flag(
+      "--version",
+      [] {
+        auto text = siamese::build_info_text(siamese::build_info());
+        text.pop_back();  // CLI11 ends the line itself
+        return text;
+      },
+      "Print the git commit and the LibTorch, CUDA, cuDNN and NCCL versions");
   siamese::cli::Handler run;
   siamese::cli::add_info_command(app, run);
   siamese::cli::add_parity_command(app, run);

@@ -6,8 +6,7 @@
 
 namespace siamese::analysis {
 
-double lm_loss(model::TransformerImpl& model, const std::vector<torch::Tensor>& batches,
-               int64_t n_blocks) {
+double lm_loss(model::TransformerImpl& model, const std::vector<torch::Tensor>& batches, int64_t n_blocks) {
   torch::NoGradGuard no_grad;
   model::ForwardOptions opts;
   opts.n_blocks = n_blocks;

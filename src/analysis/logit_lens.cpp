@@ -39,8 +39,7 @@ LogitLens logit_lens(model::TransformerImpl& model, const std::vector<torch::Ten
   }
   for (const auto& n : names) {
     out.agreement[n] = double(agree[n]) / double(std::max<int64_t>(1, out.positions));
-    out.agreement_where_disagree[n] =
-        out.disagreeing ? double(agree_dis[n]) / double(out.disagreeing) : 0.0;
+    out.agreement_where_disagree[n] = out.disagreeing ? double(agree_dis[n]) / double(out.disagreeing) : 0.0;
   }
   return out;
 }

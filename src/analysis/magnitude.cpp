@@ -2,8 +2,7 @@
 
 namespace siamese::analysis {
 
-StreamMagnitudes stream_magnitudes(model::TransformerImpl& model,
-                                   const std::vector<torch::Tensor>& batches) {
+StreamMagnitudes stream_magnitudes(model::TransformerImpl& model, const std::vector<torch::Tensor>& batches) {
   torch::NoGradGuard no_grad;
   const int64_t L = model.config().n_layers;
   StreamMagnitudes out;

@@ -21,7 +21,9 @@ StreamMixing stream_mixing(model::TransformerImpl& model) {
   for (const auto& kv : params) {
     const auto p = model::parse_param_name(kv.key());
     if (p.owner != model::ParamName::Owner::Topology || !p.layer) continue;
-    const std::string site = p.local == "attn_y_norm.weight" ? "attn" : p.local == "ff_y_norm.weight" ? "ff" : "";
+    const std::string site = p.local == "attn_y_norm.weight" ? "attn"
+                             : p.local == "ff_y_norm.weight" ? "ff"
+                                                             : "";
     if (site.empty()) continue;
     const std::string block = fmt::format("topology.blocks.{}.", *p.layer);
     torch::Tensor x = torch::ones_like(kv.value(), torch::kFloat32);

@@ -23,7 +23,8 @@ BuildInfo build_info() {
   b.torch = TORCH_VERSION;
   b.cuda_compiled = cuda_version_string(CUDART_VERSION);
   int runtime = 0;
-  b.cuda_runtime = cudaRuntimeGetVersion(&runtime) == cudaSuccess ? cuda_version_string(runtime) : "unavailable";
+  b.cuda_runtime =
+      cudaRuntimeGetVersion(&runtime) == cudaSuccess ? cuda_version_string(runtime) : "unavailable";
   const long cudnn = at::detail::getCUDAHooks().versionCuDNN();
   b.cudnn = fmt::format("{}.{}.{}", cudnn / 10000, cudnn / 100 % 100, cudnn % 100);
   int nccl = 0;

@@ -25,7 +25,8 @@ void read_metrics_rows(const std::string& path,
         spdlog::warn("{}:{}: skipped the last line, cut short (by a kill?)", path, reader.line_number());
         continue;
       }
-      throw Error("not a JSON object: " + line.substr(0, 80), path + ":" + std::to_string(reader.line_number()),
+      throw Error("not a JSON object: " + line.substr(0, 80),
+                  path + ":" + std::to_string(reader.line_number()),
                   "each line of a metrics log is one JSON object; repair or remove this line");
     }
     fn(row, line);

@@ -15,13 +15,11 @@ struct Descr {
   const char* code;
   torch::ScalarType type;
 };
-constexpr Descr kDescrs[] = {{"<f4", torch::kFloat},
-                             {"<f8", torch::kDouble},
-                             {"<i4", torch::kInt},
-                             {"<i8", torch::kLong}};
+constexpr Descr kDescrs[] = {
+    {"<f4", torch::kFloat}, {"<f8", torch::kDouble}, {"<i4", torch::kInt}, {"<i8", torch::kLong}};
 
-std::string header_value(const std::string& header, const std::string& key,
-                         const std::string& pattern, const std::string& path) {
+std::string header_value(const std::string& header, const std::string& key, const std::string& pattern,
+                         const std::string& path) {
   std::smatch m;
   if (!std::regex_search(header, m, std::regex("'" + key + "'\\s*:\\s*" + pattern)))
     throw Error("NPY header has no readable '" + key + "': " + header, path,
@@ -44,8 +42,7 @@ torch::Tensor read_npy(const std::string& path) {
     throw Error("NPY header is truncated", path, "re-create the file");
   header_len = len_bytes[0] | (len_bytes[1] << 8) | (len_bytes[2] << 16) | (uint32_t(len_bytes[3]) << 24);
   std::string header(header_len, '\0');
-  if (!in.read(header.data(), header_len))
-    throw Error("NPY header is truncated", path, "re-create the file");
+  if (!in.read(header.data(), header_len)) throw Error("NPY header is truncated", path, "re-create the file");
 
   const std::string descr = header_value(header, "descr", "'([^']*)'", path);
   const Descr* found = nullptr;
@@ -74,15 +71,14 @@ void write_npy(const std::string& path, const torch::Tensor& t) {
   for (const auto& d : kDescrs)
     if (t.scalar_type() == d.type) found = &d;
   if (!found)
-    throw Error(std::string("cannot write dtype ") + c10::toString(t.scalar_type()) + " to NPY",
-                path, "convert to float32, float64, int32 or int64 first");
+    throw Error(std::string("cannot write dtype ") + c10::toString(t.scalar_type()) + " to NPY", path,
+                "convert to float32, float64, int32 or int64 first");
   auto c = t.detach().to(torch::kCPU).contiguous();
   std::string shape;
-  for (int64_t i = 0; i < c.dim(); ++i)
-    shape += std::to_string(c.size(i)) + (i + 1 < c.dim() ? ", " : "");
+  for (int64_t i = 0; i < c.dim(); ++i) shape += std::to_string(c.size(i)) + (i + 1 < c.dim() ? ", " : "");
   if (c.dim() == 1) shape += ",";
-  std::string header = std::string("{'descr': '") + found->code +
-                       "', 'fortran_order': False, 'shape': (" + shape + "), }";
+  std::string header =
+      std::string("{'descr': '") + found->code + "', 'fortran_order': False, 'shape': (" + shape + "), }";
   // Pad with spaces so the data starts on a 64-byte boundary, newline-terminated.
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');

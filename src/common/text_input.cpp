@@ -22,7 +22,7 @@ void check_complete(void* gz, const std::string& path) {
     throw Error("gzip file is truncated (it ends inside its compressed stream)", path,
                 "download or copy the file again (gzip -t checks it)");
 }
-}
+}  // namespace
 
 LineReader::LineReader(const std::string& path) : path_(path) {
   // gzopen reads uncompressed files transparently.
@@ -111,8 +111,7 @@ std::string read_text_file(const std::string& path) {
   return out;
 }
 
-void for_each_jsonl(const std::string& path,
-                    const std::function<void(int64_t, const nlohmann::json&)>& fn,
+void for_each_jsonl(const std::string& path, const std::function<void(int64_t, const nlohmann::json&)>& fn,
                     bool skip_cut_last_line) {
   LineReader reader(path);
   std::string line;
@@ -127,8 +126,7 @@ void for_each_jsonl(const std::string& path,
         return;
       }
       throw Error(std::string("not valid JSON: ") + e.what(),
-                  path + ":" + std::to_string(reader.line_number()),
-                  "each line must be one JSON object");
+                  path + ":" + std::to_string(reader.line_number()), "each line must be one JSON object");
     }
     if (!j.is_object()) {
       throw Error("JSON line is not an object", path + ":" + std::to_string(reader.line_number()),

@@ -23,8 +23,7 @@ bool parse_count(std::string s, int64_t& out) {
   if (digits.empty() || digits.find_first_not_of("0123456789.eE+") != std::string::npos) return false;
   char* end = nullptr;
   const double v = std::strtod(digits.c_str(), &end);
-  if (end != digits.c_str() + digits.size() || !std::isfinite(v) || v < 1 || v > 9.2e18 ||
-      v != std::floor(v))
+  if (end != digits.c_str() + digits.size() || !std::isfinite(v) || v < 1 || v > 9.2e18 || v != std::floor(v))
     return false;
   out = static_cast<int64_t>(v);
   return true;

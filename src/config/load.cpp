@@ -80,10 +80,14 @@ void warn_ignored(const std::string& where, const std::string& key, const Ignore
 
 std::string describe(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
-    default: return "\"" + node.Scalar() + "\"";
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    default:
+      return "\"" + node.Scalar() + "\"";
   }
 }
 
@@ -119,7 +123,7 @@ Error not_finite(const std::string& text, const std::string& where, const std::s
 
 bool parse_bool(const std::string& text, bool& out) {
   static const std::map<std::string, bool> words = {
-      {"true", true},  {"True", true},   {"TRUE", true},  {"yes", true}, {"on", true},
+      {"true", true},   {"True", true},   {"TRUE", true},   {"yes", true}, {"on", true},
       {"false", false}, {"False", false}, {"FALSE", false}, {"no", false}, {"off", false}};
   const auto it = words.find(text);
   if (it == words.end()) return false;
@@ -224,16 +228,15 @@ class Loader {
       const std::string where = file_line(path_, item.first.Mark()) + " (" + shown + ")";
       if (!seen.insert(key).second)
         throw Error("duplicate key " + shown, where, "keep one of the two entries");
-      const bool is_field = std::any_of(fields.begin(), fields.end(),
-                                        [&](const auto& f) { return f.key == key; });
+      const bool is_field =
+          std::any_of(fields.begin(), fields.end(), [&](const auto& f) { return f.key == key; });
       if (is_field) continue;
       if (const auto* k = ignored(key, ignored_keys)) {
         warn_ignored(file_line(path_, item.first.Mark()), shown, *k);
         continue;
       }
-      const bool is_section = std::any_of(fields.begin(), fields.end(), [&](const auto& f) {
-        return f.key.rfind(key + ".", 0) == 0;
-      });
+      const bool is_section = std::any_of(fields.begin(), fields.end(),
+                                          [&](const auto& f) { return f.key.rfind(key + ".", 0) == 0; });
       if (is_section && item.second.IsMap()) {
         check_keys(item.second, key + ".", shown_prefix, fields, ignored_keys);
       } else if (is_section && !item.second.IsNull()) {
@@ -355,8 +358,7 @@ class Loader {
     const YAML::Node& node = raw.node;
     const std::string example = schema::value_text(f, Root{});
     auto type_error = [&](const std::string& given) {
-      return Error("expected " + schema::kind_name(f.kind) + ", got " + given,
-                   raw.where + " (" + shown + ")",
+      return Error("expected " + schema::kind_name(f.kind) + ", got " + given, raw.where + " (" + shown + ")",
                    "write e.g. " + shown + ": " + (example.empty() ? "\"text\"" : example));
     };
     const bool null = node.IsNull();
@@ -371,8 +373,10 @@ class Loader {
       if (!parse_text(text, v)) throw type_error("\"" + text + "\"");
       if constexpr (std::is_same_v<T, double>)
         if (!std::isfinite(v)) throw not_finite(text, raw.where + " (" + shown + ")", shown + ": " + example);
-      if (optional) f.template ref<std::optional<T>>(root) = v;
-      else f.template ref<T>(root) = v;
+      if (optional)
+        f.template ref<std::optional<T>>(root) = v;
+      else
+        f.template ref<T>(root) = v;
     };
     switch (f.kind) {
       case Kind::Int:
@@ -422,13 +426,15 @@ class Loader {
     if (raw.node.IsNull()) return;
     if (!raw.node.IsSequence())
       throw Error("expected " + schema::kind_name(Kind::Evaluators) + ", got " + describe(raw.node),
-                  raw.where + " (evaluators)", "write evaluators as a list: `- label: piqa` then `  type: downstream`");
+                  raw.where + " (evaluators)",
+                  "write evaluators as a list: `- label: piqa` then `  type: downstream`");
     for (size_t i = 0; i < raw.node.size(); ++i) {
       const YAML::Node entry = raw.node[i];
       const std::string shown = "evaluators[" + std::to_string(i) + "]";
       if (!entry.IsMap())
         throw Error("expected an evaluator mapping, got " + describe(entry),
-                    file_line(path_, entry.Mark()) + " (" + shown + ")", "write `- label: NAME` and `type: lm|downstream`");
+                    file_line(path_, entry.Mark()) + " (" + shown + ")",
+                    "write `- label: NAME` and `type: lm|downstream`");
       check_keys(entry, "", shown + ".", schema::evaluator_fields(), schema::ignored_evaluator_keys());
       EvaluatorConfig ev;
       for (const auto& f : schema::evaluator_fields()) {
@@ -437,12 +443,14 @@ class Loader {
         bool found = true;
         for (size_t start = 0; found;) {
           const size_t dot = f.key.find('.', start);
-          const std::string part = f.key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+          const std::string part =
+              f.key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
           found = false;
           YAML::Node next;
           if (node.IsMap())
             for (const auto& item : node)
-              if (item.first.Scalar() == part) next.reset(item.second), mark = item.first.Mark(), found = true;
+              if (item.first.Scalar() == part)
+                next.reset(item.second), mark = item.first.Mark(), found = true;
           if (found) node.reset(next);
           if (dot == std::string::npos) break;
           start = dot + 1;
@@ -450,7 +458,8 @@ class Loader {
         if (!found) continue;
         const std::string key = shown + "." + f.key;
         const bool from_command_line = raw.where.rfind("command line", 0) == 0;
-        const Raw value{node, from_command_line ? raw.where : file_line(path_, node.IsNull() ? mark : node.Mark())};
+        const Raw value{node,
+                        from_command_line ? raw.where : file_line(path_, node.IsNull() ? mark : node.Mark())};
         located_[key] = value.where;
         parse(f, ev, value, key);
       }

@@ -12,15 +12,24 @@ namespace {
 
 template <class T>
 constexpr Kind kind_of() {
-  if constexpr (std::is_same_v<T, int64_t>) return Kind::Int;
-  else if constexpr (std::is_same_v<T, double>) return Kind::Double;
-  else if constexpr (std::is_same_v<T, bool>) return Kind::Bool;
-  else if constexpr (std::is_same_v<T, std::string>) return Kind::String;
-  else if constexpr (std::is_same_v<T, std::optional<int64_t>>) return Kind::OptInt;
-  else if constexpr (std::is_same_v<T, std::optional<double>>) return Kind::OptDouble;
-  else if constexpr (std::is_same_v<T, std::optional<bool>>) return Kind::OptBool;
-  else if constexpr (std::is_same_v<T, std::vector<std::string>>) return Kind::StringList;
-  else if constexpr (std::is_same_v<T, std::vector<double>>) return Kind::DoubleList;
+  if constexpr (std::is_same_v<T, int64_t>)
+    return Kind::Int;
+  else if constexpr (std::is_same_v<T, double>)
+    return Kind::Double;
+  else if constexpr (std::is_same_v<T, bool>)
+    return Kind::Bool;
+  else if constexpr (std::is_same_v<T, std::string>)
+    return Kind::String;
+  else if constexpr (std::is_same_v<T, std::optional<int64_t>>)
+    return Kind::OptInt;
+  else if constexpr (std::is_same_v<T, std::optional<double>>)
+    return Kind::OptDouble;
+  else if constexpr (std::is_same_v<T, std::optional<bool>>)
+    return Kind::OptBool;
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    return Kind::StringList;
+  else if constexpr (std::is_same_v<T, std::vector<double>>)
+    return Kind::DoubleList;
   else {
     static_assert(std::is_same_v<T, std::vector<EvaluatorConfig>>, "type without a schema kind");
     return Kind::Evaluators;
@@ -62,117 +71,149 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("save_folder", "Folder for checkpoints and metrics.", &T::save_folder),
       field<T>("save_interval", "Save a checkpoint every this many steps.", &T::save_interval).positive(),
       field<T>("save_num_checkpoints_to_keep", "Keep only the newest N checkpoints (-1 keeps all).",
-               &T::save_num_checkpoints_to_keep).at_least(-1).fixed_by("use -1 to keep every checkpoint"),
+               &T::save_num_checkpoints_to_keep)
+          .at_least(-1)
+          .fixed_by("use -1 to keep every checkpoint"),
       field<T>("save_overwrite", "Allow writing into a save_folder that already has checkpoints.",
                &T::save_overwrite),
       field<T>("load_path", "Checkpoint to resume from (empty or null: start fresh).", &T::load_path),
-      field<T>("max_duration",
-               "Training length: steps (1000, 739_328, 1e4), tokens (2e9T) or epochs (1ep).",
+      field<T>("max_duration", "Training length: steps (1000, 739_328, 1e4), tokens (2e9T) or epochs (1ep).",
                &T::max_duration),
       field<T>("global_train_batch_size", "Sequences per optimizer step, summed over all ranks.",
-               &T::global_train_batch_size).positive(),
+               &T::global_train_batch_size)
+          .positive(),
       field<T>("device_train_microbatch_size",
                "Sequences per forward/backward on one rank (gradient accumulation splits the rest).",
-               &T::device_train_microbatch_size).positive(),
+               &T::device_train_microbatch_size)
+          .positive(),
       field<T>("device_eval_batch_size", "Sequences per evaluation forward on one rank.",
-               &T::device_eval_batch_size).positive(),
-      field<T>("precision", "Autocast of matmuls to bf16 or fp16 (fp16 adds dynamic loss scaling), or fp32.", &T::precision).one_of({"fp32", "amp_bf16", "amp_fp16"}),
+               &T::device_eval_batch_size)
+          .positive(),
+      field<T>("precision", "Autocast of matmuls to bf16 or fp16 (fp16 adds dynamic loss scaling), or fp32.",
+               &T::precision)
+          .one_of({"fp32", "amp_bf16", "amp_fp16"}),
       field<T>("activation_checkpointing",
                "Recompute blocks' activations in backward: every block, or every n-th (one_in_n); "
                "\"\" (null) for none.",
-               &T::model, &M::activation_checkpointing).one_of({"", "whole_layer", "one_in_two", "one_in_three", "one_in_four"}),
+               &T::model, &M::activation_checkpointing)
+          .one_of({"", "whole_layer", "one_in_two", "one_in_three", "one_in_four"}),
       ours<T>("allow_tf32", "CUDA: fp32 matmuls use TF32 tensor cores (10-bit mantissa inputs).",
               &T::allow_tf32),
       field<T>("max_grad_norm", "Clip the global gradient norm to this (null: no clipping).",
-               &T::max_grad_norm).positive(),
+               &T::max_grad_norm)
+          .positive(),
       field<T>("eval_interval", "Run the evaluators every this many steps.", &T::eval_interval).positive(),
       field<T>("eval_subset_num_batches", "Batches per LM evaluator (-1: the whole set).",
                &T::eval_subset_num_batches),
       field<T>("console_log_interval", "Log training metrics to the console every this many steps.",
-               &T::console_log_interval).positive(),
+               &T::console_log_interval)
+          .positive(),
       ours<T>("device", "auto (CUDA when available), cpu, cuda or cuda:N.", &T::device),
-      ours<T>("peak_tflops", "Hardware peak TFLOP/s per rank for MFU (null: MFU not reported).", &T::peak_tflops).positive(),
-      ours<T>("max_bad_steps", "Skip up to this many steps with a non-finite loss or gradient before stopping.", &T::max_bad_steps).at_least(0).fixed_by("use 0 to stop at the first non-finite loss"),
+      ours<T>("peak_tflops", "Hardware peak TFLOP/s per rank for MFU (null: MFU not reported).",
+              &T::peak_tflops)
+          .positive(),
+      ours<T>("max_bad_steps",
+              "Skip up to this many steps with a non-finite loss or gradient before stopping.",
+              &T::max_bad_steps)
+          .at_least(0)
+          .fixed_by("use 0 to stop at the first non-finite loss"),
       ours<T>("fp16_initial_loss_scale",
               "amp_fp16: the dynamic loss scale's start (halved at each overflow).",
               &T::fp16_initial_loss_scale),
       ours<T>("fp16_loss_scale_growth_interval",
               "amp_fp16: steps in a row without an overflow that double the loss scale.",
-              &T::fp16_loss_scale_growth_interval).positive(),
-      ours<T>("loss_spike_factor", "Flag a step whose loss exceeds this multiple of the running median.", &T::loss_spike_factor).positive(),
+              &T::fp16_loss_scale_growth_interval)
+          .positive(),
+      ours<T>("loss_spike_factor", "Flag a step whose loss exceeds this multiple of the running median.",
+              &T::loss_spike_factor)
+          .positive(),
       ours<T>("distributed.bucket_mb", "Gradient all-reduce bucket size in MiB.", &T::distributed,
-              &DistributedConfig::bucket_mb).positive(),
+              &DistributedConfig::bucket_mb)
+          .positive(),
       ours<T>("distributed.overlap", "Start bucket all-reduces during backward (false: after it).",
               &T::distributed, &DistributedConfig::overlap),
       ours<T>("distributed.timeout_seconds",
-              "A collective waiting longer than this fails the run (a rank died or hangs).",
-              &T::distributed, &DistributedConfig::timeout_seconds).positive(),
+              "A collective waiting longer than this fails the run (a rank died or hangs).", &T::distributed,
+              &DistributedConfig::timeout_seconds)
+          .positive(),
 
       field<T>("model.d_model", "Hidden size.", &T::model, &M::d_model).positive(),
       field<T>("model.n_heads", "Attention heads; must divide d_model.", &T::model, &M::n_heads).positive(),
-      field<T>("model.n_kv_heads", "Key/value heads (GQA); must divide n_heads (null: n_heads).",
-               &T::model, &M::n_kv_heads).positive(),
+      field<T>("model.n_kv_heads", "Key/value heads (GQA); must divide n_heads (null: n_heads).", &T::model,
+               &M::n_kv_heads)
+          .positive(),
       field<T>("model.clip_qkv", "Clamp Q, K, V to [-clip_qkv, clip_qkv] (null: off).", &T::model,
-               &M::clip_qkv).positive(),
+               &M::clip_qkv)
+          .positive(),
       field<T>("model.n_layers", "Transformer blocks.", &T::model, &M::n_layers).positive(),
       field<T>("model.mlp_ratio", "MLP hidden size = mlp_ratio * d_model (SwiGLU halves it for the gate).",
                &T::model, &M::mlp_ratio),
       field<T>("model.mlp_hidden_size", "Explicit MLP hidden size; overrides mlp_ratio (null: unset).",
-               &T::model, &M::mlp_hidden_size).positive(),
-      field<T>("model.activation_type", "MLP activation.", &T::model,
-               &M::activation_type).one_of({"swiglu", "gelu", "relu"}),
+               &T::model, &M::mlp_hidden_size)
+          .positive(),
+      field<T>("model.activation_type", "MLP activation.", &T::model, &M::activation_type)
+          .one_of({"swiglu", "gelu", "relu"}),
       field<T>("model.block_type", "Block layout; only sequential (norm placement is model.residual).",
-               &T::model, &M::block_type).one_of({"sequential"}),
-      field<T>("model.rope", "Rotary position embeddings (else learned absolute positions).",
-               &T::model, &M::rope),
+               &T::model, &M::block_type)
+          .one_of({"sequential"}),
+      field<T>("model.rope", "Rotary position embeddings (else learned absolute positions).", &T::model,
+               &M::rope),
       field<T>("model.rope_full_precision", "Apply RoPE in fp32 under autocast.", &T::model,
                &M::rope_full_precision),
       field<T>("model.rope_theta", "RoPE base period.", &T::model, &M::rope_theta).positive(),
-      field<T>("model.flash_attention", "Use a fused attention kernel when LibTorch has one.",
-               &T::model, &M::flash_attention),
+      field<T>("model.flash_attention", "Use a fused attention kernel when LibTorch has one.", &T::model,
+               &M::flash_attention),
       field<T>("model.attention_dropout", "Dropout on attention probabilities.", &T::model,
-               &M::attention_dropout).within(0, 1, false, true),
-      field<T>("model.multi_query_attention", "One key/value head (same as n_kv_heads: 1).",
-               &T::model, &M::multi_query_attention),
+               &M::attention_dropout)
+          .within(0, 1, false, true),
+      field<T>("model.multi_query_attention", "One key/value head (same as n_kv_heads: 1).", &T::model,
+               &M::multi_query_attention),
       field<T>("model.attention_layer_norm", "OLMo's full-width layer norms on Q and K.", &T::model,
                &M::attention_layer_norm),
       field<T>("model.residual_dropout", "Dropout on each sublayer output before the residual add.",
-               &T::model, &M::residual_dropout).within(0, 1, false, true),
+               &T::model, &M::residual_dropout)
+          .within(0, 1, false, true),
       field<T>("model.embedding_dropout", "Dropout on the token embeddings.", &T::model,
-               &M::embedding_dropout).within(0, 1, false, true),
-      field<T>("model.embedding_layer_norm", "Layer norm on the embeddings (OLMo's switch).",
-               &T::model, &M::embedding_layer_norm),
-      field<T>("model.layer_norm_type", "LayerNorm (default, low_precision) or RMSNorm (rms).",
-               &T::model, &M::layer_norm_type).one_of({"default", "low_precision", "rms"}),
+               &M::embedding_dropout)
+          .within(0, 1, false, true),
+      field<T>("model.embedding_layer_norm", "Layer norm on the embeddings (OLMo's switch).", &T::model,
+               &M::embedding_layer_norm),
+      field<T>("model.layer_norm_type", "LayerNorm (default, low_precision) or RMSNorm (rms).", &T::model,
+               &M::layer_norm_type)
+          .one_of({"default", "low_precision", "rms"}),
       field<T>("model.layer_norm_with_affine", "Norms have a learnable weight.", &T::model,
                &M::layer_norm_with_affine),
       field<T>("model.layer_norm_eps", "Epsilon of every norm.", &T::model, &M::layer_norm_eps).positive(),
-      field<T>("model.attention_layer_norm_with_affine", "Q/K norms have a learnable weight.",
-               &T::model, &M::attention_layer_norm_with_affine),
-      field<T>("model.max_sequence_length", "Tokens per training sequence (and RoPE cache size).",
-               &T::model, &M::max_sequence_length).positive(),
+      field<T>("model.attention_layer_norm_with_affine", "Q/K norms have a learnable weight.", &T::model,
+               &M::attention_layer_norm_with_affine),
+      field<T>("model.max_sequence_length", "Tokens per training sequence (and RoPE cache size).", &T::model,
+               &M::max_sequence_length)
+          .positive(),
       field<T>("model.include_bias", "Linear layers have biases.", &T::model, &M::include_bias),
       field<T>("model.bias_for_layer_norm", "Norms have a bias (null: include_bias).", &T::model,
                &M::bias_for_layer_norm),
-      field<T>("model.scale_logits", "Multiply logits by 1/sqrt(d_model).", &T::model,
-               &M::scale_logits),
+      field<T>("model.scale_logits", "Multiply logits by 1/sqrt(d_model).", &T::model, &M::scale_logits),
       field<T>("model.vocab_size", "Tokenizer vocabulary size.", &T::model, &M::vocab_size).positive(),
       field<T>("model.embedding_size", "Embedding rows, padded up from vocab_size (>= vocab_size).",
                &T::model, &M::embedding_size),
-      field<T>("model.weight_tying", "Share the input embedding with the output projection.",
-               &T::model, &M::weight_tying),
+      field<T>("model.weight_tying", "Share the input embedding with the output projection.", &T::model,
+               &M::weight_tying),
       field<T>("model.eos_token_id", "End-of-document token id.", &T::model, &M::eos_token_id),
       field<T>("model.pad_token_id", "Padding token id.", &T::model, &M::pad_token_id),
-      field<T>("model.init_device", "cpu or meta: parameters are initialised on the CPU from the seed, then moved to the device.",
+      field<T>("model.init_device",
+               "cpu or meta: parameters are initialised on the CPU from the seed, then moved to the device.",
                &T::model, &M::init_device),
-      field<T>("model.init_fn", "Initialization scheme (OLMo's init_fn).", &T::model,
-               &M::init_fn).one_of({"normal", "mitchell", "full_megatron"}),
+      field<T>("model.init_fn", "Initialization scheme (OLMo's init_fn).", &T::model, &M::init_fn)
+          .one_of({"normal", "mitchell", "full_megatron"}),
       field<T>("model.init_std", "Standard deviation for init_fn normal / full_megatron.", &T::model,
-               &M::init_std).positive(),
-      field<T>("model.init_cutoff_factor", "Truncate the normal init at this many std (null: init_fn's own rule).",
-               &T::model, &M::init_cutoff_factor).positive(),
-      field<T>("model.emb_init_std", "Embedding init std (null: init_std).", &T::model,
-               &M::emb_init_std).positive(),
+               &M::init_std)
+          .positive(),
+      field<T>("model.init_cutoff_factor",
+               "Truncate the normal init at this many std (null: init_fn's own rule).", &T::model,
+               &M::init_cutoff_factor)
+          .positive(),
+      field<T>("model.emb_init_std", "Embedding init std (null: init_std).", &T::model, &M::emb_init_std)
+          .positive(),
       field<T>("model.scale_emb_init", "Scale the embedding init by sqrt(d_model).", &T::model,
                &M::scale_emb_init),
       field<T>("model.use_query_norm", "Per-head norm on queries (HybridNorm's QKV norm).", &T::model,
@@ -181,27 +222,30 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &M::use_key_norm),
       field<T>("model.use_value_norm", "Per-head norm on values (HybridNorm's QKV norm).", &T::model,
                &M::use_value_norm),
-      ours<T>("model.residual",
-              "Residual topology, the MODEL_TYPE values (see Topologies below).",
-              &T::model, &M::residual),
-      ours<T>("model.siamese.depth_scaling",
-              "SiameseNorm: divide X-stream updates by c_l = sqrt(2(l+1)).", &T::model, &M::siamese,
-              &S::depth_scaling),
-      ours<T>("model.siamese.fused_input_norm", "SiameseNorm: norm on the fused sublayer input.",
-              &T::model, &M::siamese, &S::fused_input_norm),
+      ours<T>("model.residual", "Residual topology, the MODEL_TYPE values (see Topologies below).", &T::model,
+              &M::residual),
+      ours<T>("model.siamese.depth_scaling", "SiameseNorm: divide X-stream updates by c_l = sqrt(2(l+1)).",
+              &T::model, &M::siamese, &S::depth_scaling),
+      ours<T>("model.siamese.fused_input_norm", "SiameseNorm: norm on the fused sublayer input.", &T::model,
+              &M::siamese, &S::fused_input_norm),
       ours<T>("model.siamese.gamma", "SiameseNorm hybrid_pre: learnable vector on X before attention.",
               &T::model, &M::siamese, &S::gamma),
       ours<T>("model.mixln_alpha", "Mix-LN: the first floor(alpha * n_layers) blocks are Post-Norm.",
-              &T::model, &M::mixln_alpha).within(0, 1).fixed_by("set mixln_alpha to the fraction of Post-Norm layers, e.g. 0.25"),
+              &T::model, &M::mixln_alpha)
+          .within(0, 1)
+          .fixed_by("set mixln_alpha to the fraction of Post-Norm layers, e.g. 0.25"),
       ours<T>("model.hc_rate", "Hyper-Connections expansion rate n (number of streams).", &T::model,
-              &M::hc_rate).positive(),
-      ours<T>("model.hc_dynamic", "Hyper-Connections: dynamic (DHC) rather than static (SHC).",
-              &T::model, &M::hc_dynamic),
+              &M::hc_rate)
+          .positive(),
+      ours<T>("model.hc_dynamic", "Hyper-Connections: dynamic (DHC) rather than static (SHC).", &T::model,
+              &M::hc_dynamic),
 
       field<T>("optimizer.name", "Optimizer.", &T::optimizer, &O::name).one_of({"adamw"}),
       field<T>("optimizer.learning_rate", "Peak learning rate.", &T::optimizer, &O::learning_rate).positive(),
-      field<T>("optimizer.weight_decay", "Decoupled weight decay.", &T::optimizer, &O::weight_decay).at_least(0),
-      field<T>("optimizer.betas", "Adam betas [beta1, beta2].", &T::optimizer, &O::betas).within(0, 1, false, true),
+      field<T>("optimizer.weight_decay", "Decoupled weight decay.", &T::optimizer, &O::weight_decay)
+          .at_least(0),
+      field<T>("optimizer.betas", "Adam betas [beta1, beta2].", &T::optimizer, &O::betas)
+          .within(0, 1, false, true),
       field<T>("optimizer.eps", "Adam epsilon.", &T::optimizer, &O::eps).positive(),
       field<T>("optimizer.decay_norm_and_bias", "Apply weight decay to norm weights and biases.",
                &T::optimizer, &O::decay_norm_and_bias),
@@ -209,41 +253,49 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &O::decay_embeddings),
       field<T>("optimizer.metrics_log_interval",
                "Log per-parameter optimizer metrics every N steps (null: never).", &T::optimizer,
-               &O::metrics_log_interval).positive(),
+               &O::metrics_log_interval)
+          .positive(),
 
-      field<T>("scheduler.name",
-               "Learning-rate schedule (OLMo's schedulers).",
-               &T::scheduler, &Sc::name).one_of({"constant", "constant_with_warmup", "cosine_with_warmup", "linear_with_warmup", "inverted_sqrt_with_warmup"}),
-      field<T>("scheduler.units", "Units of t_warmup and t_max.", &T::scheduler,
-               &Sc::units).one_of({"steps", "tokens"}),
+      field<T>("scheduler.name", "Learning-rate schedule (OLMo's schedulers).", &T::scheduler, &Sc::name)
+          .one_of({"constant", "constant_with_warmup", "cosine_with_warmup", "linear_with_warmup",
+                   "inverted_sqrt_with_warmup"}),
+      field<T>("scheduler.units", "Units of t_warmup and t_max.", &T::scheduler, &Sc::units)
+          .one_of({"steps", "tokens"}),
       field<T>("scheduler.t_warmup", "Linear warmup length.", &T::scheduler, &Sc::t_warmup).at_least(0),
-      field<T>("scheduler.t_max", "Decay horizon (null: the run's max_duration).", &T::scheduler,
-               &Sc::t_max).positive(),
+      field<T>("scheduler.t_max", "Decay horizon (null: the run's max_duration).", &T::scheduler, &Sc::t_max)
+          .positive(),
       field<T>("scheduler.alpha_f", "Final learning rate = alpha_f * learning_rate.", &T::scheduler,
-               &Sc::alpha_f).within(0, 1).fixed_by("set alpha_f to the final fraction of the peak learning rate, e.g. 0.1"),
-      field<T>("scheduler.warmup_min_lr", "Learning rate at step 0 of warmup (null: 0).",
-               &T::scheduler, &Sc::warmup_min_lr).at_least(0),
+               &Sc::alpha_f)
+          .within(0, 1)
+          .fixed_by("set alpha_f to the final fraction of the peak learning rate, e.g. 0.1"),
+      field<T>("scheduler.warmup_min_lr", "Learning rate at step 0 of warmup (null: 0).", &T::scheduler,
+               &Sc::warmup_min_lr)
+          .at_least(0),
 
-      field<T>("data.paths", "Token files (numpy memmaps of memmap_dtype) to train on.", &T::data,
-               &D::paths),
-      field<T>("data.memmap_dtype", "Token file element type.",
-               &T::data, &D::memmap_dtype).one_of(kMemmapDtypes),
-      field<T>("data.pad_direction", "Side sequences are padded on.", &T::data,
-               &D::pad_direction).one_of({"right", "left"}),
+      field<T>("data.paths", "Token files (numpy memmaps of memmap_dtype) to train on.", &T::data, &D::paths),
+      field<T>("data.memmap_dtype", "Token file element type.", &T::data, &D::memmap_dtype)
+          .one_of(kMemmapDtypes),
+      field<T>("data.pad_direction", "Side sequences are padded on.", &T::data, &D::pad_direction)
+          .one_of({"right", "left"}),
       field<T>("data.drop_last", "Drop the final incomplete batch.", &T::data, &D::drop_last),
-      field<T>("data.num_workers", "Background loader threads (0: load on the training thread).", &T::data, &D::num_workers).at_least(0),
-      field<T>("data.pin_memory", "Pin host batches for faster GPU copies.", &T::data,
-               &D::pin_memory),
+      field<T>("data.num_workers", "Background loader threads (0: load on the training thread).", &T::data,
+               &D::num_workers)
+          .at_least(0),
+      field<T>("data.pin_memory", "Pin host batches for faster GPU copies.", &T::data, &D::pin_memory),
       field<T>("data.seed", "Data-order seed (null: the top-level seed).", &T::data, &D::seed),
-      ours<T>("data.synthetic", "Built-in synthetic corpus used when paths is empty (\"\": none).",
-              &T::data, &D::synthetic).one_of({"", "arithmetic"}),
+      ours<T>("data.synthetic", "Built-in synthetic corpus used when paths is empty (\"\": none).", &T::data,
+              &D::synthetic)
+          .one_of({"", "arithmetic"}),
       ours<T>("data.arithmetic_digits", "Operands of the arithmetic corpus have up to N digits (2-9).",
-              &T::data, &D::arithmetic_digits).within(2, 9).fixed_by("use 2 (sums of two-digit numbers) up to 9"),
+              &T::data, &D::arithmetic_digits)
+          .within(2, 9)
+          .fixed_by("use 2 (sums of two-digit numbers) up to 9"),
 
       field<T>("tokenizer.identifier", "Tokenizer name or tokenizer.json path.", &T::tokenizer,
                &Tk::identifier),
-      field<T>("tokenizer.truncate_direction", "Side long inputs are truncated on.",
-               &T::tokenizer, &Tk::truncate_direction).one_of({"right", "left"}),
+      field<T>("tokenizer.truncate_direction", "Side long inputs are truncated on.", &T::tokenizer,
+               &Tk::truncate_direction)
+          .one_of({"right", "left"}),
 
       field<T>("evaluators", "Evaluators run every eval_interval steps; a list of maps (below).",
                &T::evaluators),
@@ -254,10 +306,12 @@ const std::vector<Field<TrainConfig>>& train_fields() {
 const std::vector<Field<EvaluatorConfig>>& evaluator_fields() {
   static const std::vector<Field<E>> fields = {
       field<E>("label", "Name in logs and metrics.", &E::label),
-      field<E>("type", "lm: perplexity on token files; downstream: a task in data_dir.", &E::type).one_of({"lm", "downstream"}),
+      field<E>("type", "lm: perplexity on token files; downstream: a task in data_dir.", &E::type)
+          .one_of({"lm", "downstream"}),
       field<E>("data.paths", "lm: token files to evaluate.", &E::paths),
       field<E>("data.memmap_dtype", "lm: token file element type (empty: data.memmap_dtype).",
-               &E::memmap_dtype).one_of({"", "uint8", "uint16", "uint32", "uint64"}),
+               &E::memmap_dtype)
+          .one_of({"", "uint8", "uint16", "uint32", "uint64"}),
       ours<E>("data_dir", "downstream: folder with the task JSONL files (empty: $SIAMESE_SHARED_DIR/evals).",
               &E::data_dir),
       field<E>("subset_num_batches", "Batches to evaluate (-1: eval_subset_num_batches).",
@@ -348,16 +402,26 @@ std::string accepted_text(const Bounds& b, const std::vector<std::string>& choic
 
 std::string kind_name(Kind kind) {
   switch (kind) {
-    case Kind::Int: return "an integer";
-    case Kind::Double: return "a number";
-    case Kind::Bool: return "true or false";
-    case Kind::String: return "a string";
-    case Kind::OptInt: return "an integer or null";
-    case Kind::OptDouble: return "a number or null";
-    case Kind::OptBool: return "true, false or null";
-    case Kind::StringList: return "a list of strings";
-    case Kind::DoubleList: return "a list of numbers";
-    case Kind::Evaluators: return "a list of evaluator maps";
+    case Kind::Int:
+      return "an integer";
+    case Kind::Double:
+      return "a number";
+    case Kind::Bool:
+      return "true or false";
+    case Kind::String:
+      return "a string";
+    case Kind::OptInt:
+      return "an integer or null";
+    case Kind::OptDouble:
+      return "a number or null";
+    case Kind::OptBool:
+      return "true, false or null";
+    case Kind::StringList:
+      return "a list of strings";
+    case Kind::DoubleList:
+      return "a list of numbers";
+    case Kind::Evaluators:
+      return "a list of evaluator maps";
   }
   return "?";
 }
@@ -367,10 +431,14 @@ namespace {
 template <class Root>
 std::string text_of(const Field<Root>& f, const Root& root) {
   switch (f.kind) {
-    case Kind::Int: return std::to_string(f.template ref<int64_t>(root));
-    case Kind::Double: return fmt::format("{}", f.template ref<double>(root));
-    case Kind::Bool: return f.template ref<bool>(root) ? "true" : "false";
-    case Kind::String: return f.template ref<std::string>(root);
+    case Kind::Int:
+      return std::to_string(f.template ref<int64_t>(root));
+    case Kind::Double:
+      return fmt::format("{}", f.template ref<double>(root));
+    case Kind::Bool:
+      return f.template ref<bool>(root) ? "true" : "false";
+    case Kind::String:
+      return f.template ref<std::string>(root);
     case Kind::OptInt: {
       const auto& v = f.template ref<std::optional<int64_t>>(root);
       return v ? std::to_string(*v) : "null";
@@ -383,9 +451,12 @@ std::string text_of(const Field<Root>& f, const Root& root) {
       const auto& v = f.template ref<std::optional<bool>>(root);
       return v ? (*v ? "true" : "false") : "null";
     }
-    case Kind::StringList: return fmt::format("[{}]", fmt::join(f.template ref<std::vector<std::string>>(root), ", "));
-    case Kind::DoubleList: return fmt::format("[{}]", fmt::join(f.template ref<std::vector<double>>(root), ", "));
-    case Kind::Evaluators: return f.template ref<std::vector<EvaluatorConfig>>(root).empty() ? "[]" : "[...]";
+    case Kind::StringList:
+      return fmt::format("[{}]", fmt::join(f.template ref<std::vector<std::string>>(root), ", "));
+    case Kind::DoubleList:
+      return fmt::format("[{}]", fmt::join(f.template ref<std::vector<double>>(root), ", "));
+    case Kind::Evaluators:
+      return f.template ref<std::vector<EvaluatorConfig>>(root).empty() ? "[]" : "[...]";
   }
   return "";
 }

@@ -53,23 +53,33 @@ void check_values(const std::vector<schema::Field<Root>>& fields, const Root& ro
     if (!f.bounds.any()) continue;
     std::vector<double> values;
     switch (f.kind) {
-      case Kind::Int: values.push_back(double(f.template ref<int64_t>(root))); break;
-      case Kind::Double: values.push_back(f.template ref<double>(root)); break;
+      case Kind::Int:
+        values.push_back(double(f.template ref<int64_t>(root)));
+        break;
+      case Kind::Double:
+        values.push_back(f.template ref<double>(root));
+        break;
       case Kind::OptInt:
         if (const auto& v = f.template ref<std::optional<int64_t>>(root)) values.push_back(double(*v));
         break;
       case Kind::OptDouble:
         if (const auto& v = f.template ref<std::optional<double>>(root)) values.push_back(*v);
         break;
-      case Kind::DoubleList: values = f.template ref<std::vector<double>>(root); break;
-      default: throw std::logic_error("bounds on a key that holds no numbers: " + key);
+      case Kind::DoubleList:
+        values = f.template ref<std::vector<double>>(root);
+        break;
+      default:
+        throw std::logic_error("bounds on a key that holds no numbers: " + key);
     }
     const bool positive = f.bounds.min == 0.0 && f.bounds.min_open && !f.bounds.max;
-    const std::string rule = positive ? "positive" : f.bounds.min && f.bounds.max ? "in " + accepted : accepted;
+    const std::string rule = positive                       ? "positive"
+                             : f.bounds.min && f.bounds.max ? "in " + accepted
+                                                            : accepted;
     for (double v : values)
       if (!inside(f.bounds, v))
-        throw Error(fmt::format("{} must be {}, got {}", key, rule, v), r.at(key),
-                    f.fix.empty() ? fmt::format("set {} to a value {}", key, positive ? "> 0" : rule) : f.fix);
+        throw Error(
+            fmt::format("{} must be {}, got {}", key, rule, v), r.at(key),
+            f.fix.empty() ? fmt::format("set {} to a value {}", key, positive ? "> 0" : rule) : f.fix);
   }
 }
 
@@ -79,9 +89,10 @@ void model_rules(const ModelConfig& m, const Rules& r) {
             fmt::format("model.d_model {} is not divisible by model.n_heads {}", m.d_model, m.n_heads),
             "pick n_heads that divides d_model (head size = d_model / n_heads)");
   if (m.n_kv_heads) {
-    r.require(m.n_heads % *m.n_kv_heads == 0, "model.n_kv_heads",
-              fmt::format("model.n_heads {} is not divisible by model.n_kv_heads {}", m.n_heads, *m.n_kv_heads),
-              "pick n_kv_heads that divides n_heads, or null for one key/value head per query head");
+    r.require(
+        m.n_heads % *m.n_kv_heads == 0, "model.n_kv_heads",
+        fmt::format("model.n_heads {} is not divisible by model.n_kv_heads {}", m.n_heads, *m.n_kv_heads),
+        "pick n_kv_heads that divides n_heads, or null for one key/value head per query head");
     r.require(!m.multi_query_attention || *m.n_kv_heads == 1, "model.n_kv_heads",
               fmt::format("model.multi_query_attention means one key/value head, but model.n_kv_heads is {}",
                           *m.n_kv_heads),
@@ -102,17 +113,19 @@ void model_rules(const ModelConfig& m, const Rules& r) {
             "model.attention_layer_norm (full-width Q, K norms) cannot be combined with the per-head "
             "model.use_query_norm / model.use_key_norm",
             "enable one of the two");
-  r.require(m.embedding_size >= m.vocab_size, "model.embedding_size",
-            fmt::format("model.embedding_size {} is smaller than model.vocab_size {}", m.embedding_size,
-                        m.vocab_size),
-            fmt::format("set embedding_size >= vocab_size, e.g. {} (vocab_size rounded up to a multiple of 128)",
-                        (m.vocab_size + 127) / 128 * 128));
+  r.require(
+      m.embedding_size >= m.vocab_size, "model.embedding_size",
+      fmt::format("model.embedding_size {} is smaller than model.vocab_size {}", m.embedding_size,
+                  m.vocab_size),
+      fmt::format("set embedding_size >= vocab_size, e.g. {} (vocab_size rounded up to a multiple of 128)",
+                  (m.vocab_size + 127) / 128 * 128));
 }
 
 // Model keys that matter to a run rather than to the network: the tokenizer's ids and where
 // parameters are initialised.
 void run_model_rules(const ModelConfig& m, const Rules& r) {
-  for (const auto& [key, id] : {std::pair{"model.eos_token_id", m.eos_token_id}, {"model.pad_token_id", m.pad_token_id}})
+  for (const auto& [key, id] :
+       {std::pair{"model.eos_token_id", m.eos_token_id}, {"model.pad_token_id", m.pad_token_id}})
     r.require(id >= 0 && id < m.embedding_size, key,
               fmt::format("{} {} is outside the embedding table [0, {})", key, id, m.embedding_size),
               "use a token id of the tokenizer below embedding_size");
@@ -123,7 +136,8 @@ void run_model_rules(const ModelConfig& m, const Rules& r) {
             fmt::format("model.init_device \"{}\" is not supported: parameters are initialised on "
                         "the CPU from the seed and then moved to the training device, so a run "
                         "starts from the same weights on any device (OLMo's meta, for FSDP, ends "
-                        "in the same state and is accepted)", m.init_device),
+                        "in the same state and is accepted)",
+                        m.init_device),
             "set model.init_device: cpu or meta");
   r.require(!m.residual.empty(), "model.residual", "model.residual is empty",
             "name a topology, e.g. model.residual: pre (or set MODEL_TYPE)");
@@ -142,13 +156,15 @@ void check_model(const ModelConfig& m, const Rules& r) {
 
 void validate_optimizer(const OptimizerConfig& o, const Rules& r) {
   r.require(o.betas.size() == 2, "optimizer.betas",
-            fmt::format("optimizer.betas needs two values, got {}", o.betas.size()), "write betas: [0.9, 0.95]");
+            fmt::format("optimizer.betas needs two values, got {}", o.betas.size()),
+            "write betas: [0.9, 0.95]");
   // AdamW applies lr / (1 - beta1) (its first step) and lr * weight_decay to float32
   // weights; past float32's range LibTorch fails mid-step with an overflow error.
   const double step = std::max(o.learning_rate / (1 - o.betas.front()), o.learning_rate * o.weight_decay);
   r.require(step <= std::numeric_limits<float>::max(), "optimizer.learning_rate",
             fmt::format("optimizer.learning_rate {} is too large for float32 weights: AdamW's first "
-                        "step would be {:.3g} (float32 ends at 3.4e38)", o.learning_rate, step),
+                        "step would be {:.3g} (float32 ends at 3.4e38)",
+                        o.learning_rate, step),
             "use a learning rate such as 1e-3");
 }
 
@@ -160,8 +176,8 @@ void validate_data(const TrainConfig& c, const Rules& r) {
     const auto& e = c.evaluators[i];
     const std::string p = "evaluators[" + std::to_string(i) + "].";
     r.require(!e.label.empty(), p + "label", p + "label is empty", "give every evaluator a label");
-    r.require(labels.insert(e.label).second, p + "label",
-              "two evaluators are labelled \"" + e.label + "\"", "give every evaluator its own label");
+    r.require(labels.insert(e.label).second, p + "label", "two evaluators are labelled \"" + e.label + "\"",
+              "give every evaluator its own label");
     check_values(schema::evaluator_fields(), e, p, r);
     r.require(e.subset_num_batches >= -1 && e.subset_num_batches != 0, p + "subset_num_batches",
               fmt::format("{}subset_num_batches must be -1 or positive, got {}", p, e.subset_num_batches),
@@ -204,8 +220,9 @@ void validate(const TrainConfig& c, const KeyLocator& where) {
 
 void validate_for_world_size(const TrainConfig& c, int world_size, const KeyLocator& where) {
   const Rules r(where);
-  if (world_size < 1) throw Error(fmt::format("world size {} is not positive", world_size), "WORLD_SIZE",
-                                  "launch with torchrun or unset WORLD_SIZE");
+  if (world_size < 1)
+    throw Error(fmt::format("world size {} is not positive", world_size), "WORLD_SIZE",
+                "launch with torchrun or unset WORLD_SIZE");
   const int64_t global = c.global_train_batch_size;
   r.require(global % world_size == 0, "global_train_batch_size",
             fmt::format("global_train_batch_size {} does not split over world size {}", global, world_size),
@@ -218,7 +235,8 @@ void validate_for_world_size(const TrainConfig& c, int world_size, const KeyLoca
                         "which device_train_microbatch_size {} does not divide",
                         global, world_size, per_rank, micro),
             fmt::format("pick a microbatch size that divides {}, or a global batch that is a multiple "
-                        "of {}", per_rank, world_size * micro));
+                        "of {}",
+                        per_rank, world_size * micro));
 }
 
 }  // namespace siamese

@@ -29,8 +29,7 @@ std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, int64_t epoch) {
   return p;
 }
 
-BatchOrder::BatchOrder(int64_t num_instances, int64_t global_batch, uint64_t seed, int rank,
-                       int world_size)
+BatchOrder::BatchOrder(int64_t num_instances, int64_t global_batch, uint64_t seed, int rank, int world_size)
     : num_instances_(num_instances),
       global_batch_(global_batch),
       seed_(seed),
@@ -58,8 +57,7 @@ std::vector<int64_t> BatchOrder::rank_batch(int64_t step) {
   const int64_t start = (step % steps_per_epoch_) * global_batch_;
   std::vector<int64_t> out;
   out.reserve(global_batch_ / world_size_);
-  for (int64_t i = start + rank_; i < start + global_batch_; i += world_size_)
-    out.push_back(permutation_[i]);
+  for (int64_t i = start + rank_; i < start + global_batch_; i += world_size_) out.push_back(permutation_[i]);
   return out;
 }
 

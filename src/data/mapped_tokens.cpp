@@ -48,8 +48,8 @@ size_t npy_data_offset(const unsigned char* bytes, size_t n, const std::string& 
   const bool ok = header.find("'" + descr + "'") != std::string::npos ||
                   (dtype == "uint8" && header.find("'" + descr1 + "'") != std::string::npos);
   if (!ok)
-    throw Error("NPY dtype does not match data.memmap_dtype=" + dtype + " (header: " + header + ")",
-                path, "set data.memmap_dtype to the file's dtype");
+    throw Error("NPY dtype does not match data.memmap_dtype=" + dtype + " (header: " + header + ")", path,
+                "set data.memmap_dtype to the file's dtype");
   if (header.find("'fortran_order': True") != std::string::npos)
     throw Error("NPY file is in Fortran order", path, "save a 1-D C-order array");
   return prefix + header_len;
@@ -65,8 +65,9 @@ MappedTokens::MappedTokens(std::string path, const std::string& dtype)
     throw Error(std::string("cannot open token file: ") + std::strerror(errno), path_,
                 "check data.paths (tokenize text with `siamese tokenize`)");
   if (!S_ISREG(st.st_mode))
-    throw Error(S_ISDIR(st.st_mode) ? "token file is a directory" : "token file is not a regular file "
-                                                                      "(a FIFO, socket or device)",
+    throw Error(S_ISDIR(st.st_mode) ? "token file is a directory"
+                                    : "token file is not a regular file "
+                                      "(a FIFO, socket or device)",
                 path_, "list token files in data.paths (tokenize text with `siamese tokenize`)");
   fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -77,7 +78,8 @@ MappedTokens::MappedTokens(std::string path, const std::string& dtype)
                 "check data.paths (tokenize text with `siamese tokenize`)");
   }
   file_bytes_ = static_cast<size_t>(st.st_size);
-  if (file_bytes_ == 0) throw Error("token file is empty", path_, "re-tokenize the corpus or drop it from data.paths");
+  if (file_bytes_ == 0)
+    throw Error("token file is empty", path_, "re-tokenize the corpus or drop it from data.paths");
   unsigned char head[4096];
   const ssize_t head_bytes = ::pread(fd_, head, sizeof head, 0);
   if (head_bytes < 0) throw Error(std::string("cannot read token file: ") + std::strerror(errno), path_);
@@ -93,8 +95,8 @@ MappedTokens::MappedTokens(std::string path, const std::string& dtype)
   }
   const size_t data_bytes = file_bytes_ - offset;
   if (data_bytes % width_ != 0)
-    throw Error("token file is truncated: " + std::to_string(data_bytes) +
-                    " bytes is not a multiple of " + std::to_string(width_) + " (" + dtype + ")",
+    throw Error("token file is truncated: " + std::to_string(data_bytes) + " bytes is not a multiple of " +
+                    std::to_string(width_) + " (" + dtype + ")",
                 path_, "check data.memmap_dtype or re-tokenize (the file was cut mid-token)");
   if (data_bytes == 0) throw Error("token file has no tokens", path_, "re-tokenize the corpus");
   data_offset_ = offset;
@@ -124,17 +126,17 @@ void MappedTokens::copy_to(int64_t* dst, int64_t start, int64_t n) const {
   const size_t want = static_cast<size_t>(n) * width_;
   size_t got = 0;
   while (got < want) {
-    const ssize_t r = ::pread(fd_, raw + got, want - got,
-                              static_cast<off_t>(data_offset_ + start * width_ + got));
+    const ssize_t r =
+        ::pread(fd_, raw + got, want - got, static_cast<off_t>(data_offset_ + start * width_ + got));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       struct stat st {};
       const bool shrank = ::fstat(fd_, &st) == 0 && size_t(st.st_size) < file_bytes_;
-      throw Error(shrank ? fmt::format("token file shrank from {} to {} bytes while in use",
-                                       file_bytes_, st.st_size)
-                         : fmt::format("cannot read tokens {}..{}: {}", start, start + n,
-                                       r < 0 ? std::strerror(errno) : "unexpected end of file"),
-                  path_, "do not modify token files while a run reads them; restore the file and resume");
+      throw Error(
+          shrank ? fmt::format("token file shrank from {} to {} bytes while in use", file_bytes_, st.st_size)
+                 : fmt::format("cannot read tokens {}..{}: {}", start, start + n,
+                               r < 0 ? std::strerror(errno) : "unexpected end of file"),
+          path_, "do not modify token files while a run reads them; restore the file and resume");
     }
     got += static_cast<size_t>(r);
   }
@@ -148,10 +150,14 @@ void MappedTokens::copy_to(int64_t* dst, int64_t start, int64_t n) const {
     }
   };
   switch (width_) {
-    case 1: return widen(uint8_t{});
-    case 2: return widen(uint16_t{});
-    case 4: return widen(uint32_t{});
-    default: return widen(uint64_t{});
+    case 1:
+      return widen(uint8_t{});
+    case 2:
+      return widen(uint16_t{});
+    case 4:
+      return widen(uint32_t{});
+    default:
+      return widen(uint64_t{});
   }
 }
 

@@ -4,8 +4,7 @@
 
 namespace siamese::data {
 
-BatchPrefetcher::BatchPrefetcher(Load load, int64_t first_step, int64_t end_step,
-                                 int64_t num_workers)
+BatchPrefetcher::BatchPrefetcher(Load load, int64_t first_step, int64_t end_step, int64_t num_workers)
     : load_(std::move(load)), first_(first_step), end_(end_step), next_(first_step) {
   for (int64_t w = 0; w < num_workers; ++w) slots_.push_back(std::make_unique<Slot>());
   try {

@@ -6,8 +6,8 @@
 
 namespace siamese::data {
 
-TokenDataset::TokenDataset(const std::vector<std::string>& paths, const std::string& dtype,
-                           int64_t seq_len, int64_t vocab_size)
+TokenDataset::TokenDataset(const std::vector<std::string>& paths, const std::string& dtype, int64_t seq_len,
+                           int64_t vocab_size)
     : seq_len_(seq_len), vocab_size_(vocab_size) {
   if (paths.empty())
     throw Error("no token files given", "data.paths", "list token files or set data.synthetic");
@@ -17,8 +17,7 @@ TokenDataset::TokenDataset(const std::vector<std::string>& paths, const std::str
     add_segment(files_[i].path(), static_cast<int>(i), files_[i].size());
 }
 
-TokenDataset::TokenDataset(std::string name, std::vector<int64_t> tokens, int64_t seq_len,
-                           int64_t vocab_size)
+TokenDataset::TokenDataset(std::string name, std::vector<int64_t> tokens, int64_t seq_len, int64_t vocab_size)
     : memory_(std::move(tokens)), seq_len_(seq_len), vocab_size_(vocab_size) {
   const auto n = static_cast<int64_t>(memory_.size());
   add_segment(std::move(name), -1, n);
@@ -46,11 +45,9 @@ void TokenDataset::read_instance(int64_t index, int64_t* dst) const {
     std::copy_n(memory_.data() + start, seq_len_, dst);
   for (int64_t i = 0; i < seq_len_; ++i) {
     if (dst[i] < 0 || dst[i] >= vocab_size_)
-      throw Error("token id " + std::to_string(dst[i]) + " at token offset " +
-                      std::to_string(start + i) + " is outside the vocabulary (vocab_size " +
-                      std::to_string(vocab_size_) + ")",
-                  seg.name,
-                  "tokenize with the model's tokenizer or raise model.vocab_size / embedding_size");
+      throw Error("token id " + std::to_string(dst[i]) + " at token offset " + std::to_string(start + i) +
+                      " is outside the vocabulary (vocab_size " + std::to_string(vocab_size_) + ")",
+                  seg.name, "tokenize with the model's tokenizer or raise model.vocab_size / embedding_size");
   }
 }
 
@@ -77,16 +74,15 @@ TokenDataset train_dataset(const TrainConfig& cfg) {
     return TokenDataset(cfg.data.paths, cfg.data.memmap_dtype, T, cfg.model.vocab_size);
   if (cfg.data.synthetic == "arithmetic") {
     if (cfg.model.vocab_size < kArithmeticVocab)
-      throw Error("the arithmetic corpus is byte-level and needs vocab_size >= 256",
-                  "model.vocab_size", "set model.vocab_size and embedding_size to 256");
-    return TokenDataset("synthetic arithmetic",
-                        arithmetic_train_tokens(cfg.data.seed.value_or(cfg.seed),
-                                                static_cast<int>(cfg.data.arithmetic_digits),
-                                                kSyntheticTrainTokens),
-                        T, cfg.model.vocab_size);
+      throw Error("the arithmetic corpus is byte-level and needs vocab_size >= 256", "model.vocab_size",
+                  "set model.vocab_size and embedding_size to 256");
+    return TokenDataset(
+        "synthetic arithmetic",
+        arithmetic_train_tokens(cfg.data.seed.value_or(cfg.seed),
+                                static_cast<int>(cfg.data.arithmetic_digits), kSyntheticTrainTokens),
+        T, cfg.model.vocab_size);
   }
-  throw Error("no training data: data.paths is empty and data.synthetic is '" +
-                  cfg.data.synthetic + "'",
+  throw Error("no training data: data.paths is empty and data.synthetic is '" + cfg.data.synthetic + "'",
               "data.paths", "list token files, or set data.synthetic: arithmetic");
 }
 

@@ -1,10 +1,10 @@
 #include "siamese/dist/communicator.h"
 
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <string>
 
@@ -12,10 +12,8 @@
 
 namespace siamese {
 
-Communicator::Communicator(const World& world, torch::Device device,
-                           std::chrono::milliseconds timeout)
-    : world_(world), device_(device.is_cuda() ? device : torch::Device(torch::kCPU)),
-      timeout_(timeout) {
+Communicator::Communicator(const World& world, torch::Device device, std::chrono::milliseconds timeout)
+    : world_(world), device_(device.is_cuda() ? device : torch::Device(torch::kCPU)), timeout_(timeout) {
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(world.master_port);
   opts.isServer = world.is_main() && !world.agent_hosts_store;
@@ -48,8 +46,7 @@ Communicator::Communicator(const World& world, torch::Device device,
     gloo_opts->timeout = timeout;
     gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     try {
-      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, world.rank, world.size,
-                                                            gloo_opts);
+      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, world.rank, world.size, gloo_opts);
     } catch (const std::exception& e) {
       fail(e, "connecting the process group");
     }

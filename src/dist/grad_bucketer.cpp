@@ -24,8 +24,8 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-GradBucketer::GradBucketer(Communicator& comm, std::vector<torch::Tensor> params,
-                           int64_t bucket_bytes, bool overlap)
+GradBucketer::GradBucketer(Communicator& comm, std::vector<torch::Tensor> params, int64_t bucket_bytes,
+                           bool overlap)
     : comm_(comm), params_(std::move(params)), bucket_of_(params_.size()), overlap_(overlap) {
   for (size_t k = params_.size(); k-- > 0;) {
     const auto& p = params_[k];
@@ -106,8 +106,7 @@ void GradBucketer::finish() {
     b.work.reset();
   }
   sync_ = false;
-  blocked_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace siamese

@@ -24,8 +24,7 @@ int env_int(const char* name, int fallback) {
     if (used == v->size() && x >= 0) return x;
   } catch (const std::exception&) {
   }
-  throw Error("environment variable " + std::string(name) + "=\"" + *v +
-                  "\" is not a non-negative integer",
+  throw Error("environment variable " + std::string(name) + "=\"" + *v + "\" is not a non-negative integer",
               "environment", "unset it or give a number; it is set by torchrun or srun");
 }
 
@@ -49,8 +48,7 @@ World detect_world() {
   if (auto addr = env("MASTER_ADDR")) w.master_addr = *addr;
   w.master_port = env_int("MASTER_PORT", w.master_port);
   if (w.size < 1 || w.rank >= w.size) {
-    throw Error("rank " + std::to_string(w.rank) + " is outside world size " +
-                    std::to_string(w.size),
+    throw Error("rank " + std::to_string(w.rank) + " is outside world size " + std::to_string(w.size),
                 "environment (" + w.launcher + ")", "check RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS");
   }
   if (w.size > 1 && w.launcher == "slurm" && !env("MASTER_ADDR")) {

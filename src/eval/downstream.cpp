@@ -19,13 +19,10 @@ LanguageModel language_model(model::TransformerImpl& model) {
 namespace {
 
 // Sums log p(target) over scored rows of hidden states [N, d] into out[owner[i]].
-void add_logliks(const LanguageModel& lm, const torch::Tensor& hidden,
-                 const std::vector<int64_t>& targets, const std::vector<size_t>& owners,
-                 std::vector<double>& out) {
+void add_logliks(const LanguageModel& lm, const torch::Tensor& hidden, const std::vector<int64_t>& targets,
+                 const std::vector<size_t>& owners, std::vector<double>& out) {
   auto logp = torch::log_softmax(lm.head(hidden).to(torch::kFloat64), -1);
-  auto picked = logp.gather(1, torch::tensor(targets).to(hidden.device()).unsqueeze(1))
-                    .squeeze(1)
-                    .cpu();
+  auto picked = logp.gather(1, torch::tensor(targets).to(hidden.device()).unsqueeze(1)).squeeze(1).cpu();
   auto a = picked.accessor<double, 1>();
   for (size_t i = 0; i < owners.size(); ++i) out[owners[i]] += a[i];
 }
@@ -33,9 +30,8 @@ void add_logliks(const LanguageModel& lm, const torch::Tensor& hidden,
 // Requests `which`, each read whole: context + continuation[:-1], cut from the left to
 // max_length, in right-padded batches (causal attention keeps padding from touching any
 // scored position), longest first so padding is small and the first batch shows peak memory.
-void score_whole(const LanguageModel& lm, const std::vector<Request>& reqs,
-                 const std::vector<size_t>& which, int64_t batch_size, int64_t max_length,
-                 torch::Device device, std::vector<double>& out,
+void score_whole(const LanguageModel& lm, const std::vector<Request>& reqs, const std::vector<size_t>& which,
+                 int64_t batch_size, int64_t max_length, torch::Device device, std::vector<double>& out,
                  const std::function<void(int64_t)>& advance) {
   struct Prepared {
     std::vector<int64_t> input;
@@ -58,9 +54,8 @@ void score_whole(const LanguageModel& lm, const std::vector<Request>& reqs,
   }
   std::vector<size_t> order(which.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return prep[a].input.size() > prep[b].input.size();
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return prep[a].input.size() > prep[b].input.size(); });
   for (size_t start = 0; start < order.size(); start += batch_size) {
     const size_t end = std::min(order.size(), start + size_t(batch_size));
     int64_t T = 0;
@@ -101,9 +96,7 @@ void score_shared(const LanguageModel& lm, const std::vector<Request>& reqs,
                   const std::function<void(int64_t)>& advance) {
   model::TransformerImpl& model = *lm.transformer;
   const bool relative_positions = model.config().rope;
-  auto context_length = [&](const std::vector<size_t>& g) {
-    return int64_t(reqs[g.front()].context.size());
-  };
+  auto context_length = [&](const std::vector<size_t>& g) { return int64_t(reqs[g.front()].context.size()); };
   auto longest_option = [&](const std::vector<size_t>& g) {
     size_t n = 0;
     for (size_t m : g) n = std::max(n, reqs[m].continuation.size());
@@ -191,8 +184,8 @@ void score_shared(const LanguageModel& lm, const std::vector<Request>& reqs,
 }  // namespace
 
 std::vector<double> continuation_logliks(const LanguageModel& lm, const std::vector<Request>& reqs,
-                                         int64_t batch_size, int64_t max_length,
-                                         torch::Device device, const Progress& progress) {
+                                         int64_t batch_size, int64_t max_length, torch::Device device,
+                                         const Progress& progress) {
   TORCH_CHECK(batch_size > 0 && max_length > 0, "batch_size and max_length must be positive");
   torch::NoGradGuard no_grad;
   std::vector<double> out(reqs.size(), 0.0);
@@ -239,13 +232,15 @@ std::vector<double> continuation_logliks(const LanguageModel& lm, const std::vec
   return out;
 }
 
-double option_score(Metric metric, double loglik, const std::string& continuation,
-                    double dc_loglik) {
+double option_score(Metric metric, double loglik, const std::string& continuation, double dc_loglik) {
   switch (metric) {
-    case Metric::Acc: return loglik;
+    case Metric::Acc:
+      return loglik;
     // As OLMo: a one-character continuation divides by zero (-inf, never chosen).
-    case Metric::LenNorm: return loglik / double(utf8_length(continuation) - 1);
-    case Metric::PmiDc: return loglik / dc_loglik;
+    case Metric::LenNorm:
+      return loglik / double(utf8_length(continuation) - 1);
+    case Metric::PmiDc:
+      return loglik / dc_loglik;
   }
   return loglik;
 }
@@ -259,7 +254,8 @@ std::string DownstreamResult::metric_key() const {
 }
 
 MetricsRow DownstreamResult::to_row(int64_t step) const {
-  return metrics_row(step, "", {{metric_key(), accuracy}, {"eval/downstream/" + label + "_documents", documents}});
+  return metrics_row(step, "",
+                     {{metric_key(), accuracy}, {"eval/downstream/" + label + "_documents", documents}});
 }
 
 namespace {
@@ -271,8 +267,8 @@ std::vector<int64_t> encode(const tokenizer::Tokenizer& tok, const std::string& 
 
 }  // namespace
 
-DownstreamResult run_downstream(const LanguageModel& lm, const tokenizer::Tokenizer& tok,
-                                const Task& task, const DownstreamOptions& options) {
+DownstreamResult run_downstream(const LanguageModel& lm, const tokenizer::Tokenizer& tok, const Task& task,
+                                const DownstreamOptions& options) {
   TORCH_CHECK(options.max_length > 0, "DownstreamOptions.max_length must be set");
   const Metric metric = options.metric.value_or(task.metric);
   std::vector<Request> reqs, dc_reqs;
@@ -280,8 +276,8 @@ DownstreamResult run_downstream(const LanguageModel& lm, const tokenizer::Tokeni
     for (const auto& o : d.options) {
       auto cont = encode(tok, o.continuation);
       if (cont.empty())
-        throw Error(fmt::format("continuation \"{}\" encodes to no tokens", o.continuation),
-                    task.name, "every answer option must be non-empty text");
+        throw Error(fmt::format("continuation \"{}\" encodes to no tokens", o.continuation), task.name,
+                    "every answer option must be non-empty text");
       reqs.push_back({encode(tok, o.context), cont});
       if (metric == Metric::PmiDc) dc_reqs.push_back({encode(tok, o.dc_context), cont});
     }
@@ -292,12 +288,11 @@ DownstreamResult run_downstream(const LanguageModel& lm, const tokenizer::Tokeni
     if (!options.progress) return {};
     return [&, offset](int64_t done, int64_t) { options.progress(offset + done, total); };
   };
-  const auto ll = continuation_logliks(scorer, reqs, options.batch_size, options.max_length,
-                                       options.device, report(0));
+  const auto ll =
+      continuation_logliks(scorer, reqs, options.batch_size, options.max_length, options.device, report(0));
   const auto dc = metric == Metric::PmiDc
-                      ? continuation_logliks(scorer, dc_reqs, options.batch_size,
-                                             options.max_length, options.device,
-                                             report(int64_t(reqs.size())))
+                      ? continuation_logliks(scorer, dc_reqs, options.batch_size, options.max_length,
+                                             options.device, report(int64_t(reqs.size())))
                       : std::vector<double>(reqs.size(), 1.0);
 
   DownstreamResult r{task.name, task.label, metric, 0.0, int64_t(task.docs.size()), {}};

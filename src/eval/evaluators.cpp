@@ -1,8 +1,8 @@
 #include "siamese/eval/evaluators.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -26,12 +26,14 @@ double EvalResult::perplexity() const { return std::exp(loss); }
 
 MetricsRow EvalResult::to_row(int64_t step) const {
   if (downstream) return downstream->to_row(step);  // OLMo's eval/downstream/<label>_<metric>
-  nlohmann::ordered_json fields = {{"label", label}, {"loss", loss}, {"perplexity", perplexity()}, {"tokens", tokens}};
+  nlohmann::ordered_json fields = {
+      {"label", label}, {"loss", loss}, {"perplexity", perplexity()}, {"tokens", tokens}};
   if (exact_match) fields["exact_match"] = *exact_match;
   if (!samples.empty()) {
     auto list = nlohmann::ordered_json::array();
     for (const auto& s : samples)
-      list.push_back({{"prompt", s.prompt}, {"output", s.output}, {"answer", s.answer}, {"correct", s.correct}});
+      list.push_back(
+          {{"prompt", s.prompt}, {"output", s.output}, {"answer", s.answer}, {"correct", s.correct}});
     fields["samples"] = std::move(list);
   }
   return metrics_row(step, "eval", fields);
@@ -44,8 +46,7 @@ std::vector<ArithmeticSample> arithmetic_answers(model::TransformerImpl& model,
   std::vector<ArithmeticSample> samples(problems.size());
   // Problems of equal prompt length decode together as one batch.
   std::map<size_t, std::vector<size_t>> by_length;
-  for (size_t i = 0; i < problems.size(); ++i)
-    by_length[problems[i].prompt.size()].push_back(i);
+  for (size_t i = 0; i < problems.size(); ++i) by_length[problems[i].prompt.size()].push_back(i);
   for (const auto& [len, members] : by_length) {
     const auto n = static_cast<int64_t>(members.size());
     auto ids = torch::empty({n, static_cast<int64_t>(len) + 1}, torch::kInt64);
@@ -91,26 +92,25 @@ Evaluators::Evaluators(const TrainConfig& cfg, torch::Device device, GradientSyn
       continue;
     }
     if (e.type != "lm") {
-      spdlog::warn("evaluator '{}' (type {}) runs with `siamese eval`, not during training",
-                   e.label, e.type);
+      spdlog::warn("evaluator '{}' (type {}) runs with `siamese eval`, not during training", e.label, e.type);
       continue;
     }
     const std::string dtype = e.memmap_dtype.empty() ? cfg.data.memmap_dtype : e.memmap_dtype;
-    const int64_t subset = e.subset_num_batches > 0 ? e.subset_num_batches
-                                                    : cfg.eval_subset_num_batches;
+    const int64_t subset = e.subset_num_batches > 0 ? e.subset_num_batches : cfg.eval_subset_num_batches;
     sets_.push_back({e.label.empty() ? fmt::format("eval{}", i) : e.label,
                      std::make_unique<data::TokenDataset>(e.paths, dtype, T, cfg.model.vocab_size),
-                     subset, {}});
+                     subset,
+                     {}});
   }
   if (cfg.data.synthetic == "arithmetic") {
     const uint64_t seed = cfg.data.seed.value_or(cfg.seed);
     const int digits = static_cast<int>(cfg.data.arithmetic_digits);
-    sets_.push_back({"arithmetic_held_out",
-                     std::make_unique<data::TokenDataset>(
-                         "synthetic arithmetic (held out)",
-                         data::arithmetic_held_out_tokens(seed, digits, kHeldOutTokens), T,
-                         cfg.model.vocab_size),
-                     cfg.eval_subset_num_batches, data::arithmetic_held_out(seed, digits, kHeldOutProblems)});
+    sets_.push_back(
+        {"arithmetic_held_out",
+         std::make_unique<data::TokenDataset>("synthetic arithmetic (held out)",
+                                              data::arithmetic_held_out_tokens(seed, digits, kHeldOutTokens),
+                                              T, cfg.model.vocab_size),
+         cfg.eval_subset_num_batches, data::arithmetic_held_out(seed, digits, kHeldOutProblems)});
   }
 }
 
@@ -121,8 +121,7 @@ std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
   std::vector<EvalResult> results;
   for (auto& set : sets_) {
     const int64_t total_batches = (set.data->size() + batch_size_ - 1) / batch_size_;
-    const int64_t batches =
-        set.num_batches > 0 ? std::min(set.num_batches, total_batches) : total_batches;
+    const int64_t batches = set.num_batches > 0 ? std::min(set.num_batches, total_batches) : total_batches;
     double loss_sum = 0, tokens = 0;
     for (int64_t b = sync_.rank(); b < batches; b += sync_.world_size()) {
       std::vector<int64_t> idx;
@@ -137,8 +136,8 @@ std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
     EvalResult r{set.label, loss_sum / tokens, static_cast<int64_t>(tokens), std::nullopt, std::nullopt, {}};
     if (!set.problems.empty()) {
       auto answers = arithmetic_answers(model, set.problems, device_);
-      const auto correct = std::count_if(answers.begin(), answers.end(),
-                                         [](const ArithmeticSample& s) { return s.correct; });
+      const auto correct =
+          std::count_if(answers.begin(), answers.end(), [](const ArithmeticSample& s) { return s.correct; });
       r.exact_match = static_cast<double>(correct) / static_cast<double>(answers.size());
       answers.resize(std::min<size_t>(answers.size(), kLoggedSamples));
       r.samples = std::move(answers);

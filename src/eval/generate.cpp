@@ -28,13 +28,12 @@ int64_t choose_token(const torch::Tensor& logits, const Sampling& s, at::Generat
 std::vector<int64_t> generate(model::TransformerImpl& model, const std::vector<int64_t>& prompt,
                               const Sampling& s, const std::function<void(int64_t)>& on_token) {
   const auto& cfg = model.config();
-  if (prompt.empty())
-    throw Error("the prompt is empty", "generate", "give a prompt of at least one token");
+  if (prompt.empty()) throw Error("the prompt is empty", "generate", "give a prompt of at least one token");
   const int64_t total = int64_t(prompt.size()) + s.max_tokens;
   if (total > cfg.max_sequence_length)
     throw Error(fmt::format("prompt ({} tokens) + max tokens ({}) exceed the model's "
-                            "max_sequence_length {}", prompt.size(), s.max_tokens,
-                            cfg.max_sequence_length),
+                            "max_sequence_length {}",
+                            prompt.size(), s.max_tokens, cfg.max_sequence_length),
                 "generate", "lower --max-tokens or shorten the prompt");
   torch::NoGradGuard no_grad;
   const auto device = model.wte->weight.device();

@@ -30,8 +30,8 @@ TextScore score_text(model::TransformerImpl& model, const std::vector<TextDocume
   const int64_t window = o.window > 0 ? o.window : cfg.max_sequence_length;
   const int64_t stride = o.stride > 0 ? o.stride : std::max<int64_t>(1, window / 2);
   if (window < 2 || window > cfg.max_sequence_length || stride > window - 1)
-    throw Error(fmt::format("window {} and stride {} do not fit a model of max_sequence_length {}",
-                            window, stride, cfg.max_sequence_length),
+    throw Error(fmt::format("window {} and stride {} do not fit a model of max_sequence_length {}", window,
+                            stride, cfg.max_sequence_length),
                 "eval --text", "use 2 <= window <= max_sequence_length and 1 <= stride < window");
   const bool was_training = model.is_training();
   model.eval();

@@ -82,8 +82,8 @@ int64_t one_based(const std::string& key) {
   return std::stoll(k) - 1;
 }
 
-Document same_context(const std::string& ctx, const std::vector<std::string>& conts,
-                      int64_t gold, const std::string& dc) {
+Document same_context(const std::string& ctx, const std::vector<std::string>& conts, int64_t gold,
+                      const std::string& dc) {
   Document d;
   for (const auto& c : conts) d.options.push_back({ctx, " " + c, dc});
   d.gold = gold;
@@ -100,13 +100,12 @@ Document openbookqa(const json& r) {
   const std::string stem = strip(str(r, "question_stem"));
   const auto space = stem.find_last_of(' ');
   const std::string last_word = space == std::string::npos ? stem : stem.substr(space + 1);
-  return same_context(str(r, "question_stem"), choice_texts(r), letter_index(str(r, "answerKey")),
-                      last_word);
+  return same_context(str(r, "question_stem"), choice_texts(r), letter_index(str(r, "answerKey")), last_word);
 }
 
 Document piqa(const json& r) {
-  return same_context("Question: " + str(r, "goal") + "\nAnswer:",
-                      {str(r, "sol1"), str(r, "sol2")}, integer(r, "label"), "Answer:");
+  return same_context("Question: " + str(r, "goal") + "\nAnswer:", {str(r, "sol1"), str(r, "sol2")},
+                      integer(r, "label"), "Answer:");
 }
 
 Document winogrande(const json& r) {
@@ -126,16 +125,15 @@ Document winogrande(const json& r) {
 Document sciq(const json& r) {
   return same_context(
       strip(str(r, "support")) + "\nQuestion: " + str(r, "question") + "\nAnswer:",
-      {str(r, "distractor1"), str(r, "distractor2"), str(r, "distractor3"),
-       str(r, "correct_answer")},
-      3, "Answer:");
+      {str(r, "distractor1"), str(r, "distractor2"), str(r, "distractor3"), str(r, "correct_answer")}, 3,
+      "Answer:");
 }
 
 Document boolq(const json& r) {
   const json& answer = field(r, "answer");
   if (!answer.is_boolean()) throw BadRow("field \"answer\" must be true or false");
-  return same_context(str(r, "passage") + "\nQuestion: " + str(r, "question") + "?\nAnswer:",
-                      {"yes", "no"}, answer.get<bool>() ? 0 : 1, "Answer:");
+  return same_context(str(r, "passage") + "\nQuestion: " + str(r, "question") + "?\nAnswer:", {"yes", "no"},
+                      answer.get<bool>() ? 0 : 1, "Answer:");
 }
 
 Document copa(const json& r) {
@@ -151,14 +149,14 @@ Document copa(const json& r) {
     if (!c.empty()) c[0] = char(std::tolower(static_cast<unsigned char>(c[0])));
     conts.push_back(c);
   }
-  return same_context(premise.substr(0, premise.size() - 1) + " " + connector, conts,
-                      integer(r, "label"), connector);
+  return same_context(premise.substr(0, premise.size() - 1) + " " + connector, conts, integer(r, "label"),
+                      connector);
 }
 
 Document social_iqa(const json& r) {
   return same_context("Question: " + str(r, "context") + " " + str(r, "question") + "\nAnswer:",
-                      {str(r, "answerA"), str(r, "answerB"), str(r, "answerC")},
-                      one_based(str(r, "label")), "Answer:");
+                      {str(r, "answerA"), str(r, "answerB"), str(r, "answerC")}, one_based(str(r, "label")),
+                      "Answer:");
 }
 
 struct Spec {
@@ -188,9 +186,12 @@ const std::map<std::string, Spec>& specs() {
 
 const char* metric_name(Metric m) {
   switch (m) {
-    case Metric::Acc: return "acc";
-    case Metric::LenNorm: return "len_norm";
-    case Metric::PmiDc: return "pmi_dc";
+    case Metric::Acc:
+      return "acc";
+    case Metric::LenNorm:
+      return "len_norm";
+    case Metric::PmiDc:
+      return "pmi_dc";
   }
   return "?";
 }
@@ -203,16 +204,16 @@ Metric parse_metric(const std::string& name) {
 
 const std::vector<std::string>& task_names() {
   static const std::vector<std::string> names = {
-      "piqa", "openbookqa", "arc_easy", "arc_challenge", "winogrande", "sciq",
-      "boolq", "copa", "commonsense_qa", "social_iqa", "basic_arithmetic"};
+      "piqa",  "openbookqa", "arc_easy",       "arc_challenge", "winogrande",      "sciq",
+      "boolq", "copa",       "commonsense_qa", "social_iqa",    "basic_arithmetic"};
   return names;
 }
 
 Task load_task(const std::string& name, const std::string& data_dir, int64_t limit) {
   auto it = specs().find(name);
   if (it == specs().end())  // OLMo's label (openbook_qa), as in `evaluators: - label: ...`
-    it = std::find_if(specs().begin(), specs().end(),
-                      [&](const auto& kv) { return kv.second.label == name; });
+    it =
+        std::find_if(specs().begin(), specs().end(), [&](const auto& kv) { return kv.second.label == name; });
   if (it == specs().end())
     throw Error(fmt::format("unknown task \"{}\"", name), "--tasks",
                 fmt::format("use any of {}", fmt::join(task_names(), ",")));
@@ -239,8 +240,7 @@ Task load_task(const std::string& name, const std::string& data_dir, int64_t lim
     });
   } catch (const Enough&) {
   }
-  if (task.docs.empty())
-    throw Error("no documents", path, "the file must hold at least one JSON line");
+  if (task.docs.empty()) throw Error("no documents", path, "the file must hold at least one JSON line");
   return task;
 }
 

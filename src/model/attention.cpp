@@ -3,11 +3,10 @@
 #include <cmath>
 #include <limits>
 
-
 namespace siamese::model {
 
-torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                  const torch::Tensor& v, double dropout_p, bool training) {
+torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  double dropout_p, bool training) {
   const int64_t T = q.size(-2), S = k.size(-2);
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
   auto future = torch::ones({T, S}, torch::dtype(torch::kBool).device(q.device())).triu(S - T + 1);
@@ -26,8 +25,8 @@ AttentionImpl::AttentionImpl(const ModelConfig& cfg)
   const int64_t d = cfg.d_model, kv = n_kv_heads_ * head_dim_;
   att_proj = register_module(
       "att_proj", torch::nn::Linear(torch::nn::LinearOptions(d, d + 2 * kv).bias(cfg.include_bias)));
-  attn_out = register_module(
-      "attn_out", torch::nn::Linear(torch::nn::LinearOptions(d, d).bias(cfg.include_bias)));
+  attn_out =
+      register_module("attn_out", torch::nn::Linear(torch::nn::LinearOptions(d, d).bias(cfg.include_bias)));
   const auto kind = cfg.layer_norm_type == "rms" ? NormKind::RMS : NormKind::LayerNorm;
   const bool affine = cfg.attention_layer_norm_with_affine;
   const bool bias = affine && cfg.bias_for_layer_norm.value_or(cfg.include_bias);
@@ -77,8 +76,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache) 
   const int64_t past = cache ? cache->length : 0;
   if (rope_) std::tie(q, k) = rope_->apply(q, k, past);
   if (cache) {
-    TORCH_CHECK(past + T <= cache->capacity, "KV cache of ", cache->capacity,
-                " positions cannot take ", past + T);
+    TORCH_CHECK(past + T <= cache->capacity, "KV cache of ", cache->capacity, " positions cannot take ",
+                past + T);
     if (!cache->k.defined()) {
       cache->k = torch::empty({B, n_kv_heads_, cache->capacity, head_dim_}, k.options());
       cache->v = torch::empty({B, n_kv_heads_, cache->capacity, head_dim_}, v.options());

@@ -16,11 +16,16 @@ using torch::Tensor;
 
 DType dtype_of(const Tensor& x) {
   switch (x.scalar_type()) {
-    case torch::kFloat: return DType::Float32;
-    case torch::kDouble: return DType::Float64;
-    case torch::kBFloat16: return DType::BFloat16;
-    case torch::kHalf: return DType::Float16;
-    default: break;
+    case torch::kFloat:
+      return DType::Float32;
+    case torch::kDouble:
+      return DType::Float64;
+    case torch::kBFloat16:
+      return DType::BFloat16;
+    case torch::kHalf:
+      return DType::Float16;
+    default:
+      break;
   }
   TORCH_CHECK(false, "fused norm: no kernel for ", x.scalar_type());
   return DType::Float32;
@@ -32,17 +37,15 @@ torch::ScalarType acc_type(const Tensor& x) {
 
 void check_input(const Tensor& x) {
   TORCH_CHECK(supports(x), "fused norm: no kernel for ", x.scalar_type(), " on ", x.device());
-  TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "fused norm: needs a last dimension, got ",
-              x.sizes());
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "fused norm: needs a last dimension, got ", x.sizes());
 }
 
 // t made contiguous after checking it matches x (undefined stays undefined).
 Tensor like(const Tensor& t, const Tensor& x, const char* name) {
   if (!t.defined()) return t;
-  TORCH_CHECK(
-      t.sizes() == x.sizes() && t.scalar_type() == x.scalar_type() && t.device() == x.device(),
-      "fused norm: ", name, " is ", t.scalar_type(), t.sizes(), " on ", t.device(), ", expected ",
-      x.scalar_type(), x.sizes(), " on ", x.device());
+  TORCH_CHECK(t.sizes() == x.sizes() && t.scalar_type() == x.scalar_type() && t.device() == x.device(),
+              "fused norm: ", name, " is ", t.scalar_type(), t.sizes(), " on ", t.device(), ", expected ",
+              x.scalar_type(), x.sizes(), " on ", x.device());
   return t.contiguous();
 }
 
@@ -51,8 +54,8 @@ Tensor like(const Tensor& t, const Tensor& x, const char* name) {
 Tensor acc_weight(const Tensor& w, const Tensor& x) {
   const auto opts = x.options().dtype(acc_type(x));
   if (!w.defined()) return torch::ones({x.size(-1)}, opts);
-  TORCH_CHECK(w.numel() == x.size(-1), "fused norm: weight of ", w.numel(),
-              " elements for rows of ", x.size(-1));
+  TORCH_CHECK(w.numel() == x.size(-1), "fused norm: weight of ", w.numel(), " elements for rows of ",
+              x.size(-1));
   return w.to(opts).contiguous();
 }
 
@@ -61,9 +64,7 @@ std::vector<int64_t> row_shape(const Tensor& x) {
   s.back() = 1;
   return s;
 }
-Tensor per_row(const Tensor& x) {
-  return torch::empty(row_shape(x), x.options().dtype(acc_type(x)));
-}
+Tensor per_row(const Tensor& x) { return torch::empty(row_shape(x), x.options().dtype(acc_type(x))); }
 Tensor like_x(const Tensor& x) { return torch::empty(x.sizes(), x.options()); }
 int64_t rows_of(const Tensor& x) { return x.numel() / x.size(-1); }
 
@@ -101,8 +102,7 @@ void run(const Tensor& x, const Args& a) {
 bool supports(const Tensor& x) {
   const auto t = x.scalar_type();
   if (x.is_cuda()) return t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf;
-  return x.device().is_cpu() &&
-         (t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16);
+  return x.device().is_cpu() && (t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16);
 }
 
 RmsNormOut rms_norm_forward(const Tensor& x_in, const Tensor& weight, double eps) {
@@ -124,9 +124,8 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
   const auto w = acc_weight(weight, x);
   const WeightGrad g(x, true);
   RmsNormGrads out{like_x(x), {}};
-  run(x,
-      RmsBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), x.data_ptr(), r.data_ptr(), w.data_ptr(),
-                      dy.data_ptr(), out.dx.data_ptr(), g.dw.data_ptr(), g.partial.data_ptr()});
+  run(x, RmsBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), x.data_ptr(), r.data_ptr(), w.data_ptr(),
+                         dy.data_ptr(), out.dx.data_ptr(), g.dw.data_ptr(), g.partial.data_ptr()});
   out.dw = g.result(weight);
   return out;
 }
@@ -151,19 +150,17 @@ StreamUpdateOut stream_update_forward(const Tensor& x_in, const Tensor& y_in, co
   return out;
 }
 
-StreamUpdateGrads stream_update_backward(const Tensor& d_x_out, const Tensor& d_y_out,
-                                         const Tensor& d_nx, const Tensor& d_ny,
-                                         const StreamUpdateOut& saved, double alpha,
-                                         const StreamNormSpec& norm_x,
-                                         const StreamNormSpec& norm_y) {
+StreamUpdateGrads stream_update_backward(const Tensor& d_x_out, const Tensor& d_y_out, const Tensor& d_nx,
+                                         const Tensor& d_ny, const StreamUpdateOut& saved, double alpha,
+                                         const StreamNormSpec& norm_x, const StreamNormSpec& norm_y) {
   const auto& x_ref = saved.x;
   check_input(x_ref);
   const auto x = x_ref.contiguous(), y = like(saved.y, x_ref, "y'");
   const auto gx = like(d_x_out, x_ref, "dx'"), gy = like(d_y_out, x_ref, "dy'");
   const WeightGrad grad_wx(x, norm_x.on), grad_wy(x, norm_y.on);
   Tensor keep[2][3];  // alive until the kernels have run
-  auto norm = [&](const StreamNormSpec& spec, const Tensor& r, const Tensor& dn,
-                  const WeightGrad& g, Tensor(&k)[3]) {
+  auto norm = [&](const StreamNormSpec& spec, const Tensor& r, const Tensor& dn, const WeightGrad& g,
+                  Tensor(&k)[3]) {
     if (!spec.on) return StreamNorm{};
     TORCH_CHECK(r.defined() && r.numel() == rows_of(x), "fused norm: r missing or misshapen");
     k[0] = acc_weight(spec.weight, x);
@@ -173,9 +170,9 @@ StreamUpdateGrads stream_update_backward(const Tensor& d_x_out, const Tensor& d_
                       ptr(k[2]), g.dw.data_ptr(), g.partial.data_ptr()};
   };
   StreamUpdateGrads out{like_x(x), like_x(x), like_x(x), {}, {}};
-  run(x, StreamBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), y.data_ptr(),
-                            ptr(gx), ptr(gy), out.dx.data_ptr(), out.dy.data_ptr(),
-                            out.d_o.data_ptr(), norm(norm_x, saved.rx, d_nx, grad_wx, keep[0]),
+  run(x, StreamBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), y.data_ptr(), ptr(gx),
+                            ptr(gy), out.dx.data_ptr(), out.dy.data_ptr(), out.d_o.data_ptr(),
+                            norm(norm_x, saved.rx, d_nx, grad_wx, keep[0]),
                             norm(norm_y, saved.ry, d_ny, grad_wy, keep[1])});
   out.dw_x = grad_wx.result(norm_x.on ? norm_x.weight : Tensor());
   out.dw_y = grad_wy.result(norm_y.on ? norm_y.weight : Tensor());
@@ -192,10 +189,9 @@ using torch::autograd::variable_list;
 class StreamUpdateFunction : public torch::autograd::Function<StreamUpdateFunction> {
  public:
   // The weights come separately from the specs so that autograd sees them as inputs.
-  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& y,
-                               const Tensor& o, const c10::optional<Tensor>& w_x,
-                               const c10::optional<Tensor>& w_y, double alpha,
-                               StreamNormSpec norm_x, StreamNormSpec norm_y) {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& y, const Tensor& o,
+                               const c10::optional<Tensor>& w_x, const c10::optional<Tensor>& w_y,
+                               double alpha, StreamNormSpec norm_x, StreamNormSpec norm_y) {
     norm_x.weight = w_x.value_or(Tensor());
     norm_y.weight = w_y.value_or(Tensor());
     auto out = stream_update_forward(x, y, o, alpha, norm_x, norm_y);
@@ -230,8 +226,8 @@ c10::optional<Tensor> optional(const Tensor& t) {
 
 Streams stream_update(const Tensor& x, const Tensor& y, const Tensor& o, double alpha,
                       const StreamNormSpec& norm_x, const StreamNormSpec& norm_y) {
-  const auto out = StreamUpdateFunction::apply(x, y, o, optional(norm_x.weight),
-                                               optional(norm_y.weight), alpha, norm_x, norm_y);
+  const auto out = StreamUpdateFunction::apply(x, y, o, optional(norm_x.weight), optional(norm_y.weight),
+                                               alpha, norm_x, norm_y);
   Streams s{out[0], out[1], {}, {}};
   if (norm_x.on) s.nx = out[2];
   if (norm_y.on) s.ny = out[2 + norm_x.on];

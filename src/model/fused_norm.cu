@@ -71,10 +71,17 @@ __global__ void sum_parts_kernel(const void* partial, int64_t parts, int64_t d, 
 template <typename Launch>
 const char* by_dtype(DType dtype, Launch launch) {
   switch (dtype) {
-    case DType::Float32: launch(float{}); break;
-    case DType::BFloat16: launch(__nv_bfloat16{}); break;
-    case DType::Float16: launch(__half{}); break;
-    default: return "fused norm kernels: unsupported dtype on CUDA";
+    case DType::Float32:
+      launch(float{});
+      break;
+    case DType::BFloat16:
+      launch(__nv_bfloat16{});
+      break;
+    case DType::Float16:
+      launch(__half{});
+      break;
+    default:
+      return "fused norm kernels: unsupported dtype on CUDA";
   }
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
@@ -85,9 +92,8 @@ template <typename Args>
 const char* forward(const Args& a, cudaStream_t stream) {
   if (a.rows == 0) return nullptr;
   const int grid = static_cast<int>(a.rows < kMaxGrid ? a.rows : kMaxGrid);
-  return by_dtype(a.dtype, [&](auto t) {
-    forward_kernel<decltype(t)><<<grid, threads_for(a.d), 0, stream>>>(a);
-  });
+  return by_dtype(a.dtype,
+                  [&](auto t) { forward_kernel<decltype(t)><<<grid, threads_for(a.d), 0, stream>>>(a); });
 }
 
 // One block per row group, then each weight's partial sums (partial, dw) per column.
@@ -98,16 +104,14 @@ const char* backward(const Args& a, cudaStream_t stream,
   const int64_t rows_per = rows_per_part(a.rows, /*cuda=*/true);
   const int64_t parts = weight_grad_parts(a.rows, /*cuda=*/true);
   if (const char* err = by_dtype(a.dtype, [&](auto t) {
-        backward_kernel<decltype(t)>
-            <<<static_cast<int>(parts), threads_for(a.d), 0, stream>>>(a, rows_per);
+        backward_kernel<decltype(t)><<<static_cast<int>(parts), threads_for(a.d), 0, stream>>>(a, rows_per);
       }))
     return err;
   for (const auto& [partial, dw] : weights) {
     if (!partial) continue;
     const int threads = 256;
     const int64_t blocks = (a.d + threads - 1) / threads;
-    sum_parts_kernel<<<blocks < kMaxGrid ? blocks : kMaxGrid, threads, 0, stream>>>(partial, parts,
-                                                                                  a.d, dw);
+    sum_parts_kernel < <<blocks<kMaxGrid ? blocks : kMaxGrid, threads, 0, stream>>>(partial, parts, a.d, dw);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return cudaGetErrorString(err);
   }

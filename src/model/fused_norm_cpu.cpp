@@ -33,10 +33,14 @@ int64_t grain(int64_t d) { return d >= 32768 ? 1 : 32768 / d; }
 template <typename Run>
 void by_dtype(DType dtype, Run run) {
   switch (dtype) {
-    case DType::Float32: return run(float{}, float{});
-    case DType::Float64: return run(double{}, double{});
-    case DType::BFloat16: return run(c10::BFloat16{}, float{});
-    default: throw std::invalid_argument("fused norm: unsupported dtype on CPU");
+    case DType::Float32:
+      return run(float{}, float{});
+    case DType::Float64:
+      return run(double{}, double{});
+    case DType::BFloat16:
+      return run(c10::BFloat16{}, float{});
+    default:
+      throw std::invalid_argument("fused norm: unsupported dtype on CPU");
   }
 }
 

@@ -127,12 +127,10 @@ struct NormedRow {
 // Share of sum(dxhat xhat); its mean over the row is the part of dxhat along xhat, which
 // the norm's output cannot change and dx therefore drops.
 template <int kLanes, typename Acc, typename T>
-SIAMESE_HD inline Acc dot_dxhat_xhat(const NormedRow<Acc, T>& n, int64_t d, int64_t start,
-                                     int64_t step) {
+SIAMESE_HD inline Acc dot_dxhat_xhat(const NormedRow<Acc, T>& n, int64_t d, int64_t start, int64_t step) {
   if (!n.dn) return Acc(0);
-  return share_sum<kLanes, Acc>(d, start, step, [&](int64_t i) {
-    return load<Acc>(n.dn, i) * n.w[i] * (load<Acc>(n.x, i) * n.r);
-  });
+  return share_sum<kLanes, Acc>(
+      d, start, step, [&](int64_t i) { return load<Acc>(n.dn, i) * n.w[i] * (load<Acc>(n.x, i) * n.r); });
 }
 
 // g = d_out + (the norm's gradient), given proj = mean(dxhat xhat), adding dn xhat to the
@@ -141,8 +139,8 @@ SIAMESE_HD inline Acc dot_dxhat_xhat(const NormedRow<Acc, T>& n, int64_t d, int6
 template <bool kOut, bool kNorm, typename Acc, typename T>
 SIAMESE_HD inline void grad_share(const T* __restrict__ d_out, const T* __restrict__ x, Acc r,
                                   const Acc* __restrict__ w, const T* __restrict__ dn, Acc proj,
-                                  Acc* __restrict__ dw_part, T* __restrict__ g, int64_t d,
-                                  int64_t start, int64_t step) {
+                                  Acc* __restrict__ dw_part, T* __restrict__ g, int64_t d, int64_t start,
+                                  int64_t step) {
   for (int64_t i = start; i < d; i += step) {
     Acc gi = kOut ? load<Acc>(d_out, i) : Acc(0);
     if (kNorm) {
@@ -173,8 +171,7 @@ SIAMESE_HD inline void stream_grad_share(const T* d_out, const NormedRow<Acc, T>
 template <typename Acc, typename T>
 SIAMESE_HD inline void add_streams_share(const T* __restrict__ x, const T* __restrict__ y,
                                          const T* __restrict__ o, Acc alpha, T* __restrict__ x_out,
-                                         T* __restrict__ y_out, int64_t d, int64_t start,
-                                         int64_t step) {
+                                         T* __restrict__ y_out, int64_t d, int64_t start, int64_t step) {
   for (int64_t i = start; i < d; i += step) {
     const Acc oi = load<Acc>(o, i);
     store(x_out, i, load<Acc>(x, i) + alpha * oi);
@@ -186,15 +183,14 @@ SIAMESE_HD inline void add_streams_share(const T* __restrict__ x, const T* __res
 template <typename Acc, typename T>
 SIAMESE_HD inline void combine_share(const T* __restrict__ dx, const T* __restrict__ dy, Acc alpha,
                                      T* __restrict__ d_o, int64_t d, int64_t start, int64_t step) {
-  for (int64_t i = start; i < d; i += step)
-    store(d_o, i, alpha * load<Acc>(dx, i) + load<Acc>(dy, i));
+  for (int64_t i = start; i < d; i += step) store(d_o, i, alpha * load<Acc>(dx, i) + load<Acc>(dy, i));
 }
 
 // dw from the row groups' partial sums [parts, d], each column summed in group order; the
 // columns start, start + step, ... (null partial: the norm is off).
 template <typename Acc>
-SIAMESE_HD inline void sum_parts(const void* partial, int64_t parts, int64_t d, void* dw,
-                                 int64_t start, int64_t step) {
+SIAMESE_HD inline void sum_parts(const void* partial, int64_t parts, int64_t d, void* dw, int64_t start,
+                                 int64_t step) {
   if (!partial) return;
   for (int64_t col = start; col < d; col += step) {
     Acc s = 0;
@@ -217,8 +213,8 @@ SIAMESE_HD inline const T* at_row(const void* p, int64_t row, int64_t d) {
 }
 
 template <int kLanes, typename Acc, typename T, typename RowSum>
-SIAMESE_HD inline void forward_row(const RmsForwardArgs& a, int64_t row, int64_t start,
-                                   int64_t step, RowSum row_sum) {
+SIAMESE_HD inline void forward_row(const RmsForwardArgs& a, int64_t row, int64_t start, int64_t step,
+                                   RowSum row_sum) {
   const T* x = at_row<T>(a.x, row, a.d);
   Acc sum[1] = {sum_squares<kLanes, Acc>(x, a.d, start, step)};
   row_sum(sum);
@@ -229,8 +225,7 @@ SIAMESE_HD inline void forward_row(const RmsForwardArgs& a, int64_t row, int64_t
 
 // Row group `part`'s dw partial sums, zeroed (null: the norm is off).
 template <typename Acc>
-SIAMESE_HD inline Acc* zeroed_part(void* partial, int64_t part, int64_t d, int64_t start,
-                                   int64_t step) {
+SIAMESE_HD inline Acc* zeroed_part(void* partial, int64_t part, int64_t d, int64_t start, int64_t step) {
   if (!partial) return nullptr;
   Acc* p = static_cast<Acc*>(partial) + part * d;
   for (int64_t i = start; i < d; i += step) p[i] = Acc(0);
@@ -239,8 +234,8 @@ SIAMESE_HD inline Acc* zeroed_part(void* partial, int64_t part, int64_t d, int64
 
 // Row group `part` (rows_per rows from part * rows_per): dx of its rows and its share of dw.
 template <int kLanes, typename Acc, typename T, typename RowSum>
-SIAMESE_HD inline void backward_part(const RmsBackwardArgs& a, int64_t part, int64_t rows_per,
-                                     int64_t start, int64_t step, RowSum row_sum) {
+SIAMESE_HD inline void backward_part(const RmsBackwardArgs& a, int64_t part, int64_t rows_per, int64_t start,
+                                     int64_t step, RowSum row_sum) {
   Acc* dw_part = zeroed_part<Acc>(a.dw_partial, part, a.d, start, step);
   const int64_t end = (part + 1) * rows_per < a.rows ? (part + 1) * rows_per : a.rows;
   for (int64_t row = part * rows_per; row < end; ++row) {
@@ -248,15 +243,15 @@ SIAMESE_HD inline void backward_part(const RmsBackwardArgs& a, int64_t part, int
                               static_cast<const Acc*>(a.w), at_row<T>(a.dy, row, a.d), dw_part};
     Acc dot[1] = {dot_dxhat_xhat<kLanes>(n, a.d, start, step)};
     row_sum(dot);
-    stream_grad_share<Acc, T>(nullptr, n, dot[0] / static_cast<Acc>(a.d), at_row<T>(a.dx, row, a.d),
-                              a.d, start, step);
+    stream_grad_share<Acc, T>(nullptr, n, dot[0] / static_cast<Acc>(a.d), at_row<T>(a.dx, row, a.d), a.d,
+                              start, step);
   }
 }
 
 // The stream's norm of its updated row x (when the norm is on), from x's sum of squares.
 template <typename Acc, typename T>
-SIAMESE_HD inline void normalize_stream_share(const StreamNorm& sn, const T* x, Acc sum_sq,
-                                              int64_t row, int64_t d, int64_t start, int64_t step) {
+SIAMESE_HD inline void normalize_stream_share(const StreamNorm& sn, const T* x, Acc sum_sq, int64_t row,
+                                              int64_t d, int64_t start, int64_t step) {
   if (!sn.on) return;
   const Acc r = inv_rms(sum_sq, d, static_cast<Acc>(sn.eps));
   if (start == 0) static_cast<Acc*>(sn.r)[row] = r;
@@ -264,8 +259,8 @@ SIAMESE_HD inline void normalize_stream_share(const StreamNorm& sn, const T* x, 
 }
 
 template <int kLanes, typename Acc, typename T, typename RowSum>
-SIAMESE_HD inline void forward_row(const StreamForwardArgs& a, int64_t row, int64_t start,
-                                   int64_t step, RowSum row_sum) {
+SIAMESE_HD inline void forward_row(const StreamForwardArgs& a, int64_t row, int64_t start, int64_t step,
+                                   RowSum row_sum) {
   const int64_t d = a.d;
   T* x_out = at_row<T>(a.x_out, row, d);
   T* y_out = at_row<T>(a.y_out, row, d);
@@ -283,8 +278,8 @@ SIAMESE_HD inline void forward_row(const StreamForwardArgs& a, int64_t row, int6
 // A stream's norm as its backward sees row `row`; an off norm, or one that got no gradient,
 // contributes nothing.
 template <typename Acc, typename T>
-SIAMESE_HD inline NormedRow<Acc, T> stream_norm_row(const StreamNorm& sn, const void* x,
-                                                    int64_t row, int64_t d, Acc* dw_part) {
+SIAMESE_HD inline NormedRow<Acc, T> stream_norm_row(const StreamNorm& sn, const void* x, int64_t row,
+                                                    int64_t d, Acc* dw_part) {
   if (!sn.on || !sn.dn) return {nullptr, Acc(0), nullptr, nullptr, nullptr};
   return {at_row<T>(x, row, d), static_cast<const Acc*>(sn.r)[row], static_cast<const Acc*>(sn.w),
           at_row<T>(sn.dn, row, d), dw_part};
@@ -301,15 +296,14 @@ SIAMESE_HD inline void backward_part(const StreamBackwardArgs& a, int64_t part, 
   for (int64_t row = part * rows_per; row < end; ++row) {
     const auto nx = stream_norm_row<Acc, T>(a.nx, a.x_out, row, d, dwx);
     const auto ny = stream_norm_row<Acc, T>(a.ny, a.y_out, row, d, dwy);
-    Acc dots[2] = {dot_dxhat_xhat<kLanes>(nx, d, start, step),
-                   dot_dxhat_xhat<kLanes>(ny, d, start, step)};
+    Acc dots[2] = {dot_dxhat_xhat<kLanes>(nx, d, start, step), dot_dxhat_xhat<kLanes>(ny, d, start, step)};
     row_sum(dots);
     T* dx = at_row<T>(a.dx, row, d);
     T* dy = at_row<T>(a.dy, row, d);
-    stream_grad_share(a.dx_out ? at_row<T>(a.dx_out, row, d) : nullptr, nx,
-                      dots[0] / static_cast<Acc>(d), dx, d, start, step);
-    stream_grad_share(a.dy_out ? at_row<T>(a.dy_out, row, d) : nullptr, ny,
-                      dots[1] / static_cast<Acc>(d), dy, d, start, step);
+    stream_grad_share(a.dx_out ? at_row<T>(a.dx_out, row, d) : nullptr, nx, dots[0] / static_cast<Acc>(d), dx,
+                      d, start, step);
+    stream_grad_share(a.dy_out ? at_row<T>(a.dy_out, row, d) : nullptr, ny, dots[1] / static_cast<Acc>(d), dy,
+                      d, start, step);
     // Each share reads back only the elements it wrote, so no barrier is needed.
     combine_share(dx, dy, static_cast<Acc>(a.alpha), at_row<T>(a.d_o, row, d), d, start, step);
   }

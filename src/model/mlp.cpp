@@ -11,10 +11,12 @@ int64_t mlp_inner_size(const ModelConfig& cfg) {
 }
 
 MlpImpl::MlpImpl(const ModelConfig& cfg) : activation_(cfg.activation_type) {
-  ff_proj = register_module("ff_proj", torch::nn::Linear(torch::nn::LinearOptions(
-                                           cfg.d_model, mlp_hidden_size(cfg)).bias(cfg.include_bias)));
-  ff_out = register_module("ff_out", torch::nn::Linear(torch::nn::LinearOptions(
-                                         mlp_inner_size(cfg), cfg.d_model).bias(cfg.include_bias)));
+  ff_proj = register_module(
+      "ff_proj",
+      torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, mlp_hidden_size(cfg)).bias(cfg.include_bias)));
+  ff_out = register_module(
+      "ff_out",
+      torch::nn::Linear(torch::nn::LinearOptions(mlp_inner_size(cfg), cfg.d_model).bias(cfg.include_bias)));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {

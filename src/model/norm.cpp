@@ -16,8 +16,8 @@ using torch::autograd::variable_list;
 // Saves x and the per-row r rather than xhat: a [rows] tensor instead of a second [B, T, d].
 class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, double eps) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               double eps) {
     const auto xc = x.contiguous();
     auto out = fused::rms_norm_forward(xc, weight, eps);
     ctx->save_for_backward({xc, out.r, weight});
@@ -34,8 +34,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const bool affine = saved.size() == 3;
-    auto g = fused::rms_norm_backward(grads[0], saved[0], saved[1],
-                                      affine ? saved[2] : torch::Tensor());
+    auto g = fused::rms_norm_backward(grads[0], saved[0], saved[1], affine ? saved[2] : torch::Tensor());
     if (!affine) return {g.dx, torch::Tensor()};
     return {g.dx, g.dw, torch::Tensor()};
   }
@@ -55,13 +54,12 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   // Half inputs (autocast) are normalized in float32 with the float32 affine parameters,
   // as CUDA autocast does for layer_norm; CPU kernels reject the mixed dtypes otherwise.
   if (kind_ == NormKind::LayerNorm)
-    return torch::layer_norm(x.is_floating_point() && x.element_size() < 4 ? x.to(torch::kFloat) : x,
-                             {dim_}, weight, bias, eps_);
+    return torch::layer_norm(x.is_floating_point() && x.element_size() < 4 ? x.to(torch::kFloat) : x, {dim_},
+                             weight, bias, eps_);
   // OLMo's RMSLayerNorm: x * rsqrt(mean(x^2) + eps), in float32 for half inputs, returned
   // in x's dtype (the fused kernels do both). Dtypes without a kernel go through float32.
   const auto in = fused::supports(x) ? x : x.to(torch::kFloat);
-  auto h = weight.defined() ? RmsNormFunction::apply(in, weight, eps_)
-                            : RmsNormFunction::apply(in, eps_);
+  auto h = weight.defined() ? RmsNormFunction::apply(in, weight, eps_) : RmsNormFunction::apply(in, eps_);
   h = h.to(x.scalar_type());
   return bias.defined() ? h + bias : h;
 }

@@ -18,8 +18,7 @@ bool starts_with(const std::string& s, const std::string& prefix) { return s.rfi
 // "{l}.<rest>" after a "blocks." prefix: the layer and the rest, or nothing.
 std::optional<std::pair<int64_t, std::string>> block_part(const std::string& s) {
   const size_t dot = s.find('.');
-  if (dot == 0 || dot == std::string::npos || dot + 1 == s.size() ||
-      s.find_first_not_of("0123456789") != dot)
+  if (dot == 0 || dot == std::string::npos || dot + 1 == s.size() || s.find_first_not_of("0123456789") != dot)
     return std::nullopt;
   return std::pair{std::stoll(s.substr(0, dot)), s.substr(dot + 1)};
 }
@@ -42,8 +41,9 @@ ParamName parse_param_name(const std::string& name) {
       if (const auto b = block_part(rest.substr(7))) return {Owner::Topology, b->first, b->second};
     if (!rest.empty() && !starts_with(rest, "blocks.")) return {Owner::Topology, std::nullopt, rest};
   }
-  throw Error("'" + name + "' is not a parameter name of this model", name,
-              "names are wte.*, wpe.*, emb_norm.*, blocks.{i}.attn.*, blocks.{i}.mlp.*, topology.* or ff_out.*");
+  throw Error(
+      "'" + name + "' is not a parameter name of this model", name,
+      "names are wte.*, wpe.*, emb_norm.*, blocks.{i}.attn.*, blocks.{i}.mlp.*, topology.* or ff_out.*");
 }
 
 std::string from_olmo_key(const std::string& key) {
@@ -86,8 +86,7 @@ void load_olmo_state(TransformerImpl& model, const NamedTensors& state, const st
       problems.push_back("duplicate " + key);
     } else if (params[name].sizes() != tensor.sizes()) {
       problems.push_back(fmt::format("{}: shape {} in the file, {} in the model", key,
-                                     fmt::join(tensor.sizes(), "x"),
-                                     fmt::join(params[name].sizes(), "x")));
+                                     fmt::join(tensor.sizes(), "x"), fmt::join(params[name].sizes(), "x")));
     }
   }
   for (const auto& p : params)
@@ -95,8 +94,9 @@ void load_olmo_state(TransformerImpl& model, const NamedTensors& state, const st
   if (!problems.empty())
     throw Error(fmt::format("OLMo state does not fit the model ({} problems): {}", problems.size(),
                             fmt::join(problems, "; ")),
-                where, "check that model.* (sizes, residual topology, weight_tying, biases) "
-                       "matches the checkpoint");
+                where,
+                "check that model.* (sizes, residual topology, weight_tying, biases) "
+                "matches the checkpoint");
   torch::NoGradGuard guard;
   for (auto& p : params) p.value().copy_(given[p.key()]);
 }

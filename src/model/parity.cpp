@@ -30,8 +30,8 @@ T get(const YAML::Node& m, const char* key, T fallback) {
 ParityRow compare(const std::string& name, const torch::Tensor& ours, const torch::Tensor& ref,
                   const std::string& path) {
   if (ours.sizes() != ref.sizes())
-    throw Error(fmt::format("{}: shape {} here, {} in the reference", name,
-                            fmt::join(ours.sizes(), "x"), fmt::join(ref.sizes(), "x")),
+    throw Error(fmt::format("{}: shape {} here, {} in the reference", name, fmt::join(ours.sizes(), "x"),
+                            fmt::join(ref.sizes(), "x")),
                 path, "the golden folder and the model config disagree");
   auto a = ours.detach().to(torch::kDouble), b = ref.to(torch::kDouble);
   ParityRow row{name};
@@ -60,7 +60,9 @@ ModelConfig model_config_from_olmo(const std::string& config_json,
   const std::string where = config_json + " (model_config_full)";
 
   std::vector<std::string> unsupported;
-  auto reject_if = [&](bool cond, const std::string& what) { if (cond) unsupported.push_back(what); };
+  auto reject_if = [&](bool cond, const std::string& what) {
+    if (cond) unsupported.push_back(what);
+  };
   reject_if(get(m, "alibi", false), "alibi: true");
   reject_if(get<std::string>(m, "block_type", "sequential") != "sequential",
             "block_type: " + get<std::string>(m, "block_type", ""));
@@ -95,17 +97,17 @@ ModelConfig model_config_from_olmo(const std::string& config_json,
   } else if (attn_norm && ffn_norm && !ffn_after && special.empty()) {
     c.residual = "pre";
   } else {
-    unsupported.push_back(fmt::format(
-        "norm placement attn_norm={} ffn_norm={} ffn_residual_after_norm={} "
-        "norm_pos_special_config='{}'", attn_norm, ffn_norm, ffn_after, special));
+    unsupported.push_back(
+        fmt::format("norm placement attn_norm={} ffn_norm={} ffn_residual_after_norm={} "
+                    "norm_pos_special_config='{}'",
+                    attn_norm, ffn_norm, ffn_after, special));
   }
-  if (std::find(topology_names().begin(), topology_names().end(), c.residual) ==
-      topology_names().end())
+  if (std::find(topology_names().begin(), topology_names().end(), c.residual) == topology_names().end())
     unsupported.push_back("topology " + c.residual + " (not registered)");
   if (!unsupported.empty())
-    throw Error("OLMo model options without a counterpart here: " +
-                    fmt::format("{}", fmt::join(unsupported, "; ")),
-                where, "this golden case cannot be reproduced by siamese's model");
+    throw Error(
+        "OLMo model options without a counterpart here: " + fmt::format("{}", fmt::join(unsupported, "; ")),
+        where, "this golden case cannot be reproduced by siamese's model");
   return c;
 }
 
@@ -129,8 +131,7 @@ ParityResult run_parity(const std::string& golden_dir) {
     keys.push_back(stem(e.path()));
     weights.emplace_back(keys.back(), read_npy(e.path().string()));
   }
-  std::sort(weights.begin(), weights.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(weights.begin(), weights.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
   ModelConfig cfg = model_config_from_olmo((dir / "config.json").string(), keys);
   torch::manual_seed(0);
@@ -142,8 +143,10 @@ ParityResult run_parity(const std::string& golden_dir) {
   result.topology = cfg.residual;
   std::map<std::string, torch::Tensor> hidden;  // "<stream>_after_block_<i>", "final_hidden"
   const Probe probe = [&](int64_t layer, const std::string& stream, const torch::Tensor& t) {
-    if (stream == "final") hidden["final_hidden"] = t.detach().clone();
-    else if (layer >= 0) hidden[fmt::format("{}_after_block_{}", stream, layer)] = t.detach().clone();
+    if (stream == "final")
+      hidden["final_hidden"] = t.detach().clone();
+    else if (layer >= 0)
+      hidden[fmt::format("{}_after_block_{}", stream, layer)] = t.detach().clone();
   };
   std::map<std::string, torch::Tensor> sublayer;  // "block<i>/attn_in", ...
   const Probe sublayer_probe = [&](int64_t layer, const std::string& name, const torch::Tensor& t) {
@@ -158,10 +161,9 @@ ParityResult run_parity(const std::string& golden_dir) {
   auto loss = next_token_nll_sum(logits, ids) / double(ids.size(0) * (ids.size(1) - 1));
   loss.backward();
 
-  result.rows.push_back(compare("logits", logits, read_npy((dir / "logits.npy").string()),
-                                (dir / "logits.npy").string()));
-  result.rows.push_back(compare("loss", loss.reshape({1}),
-                                read_npy((dir / "loss.npy").string()).reshape({1}),
+  result.rows.push_back(
+      compare("logits", logits, read_npy((dir / "logits.npy").string()), (dir / "logits.npy").string()));
+  result.rows.push_back(compare("loss", loss.reshape({1}), read_npy((dir / "loss.npy").string()).reshape({1}),
                                 (dir / "loss.npy").string()));
 
   auto params = model->named_parameters();

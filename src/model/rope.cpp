@@ -8,8 +8,7 @@ Rope::Rope(int64_t head_dim, double theta, bool full_precision)
 std::pair<torch::Tensor, torch::Tensor> Rope::tables(int64_t T, const torch::Device& device) {
   if (!sin_.defined() || sin_.size(0) < T || sin_.device() != device) {
     auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
-    auto inv_freq =
-        1.0 / torch::pow(theta_, torch::arange(0, head_dim_, 2, opts) / double(head_dim_));
+    auto inv_freq = 1.0 / torch::pow(theta_, torch::arange(0, head_dim_, 2, opts) / double(head_dim_));
     auto angles = torch::outer(torch::arange(T, opts), inv_freq);
     auto emb = torch::cat({angles, angles}, -1);
     sin_ = emb.sin();
@@ -23,8 +22,8 @@ static torch::Tensor rotate_half(const torch::Tensor& t) {
   return torch::cat({-halves[1], halves[0]}, -1);
 }
 
-std::pair<torch::Tensor, torch::Tensor> Rope::apply(const torch::Tensor& q,
-                                                    const torch::Tensor& k, int64_t offset) {
+std::pair<torch::Tensor, torch::Tensor> Rope::apply(const torch::Tensor& q, const torch::Tensor& k,
+                                                    int64_t offset) {
   auto [sin_all, cos_all] = tables(offset + q.size(-2), q.device());
   auto sin = sin_all.slice(0, offset), cos = cos_all.slice(0, offset);
   const bool half = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;

@@ -23,8 +23,7 @@ Norm TopologyImpl::block_norm(int64_t layer, const std::string& name) {
   return block_module(layer, name, make_norm(cfg_, cfg_.d_model));
 }
 
-torch::Tensor TopologyImpl::block_param(int64_t layer, const std::string& name,
-                                        torch::Tensor init) {
+torch::Tensor TopologyImpl::block_param(int64_t layer, const std::string& name, torch::Tensor init) {
   return blocks_[layer]->register_parameter(name, std::move(init));
 }
 

@@ -16,8 +16,7 @@ BlockImpl::BlockImpl(const ModelConfig& cfg) {
 TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg) {
   check_model_config(cfg);
   wte = register_module("wte", torch::nn::Embedding(cfg.embedding_size, cfg.d_model));
-  if (!cfg.rope)
-    wpe = register_module("wpe", torch::nn::Embedding(cfg.max_sequence_length, cfg.d_model));
+  if (!cfg.rope) wpe = register_module("wpe", torch::nn::Embedding(cfg.max_sequence_length, cfg.d_model));
   if (cfg.embedding_layer_norm) emb_norm = register_module("emb_norm", make_norm(cfg, cfg.d_model));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
@@ -26,8 +25,9 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg) {
   }
   topology_ = register_module("topology", make_topology(cfg));
   if (!cfg.weight_tying)
-    ff_out = register_module("ff_out", torch::nn::Linear(torch::nn::LinearOptions(
-                                           cfg.d_model, cfg.embedding_size).bias(cfg.include_bias)));
+    ff_out = register_module(
+        "ff_out",
+        torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, cfg.embedding_size).bias(cfg.include_bias)));
   reset_parameters();
 }
 
@@ -35,8 +35,8 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, seq], got ", input_ids.sizes());
   const int64_t T = input_ids.size(1);
   const int64_t past = opts.cache ? opts.cache->length() : 0;
-  TORCH_CHECK(!opts.cache || int64_t(opts.cache->layers.size()) == cfg_.n_layers,
-              "KV cache has ", opts.cache ? opts.cache->layers.size() : 0, " layers, model ", cfg_.n_layers);
+  TORCH_CHECK(!opts.cache || int64_t(opts.cache->layers.size()) == cfg_.n_layers, "KV cache has ",
+              opts.cache ? opts.cache->layers.size() : 0, " layers, model ", cfg_.n_layers);
   auto x = wte(input_ids);
   if (emb_norm) x = emb_norm(x);
   if (wpe) {
@@ -55,13 +55,15 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   State st = topology_->begin(x);
   report(-1, st);
   for (int64_t l = 0; l < n; ++l) {
-    if (is_training() && !opts.sublayer_probe && !opts.cache && checkpoints_block(cfg_.activation_checkpointing, l)) {
+    if (is_training() && !opts.sublayer_probe && !opts.cache &&
+        checkpoints_block(cfg_.activation_checkpointing, l)) {
       // The closure outlives this call (backward runs it again): it holds copies only.
-      st.streams = checkpointed(st.streams, [this, names = st.names, l](const std::vector<torch::Tensor>& in) {
-        State block_state{names, in};
-        run_block(block_state, l, nullptr, nullptr);
-        return block_state.streams;
-      });
+      st.streams =
+          checkpointed(st.streams, [this, names = st.names, l](const std::vector<torch::Tensor>& in) {
+            State block_state{names, in};
+            run_block(block_state, l, nullptr, nullptr);
+            return block_state.streams;
+          });
     } else {
       run_block(st, l, opts.sublayer_probe, opts.cache ? &opts.cache->layers[l] : nullptr);
     }
@@ -72,8 +74,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   return h;
 }
 
-void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe,
-                                LayerCache* cache) {
+void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe, LayerCache* cache) {
   auto& block = block_list_[layer];
   for (int64_t s = 2 * layer; s < 2 * layer + 2; ++s) {
     const bool attention = TopologyImpl::is_attention(s);
@@ -92,9 +93,7 @@ torch::Tensor TransformerImpl::head(const torch::Tensor& h) {
   return cfg_.scale_logits ? logits / std::sqrt(double(cfg_.d_model)) : logits;
 }
 
-torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids) {
-  return head(hidden(input_ids));
-}
+torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids) { return head(hidden(input_ids)); }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids, const ForwardOptions& opts) {
   return head(hidden(input_ids, opts));
@@ -147,8 +146,10 @@ void TransformerImpl::reset_parameters() {
       normal ? c.init_cutoff_factor : std::optional<double>(c.init_cutoff_factor.value_or(3.0));
 
   double wte_std = normal ? c.init_std : mitchell ? inv_sqrt_d : c.init_std;
-  if (c.emb_init_std) wte_std = *c.emb_init_std;
-  else if (c.init_fn == "full_megatron" && c.scale_emb_init) wte_std *= std::sqrt(d);
+  if (c.emb_init_std)
+    wte_std = *c.emb_init_std;
+  else if (c.init_fn == "full_megatron" && c.scale_emb_init)
+    wte_std *= std::sqrt(d);
   init_normal(wte->weight, wte_std, cutoff);
   if (wpe) init_normal(wpe->weight, mitchell ? inv_sqrt_d : c.init_std, cutoff);
   if (ff_out) init_linear(ff_out, normal ? c.init_std : inv_sqrt_d, cutoff);
@@ -186,7 +187,8 @@ ParamKind param_kind(const std::string& name) {
   using Owner = ParamName::Owner;
   const ParamName p = parse_param_name(name);
   const auto ends_with = [&](const std::string& suffix) {
-    return p.local.size() >= suffix.size() && p.local.compare(p.local.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return p.local.size() >= suffix.size() &&
+           p.local.compare(p.local.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   if (p.owner == Owner::Embedding && p.local.rfind("emb_norm.", 0) != 0) return ParamKind::Embedding;
   if (ends_with(".bias")) return ParamKind::Bias;
@@ -200,10 +202,14 @@ ParamKind param_kind(const std::string& name) {
 
 const char* param_kind_name(ParamKind kind) {
   switch (kind) {
-    case ParamKind::Embedding: return "embedding";
-    case ParamKind::Linear: return "linear";
-    case ParamKind::Norm: return "norm";
-    case ParamKind::Bias: return "bias";
+    case ParamKind::Embedding:
+      return "embedding";
+    case ParamKind::Linear:
+      return "linear";
+    case ParamKind::Norm:
+      return "norm";
+    case ParamKind::Bias:
+      return "bias";
   }
   return "?";
 }
@@ -239,8 +245,8 @@ double flops_per_token(const ModelConfig& cfg, int64_t seq_len) {
   const double d = double(cfg.d_model);
   const int64_t kv_heads = cfg.multi_query_attention ? 1 : cfg.n_kv_heads.value_or(cfg.n_heads);
   const double kv = double(kv_heads * (cfg.d_model / cfg.n_heads));
-  const double per_layer = d * (d + 2 * kv) + d * d + d * double(mlp_hidden_size(cfg)) +
-                           double(mlp_inner_size(cfg)) * d;
+  const double per_layer =
+      d * (d + 2 * kv) + d * d + d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d;
   const double n_matmul = double(cfg.n_layers) * per_layer + d * double(cfg.embedding_size);
   return 6.0 * n_matmul + 12.0 * double(cfg.n_layers) * d * double(seq_len);
 }

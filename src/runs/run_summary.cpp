@@ -5,9 +5,9 @@
 
 #include <cmath>
 #include <deque>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -47,37 +47,38 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     throw Error("no such run folder", run_dir, "pass save_folder of runs written by `siamese train`");
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
   std::deque<double> recent;
-  if (fs::exists(metrics)) read_metrics_rows(metrics.string(), [&](const nlohmann::json& j, const std::string&) {
-    const std::string event = j.value("event", "");
-    if (event == "nonfinite") {
-      s.nonfinite = true;
-      if (!s.nonfinite_step) s.nonfinite_step = j.value("step", int64_t(0));
-    } else if (event == "eval") {
-      if (j.contains("label") && j.contains("perplexity") && j["perplexity"].is_number())
-        s.eval_perplexity[j["label"].get<std::string>()] = j["perplexity"].get<double>();
-      if (j.contains("label") && j.contains("exact_match") && j["exact_match"].is_number())
-        s.eval_exact_match[j["label"].get<std::string>()] = j["exact_match"].get<double>();
-    } else if (event.empty() && j.contains("loss") && j.contains("lr")) {
-      s.steps = j.value("step", int64_t(0));
-      s.tokens = j.value("tokens", int64_t(0));
-      if (!j["loss"].is_number()) {
+  if (fs::exists(metrics))
+    read_metrics_rows(metrics.string(), [&](const nlohmann::json& j, const std::string&) {
+      const std::string event = j.value("event", "");
+      if (event == "nonfinite") {
         s.nonfinite = true;
-        if (!s.nonfinite_step) s.nonfinite_step = s.steps;
-      } else {
-        recent.push_back(j["loss"].get<double>());
-        if (int64_t(recent.size()) > options.final_window) recent.pop_front();
+        if (!s.nonfinite_step) s.nonfinite_step = j.value("step", int64_t(0));
+      } else if (event == "eval") {
+        if (j.contains("label") && j.contains("perplexity") && j["perplexity"].is_number())
+          s.eval_perplexity[j["label"].get<std::string>()] = j["perplexity"].get<double>();
+        if (j.contains("label") && j.contains("exact_match") && j["exact_match"].is_number())
+          s.eval_exact_match[j["label"].get<std::string>()] = j["exact_match"].get<double>();
+      } else if (event.empty() && j.contains("loss") && j.contains("lr")) {
+        s.steps = j.value("step", int64_t(0));
+        s.tokens = j.value("tokens", int64_t(0));
+        if (!j["loss"].is_number()) {
+          s.nonfinite = true;
+          if (!s.nonfinite_step) s.nonfinite_step = s.steps;
+        } else {
+          recent.push_back(j["loss"].get<double>());
+          if (int64_t(recent.size()) > options.final_window) recent.pop_front();
+        }
+        if (j.value("loss_spike", false)) ++s.spikes;
+        if (j.contains("step_seconds") && j["step_seconds"].is_number()) {
+          s.train_seconds += j["step_seconds"].get<double>();
+          ++s.timed_steps;
+        }
       }
-      if (j.value("loss_spike", false)) ++s.spikes;
-      if (j.contains("step_seconds") && j["step_seconds"].is_number()) {
-        s.train_seconds += j["step_seconds"].get<double>();
-        ++s.timed_steps;
-      }
-    }
-    for (const auto& [key, value] : j.items())
-      if (key.rfind("eval/downstream/", 0) == 0 && value.is_number() &&
-          key.find("_documents") == std::string::npos)
-        s.downstream[key] = value.get<double>();
-  });
+      for (const auto& [key, value] : j.items())
+        if (key.rfind("eval/downstream/", 0) == 0 && value.is_number() &&
+            key.find("_documents") == std::string::npos)
+          s.downstream[key] = value.get<double>();
+    });
   if (!recent.empty()) {
     double sum = 0;
     for (double v : recent) sum += v;
@@ -167,12 +168,14 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
                        r.diverged ? "diverged" : num(std::exp(r.final_loss), "{:.2f}"));
     for (const auto& e : evals) {
       auto it = r.eval_perplexity.find(e);
-      out += " " + (r.diverged || it == r.eval_perplexity.end() ? std::string("-")
-                                                               : num(it->second, "{:.2f}")) + " |";
+      out += " " +
+             (r.diverged || it == r.eval_perplexity.end() ? std::string("-") : num(it->second, "{:.2f}")) +
+             " |";
     }
     for (const auto& e : exact) {
       auto it = r.eval_exact_match.find(e);
-      out += " " + (it == r.eval_exact_match.end() ? std::string("-") : num(100 * it->second, "{:.1f}")) + " |";
+      out +=
+          " " + (it == r.eval_exact_match.end() ? std::string("-") : num(100 * it->second, "{:.1f}")) + " |";
     }
     double sum = 0;
     int n = 0;
@@ -186,8 +189,9 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
     }
     if (!downstream.empty())
       out += " " + (n == int(downstream.size()) ? num(100 * sum / n, "{:.1f}") : std::string("-")) + " |";
-    out += " " + (r.train_seconds > 0 ? num(double(r.timed_steps) / r.train_seconds, "{:.2f}")
-                                      : std::string("-")) + " |";
+    out += " " +
+           (r.train_seconds > 0 ? num(double(r.timed_steps) / r.train_seconds, "{:.2f}") : std::string("-")) +
+           " |";
     out += fmt::format(" {}{} |\n", mark, r.spikes ? fmt::format(" ({} spikes)", r.spikes) : "");
   }
   return out;
@@ -310,8 +314,9 @@ std::string runs_csv(const std::vector<RunSummary>& runs) {
       }
     rows.push_back(std::move(j));
   }
-  std::vector<std::string> columns = {"run", "topology", "learning_rate", "seed", "state", "steps", "max_steps",
-                                      "tokens", "final_loss", "diverged", "spikes", "steps_per_second"};
+  std::vector<std::string> columns = {"run",        "topology", "learning_rate", "seed",
+                                      "state",      "steps",    "max_steps",     "tokens",
+                                      "final_loss", "diverged", "spikes",        "steps_per_second"};
   columns.insert(columns.end(), extra.begin(), extra.end());
   auto cell = [](const nlohmann::json& v) {
     if (v.is_null()) return std::string();

@@ -15,8 +15,7 @@ namespace fs = std::filesystem;
 namespace {
 
 template <typename T>
-std::vector<T> list(const YAML::Node& root, const std::string& key, const std::string& path,
-                    bool required) {
+std::vector<T> list(const YAML::Node& root, const std::string& key, const std::string& path, bool required) {
   const YAML::Node n = root[key];
   if (!n) {
     if (required) throw Error(fmt::format("missing key \"{}\"", key), path, "see configs/sweeps/");

@@ -9,8 +9,8 @@ namespace {
 // Rust's char::is_whitespace (White_Space property) and HF's word characters.
 bool rust_whitespace(char32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
-         cp == 0x205F || cp == 0x3000;
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
 }
 
 bool word_char(char32_t cp) {
@@ -27,8 +27,7 @@ size_t previous_char_start(std::string_view s, size_t pos) {
 
 }  // namespace
 
-AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens,
-                                     std::vector<std::string> patterns)
+AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens, std::vector<std::string> patterns)
     : tokens_(std::move(tokens)) {
   nodes_.emplace_back();
   for (size_t t = 0; t < tokens_.size(); ++t) {

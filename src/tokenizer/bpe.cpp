@@ -33,8 +33,7 @@ Bpe Bpe::from_json(const nlohmann::json& model, const std::string& where) {
     throw Error("unsupported model type '" + model.value("type", "") + "'", where + " (model.type)",
                 "only BPE models are implemented");
   }
-  if (model.contains("dropout") && !model["dropout"].is_null() &&
-      model["dropout"].get<double>() > 0) {
+  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() > 0) {
     throw Error("BPE dropout is not supported", where + " (model.dropout)", "set it to null");
   }
   Bpe bpe;
@@ -70,8 +69,9 @@ Bpe Bpe::from_json(const nlohmann::json& model, const std::string& where) {
       const std::string s = m.get<std::string>();
       const size_t space = s.find(' ');
       if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-        throw Error("merge " + std::to_string(rank) + " '" + s + "' is not two symbols separated by one space",
-                    where + " (model.merges)");
+        throw Error(
+            "merge " + std::to_string(rank) + " '" + s + "' is not two symbols separated by one space",
+            where + " (model.merges)");
       }
       a = s.substr(0, space);
       b = s.substr(space + 1);
@@ -163,9 +163,7 @@ void Bpe::merge_word(std::string_view symbols, std::vector<int32_t>& ids) const 
     int32_t rank;
     int pos;
     int32_t id;
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
   const auto push = [&](int pos) {
@@ -208,8 +206,10 @@ void Bpe::encode_word(std::string_view word, bool byte_level, std::vector<int32_
     }
   }
   const size_t first = ids.size();
-  if (byte_level) merge_word(byte_level_encode(word), ids);
-  else merge_word(word, ids);
+  if (byte_level)
+    merge_word(byte_level_encode(word), ids);
+  else
+    merge_word(word, ids);
   if (cacheable) {
     if (cache.words.size() >= kMaxCachedWords) cache.words.clear();
     cache.words.emplace(std::string(word), std::vector<int32_t>(ids.begin() + first, ids.end()));

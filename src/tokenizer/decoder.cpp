@@ -45,12 +45,16 @@ std::string Decoder::decode(const std::vector<std::string_view>& tokens) const {
     for (size_t i = 0; i < token.size() && in_alphabet;) {
       size_t len;
       const int b = symbol_to_byte(decode_utf8(token, i, len));
-      if (b < 0) in_alphabet = false;
-      else token_bytes.push_back(static_cast<char>(b));
+      if (b < 0)
+        in_alphabet = false;
+      else
+        token_bytes.push_back(static_cast<char>(b));
       i += len;
     }
-    if (in_alphabet) bytes += token_bytes;
-    else bytes += token;
+    if (in_alphabet)
+      bytes += token_bytes;
+    else
+      bytes += token;
   }
   return utf8_lossy(bytes);
 }

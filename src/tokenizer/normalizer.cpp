@@ -50,8 +50,7 @@ void decompose_into(char32_t cp, bool compat, std::u32string& out) {
   }
   UChar buf[64];
   UErrorCode status = U_ZERO_ERROR;
-  const int32_t n = unorm2_getDecomposition(icu_instance(compat), static_cast<UChar32>(cp), buf,
-                                            64, &status);
+  const int32_t n = unorm2_getDecomposition(icu_instance(compat), static_cast<UChar32>(cp), buf, 64, &status);
   if (n < 0 || U_FAILURE(status)) {
     out.push_back(cp);
     return;
@@ -67,12 +66,14 @@ void decompose_into(char32_t cp, bool compat, std::u32string& out) {
 void reorder(std::u32string& s) {
   size_t i = 0;
   while (i < s.size()) {
-    if (combining_class(s[i]) == 0) { ++i; continue; }
+    if (combining_class(s[i]) == 0) {
+      ++i;
+      continue;
+    }
     size_t j = i;
     while (j < s.size() && combining_class(s[j]) != 0) ++j;
-    std::stable_sort(s.begin() + i, s.begin() + j, [](char32_t a, char32_t b) {
-      return combining_class(a) < combining_class(b);
-    });
+    std::stable_sort(s.begin() + i, s.begin() + j,
+                     [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
     i = j;
   }
 }
@@ -88,8 +89,8 @@ void compose(std::u32string& s) {
     if (starter != std::u32string::npos) {
       const bool blocked = last_ccc != -1 && (last_ccc == 0 || last_ccc >= ccc);
       if (!blocked) {
-        const UChar32 r = unorm2_composePair(nfc_data(), static_cast<UChar32>(s[starter]),
-                                             static_cast<UChar32>(c));
+        const UChar32 r =
+            unorm2_composePair(nfc_data(), static_cast<UChar32>(s[starter]), static_cast<UChar32>(c));
         if (r >= 0 && known_in_unicode9(static_cast<char32_t>(r))) {
           s[starter] = static_cast<char32_t>(r);
           continue;

@@ -9,8 +9,7 @@ namespace siamese::tokenizer {
 
 namespace {
 
-void parse_step(const nlohmann::json& spec, const std::string& where,
-                std::vector<PreTokenizerStep>& steps) {
+void parse_step(const nlohmann::json& spec, const std::string& where, std::vector<PreTokenizerStep>& steps) {
   const std::string type = spec.value("type", "");
   PreTokenizerStep step;
   if (type == "Sequence") {
@@ -38,12 +37,18 @@ void parse_step(const nlohmann::json& spec, const std::string& where,
       if (step.literal.empty()) throw Error("empty Split string pattern", where);
     }
     const std::string behavior = spec.value("behavior", "Isolated");
-    if (behavior == "Removed") step.behavior = SplitBehavior::Removed;
-    else if (behavior == "Isolated") step.behavior = SplitBehavior::Isolated;
-    else if (behavior == "MergedWithPrevious") step.behavior = SplitBehavior::MergedWithPrevious;
-    else if (behavior == "MergedWithNext") step.behavior = SplitBehavior::MergedWithNext;
-    else if (behavior == "Contiguous") step.behavior = SplitBehavior::Contiguous;
-    else throw Error("unknown Split behavior '" + behavior + "'", where + " (pre_tokenizer)");
+    if (behavior == "Removed")
+      step.behavior = SplitBehavior::Removed;
+    else if (behavior == "Isolated")
+      step.behavior = SplitBehavior::Isolated;
+    else if (behavior == "MergedWithPrevious")
+      step.behavior = SplitBehavior::MergedWithPrevious;
+    else if (behavior == "MergedWithNext")
+      step.behavior = SplitBehavior::MergedWithNext;
+    else if (behavior == "Contiguous")
+      step.behavior = SplitBehavior::Contiguous;
+    else
+      throw Error("unknown Split behavior '" + behavior + "'", where + " (pre_tokenizer)");
     step.invert = spec.value("invert", false);
   } else {
     throw Error("unsupported pre_tokenizer type '" + type + "'", where + " (pre_tokenizer)",
@@ -82,8 +87,7 @@ void segments(const PreTokenizerStep& step, std::string_view text, std::vector<S
   }
 }
 
-void split_piece(const PreTokenizerStep& step, std::string_view text,
-                 std::vector<std::string>& out) {
+void split_piece(const PreTokenizerStep& step, std::string_view text, std::vector<std::string>& out) {
   thread_local std::vector<Segment> segs;
   segments(step, text, segs);
   const auto piece = [&](const Segment& s) { return text.substr(s.begin, s.end - s.begin); };
@@ -100,8 +104,10 @@ void split_piece(const PreTokenizerStep& step, std::string_view text,
       // A match joins the piece before it, unless that piece is itself a match (as in HF).
       bool previous_match = false;
       for (const auto& s : segs) {
-        if (s.match && !previous_match && !out.empty() && &s != &segs.front()) out.back() += piece(s);
-        else out.emplace_back(piece(s));
+        if (s.match && !previous_match && !out.empty() && &s != &segs.front())
+          out.back() += piece(s);
+        else
+          out.emplace_back(piece(s));
         previous_match = s.match;
       }
       break;
@@ -122,8 +128,10 @@ void split_piece(const PreTokenizerStep& step, std::string_view text,
     case SplitBehavior::Contiguous: {
       bool previous_match = false;
       for (const auto& s : segs) {
-        if (s.match && previous_match) out.back() += piece(s);
-        else out.emplace_back(piece(s));
+        if (s.match && previous_match)
+          out.back() += piece(s);
+        else
+          out.emplace_back(piece(s));
         previous_match = s.match;
       }
       break;
@@ -144,8 +152,8 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& spec, const std::stri
     p.deferred_byte_level_ = true;
     break;
   }
-  const bool one_mapping = p.steps_.size() == 1 ||
-                           (p.steps_.size() == 2 && p.steps_[0].kind == PreTokenizerStep::Kind::Split);
+  const bool one_mapping =
+      p.steps_.size() == 1 || (p.steps_.size() == 2 && p.steps_[0].kind == PreTokenizerStep::Kind::Split);
   if (p.newline_cut_is_safe() && p.deferred_byte_level_ && one_mapping) {
     const auto& head = p.steps_.front();
     p.single_regex_ = head.kind == PreTokenizerStep::Kind::Split ? head.regex : KnownRegex::Gpt2;
@@ -159,8 +167,7 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string>& pieces
   pieces.emplace_back(text);
   thread_local std::vector<std::string> current;
   for (const auto& step : steps_) {
-    current.assign(std::make_move_iterator(pieces.begin() + first),
-                   std::make_move_iterator(pieces.end()));
+    current.assign(std::make_move_iterator(pieces.begin() + first), std::make_move_iterator(pieces.end()));
     pieces.resize(first);
     for (auto& piece : current) {
       if (step.kind == PreTokenizerStep::Kind::ByteLevel) {
@@ -205,11 +212,10 @@ bool PreTokenizer::newline_cut_is_safe() const {
   // The regex must decide where pieces end: the first step is a regex split (or ByteLevel with
   // its GPT-2 regex), and everything after it only maps bytes.
   const auto& head = steps_.front();
-  const bool head_is_regex =
-      head.kind == PreTokenizerStep::Kind::Split
-          ? head.behavior == SplitBehavior::Isolated ||
-                (head.behavior == SplitBehavior::Removed && head.invert)
-          : head.use_regex;
+  const bool head_is_regex = head.kind == PreTokenizerStep::Kind::Split
+                                 ? head.behavior == SplitBehavior::Isolated ||
+                                       (head.behavior == SplitBehavior::Removed && head.invert)
+                                 : head.use_regex;
   if (!head_is_regex) return false;
   for (size_t i = 1; i < steps_.size(); ++i) {
     if (steps_[i].kind != PreTokenizerStep::Kind::ByteLevel || steps_[i].use_regex) return false;

@@ -129,9 +129,7 @@ size_t cl100k_match(const Cursor& c, size_t pos) {
 
 }  // namespace
 
-std::string_view regex_source(KnownRegex regex) {
-  return regex == KnownRegex::Gpt2 ? kGpt2 : kCl100k;
-}
+std::string_view regex_source(KnownRegex regex) { return regex == KnownRegex::Gpt2 ? kGpt2 : kCl100k; }
 
 std::optional<KnownRegex> recognize_regex(std::string_view pattern) {
   if (pattern == kGpt2) return KnownRegex::Gpt2;

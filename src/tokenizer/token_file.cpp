@@ -20,9 +20,7 @@ int width_of(const std::string& dtype) {
   throw Error("unsupported token dtype '" + dtype + "'", "", "use uint16 or uint32");
 }
 
-std::string temporary_name(const std::string& path) {
-  return path + ".tmp." + std::to_string(::getpid());
-}
+std::string temporary_name(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
 
 void write_all(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -104,7 +102,8 @@ TokenFileInfo read_sidecar(const std::string& token_path) {
   const std::string path = sidecar_path(token_path);
   std::ifstream in(path);
   if (!in) {
-    throw Error("missing sidecar", path, "token files written by `siamese tokenize` have one; pass --dtype otherwise");
+    throw Error("missing sidecar", path,
+                "token files written by `siamese tokenize` have one; pass --dtype otherwise");
   }
   std::stringstream ss;
   ss << in.rdbuf();
@@ -127,8 +126,8 @@ TokenFileInfo read_sidecar(const std::string& token_path) {
   return info;
 }
 
-std::vector<int32_t> read_raw_tokens(const std::string& token_path, const std::string& dtype,
-                                     int64_t offset, int64_t count) {
+std::vector<int32_t> read_raw_tokens(const std::string& token_path, const std::string& dtype, int64_t offset,
+                                     int64_t count) {
   const int width = width_of(dtype);
   std::ifstream in(token_path, std::ios::binary | std::ios::ate);
   if (!in) throw Error("cannot open token file", token_path);

@@ -131,9 +131,12 @@ class CorpusTokenizer {
       if (!ec) disk_total_ += int64_t(size);
     }
     for (const auto& input : options_.inputs) {
-      if (is_jsonl(input, options_.format)) read_jsonl(input);
-      else if (options_.doc_per_line) read_lines(input);
-      else read_whole(input);
+      if (is_jsonl(input, options_.format))
+        read_jsonl(input);
+      else if (options_.doc_per_line)
+        read_lines(input);
+      else
+        read_whole(input);
       std::error_code ec;
       const auto size = std::filesystem::file_size(input, ec);
       if (!ec) disk_done_ += int64_t(size);
@@ -297,8 +300,7 @@ class CorpusTokenizer {
     docs_.clear();
     batch_bytes_ = 0;
     if (options_.progress)
-      options_.progress(disk_done_ + (reader_ ? reader_->file_offset() : 0), disk_total_,
-                        writer_.tokens());
+      options_.progress(disk_done_ + (reader_ ? reader_->file_offset() : 0), disk_total_, writer_.tokens());
   }
 
   const Tokenizer& tokenizer_;
@@ -324,8 +326,8 @@ void check_output_path(const std::string& output, const std::vector<std::string>
   for (const auto& w : written) {
     for (const auto& in : inputs) {
       std::error_code ec;
-      const bool same = fs::equivalent(w, in, ec) ||
-                        fs::path(w).lexically_normal() == fs::path(in).lexically_normal();
+      const bool same =
+          fs::equivalent(w, in, ec) || fs::path(w).lexically_normal() == fs::path(in).lexically_normal();
       if (same)
         throw Error("the output would overwrite the input " + in, w,
                     "pass another -o (token files are usually named .npy)");

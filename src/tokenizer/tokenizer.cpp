@@ -6,12 +6,12 @@
 #include <unordered_set>
 
 #include "siamese/common/error.h"
+#include "siamese/common/sha256.h"
 #include "siamese/tokenizer/added_vocabulary.h"
 #include "siamese/tokenizer/bpe.h"
 #include "siamese/tokenizer/decoder.h"
 #include "siamese/tokenizer/normalizer.h"
 #include "siamese/tokenizer/pre_tokenizer.h"
-#include "siamese/common/sha256.h"
 #include "siamese/tokenizer/unicode.h"
 
 namespace siamese::tokenizer {
@@ -143,8 +143,10 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& ids) 
   }
   const Impl& m = *impl_;
   std::vector<TextSpan> raw_spans, spans;
-  if (m.raw_tokens.empty()) raw_spans.push_back({0, text.size(), -1});
-  else m.raw_tokens.split(text, raw_spans);
+  if (m.raw_tokens.empty())
+    raw_spans.push_back({0, text.size(), -1});
+  else
+    m.raw_tokens.split(text, raw_spans);
   for (const auto& raw : raw_spans) {
     if (raw.id >= 0) {
       ids.push_back(raw.id);
@@ -163,8 +165,10 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& ids) 
     }
     m.normalized_tokens.split(view, spans);
     for (const auto& s : spans) {
-      if (s.id >= 0) ids.push_back(s.id);
-      else m.encode_stretch(view.substr(s.begin, s.end - s.begin), ids);
+      if (s.id >= 0)
+        ids.push_back(s.id);
+      else
+        m.encode_stretch(view.substr(s.begin, s.end - s.begin), ids);
     }
   }
 }
@@ -219,8 +223,7 @@ std::vector<size_t> Tokenizer::safe_cuts(std::string_view text, size_t min_part_
   if (!impl_->cuts_allowed) return cuts;
   const auto solid = [&](size_t k) { return k < text.size() && text[k] > ' ' && text[k] < 0x7F; };
   size_t last = 0;
-  for (size_t p = text.find('\n', min_part_bytes); p != std::string_view::npos;
-       p = text.find('\n', p + 1)) {
+  for (size_t p = text.find('\n', min_part_bytes); p != std::string_view::npos; p = text.find('\n', p + 1)) {
     const size_t cut = p + 1;
     if (cut - last < min_part_bytes) continue;
     const bool space_then_solid = cut < text.size() && text[cut] == ' ' && solid(cut + 1);

@@ -49,10 +49,16 @@ size_t valid_sequence(std::string_view s, size_t pos, size_t& bad) {
     return 0;
   }
   for (size_t k = 1; k <= need; ++k) {
-    if (pos + k >= s.size()) { bad = k; return 0; }
+    if (pos + k >= s.size()) {
+      bad = k;
+      return 0;
+    }
     const unsigned char c = b(pos + k);
     const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-    if (c < l || c > h) { bad = k; return 0; }
+    if (c < l || c > h) {
+      bad = k;
+      return 0;
+    }
   }
   return need + 1;
 }
@@ -62,7 +68,10 @@ size_t valid_sequence(std::string_view s, size_t pos, size_t& bad) {
 size_t find_invalid_utf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
-    if (static_cast<unsigned char>(s[i]) < 0x80) { ++i; continue; }
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
     size_t bad;
     const size_t n = valid_sequence(s, i, bad);
     if (n == 0) return i;
@@ -93,8 +102,8 @@ namespace {
 
 bool onig_space(char32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
-         cp == 0x205F || cp == 0x3000;
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
 }
 
 std::vector<uint8_t> build_class_table() {
@@ -105,8 +114,10 @@ std::vector<uint8_t> build_class_table() {
       continue;
     }
     const uint32_t mask = U_MASK(u_charType(cp));
-    if (mask & U_GC_L_MASK) table[cp] = kLetter;
-    else if (mask & U_GC_N_MASK) table[cp] = kNumber;
+    if (mask & U_GC_L_MASK)
+      table[cp] = kLetter;
+    else if (mask & U_GC_N_MASK)
+      table[cp] = kNumber;
   }
   return table;
 }

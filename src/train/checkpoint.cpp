@@ -71,8 +71,10 @@ class FileSink {
     for (size_t done = 0; error_ == 0 && done < n;) {
       const ssize_t w = ::write(fd_, p + done, n - done);
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) error_ = w < 0 ? errno : ENOSPC;
-      else done += static_cast<size_t>(w);
+      if (w <= 0)
+        error_ = w < 0 ? errno : ENOSPC;
+      else
+        done += static_cast<size_t>(w);
     }
     sha_.update(data, n);
     bytes_ += n;
@@ -225,8 +227,7 @@ void clean_save_folder(const fs::path& save_folder, const SaveFolderLock&) {
       fs::rename(p, final_dir);
       continue;
     }
-    spdlog::warn("{}: removed, left by an interrupted {}", p.string(),
-                 m[2] == "del" ? "pruning" : "save");
+    spdlog::warn("{}: removed, left by an interrupted {}", p.string(), m[2] == "del" ? "pruning" : "save");
     fs::remove_all(p);
   }
 }
@@ -261,17 +262,20 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, 
       save_archive(a, f);
     });
     write_file("train_state.json", [&](FileSink& f) {
-      f.write(nlohmann::ordered_json{{"step", state.step}, {"tokens", state.tokens},
+      f.write(nlohmann::ordered_json{{"step", state.step},
+                                     {"tokens", state.tokens},
                                      {"bad_steps", state.bad_steps},
                                      {"loss_scale", state.loss_scale},
                                      {"loss_scale_good_steps", state.loss_scale_good_steps}}
-                 .dump() + "\n");
+                  .dump() +
+              "\n");
     });
     write_file("config.yaml", [&](FileSink& f) { f.write(config_yaml); });
     // Last: its presence says every file above is complete.
     FileSink manifest(tmp / kManifest);
-    manifest.write(nlohmann::ordered_json{{"step", state.step}, {"files", files}, {"config", config_yaml}}
-                       .dump(2) + "\n");
+    manifest.write(
+        nlohmann::ordered_json{{"step", state.step}, {"files", files}, {"config", config_yaml}}.dump(2) +
+        "\n");
     manifest.close();
     fsync_path(tmp);
 
@@ -299,8 +303,7 @@ void prune_checkpoints(const fs::path& save_folder, int64_t keep, int64_t resume
   if (keep <= 0) return;
   std::vector<fs::path> prunable;
   for (const auto& [step, dir] : checkpoint_folders(save_folder))
-    if ((step <= resumed_step || written.count(step)) && fs::exists(dir / kManifest))
-      prunable.push_back(dir);
+    if ((step <= resumed_step || written.count(step)) && fs::exists(dir / kManifest)) prunable.push_back(dir);
   for (size_t i = 0; i + keep < prunable.size(); ++i) remove_checkpoint(prunable[i]);
 }
 
@@ -349,8 +352,7 @@ std::optional<std::string> checkpoint_problem(const fs::path& folder) {
         return fmt::format("{} does not match its sha256 in the manifest (its bytes changed)", name);
     }
     for (const char* required : {"model.pt", "train_state.pt", "config.yaml"})
-      if (!manifest["files"].contains(required))
-        return fmt::format("the manifest lists no {}", required);
+      if (!manifest["files"].contains(required)) return fmt::format("the manifest lists no {}", required);
     std::ifstream config(folder / "config.yaml", std::ios::binary);
     if (manifest.at("config").get<std::string>() != std::string(std::istreambuf_iterator<char>(config), {}))
       return "the config in manifest.json differs from config.yaml";
@@ -377,11 +379,17 @@ namespace {
 // Keys that change how a model is initialised, regularised or computed (memory, kernels),
 // not what its trained weights mean: a resumed run may change them.
 bool may_change_on_resume(const std::string& key) {
-  static const std::set<std::string> keys = {
-      "model.attention_dropout", "model.residual_dropout", "model.embedding_dropout",
-      "model.flash_attention", "model.activation_checkpointing", "model.init_device",
-      "model.init_fn", "model.init_std", "model.init_cutoff_factor", "model.emb_init_std",
-      "model.scale_emb_init"};
+  static const std::set<std::string> keys = {"model.attention_dropout",
+                                             "model.residual_dropout",
+                                             "model.embedding_dropout",
+                                             "model.flash_attention",
+                                             "model.activation_checkpointing",
+                                             "model.init_device",
+                                             "model.init_fn",
+                                             "model.init_std",
+                                             "model.init_cutoff_factor",
+                                             "model.emb_init_std",
+                                             "model.scale_emb_init"};
   return keys.count(key) > 0;
 }
 
@@ -460,8 +468,7 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Ada
     }
     return s;
   } catch (const c10::Error& e) {
-    throw Error(std::string("checkpoint does not match this model/optimizer: ") +
-                    e.what_without_backtrace(),
+    throw Error(std::string("checkpoint does not match this model/optimizer: ") + e.what_without_backtrace(),
                 folder.string(), "load it with the config it was saved with (config.yaml there)");
   }
 }

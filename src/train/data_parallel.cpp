@@ -2,8 +2,7 @@
 
 namespace siamese::train {
 
-DataParallelSync::DataParallelSync(const World& world, torch::Device device,
-                                   DataParallelOptions options)
+DataParallelSync::DataParallelSync(const World& world, torch::Device device, DataParallelOptions options)
     : comm_(world, device, options.timeout), options_(options) {}
 
 void DataParallelSync::attach(const std::vector<torch::Tensor>& params) {

@@ -12,8 +12,7 @@ struct DeviceClock::Events {
   std::vector<std::unique_ptr<at::cuda::CUDAEvent>> marks;
 };
 
-DeviceClock::DeviceClock(torch::Device device)
-    : device_(device), events_(std::make_unique<Events>()) {}
+DeviceClock::DeviceClock(torch::Device device) : device_(device), events_(std::make_unique<Events>()) {}
 
 DeviceClock::~DeviceClock() = default;
 

@@ -2,8 +2,7 @@
 
 namespace siamese::train {
 
-LossScaler::LossScaler(bool enabled, double initial_scale, int64_t growth_interval,
-                       torch::Device device)
+LossScaler::LossScaler(bool enabled, double initial_scale, int64_t growth_interval, torch::Device device)
     : enabled_(enabled),
       growth_interval_(growth_interval),
       scale_(torch::full({}, enabled ? initial_scale : 1.0, torch::dtype(torch::kFloat).device(device))),

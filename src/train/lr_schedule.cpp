@@ -18,8 +18,7 @@ double linear_warmup(const SchedulerConfig& cfg, double initial_lr, double t) {
 
 }  // namespace
 
-double learning_rate(const SchedulerConfig& cfg, double initial_lr, double t,
-                     double t_max_default) {
+double learning_rate(const SchedulerConfig& cfg, double initial_lr, double t, double t_max_default) {
   const double t_max = cfg.t_max.value_or(t_max_default);
   const double eta_min = initial_lr * cfg.alpha_f;
   const std::string& name = cfg.name;

@@ -19,9 +19,7 @@ namespace fs = std::filesystem;
 
 double StepMetrics::perplexity() const { return std::exp(loss); }
 
-double StepMetrics::tokens_per_sec() const {
-  return step_seconds > 0 ? step_tokens / step_seconds : 0.0;
-}
+double StepMetrics::tokens_per_sec() const { return step_seconds > 0 ? step_tokens / step_seconds : 0.0; }
 
 std::optional<double> StepMetrics::mfu() const {
   if (!peak_flops || *peak_flops <= 0) return std::nullopt;
@@ -30,13 +28,21 @@ std::optional<double> StepMetrics::mfu() const {
 
 MetricsRow StepMetrics::to_row() const {
   const auto m = mfu();
-  MetricsRow row = metrics_row(step, "", {{"tokens", tokens}, {"loss", loss}, {"perplexity", perplexity()},
-                    {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_sec", tokens_per_sec()},
-                    {"step_seconds", step_seconds}, {"flops_per_token", flops_per_token},
-                    {"mfu", m ? nlohmann::ordered_json(*m) : nlohmann::ordered_json()},
-                    {"elapsed", elapsed}, {"loss_spike", loss_spike}, {"comm_seconds", comm_seconds},
-                    {"comm_share", step_seconds > 0 ? comm_seconds / step_seconds : 0.0},
-                    {"peak_memory_mib", peak_memory_mib}});
+  MetricsRow row = metrics_row(step, "",
+                               {{"tokens", tokens},
+                                {"loss", loss},
+                                {"perplexity", perplexity()},
+                                {"lr", lr},
+                                {"grad_norm", grad_norm},
+                                {"tokens_per_sec", tokens_per_sec()},
+                                {"step_seconds", step_seconds},
+                                {"flops_per_token", flops_per_token},
+                                {"mfu", m ? nlohmann::ordered_json(*m) : nlohmann::ordered_json()},
+                                {"elapsed", elapsed},
+                                {"loss_spike", loss_spike},
+                                {"comm_seconds", comm_seconds},
+                                {"comm_share", step_seconds > 0 ? comm_seconds / step_seconds : 0.0},
+                                {"peak_memory_mib", peak_memory_mib}});
   if (loss_scale) row["loss_scale"] = *loss_scale;
   return row;
 }
@@ -46,7 +52,8 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
   if (fs::exists(path)) {
     std::vector<std::string> kept;
     read_metrics_rows(path.string(), [&](const nlohmann::json& row, const std::string& line) {
-      if (!(row.contains("step") && row["step"].is_number_integer() && row["step"].get<int64_t>() > resume_step))
+      if (!(row.contains("step") && row["step"].is_number_integer() &&
+            row["step"].get<int64_t>() > resume_step))
         kept.push_back(line);
     });
     const fs::path tmp = path.string() + ".tmp";

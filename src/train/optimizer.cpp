@@ -17,10 +17,16 @@ ParamGroups param_groups(const OptimizerConfig& cfg,
     if (!item.value().requires_grad()) continue;
     bool decay = false;
     switch (model::param_kind(item.key())) {
-      case ParamKind::Linear: decay = true; break;
+      case ParamKind::Linear:
+        decay = true;
+        break;
       case ParamKind::Bias:
-      case ParamKind::Norm: decay = cfg.decay_norm_and_bias; break;
-      case ParamKind::Embedding: decay = cfg.decay_embeddings; break;
+      case ParamKind::Norm:
+        decay = cfg.decay_norm_and_bias;
+        break;
+      case ParamKind::Embedding:
+        decay = cfg.decay_embeddings;
+        break;
     }
     (decay ? g.decay : g.no_decay).push_back(item.key());
   }
@@ -33,14 +39,12 @@ std::unique_ptr<AdamW> build_optimizer(const OptimizerConfig& cfg,
                                        const torch::OrderedDict<std::string, torch::Tensor>& params) {
   if (cfg.name != "adamw")
     throw Error("optimizer '" + cfg.name + "' is not implemented", "optimizer.name", "use adamw");
-  if (cfg.betas.size() != 2)
-    throw Error("betas needs two values", "optimizer.betas", "e.g. [0.9, 0.95]");
+  if (cfg.betas.size() != 2) throw Error("betas needs two values", "optimizer.betas", "e.g. [0.9, 0.95]");
   auto options = [&](double weight_decay) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(cfg.learning_rate)
-            .betas({cfg.betas[0], cfg.betas[1]})
-            .eps(cfg.eps)
-            .weight_decay(weight_decay));
+    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(cfg.learning_rate)
+                                                            .betas({cfg.betas[0], cfg.betas[1]})
+                                                            .eps(cfg.eps)
+                                                            .weight_decay(weight_decay));
   };
   const ParamGroups g = param_groups(cfg, params);
   std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -95,8 +99,8 @@ void AdamW::update(const std::optional<torch::Tensor>& skip) {
     if (params.empty()) continue;
     if (params[0].is_cuda()) {
       at::_foreach_add_(steps, 1.0);
-      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr,
-                        beta1, beta2, o.weight_decay(), o.eps(), /*amsgrad=*/false,
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                        o.weight_decay(), o.eps(), /*amsgrad=*/false,
                         /*maximize=*/false, /*grad_scale=*/std::nullopt, /*found_inf=*/skip);
       if (skip) at::_foreach_add_(steps, *skip, -1.0);
       continue;

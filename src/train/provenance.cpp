@@ -73,7 +73,8 @@ void write_provenance(const fs::path& save_folder, const LaunchFacts& facts) {
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << j.dump(2) << '\n';
-    if (!out) throw Error("cannot write the run record", tmp.string(), "check the folder is writable and not full");
+    if (!out)
+      throw Error("cannot write the run record", tmp.string(), "check the folder is writable and not full");
   }
   fs::rename(tmp, path);
 }

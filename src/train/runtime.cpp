@@ -4,12 +4,12 @@
 #include <malloc.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <csignal>
+#include <cstdlib>
 #include <thread>
 
-#include "siamese/common/error.h"
 #include <fmt/format.h>
+#include "siamese/common/error.h"
 
 namespace siamese::train {
 
@@ -42,9 +42,8 @@ torch::Device resolve_device(const std::string& device, int local_rank) {
                   "use device: cpu (or auto), or build against a CUDA LibTorch");
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
   }
-  return torch::cuda::is_available()
-             ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank))
-             : torch::Device(torch::kCPU);
+  return torch::cuda::is_available() ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank))
+                                     : torch::Device(torch::kCPU);
 }
 
 void install_stop_handlers() {
@@ -93,10 +92,10 @@ void check_flash_attention(const ModelConfig& model, torch::Device device,
     }
   }
   if (choice == static_cast<int64_t>(at::SDPBackend::flash_attention)) return;
-  const std::string needs = device.is_cuda()
-      ? "on CUDA it needs float16 or bfloat16 (precision amp_bf16 or amp_fp16), a head size "
-        "that is a multiple of 8 up to 256 and an sm80 or newer GPU"
-      : "on the CPU it does not take attention dropout";
+  const std::string needs =
+      device.is_cuda() ? "on CUDA it needs float16 or bfloat16 (precision amp_bf16 or amp_fp16), a head size "
+                         "that is a multiple of 8 up to 256 and an sm80 or newer GPU"
+                       : "on the CPU it does not take attention dropout";
   throw Error(fmt::format("model.flash_attention is true, but LibTorch's flash attention kernel "
                           "cannot run this model on {} ({}, head size {}, attention_dropout {}): {}",
                           device.str(), c10::toString(dtype), head_dim, model.attention_dropout, needs),

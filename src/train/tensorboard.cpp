@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <array>
 #include <chrono>

@@ -8,8 +8,8 @@
 
 namespace siamese::train {
 
-TrainStep::TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, AdamW& optim,
-                     GradientSync& sync, LossScaler& scaler, torch::Device device, int64_t micro_batch)
+TrainStep::TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, AdamW& optim, GradientSync& sync,
+                     LossScaler& scaler, torch::Device device, int64_t micro_batch)
     : model_(model),
       optim_(optim),
       sync_(sync),

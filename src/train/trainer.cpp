@@ -11,11 +11,11 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <utility>
 #include <set>
+#include <utility>
 
-#include "siamese/common/autocast.h"
 #include "siamese/analysis/grad_norms.h"
+#include "siamese/common/autocast.h"
 #include "siamese/common/error.h"
 #include "siamese/config/duration.h"
 #include "siamese/config/load.h"
@@ -29,11 +29,11 @@
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/lr_schedule.h"
 #include "siamese/train/metrics.h"
-#include "siamese/train/tensorboard.h"
-#include "siamese/train/train_step.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/provenance.h"
 #include "siamese/train/runtime.h"
+#include "siamese/train/tensorboard.h"
+#include "siamese/train/train_step.h"
 
 namespace siamese::train {
 
@@ -42,9 +42,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string format_eta(double seconds) {
   const auto s = static_cast<int64_t>(seconds);
@@ -56,9 +54,12 @@ std::string format_eta(double seconds) {
 // batches (OLMo), or epochs of the training data.
 int64_t total_steps(const Duration& d, int64_t tokens_per_step, int64_t steps_per_epoch) {
   switch (d.unit) {
-    case Duration::Steps: return d.value;
-    case Duration::Tokens: return (d.value + tokens_per_step - 1) / tokens_per_step;
-    case Duration::Epochs: return d.value * steps_per_epoch;
+    case Duration::Steps:
+      return d.value;
+    case Duration::Tokens:
+      return (d.value + tokens_per_step - 1) / tokens_per_step;
+    case Duration::Epochs:
+      return d.value * steps_per_epoch;
   }
   return d.value;
 }
@@ -81,8 +82,10 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   model::Transformer model(cfg.model);
   model->to(device);
   if (cfg.model.init_device == "meta")
-    spdlog::info("model.init_device meta: parameters initialised on the CPU from the seed and "
-                 "moved to {}, the state OLMo's deferred initialisation ends in", device.str());
+    spdlog::info(
+        "model.init_device meta: parameters initialised on the CPU from the seed and "
+        "moved to {}, the state OLMo's deferred initialisation ends in",
+        device.str());
   sync.attach(model->parameters());
   auto optim = build_optimizer(cfg.optimizer, model->named_parameters());
 
@@ -96,11 +99,10 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   const Duration duration = parse_duration(cfg.max_duration);
   const int64_t max_steps = total_steps(duration, tokens_per_step, order.steps_per_epoch());
   const bool token_units = cfg.scheduler.units == "tokens";
-  const double schedule_max = token_units
-                                  ? (duration.unit == Duration::Tokens
-                                         ? double(duration.value)
-                                         : double(max_steps) * tokens_per_step)
-                                  : double(max_steps);
+  const double schedule_max =
+      token_units
+          ? (duration.unit == Duration::Tokens ? double(duration.value) : double(max_steps) * tokens_per_step)
+          : double(max_steps);
   const int64_t micro = std::min(cfg.device_train_microbatch_size, global_batch / sync.world_size());
   if (micro < cfg.device_train_microbatch_size)
     spdlog::info("device_train_microbatch_size {} capped at each rank's share of the global batch, {}",
@@ -108,8 +110,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   eval::Evaluators evaluators(cfg, device, sync);
   const double flops_per_token = model::flops_per_token(cfg.model, T);
   const std::optional<double> peak_flops =
-      cfg.peak_tflops ? std::optional<double>(*cfg.peak_tflops * 1e12 * sync.world_size())
-                      : std::nullopt;
+      cfg.peak_tflops ? std::optional<double>(*cfg.peak_tflops * 1e12 * sync.world_size()) : std::nullopt;
   const std::optional<at::ScalarType> autocast = autocast_dtype(cfg.precision);
   check_flash_attention(cfg.model, device, autocast);
   LossScaler scaler(cfg.precision == "amp_fp16", cfg.fp16_initial_loss_scale,
@@ -151,8 +152,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
                 "another save_folder, or set save_overwrite: true to write over them");
   if (resume_from) {
     state = load_checkpoint(*resume_from, *model, optim.get(), &cfg.model);
-    spdlog::info("resumed from {} at step {} ({} tokens)", resume_from->string(), state.step,
-                 state.tokens);
+    spdlog::info("resumed from {} at step {} ({} tokens)", resume_from->string(), state.step, state.tokens);
     if (state.loss_scale > 0) scaler.restore(state.loss_scale, state.loss_scale_good_steps);
   }
   const int64_t resumed_step = state.step;
@@ -177,9 +177,11 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     std::vector<torch::Tensor> finite;
     for (const auto& p : params) finite.push_back(torch::isfinite(p).all());
     if (!torch::stack(finite).all().item<bool>()) {
-      spdlog::error("step {}: the weights are no longer finite; stopping without saving them. "
-                    "The last checkpoint in {} is untouched; resume from it with a lower "
-                    "learning rate", state.step, run_dir.string());
+      spdlog::error(
+          "step {}: the weights are no longer finite; stopping without saving them. "
+          "The last checkpoint in {} is untouched; resume from it with a lower "
+          "learning rate",
+          state.step, run_dir.string());
       log_event(metrics_row(state.step, "nonfinite", {{"cause", "weights"}}));
       return kExitNonFinite;
     }
@@ -197,17 +199,17 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   auto evaluate = [&] {
     for (const auto& r : evaluators.run(*model)) {
       spdlog::info("eval {} at step {}: loss {:.4f} ppl {:.3f}{}", r.label, state.step, r.loss,
-                   r.perplexity(),
-                   r.exact_match ? fmt::format(" exact-match {:.3f}", *r.exact_match) : "");
+                   r.perplexity(), r.exact_match ? fmt::format(" exact-match {:.3f}", *r.exact_match) : "");
       log_event(r.to_row(state.step));
     }
   };
   TrainStep step(cfg, *model, *optim, sync, scaler, device, micro);
   SpikeDetector spikes(cfg.loss_spike_factor);
-  spdlog::info("training {} ({} parameters) on {} for {} steps: {} instances of {} tokens, "
-               "global batch {} in micro-batches of {}, {} rank(s)",
-               cfg.model.residual, model::count_parameters(cfg.model).total(), device.str(),
-               max_steps, dataset.size(), T, global_batch, micro, sync.world_size());
+  spdlog::info(
+      "training {} ({} parameters) on {} for {} steps: {} instances of {} tokens, "
+      "global batch {} in micro-batches of {}, {} rank(s)",
+      cfg.model.residual, model::count_parameters(cfg.model).total(), device.str(), max_steps, dataset.size(),
+      T, global_batch, micro, sync.world_size());
 
   // Steps run ahead of the host: each leaves its loss, gradient norm and time on the device,
   // and the host reads them in one copy at a read point. On CUDA that is once per
@@ -239,24 +241,28 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       // An fp16 overflow is routine while the scale settles: skipped, not a bad step. With
       // no scaling left (S <= 1) the gradients themselves overflow, and it is one.
       if (scaler.enabled() && std::isfinite(loss) && !std::isfinite(grad_norm) && loss_scale > 1) {
-        spdlog::info("step {}: fp16 gradients overflowed at loss scale {}; step skipped, scale "
-                     "now {}", p.step, loss_scale, loss_scale / 2);
+        spdlog::info(
+            "step {}: fp16 gradients overflowed at loss scale {}; step skipped, scale "
+            "now {}",
+            p.step, loss_scale, loss_scale / 2);
         log_event(metrics_row(p.step, "overflow", {{"loss", loss}, {"loss_scale", loss_scale}}));
         continue;
       }
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
         const std::string cause = !std::isfinite(loss) ? "loss" : "grad_norm";
-        log_event(metrics_row(p.step, "nonfinite", {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}}));
+        log_event(
+            metrics_row(p.step, "nonfinite", {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}}));
         if (state.bad_steps < cfg.max_bad_steps) {
           state.bad_steps += 1;
-          spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)",
-                       p.step, cause, loss, grad_norm, state.bad_steps, cfg.max_bad_steps);
+          spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)", p.step,
+                       cause, loss, grad_norm, state.bad_steps, cfg.max_bad_steps);
           continue;
         }
-        spdlog::error("step {}: non-finite {} (loss {}, grad norm {}); stopping. The last "
-                      "checkpoint in {} is untouched; resume from it with a lower learning rate "
-                      "or set max_bad_steps to skip such steps",
-                      p.step, cause, loss, grad_norm, run_dir.string());
+        spdlog::error(
+            "step {}: non-finite {} (loss {}, grad norm {}); stopping. The last "
+            "checkpoint in {} is untouched; resume from it with a lower learning rate "
+            "or set max_bad_steps to skip such steps",
+            p.step, cause, loss, grad_norm, run_dir.string());
         return kExitNonFinite;
       }
       StepMetrics m;
@@ -325,8 +331,8 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     // Read points, evaluation, checkpoints, stops.
     const bool eval_due =
         cfg.eval_interval > 0 && state.step % cfg.eval_interval == 0 && state.step < max_steps;
-    const bool save_due = (cfg.save_interval > 0 && state.step % cfg.save_interval == 0) ||
-                          state.step == control.stop_at;
+    const bool save_due =
+        (cfg.save_interval > 0 && state.step % cfg.save_interval == 0) || state.step == control.stop_at;
     if (state.step % read_interval == 0 || eval_due || save_due || state.step == max_steps) {
       if (const int rc = read_pending(); rc != 0) return rc;
       // Ranks agree on stopping (a signal may reach them at different steps).
@@ -350,8 +356,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   if (!evaluators.empty()) evaluate();
   if (state.step != last_saved)
     if (const int rc = save(); rc != 0) return rc;
-  spdlog::info("done: {} steps, {} tokens in {}", state.step, state.tokens,
-               format_eta(seconds_since(start)));
+  spdlog::info("done: {} steps, {} tokens in {}", state.step, state.tokens, format_eta(seconds_since(start)));
   return 0;
 }
 

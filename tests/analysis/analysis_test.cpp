@@ -18,9 +18,15 @@ namespace {
 model::Transformer tiny(const std::string& residual, int64_t layers = 4) {
   torch::manual_seed(7);
   ModelConfig cfg;
-  cfg.d_model = 32; cfg.n_heads = 2; cfg.n_layers = layers; cfg.vocab_size = 60;
-  cfg.embedding_size = 64; cfg.max_sequence_length = 16; cfg.rope = true;
-  cfg.layer_norm_type = "rms"; cfg.include_bias = false;
+  cfg.d_model = 32;
+  cfg.n_heads = 2;
+  cfg.n_layers = layers;
+  cfg.vocab_size = 60;
+  cfg.embedding_size = 64;
+  cfg.max_sequence_length = 16;
+  cfg.rope = true;
+  cfg.layer_norm_type = "rms";
+  cfg.include_bias = false;
   cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0;
   cfg.residual = residual;
   if (residual == "hybrid_pre") cfg.use_query_norm = cfg.use_key_norm = cfg.use_value_norm = true;
@@ -34,9 +40,7 @@ std::vector<torch::Tensor> batches() {
   return {torch::randint(0, 60, {2, 16}, torch::kInt64), torch::randint(0, 60, {3, 16}, torch::kInt64)};
 }
 
-torch::Tensor param(model::TransformerImpl& m, const std::string& name) {
-  return m.named_parameters()[name];
-}
+torch::Tensor param(model::TransformerImpl& m, const std::string& name) { return m.named_parameters()[name]; }
 
 }  // namespace
 
@@ -148,5 +152,6 @@ TEST(GradNorms, PerBlockNormOfAllItsParameters) {
   }
   EXPECT_GT(counted, 5);
   EXPECT_NEAR(norms[2], std::sqrt(sq), 1e-6 * std::sqrt(sq));
-  EXPECT_EQ(json_line(layer_grad_norms_row(5, {1.5, NAN})), "{\"step\": 5, \"layer_grad_norms\": [1.5, null]}");
+  EXPECT_EQ(json_line(layer_grad_norms_row(5, {1.5, NAN})),
+            "{\"step\": 5, \"layer_grad_norms\": [1.5, null]}");
 }

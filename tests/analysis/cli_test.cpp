@@ -25,8 +25,8 @@ namespace {
 
 // Runs the siamese binary with `args`; stdout and stderr go to `log`.
 int run_cli(const std::string& args, const std::string& log) {
-  const std::string cmd = std::string("OMP_NUM_THREADS=1 SIAMESE_SHARED_DIR=") + siamese::shared_dir() +
-                          " " + SIAMESE_BINARY + " " + args + " > " + log + " 2>&1";
+  const std::string cmd = std::string("OMP_NUM_THREADS=1 SIAMESE_SHARED_DIR=") + siamese::shared_dir() + " " +
+                          SIAMESE_BINARY + " " + args + " > " + log + " 2>&1";
   return std::system(cmd.c_str());
 }
 
@@ -82,10 +82,9 @@ TEST_F(CliWorkflow, SweepTrainsEveryRunAndReportMarksTheDivergedOnes) {
   for (const char* name : {"pre-lr0.003", "hybrid_pre-lr0.003", "pre-lr10000", "hybrid_pre-lr10000"})
     ASSERT_TRUE(fs::exists(run(name) / "metrics.jsonl")) << name << "\n" << log("sweep.log");
 
-  const std::string runs = run("pre-lr0.003").string() + " " + run("hybrid_pre-lr0.003").string() +
-                           " " + run("pre-lr10000").string() + " " + run("hybrid_pre-lr10000").string();
-  ASSERT_EQ(run_cli("report " + runs + " --diverge-loss 50 --final-window 1 --out " +
-                        dir_->file("table.md"),
+  const std::string runs = run("pre-lr0.003").string() + " " + run("hybrid_pre-lr0.003").string() + " " +
+                           run("pre-lr10000").string() + " " + run("hybrid_pre-lr10000").string();
+  ASSERT_EQ(run_cli("report " + runs + " --diverge-loss 50 --final-window 1 --out " + dir_->file("table.md"),
                     dir_->file("report.log")),
             0)
       << log("report.log");
@@ -167,9 +166,8 @@ TEST_F(CliWorkflow, AnalyzeMeasuresEveryStreamOfTheTopology) {
     tokens.append(reinterpret_cast<const char*>(&t), 2);
   }
   const std::string data = dir_->write("valid.npy", tokens);
-  for (const auto& [name, streams] :
-       std::vector<std::pair<std::string, std::vector<std::string>>>{{"pre-lr0.003", {"x"}},
-                                                                      {"hybrid_pre-lr0.003", {"x", "y"}}}) {
+  for (const auto& [name, streams] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"pre-lr0.003", {"x"}}, {"hybrid_pre-lr0.003", {"x", "y"}}}) {
     SCOPED_TRACE(name);
     const std::string out = dir_->file(name + ".analysis.json");
     ASSERT_EQ(run_cli("analyze " + run(name).string() + " --data " + data +

@@ -19,8 +19,9 @@ TEST(MetricsRow, StepThenEventThenFieldsInOrder) {
 
 TEST(MetricsRow, ReaderSkipsACutLastLineAndRefusesADamagedOne) {
   TempDir dir;
-  const auto path = dir.write("metrics.jsonl", "{\"step\": 1, \"loss\": 3.0}\n\n{\"step\": 2, \"event\": \"eval\"}\n"
-                                               "{\"step\": 3, \"lo");
+  const auto path = dir.write("metrics.jsonl",
+                              "{\"step\": 1, \"loss\": 3.0}\n\n{\"step\": 2, \"event\": \"eval\"}\n"
+                              "{\"step\": 3, \"lo");
   std::vector<int64_t> steps;
   std::vector<std::string> lines;
   read_metrics_rows(path, [&](const nlohmann::json& row, const std::string& line) {

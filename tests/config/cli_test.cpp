@@ -59,7 +59,8 @@ TEST_F(ConfigCommand, ModelTypeSelectsTheTopologyAndAnOverrideBeatsIt) {
   ASSERT_EQ(over.code, 0) << over.err;
   EXPECT_NE(over.err.find("topology: post_pre (from --model.residual)"), std::string::npos) << over.err;
   const Result yaml = run("configs/tiny/hybrid.yaml");
-  EXPECT_NE(yaml.err.find("topology: hybrid_pre (from configs/tiny/hybrid.yaml:"), std::string::npos) << yaml.err;
+  EXPECT_NE(yaml.err.find("topology: hybrid_pre (from configs/tiny/hybrid.yaml:"), std::string::npos)
+      << yaml.err;
 }
 
 TEST_F(ConfigCommand, ModelTypeAloneTurnsOnWhatTheTopologyNeedsAndAContradictionIsAnError) {
@@ -77,9 +78,10 @@ TEST_F(ConfigCommand, ModelTypeAloneTurnsOnWhatTheTopologyNeedsAndAContradiction
   EXPECT_EQ(off.code, 2);
   EXPECT_EQ(off.out, "");
   EXPECT_NE(off.err.find("topology hybrid_pre (from MODEL_TYPE) is defined with model.use_key_norm on"),
-            std::string::npos) << off.err;
-  EXPECT_NE(off.err.find("command line (--model.use_key_norm=false) (model.use_key_norm)"),
-            std::string::npos) << off.err;
+            std::string::npos)
+      << off.err;
+  EXPECT_NE(off.err.find("command line (--model.use_key_norm=false) (model.use_key_norm)"), std::string::npos)
+      << off.err;
   EXPECT_NE(off.err.find("fix: remove the setting"), std::string::npos) << off.err;
 }
 

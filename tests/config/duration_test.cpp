@@ -15,11 +15,12 @@ TEST(Duration, StepsTokensEpochsInOlmoSyntax) {
     Duration::Unit unit;
     int64_t value;
   };
-  for (const Case& c : {Case{"1000", Duration::Steps, 1000}, Case{"739_328", Duration::Steps, 739328},
-                        Case{"1e4", Duration::Steps, 10000}, Case{"2e9T", Duration::Tokens, 2000000000},
-                        Case{"1e11T", Duration::Tokens, 100000000000}, Case{"3.5e11T", Duration::Tokens, 350000000000},
-                        Case{"1_000T", Duration::Tokens, 1000}, Case{"1ep", Duration::Epochs, 1},
-                        Case{"12ep", Duration::Epochs, 12}}) {
+  for (const Case& c :
+       {Case{"1000", Duration::Steps, 1000}, Case{"739_328", Duration::Steps, 739328},
+        Case{"1e4", Duration::Steps, 10000}, Case{"2e9T", Duration::Tokens, 2000000000},
+        Case{"1e11T", Duration::Tokens, 100000000000}, Case{"3.5e11T", Duration::Tokens, 350000000000},
+        Case{"1_000T", Duration::Tokens, 1000}, Case{"1ep", Duration::Epochs, 1},
+        Case{"12ep", Duration::Epochs, 12}}) {
     const Duration d = parse_duration(c.text);
     EXPECT_EQ(d.unit, c.unit) << c.text;
     EXPECT_EQ(d.value, c.value) << c.text;

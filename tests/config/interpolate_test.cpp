@@ -54,8 +54,9 @@ TEST(Interpolate, EscapeRoundTrips) {
 
 TEST(Interpolate, MalformedTextIsAnError) {
   EXPECT_NE(error_of([] { interpolate("${run_name", lookup); }).find("unterminated"), std::string::npos);
-  EXPECT_NE(error_of([] { interpolate("${oc.nope:X}", lookup); }).find("unknown interpolation resolver 'oc.nope'"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] { interpolate("${oc.nope:X}", lookup); }).find("unknown interpolation resolver 'oc.nope'"),
+      std::string::npos);
   EXPECT_NE(error_of([] { interpolate("${missing}", lookup); }).find("no key missing"), std::string::npos);
 }
 

@@ -29,14 +29,16 @@ max_duration: 100
 )";
 
 void expect_contains(const std::string& text, const std::vector<std::string>& parts) {
-  for (const auto& p : parts) EXPECT_NE(text.find(p), std::string::npos) << "missing \"" << p << "\" in:\n" << text;
+  for (const auto& p : parts)
+    EXPECT_NE(text.find(p), std::string::npos) << "missing \"" << p << "\" in:\n" << text;
 }
 
 using LoadConfig = ConfigTest;
 
 TEST_F(LoadConfig, ReadsOlmoKeysAndKeepsDefaultsForTheRest) {
-  const auto path = write("a.yaml", kBase + "optimizer:\n  learning_rate: 4.0e-4\n  betas:\n  - 0.9\n  - 0.99\n"
-                                            "max_grad_norm: null\nload_path: null\n");
+  const auto path = write("a.yaml", kBase +
+                                        "optimizer:\n  learning_rate: 4.0e-4\n  betas:\n  - 0.9\n  - 0.99\n"
+                                        "max_grad_norm: null\nload_path: null\n");
   const TrainConfig c = load_config(path, {});
   EXPECT_EQ(c.run_name, "unit");
   EXPECT_EQ(c.model.d_model, 64);
@@ -65,7 +67,8 @@ TEST_F(LoadConfig, UnknownKeyNamesFileLinePathAndClosestKey) {
                   {"section.yaml:2", "unknown key optimiser", "did you mean optimizer?"});
 
   const auto nonsense = write("nonsense.yaml", "zzzzzzzzzzzzzzzzzz: 1\n");
-  expect_contains(error_of([&] { load_config(nonsense, {}); }), {"unknown key zzzzzzzzzzzzzzzzzz", "--schema"});
+  expect_contains(error_of([&] { load_config(nonsense, {}); }),
+                  {"unknown key zzzzzzzzzzzzzzzzzz", "--schema"});
 }
 
 TEST_F(LoadConfig, DuplicateKeyIsAnError) {
@@ -75,8 +78,9 @@ TEST_F(LoadConfig, DuplicateKeyIsAnError) {
 
 TEST_F(LoadConfig, WrongTypeNamesExpectedAndGiven) {
   const auto path = write("type.yaml", "run_name: x\nmodel:\n  d_model: abc\n");
-  expect_contains(error_of([&] { load_config(path, {}); }),
-                  {"type.yaml:3", "(model.d_model)", "expected an integer, got \"abc\"", "model.d_model: 768"});
+  expect_contains(
+      error_of([&] { load_config(path, {}); }),
+      {"type.yaml:3", "(model.d_model)", "expected an integer, got \"abc\"", "model.d_model: 768"});
   const auto dbl = write("dbl.yaml", "optimizer:\n  learning_rate: fast\n");
   expect_contains(error_of([&] { load_config(dbl, {}); }),
                   {"dbl.yaml:2", "optimizer.learning_rate", "expected a number, got \"fast\""});
@@ -87,13 +91,17 @@ TEST_F(LoadConfig, WrongTypeNamesExpectedAndGiven) {
   expect_contains(error_of([&] { load_config(list, {}); }),
                   {"list.yaml:2", "optimizer.betas", "expected a list of numbers, got \"0.9\""});
   const auto map = write("map.yaml", "seed:\n  a: 1\n");
-  expect_contains(error_of([&] { load_config(map, {}); }), {"map.yaml:2", "(seed)", "expected an integer, got a mapping"});
+  expect_contains(error_of([&] { load_config(map, {}); }),
+                  {"map.yaml:2", "(seed)", "expected an integer, got a mapping"});
   const auto section = write("sect.yaml", "model: 5\n");
-  expect_contains(error_of([&] { load_config(section, {}); }), {"sect.yaml:1", "expected a mapping of model.* keys"});
+  expect_contains(error_of([&] { load_config(section, {}); }),
+                  {"sect.yaml:1", "expected a mapping of model.* keys"});
   const auto item = write("item.yaml", "optimizer:\n  betas: [0.9, x]\n");
-  expect_contains(error_of([&] { load_config(item, {}); }), {"optimizer.betas[1]", "expected a number, got \"x\""});
+  expect_contains(error_of([&] { load_config(item, {}); }),
+                  {"optimizer.betas[1]", "expected a number, got \"x\""});
   const auto null_int = write("null.yaml", "seed: null\n");
-  expect_contains(error_of([&] { load_config(null_int, {}); }), {"null.yaml:1", "(seed)", "expected an integer, got null"});
+  expect_contains(error_of([&] { load_config(null_int, {}); }),
+                  {"null.yaml:1", "(seed)", "expected an integer, got null"});
 }
 
 TEST_F(LoadConfig, InvalidYamlNamesTheLine) {
@@ -112,14 +120,17 @@ TEST_F(LoadConfig, ImpossibleCombinationsAreRejectedWithTheKeyAndFix) {
   const auto path = write("combo.yaml", kBase);
   const std::vector<Combination> cases = {
       {"--model.n_heads=5", {"model.d_model 64 is not divisible by model.n_heads 5", "(model.n_heads)"}},
-      {"--model.n_kv_heads=3", {"model.n_heads 4 is not divisible by model.n_kv_heads 3", "(model.n_kv_heads)"}},
+      {"--model.n_kv_heads=3",
+       {"model.n_heads 4 is not divisible by model.n_kv_heads 3", "(model.n_kv_heads)"}},
       {"--model.n_kv_heads=0", {"model.n_kv_heads must be positive"}},
-      {"--model.embedding_size=200", {"model.embedding_size 200 is smaller than model.vocab_size 256", "e.g. 256"}},
+      {"--model.embedding_size=200",
+       {"model.embedding_size 200 is smaller than model.vocab_size 256", "e.g. 256"}},
       {"--precision=bf16", {"precision \"bf16\" is not one of: fp32, amp_bf16, amp_fp16"}},
       {"--max_duration=10 steps", {"max_duration \"10 steps\" is not a duration", "(max_duration)", "1ep"}},
       {"--scheduler.name=cosine", {"scheduler.name \"cosine\" is not one of", "cosine_with_warmup"}},
       {"--scheduler.units=epochs", {"scheduler.units \"epochs\" is not one of: steps, tokens"}},
-      {"--data.memmap_dtype=int16", {"data.memmap_dtype \"int16\" is not one of: uint8, uint16, uint32, uint64"}},
+      {"--data.memmap_dtype=int16",
+       {"data.memmap_dtype \"int16\" is not one of: uint8, uint16, uint32, uint64"}},
       {"--model.eos_token_id=300", {"model.eos_token_id 300 is outside the embedding table [0, 256)"}},
       {"--optimizer.betas=[0.9]", {"optimizer.betas needs two values"}},
       {"--model.activation_type=tanh", {"model.activation_type \"tanh\" is not one of: swiglu, gelu, relu"}},
@@ -127,8 +138,9 @@ TEST_F(LoadConfig, ImpossibleCombinationsAreRejectedWithTheKeyAndFix) {
       {"--optimizer.name=sgd", {"optimizer.name \"sgd\" is not one of: adamw"}},
       {"--model.mixln_alpha=2", {"model.mixln_alpha must be in [0, 1]"}},
       {"--device=tpu", {"device \"tpu\" is not one of: auto, cpu, cuda"}},
-      {"--device_train_microbatch_size=3", {"global_train_batch_size 8 / world size 1 = 8 sequences, which "
-                                            "device_train_microbatch_size 3 does not divide"}},
+      {"--device_train_microbatch_size=3",
+       {"global_train_batch_size 8 / world size 1 = 8 sequences, which "
+        "device_train_microbatch_size 3 does not divide"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.extra);
@@ -142,7 +154,8 @@ TEST(Validate, DefaultsAreValidAndErrorsNameTheKeyWithoutAFile) {
   EXPECT_NO_THROW(validate(TrainConfig{}));
   TrainConfig c;
   c.model.n_kv_heads = 5;
-  expect_contains(error_of([&] { validate(c); }), {"(model.n_kv_heads): model.n_heads 12 is not divisible by model.n_kv_heads 5"});
+  expect_contains(error_of([&] { validate(c); }),
+                  {"(model.n_kv_heads): model.n_heads 12 is not divisible by model.n_kv_heads 5"});
 }
 
 // Initialising on the GPU would draw from another generator than the seed's CPU stream.
@@ -195,7 +208,8 @@ TEST_F(LoadConfig, WorldSizeSplitsTheGlobalBatch) {
   }
   {
     ScopedEnv ws("WORLD_SIZE", "two");
-    expect_contains(error_of([&] { load_config(path, {}); }), {"WORLD_SIZE=\"two\" is not a positive integer"});
+    expect_contains(error_of([&] { load_config(path, {}); }),
+                    {"WORLD_SIZE=\"two\" is not a positive integer"});
   }
   ScopedEnv ws("WORLD_SIZE", "2");
   EXPECT_EQ(load_config(path, {}).global_train_batch_size, 8);
@@ -204,13 +218,14 @@ TEST_F(LoadConfig, WorldSizeSplitsTheGlobalBatch) {
 TEST_F(LoadConfig, InterpolatesKeysDottedKeysAndEnvironment) {
   ScopedEnv scratch("SIAMESE_TEST_SCRATCH", "/scratch");
   ScopedEnv unset("SIAMESE_TEST_UNSET", std::nullopt);
-  const auto path = write("interp.yaml", kBase +
-                                             "save_interval: 500\n"
-                                             "eval_interval: ${save_interval}\n"
-                                             "device_eval_batch_size: ${device_train_microbatch_size}\n"
-                                             "save_folder: ${oc.env:SIAMESE_TEST_SCRATCH,/x}/${run_name}-d${model.d_model}\n"
-                                             "load_path: ${oc.env:SIAMESE_TEST_UNSET,${save_folder}/latest}\n"
-                                             "data:\n  paths:\n  - ${oc.env:SIAMESE_TEST_UNSET,/data}/a.npy\n");
+  const auto path = write("interp.yaml",
+                          kBase +
+                              "save_interval: 500\n"
+                              "eval_interval: ${save_interval}\n"
+                              "device_eval_batch_size: ${device_train_microbatch_size}\n"
+                              "save_folder: ${oc.env:SIAMESE_TEST_SCRATCH,/x}/${run_name}-d${model.d_model}\n"
+                              "load_path: ${oc.env:SIAMESE_TEST_UNSET,${save_folder}/latest}\n"
+                              "data:\n  paths:\n  - ${oc.env:SIAMESE_TEST_UNSET,/data}/a.npy\n");
   const TrainConfig c = load_config(path, {});
   EXPECT_EQ(c.eval_interval, 500);
   EXPECT_EQ(c.device_eval_batch_size, 4);
@@ -231,8 +246,9 @@ TEST_F(LoadConfig, InterpolationErrorsNameTheKey) {
   const auto cycle = write("cycle.yaml", "run_name: ${save_folder}\nsave_folder: ${run_name}\n");
   expect_contains(error_of([&] { load_config(cycle, {}); }), {"cycle of interpolations"});
   const auto typo = write("ref.yaml", "run_name: ${model.d_modle}\n");
-  expect_contains(error_of([&] { load_config(typo, {}); }),
-                  {"ref.yaml:1 (run_name)", "${model.d_modle} refers to no key", "did you mean model.d_model?"});
+  expect_contains(
+      error_of([&] { load_config(typo, {}); }),
+      {"ref.yaml:1 (run_name)", "${model.d_modle} refers to no key", "did you mean model.d_model?"});
   const auto type = write("type.yaml", "model:\n  d_model: ${run_name}\nrun_name: abc\n");
   expect_contains(error_of([&] { load_config(type, {}); }),
                   {"type.yaml:2 (model.d_model)", "expected an integer, got \"abc\""});
@@ -264,8 +280,9 @@ TEST_F(LoadConfig, OverridePrecedenceOverModelTypeOverYaml) {
 
 TEST_F(LoadConfig, BadOverridesNameTheCommandLine) {
   const auto path = write("o.yaml", kBase);
-  expect_contains(error_of([&] { load_config(path, {"--model.d_modl=256"}); }),
-                  {"command line (--model.d_modl=256)", "unknown key model.d_modl", "did you mean model.d_model?"});
+  expect_contains(
+      error_of([&] { load_config(path, {"--model.d_modl=256"}); }),
+      {"command line (--model.d_modl=256)", "unknown key model.d_modl", "did you mean model.d_model?"});
   expect_contains(error_of([&] { load_config(path, {"--model.d_model=abc"}); }),
                   {"command line (--model.d_model=abc) (model.d_model)", "expected an integer, got \"abc\""});
   expect_contains(error_of([&] { load_config(path, {"--seed"}); }), {"override \"--seed\" has no value"});
@@ -275,23 +292,26 @@ TEST_F(LoadConfig, BadOverridesNameTheCommandLine) {
 }
 
 TEST_F(LoadConfig, OlmoKeysWeDoNotUseAreAcceptedNotErrors) {
-  const auto path = write("olmo.yaml", kBase +
-                                           "wandb:\n  name: ${run_name}\n  project: p\n"
-                                           "compile: null\nfsdp:\n  precision: mixed\ndry_run: false\n"
-                                           "speed_monitor:\n  window_size: 20\nsave_interval_unsharded: 10000\n"
-                                           "data:\n  prefetch_factor: 16\n  persistent_workers: true\n"
-                                           "evaluators:\n  - label: v\n    data:\n      num_workers: 0\n"
-                                           "      datasets:\n        a:\n");
+  const auto path =
+      write("olmo.yaml", kBase +
+                             "wandb:\n  name: ${run_name}\n  project: p\n"
+                             "compile: null\nfsdp:\n  precision: mixed\ndry_run: false\n"
+                             "speed_monitor:\n  window_size: 20\nsave_interval_unsharded: 10000\n"
+                             "data:\n  prefetch_factor: 16\n  persistent_workers: true\n"
+                             "evaluators:\n  - label: v\n    data:\n      num_workers: 0\n"
+                             "      datasets:\n        a:\n");
   const TrainConfig c = load_config(path, {"--fsdp.precision=pure"});
   ASSERT_EQ(c.evaluators.size(), 1u);
   EXPECT_EQ(c.evaluators[0].label, "v");
 }
 
 TEST_F(LoadConfig, EvaluatorsAreAListOfMapsWithTheirOwnKeys) {
-  const auto path = write("ev.yaml", kBase +
-                                         "evaluators:\n"
-                                         "  - label: ppl\n    type: lm\n    data:\n      paths: [v.npy]\n      memmap_dtype: uint32\n"
-                                         "  - label: piqa\n    type: downstream\n");
+  const auto path =
+      write("ev.yaml",
+            kBase +
+                "evaluators:\n"
+                "  - label: ppl\n    type: lm\n    data:\n      paths: [v.npy]\n      memmap_dtype: uint32\n"
+                "  - label: piqa\n    type: downstream\n");
   const TrainConfig c = load_config(path, {});
   ASSERT_EQ(c.evaluators.size(), 2u);
   EXPECT_EQ(c.evaluators[0].paths, std::vector<std::string>{"v.npy"});
@@ -300,15 +320,18 @@ TEST_F(LoadConfig, EvaluatorsAreAListOfMapsWithTheirOwnKeys) {
   EXPECT_EQ(c.evaluators[1].subset_num_batches, -1);
 
   const auto typo = write("evtypo.yaml", "evaluators:\n  - label: a\n    paths: [v.npy]\n");
-  expect_contains(error_of([&] { load_config(typo, {}); }),
-                  {"evtypo.yaml:3", "unknown key evaluators[0].paths", "did you mean evaluators[0].data.paths?"});
+  expect_contains(
+      error_of([&] { load_config(typo, {}); }),
+      {"evtypo.yaml:3", "unknown key evaluators[0].paths", "did you mean evaluators[0].data.paths?"});
   const auto type = write("evtype.yaml", "evaluators:\n  - label: a\n  - label: b\n    type: ppl\n");
   expect_contains(error_of([&] { load_config(type, {}); }),
                   {"evtype.yaml:4 (evaluators[1].type)", "\"ppl\" is not one of: lm, downstream"});
   const auto dup = write("evdup.yaml", "evaluators:\n  - label: a\n  - label: a\n");
-  expect_contains(error_of([&] { load_config(dup, {}); }), {"evdup.yaml:3", "two evaluators are labelled \"a\""});
+  expect_contains(error_of([&] { load_config(dup, {}); }),
+                  {"evdup.yaml:3", "two evaluators are labelled \"a\""});
   const auto not_list = write("evmap.yaml", "evaluators:\n  label: a\n");
-  expect_contains(error_of([&] { load_config(not_list, {}); }), {"expected a list of evaluator maps, got a mapping"});
+  expect_contains(error_of([&] { load_config(not_list, {}); }),
+                  {"expected a list of evaluator maps, got a mapping"});
 }
 
 }  // namespace

@@ -39,13 +39,13 @@ std::vector<std::string> shipped_configs() {
   return paths;
 }
 
-
 using ShippedConfigs = ConfigTest;
 
 TEST_F(ShippedConfigs, TinyAndPaperConfigsExist) {
   const auto paths = shipped_configs();
-  for (const char* name : {"tiny/base.yaml", "tiny/hybrid.yaml", "exps/OLMo-1B-4e-4.yaml", "exps/OLMo-1B-1e-3.yaml",
-                           "exps/OLMo-1B-2e-3.yaml", "exps/OLMo-1B-2e-3-350B.yaml", "exps/OLMo-1B-hybrid-2e-3.yaml"}) {
+  for (const char* name :
+       {"tiny/base.yaml", "tiny/hybrid.yaml", "exps/OLMo-1B-4e-4.yaml", "exps/OLMo-1B-1e-3.yaml",
+        "exps/OLMo-1B-2e-3.yaml", "exps/OLMo-1B-2e-3-350B.yaml", "exps/OLMo-1B-hybrid-2e-3.yaml"}) {
     const std::string path = std::string(SIAMESE_SOURCE_DIR) + "/configs/" + name;
     EXPECT_NE(std::find(paths.begin(), paths.end(), path), paths.end()) << name;
   }
@@ -67,8 +67,10 @@ TEST_F(ShippedConfigs, EveryConfigValidatesAndRoundTrips) {
 TEST_F(ShippedConfigs, PaperSettings) {
   const std::string exps = std::string(SIAMESE_SOURCE_DIR) + "/configs/exps/";
   for (const auto& [file, lr, tokens, residual] :
-       {std::tuple{"OLMo-1B-4e-4.yaml", 4e-4, "1e11T", "pre"}, {"OLMo-1B-1e-3.yaml", 1e-3, "1e11T", "pre"},
-        {"OLMo-1B-2e-3.yaml", 2e-3, "1e11T", "pre"}, {"OLMo-1B-2e-3-350B.yaml", 2e-3, "3.5e11T", "pre"},
+       {std::tuple{"OLMo-1B-4e-4.yaml", 4e-4, "1e11T", "pre"},
+        {"OLMo-1B-1e-3.yaml", 1e-3, "1e11T", "pre"},
+        {"OLMo-1B-2e-3.yaml", 2e-3, "1e11T", "pre"},
+        {"OLMo-1B-2e-3-350B.yaml", 2e-3, "3.5e11T", "pre"},
         {"OLMo-1B-hybrid-2e-3.yaml", 2e-3, "1e11T", "hybrid_pre"}}) {
     SCOPED_TRACE(file);
     const TrainConfig c = load_config(exps + file, {});

@@ -33,8 +33,8 @@ fs::path write_raw(const std::string& name, const std::vector<T>& v) {
 
 // A version-1 NPY file as numpy.save writes it.
 fs::path write_npy_u32(const std::string& name, const std::vector<uint32_t>& v) {
-  std::string header = "{'descr': '<u4', 'fortran_order': False, 'shape': (" +
-                       std::to_string(v.size()) + ",), }";
+  std::string header =
+      "{'descr': '<u4', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   auto p = temp_dir() / name;
@@ -161,7 +161,8 @@ TEST(Arithmetic, StreamsAreDeterministicByteLevelAndHeldOutIsDisjoint) {
       auto line = text.substr(pos, nl - pos);
       auto plus = line.find('+'), eq = line.find('=');
       ASSERT_NE(eq, std::string::npos) << line;
-      const int64_t x = std::stoll(line.substr(0, plus)), y = std::stoll(line.substr(plus + 1, eq - plus - 1));
+      const int64_t x = std::stoll(line.substr(0, plus)),
+                    y = std::stoll(line.substr(plus + 1, eq - plus - 1));
       EXPECT_EQ(x + y, std::stoll(line.substr(eq + 1)));
       largest = std::max({largest, x, y});
       train_prompts.insert(line.substr(0, eq + 1));

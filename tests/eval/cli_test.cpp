@@ -24,8 +24,8 @@ std::string read_all(const std::string& path) {
 
 // Runs the siamese binary with `args`; stdout to `out`, stderr to `out`.err.
 int run_cli(const std::string& args, const std::string& out) {
-  const std::string cmd = std::string("OMP_NUM_THREADS=1 ") + SIAMESE_BINARY + " " + args + " > " +
-                          out + " 2> " + out + ".err";
+  const std::string cmd =
+      std::string("OMP_NUM_THREADS=1 ") + SIAMESE_BINARY + " " + args + " > " + out + " 2> " + out + ".err";
   return std::system(cmd.c_str());
 }
 
@@ -62,14 +62,16 @@ TEST_F(GenerateAndScore, GeneratesFromPromptsAndAPromptFile) {
   const auto prompts = dir_->write("prompts.txt", "1+1=\n\n25+5=\n");
   ASSERT_EQ(run_cli("generate " + run() + " --prompt-file " + prompts +
                         " --temperature 0.8 --top-k 5 --top-p 0.9 --seed 3 --max-tokens 6",
-                    file("g2")), 0)
+                    file("g2")),
+            0)
       << read_all(file("g2.err"));
   const auto two = read_all(file("g2"));
   EXPECT_EQ(two.rfind("1+1=", 0), 0u) << two;
   EXPECT_NE(two.find("\n25+5="), std::string::npos) << two;
   ASSERT_EQ(run_cli("generate " + run() + " --prompt-file " + prompts +
                         " --temperature 0.8 --top-k 5 --top-p 0.9 --seed 3 --max-tokens 6",
-                    file("g3")), 0);
+                    file("g3")),
+            0);
   EXPECT_EQ(read_all(file("g3")), two);  // same seed, same text
 }
 
@@ -86,11 +88,12 @@ TEST_F(GenerateAndScore, BenchReportsTokensPerSecondWithAndWithoutTheCache) {
 TEST_F(GenerateAndScore, ScoresTextFilesPerFileAndPerLine) {
   ASSERT_EQ(train_rc_, 0) << read_all(file("train.log.err"));
   std::string text;
-  for (int a = 10; a < 40; ++a) text += std::to_string(a) + "+" + std::to_string(a * 3 % 97) + "=" +
-                                        std::to_string(a + a * 3 % 97) + "\n";
+  for (int a = 10; a < 40; ++a)
+    text +=
+        std::to_string(a) + "+" + std::to_string(a * 3 % 97) + "=" + std::to_string(a + a * 3 % 97) + "\n";
   const auto path = dir_->write("sums.txt", text);
-  ASSERT_EQ(run_cli("eval " + run() + " --text " + path + " --stride 32 --out " + file("t1.json"),
-                    file("t1")), 0)
+  ASSERT_EQ(
+      run_cli("eval " + run() + " --text " + path + " --stride 32 --out " + file("t1.json"), file("t1")), 0)
       << read_all(file("t1.err"));
   const auto per_file = nlohmann::json::parse(read_all(file("t1.json")));
   EXPECT_EQ(per_file["documents"], 1);
@@ -99,11 +102,12 @@ TEST_F(GenerateAndScore, ScoresTextFilesPerFileAndPerLine) {
   EXPECT_EQ(per_file["tokens"], int64_t(text.size()));
   const double bpb = per_file["bits_per_byte"];
   EXPECT_NEAR(bpb, double(per_file["loss"]) / std::log(2.0), 1e-9);
-  EXPECT_LT(double(per_file["perplexity"]), 256.0);  // learned something about sums
+  EXPECT_LT(double(per_file["perplexity"]), 256.0);                            // learned something about sums
   EXPECT_NE(read_all(file("t1.err")).find("documents/s"), std::string::npos);  // the progress bar
 
-  ASSERT_EQ(run_cli("eval " + run() + " --text " + path + " --doc-per-line --out " + file("t2.json"),
-                    file("t2")), 0)
+  ASSERT_EQ(
+      run_cli("eval " + run() + " --text " + path + " --doc-per-line --out " + file("t2.json"), file("t2")),
+      0)
       << read_all(file("t2.err"));
   const auto per_line = nlohmann::json::parse(read_all(file("t2.json")));
   EXPECT_EQ(per_line["documents"], 30);

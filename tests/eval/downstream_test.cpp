@@ -17,19 +17,15 @@ namespace {
 // hidden = one_hot(current token), head = hidden @ table. Rows of log-probs stay log-probs
 // under log_softmax, so each predicted token costs exactly table[cur][next].
 LanguageModel bigram(const torch::Tensor& table) {
-  return {[](const torch::Tensor& ids) {
-            return torch::one_hot(ids, 4).to(torch::kFloat64);
-          },
+  return {[](const torch::Tensor& ids) { return torch::one_hot(ids, 4).to(torch::kFloat64); },
           [table](const torch::Tensor& h) { return torch::matmul(h, table); }};
 }
 
 torch::Tensor table() {
   // p(next | cur), rows sum to 1.
-  auto p = torch::tensor({{0.1, 0.6, 0.2, 0.1},
-                          {0.25, 0.25, 0.4, 0.1},
-                          {0.7, 0.1, 0.1, 0.1},
-                          {0.5, 0.2, 0.2, 0.1}},
-                         torch::kFloat64);
+  auto p = torch::tensor(
+      {{0.1, 0.6, 0.2, 0.1}, {0.25, 0.25, 0.4, 0.1}, {0.7, 0.1, 0.1, 0.1}, {0.5, 0.2, 0.2, 0.1}},
+      torch::kFloat64);
   return p.log();
 }
 
@@ -58,14 +54,19 @@ TEST(Downstream, LeftTruncationKeepsTheLastTokens) {
 
 TEST(Downstream, OptionScoresAndArgmax) {
   EXPECT_DOUBLE_EQ(option_score(Metric::Acc, -4, " ab", 0), -4);
-  EXPECT_DOUBLE_EQ(option_score(Metric::LenNorm, -4, " ab", 0), -2);  // 2 chars after the space
+  EXPECT_DOUBLE_EQ(option_score(Metric::LenNorm, -4, " ab", 0), -2);             // 2 chars after the space
   EXPECT_DOUBLE_EQ(option_score(Metric::LenNorm, -6, " caf\xc3\xa9", 0), -1.5);  // code points
-  EXPECT_DOUBLE_EQ(option_score(Metric::PmiDc, -4, " ab", -2), 2);  // divided, as OLMo
-  EXPECT_EQ(argmax({-1, -0.5, -0.5}), 1);  // the first of a tie
+  EXPECT_DOUBLE_EQ(option_score(Metric::PmiDc, -4, " ab", -2), 2);               // divided, as OLMo
+  EXPECT_EQ(argmax({-1, -0.5, -0.5}), 1);                                        // the first of a tie
   // Logliks [-4, -6] for " ab" / " abcdef", dc [-2, -12]: acc picks 0, len_norm 1, pmi_dc 0.
-  EXPECT_EQ(argmax({option_score(Metric::Acc, -4, " ab", -2), option_score(Metric::Acc, -6, " abcdef", -12)}), 0);
-  EXPECT_EQ(argmax({option_score(Metric::LenNorm, -4, " ab", -2), option_score(Metric::LenNorm, -6, " abcdef", -12)}), 1);
-  EXPECT_EQ(argmax({option_score(Metric::PmiDc, -4, " ab", -2), option_score(Metric::PmiDc, -6, " abcdef", -12)}), 0);
+  EXPECT_EQ(argmax({option_score(Metric::Acc, -4, " ab", -2), option_score(Metric::Acc, -6, " abcdef", -12)}),
+            0);
+  EXPECT_EQ(argmax({option_score(Metric::LenNorm, -4, " ab", -2),
+                    option_score(Metric::LenNorm, -6, " abcdef", -12)}),
+            1);
+  EXPECT_EQ(
+      argmax({option_score(Metric::PmiDc, -4, " ab", -2), option_score(Metric::PmiDc, -6, " abcdef", -12)}),
+      0);
 }
 
 // With all-zero logits every token costs log V: acc prefers fewer tokens, len_norm more
@@ -75,8 +76,12 @@ TEST(Downstream, TaskAccuracyPerMetricByHand) {
   ASSERT_EQ(tok.encode(" hello world").size(), 2u);
   ASSERT_EQ(tok.encode(" x").size(), 1u);
   const int64_t V = 50257;  // gpt2's vocabulary
-  LanguageModel uniform{[](const torch::Tensor& ids) { return torch::zeros({ids.size(0), ids.size(1), 3}); },
-                        [V](const torch::Tensor& h) { return torch::zeros({h.size(0), V}); }};
+  LanguageModel uniform{[](const torch::Tensor& ids) {
+                          return torch::zeros({ids.size(0), ids.size(1), 3});
+                        },
+                        [V](const torch::Tensor& h) {
+                          return torch::zeros({h.size(0), V});
+                        }};
   Task task{"t", "t", Metric::Acc, {}};
   task.docs.push_back({{{"Q:", " hello world", "A:"}, {"Q:", " x", "A:"}}, 0});
   task.docs.push_back({{{"Q:", " x", "A:"}, {"Q:", " hello world", "A:"}}, 1});
@@ -96,8 +101,13 @@ TEST(Downstream, TaskAccuracyPerMetricByHand) {
 TEST(Downstream, BatchingDoesNotChangeScores) {
   torch::manual_seed(3);
   ModelConfig cfg;
-  cfg.d_model = 32; cfg.n_heads = 2; cfg.n_layers = 2; cfg.vocab_size = 50; cfg.embedding_size = 64;
-  cfg.max_sequence_length = 32; cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0;
+  cfg.d_model = 32;
+  cfg.n_heads = 2;
+  cfg.n_layers = 2;
+  cfg.vocab_size = 50;
+  cfg.embedding_size = 64;
+  cfg.max_sequence_length = 32;
+  cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0;
   cfg.rope = true;
   model::Transformer m(cfg);
   m->eval();
@@ -123,59 +133,66 @@ class SharedContexts : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SharedContexts, ScoreAsReadingEachOptionWhole) {
   for (const bool rope : {true, false}) {  // contexts of several lengths share a pass with RoPE only
-  SCOPED_TRACE(rope ? "rope" : "learned positions");
-  ModelConfig cfg;
-  cfg.d_model = 32; cfg.n_heads = 4; cfg.n_kv_heads = 2; cfg.n_layers = 3;
-  cfg.vocab_size = 50; cfg.embedding_size = 64; cfg.max_sequence_length = 24; cfg.rope = rope;
-  cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0;
-  cfg.residual = GetParam();
-  model::apply_required_settings(cfg);
-  torch::manual_seed(0);
-  model::Transformer m(cfg);
-  m->eval();
-  {
-    torch::NoGradGuard g;  // every norm and topology parameter away from its initial value
-    for (auto& p : m->named_parameters())
-      if (model::param_kind(p.key()) == model::ParamKind::Norm)
-        p.value().copy_(1.0 + 0.3 * torch::randn_like(p.value()));
-  }
-  std::vector<Request> reqs;
-  auto ids = [](int64_t n, int64_t seed) {
-    std::vector<int64_t> v;
-    for (int64_t i = 0; i < n; ++i) v.push_back((seed * 7 + i * 13) % 50);
-    return v;
-  };
-  for (int64_t q = 0; q < 6; ++q)  // questions of 3 + 2q tokens, four options each
-    for (int64_t o = 0; o < 4; ++o) reqs.push_back({ids(3 + 2 * q, q), ids(1 + (o + q) % 4, 10 * q + o)});
-  for (int64_t o = 0; o < 3; ++o) reqs.push_back({ids(22, 99), ids(4, 50 + o)});  // 25 > 24: whole
-  for (int64_t o = 0; o < 11; ++o) reqs.push_back({ids(4, 77), ids(2 + o % 3, 60 + o)});  // 11 > batch 9
-  reqs.push_back({ids(5, 123), ids(3, 124)});  // alone
+    SCOPED_TRACE(rope ? "rope" : "learned positions");
+    ModelConfig cfg;
+    cfg.d_model = 32;
+    cfg.n_heads = 4;
+    cfg.n_kv_heads = 2;
+    cfg.n_layers = 3;
+    cfg.vocab_size = 50;
+    cfg.embedding_size = 64;
+    cfg.max_sequence_length = 24;
+    cfg.rope = rope;
+    cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0;
+    cfg.residual = GetParam();
+    model::apply_required_settings(cfg);
+    torch::manual_seed(0);
+    model::Transformer m(cfg);
+    m->eval();
+    {
+      torch::NoGradGuard g;  // every norm and topology parameter away from its initial value
+      for (auto& p : m->named_parameters())
+        if (model::param_kind(p.key()) == model::ParamKind::Norm)
+          p.value().copy_(1.0 + 0.3 * torch::randn_like(p.value()));
+    }
+    std::vector<Request> reqs;
+    auto ids = [](int64_t n, int64_t seed) {
+      std::vector<int64_t> v;
+      for (int64_t i = 0; i < n; ++i) v.push_back((seed * 7 + i * 13) % 50);
+      return v;
+    };
+    for (int64_t q = 0; q < 6; ++q)  // questions of 3 + 2q tokens, four options each
+      for (int64_t o = 0; o < 4; ++o) reqs.push_back({ids(3 + 2 * q, q), ids(1 + (o + q) % 4, 10 * q + o)});
+    for (int64_t o = 0; o < 3; ++o) reqs.push_back({ids(22, 99), ids(4, 50 + o)});          // 25 > 24: whole
+    for (int64_t o = 0; o < 11; ++o) reqs.push_back({ids(4, 77), ids(2 + o % 3, 60 + o)});  // 11 > batch 9
+    reqs.push_back({ids(5, 123), ids(3, 124)});                                             // alone
 
-  auto shared_lm = language_model(*m);
-  auto whole_lm = shared_lm;
-  whole_lm.transformer = nullptr;
-  int64_t read_whole = 0;  // requests the shared scorer read whole (the rest shared a context)
-  shared_lm.hidden = [&](const torch::Tensor& ids) {
-    read_whole += ids.size(0);
-    return m->hidden(ids);
-  };
-  int64_t last_done = 0, calls = 0;
-  const auto shared = continuation_logliks(shared_lm, reqs, 9, 24, torch::kCPU, [&](int64_t done, int64_t total) {
-    EXPECT_GT(done, last_done);
-    EXPECT_EQ(total, int64_t(reqs.size()));
-    last_done = done;
-    ++calls;
-  });
-  const auto whole = continuation_logliks(whole_lm, reqs, 9, 24, torch::kCPU);
-  EXPECT_EQ(last_done, int64_t(reqs.size()));
-  // Read whole: the 3-token question (sharing would not save reads), the context too long
-  // for the window, the lone request; 36 of the 44 shared a context.
-  EXPECT_EQ(read_whole, 4 + 3 + 1);
-  EXPECT_GT(calls, 3);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_LT(whole[i], 0.0);
-    EXPECT_NEAR(shared[i], whole[i], 2e-5 * std::abs(whole[i])) << "request " << i;
-  }
+    auto shared_lm = language_model(*m);
+    auto whole_lm = shared_lm;
+    whole_lm.transformer = nullptr;
+    int64_t read_whole = 0;  // requests the shared scorer read whole (the rest shared a context)
+    shared_lm.hidden = [&](const torch::Tensor& ids) {
+      read_whole += ids.size(0);
+      return m->hidden(ids);
+    };
+    int64_t last_done = 0, calls = 0;
+    const auto shared =
+        continuation_logliks(shared_lm, reqs, 9, 24, torch::kCPU, [&](int64_t done, int64_t total) {
+          EXPECT_GT(done, last_done);
+          EXPECT_EQ(total, int64_t(reqs.size()));
+          last_done = done;
+          ++calls;
+        });
+    const auto whole = continuation_logliks(whole_lm, reqs, 9, 24, torch::kCPU);
+    EXPECT_EQ(last_done, int64_t(reqs.size()));
+    // Read whole: the 3-token question (sharing would not save reads), the context too long
+    // for the window, the lone request; 36 of the 44 shared a context.
+    EXPECT_EQ(read_whole, 4 + 3 + 1);
+    EXPECT_GT(calls, 3);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_LT(whole[i], 0.0);
+      EXPECT_NEAR(shared[i], whole[i], 2e-5 * std::abs(whole[i])) << "request " << i;
+    }
   }
 }
 
@@ -191,8 +208,13 @@ TEST(Downstream, RandomModelScoresAtChance) {
   auto tok = tokenizer::Tokenizer::from_file(tokenizer_path("olmo-gpt-neox-20b-pii-special"));
   torch::manual_seed(1234);
   ModelConfig cfg;
-  cfg.d_model = 64; cfg.n_heads = 4; cfg.n_layers = 2; cfg.vocab_size = 50280;
-  cfg.embedding_size = 50304; cfg.max_sequence_length = 128; cfg.rope = true;
+  cfg.d_model = 64;
+  cfg.n_heads = 4;
+  cfg.n_layers = 2;
+  cfg.vocab_size = 50280;
+  cfg.embedding_size = 50304;
+  cfg.max_sequence_length = 128;
+  cfg.rope = true;
   cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0;
   model::Transformer m(cfg);
   DownstreamOptions opt;

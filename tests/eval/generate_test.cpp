@@ -50,9 +50,7 @@ std::vector<int64_t> prompt(int64_t n) {
   return {t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n};
 }
 
-double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>();
-}
+double max_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
 class EveryTopology : public ::testing::TestWithParam<std::string> {};
 

@@ -28,8 +28,9 @@ std::string error_of(const std::string& task, const std::string& dir) {
 
 TEST(Tasks, ArcWithDigitKey) {
   TempDir dir;
-  auto d = one(dir, "arc_easy",
-               R"({"id":"x","question":"Which?","choices":{"text":["a","b","c"],"label":["1","2","3"]},"answerKey":"2"})");
+  auto d = one(
+      dir, "arc_easy",
+      R"({"id":"x","question":"Which?","choices":{"text":["a","b","c"],"label":["1","2","3"]},"answerKey":"2"})");
   ASSERT_EQ(d.options.size(), 3u);
   EXPECT_EQ(d.options[0].context, "Question: Which?\nAnswer:");
   EXPECT_EQ(d.options[2].continuation, " c");
@@ -39,8 +40,9 @@ TEST(Tasks, ArcWithDigitKey) {
 
 TEST(Tasks, OpenBookQa) {
   TempDir dir;
-  auto d = one(dir, "openbookqa",
-               R"({"id":"8-376","question_stem":"Frilled sharks and angler fish live far beneath the surface of the ocean, which is why they are known as","choices":{"text":["Deep sea animals","fish","Long Sea Fish","Far Sea Animals"],"label":["A","B","C","D"]},"answerKey":"A"})");
+  auto d = one(
+      dir, "openbookqa",
+      R"({"id":"8-376","question_stem":"Frilled sharks and angler fish live far beneath the surface of the ocean, which is why they are known as","choices":{"text":["Deep sea animals","fish","Long Sea Fish","Far Sea Animals"],"label":["A","B","C","D"]},"answerKey":"A"})");
   EXPECT_EQ(d.options[0].context,
             "Frilled sharks and angler fish live far beneath the surface of the ocean, which is "
             "why they are known as");
@@ -53,8 +55,9 @@ TEST(Tasks, OpenBookQa) {
 
 TEST(Tasks, WinograndeHasTwoContextsOneContinuation) {
   TempDir dir;
-  auto d = one(dir, "winogrande",
-               R"({"sentence":"Sarah was a much better surgeon than Maria so _ always got the easier cases.","option1":"Sarah","option2":"Maria","answer":"2"})");
+  auto d = one(
+      dir, "winogrande",
+      R"({"sentence":"Sarah was a much better surgeon than Maria so _ always got the easier cases.","option1":"Sarah","option2":"Maria","answer":"2"})");
   EXPECT_EQ(d.options[0].context, "Sarah was a much better surgeon than Maria so Sarah");
   EXPECT_EQ(d.options[1].context, "Sarah was a much better surgeon than Maria so Maria");
   EXPECT_EQ(d.options[0].continuation, " always got the easier cases.");
@@ -65,14 +68,16 @@ TEST(Tasks, WinograndeHasTwoContextsOneContinuation) {
 
 TEST(Tasks, CopaSciqBoolqSocialPiqa) {
   TempDir dir;
-  auto copa = one(dir, "copa",
-                  R"({"premise":"The man turned on the faucet.","choice1":"The toilet filled with water.","choice2":"Water flowed from the spout.","question":"effect","idx":0,"label":1})");
+  auto copa = one(
+      dir, "copa",
+      R"({"premise":"The man turned on the faucet.","choice1":"The toilet filled with water.","choice2":"Water flowed from the spout.","question":"effect","idx":0,"label":1})");
   EXPECT_EQ(copa.options[0].context, "The man turned on the faucet therefore");
   EXPECT_EQ(copa.options[1].continuation, " water flowed from the spout.");
   EXPECT_EQ(copa.gold, 1);
 
-  auto sciq = one(dir, "sciq",
-                  R"({"question":"Who?","distractor3":"Scopes","distractor1":"Linnaeus","distractor2":"shaw","correct_answer":"darwin","support":""})");
+  auto sciq = one(
+      dir, "sciq",
+      R"({"question":"Who?","distractor3":"Scopes","distractor1":"Linnaeus","distractor2":"shaw","correct_answer":"darwin","support":""})");
   EXPECT_EQ(sciq.options[0].context, "\nQuestion: Who?\nAnswer:");
   EXPECT_EQ(sciq.options[0].continuation, " Linnaeus");
   EXPECT_EQ(sciq.options[2].continuation, " Scopes");
@@ -84,8 +89,9 @@ TEST(Tasks, CopaSciqBoolqSocialPiqa) {
   EXPECT_EQ(boolq.options[0].continuation, " yes");
   EXPECT_EQ(boolq.gold, 1);
 
-  auto siqa = one(dir, "social_iqa",
-                  R"({"context":"Tracy left.","question":"Why?","answerA":"a","answerB":"b","answerC":"c","label":"3"})");
+  auto siqa = one(
+      dir, "social_iqa",
+      R"({"context":"Tracy left.","question":"Why?","answerA":"a","answerB":"b","answerC":"c","label":"3"})");
   EXPECT_EQ(siqa.options[0].context, "Question: Tracy left. Why?\nAnswer:");
   EXPECT_EQ(siqa.gold, 2);
 
@@ -106,7 +112,8 @@ TEST(Tasks, MalformedLinesNameFileAndLine) {
   e = error_of("piqa", dir.file(""));
   EXPECT_NE(e.find("piqa.jsonl:3"), std::string::npos) << e;
 
-  dir.write("piqa.jsonl", R"({"goal":"G","sol1":"s1","sol2":"s2","label":"0"})" "\n");
+  dir.write("piqa.jsonl", R"({"goal":"G","sol1":"s1","sol2":"s2","label":"0"})"
+                          "\n");
   e = error_of("piqa", dir.file(""));
   EXPECT_NE(e.find("piqa.jsonl:1"), std::string::npos) << e;
   EXPECT_NE(e.find("integer"), std::string::npos) << e;
@@ -122,9 +129,9 @@ TEST(Tasks, MalformedLinesNameFileAndLine) {
 TEST(Tasks, SharedFilesLoadWithTheirRowCounts) {
   const std::string evals = shared_dir() + "/evals";
   const std::vector<std::pair<std::string, size_t>> rows = {
-      {"arc_easy", 570},  {"arc_challenge", 299}, {"basic_arithmetic", 3000},
-      {"openbookqa", 500}, {"piqa", 1838},         {"winogrande", 1267},
-      {"sciq", 1000},      {"boolq", 3270},        {"copa", 100},
+      {"arc_easy", 570},        {"arc_challenge", 299}, {"basic_arithmetic", 3000},
+      {"openbookqa", 500},      {"piqa", 1838},         {"winogrande", 1267},
+      {"sciq", 1000},           {"boolq", 3270},        {"copa", 100},
       {"commonsense_qa", 1221}, {"social_iqa", 1954}};
   for (const auto& [name, n] : rows) EXPECT_EQ(load_task(name, evals).docs.size(), n) << name;
   EXPECT_EQ(load_task("copa", evals, 7).docs.size(), 7u);

@@ -96,14 +96,13 @@ TEST_P(HfExport, TransformersComputesTheSameLogitsAndGreedyTokens) {
   write_npy(dir.file("greedy.npy"), torch::tensor(out, torch::kLong));
 
   const std::string log = dir.file("log");
-  const std::string export_cmd = std::string(SIAMESE_BINARY) + " export " + run + " --out " +
-                                 dir.file("hf") + " > " + log + " 2>&1";
+  const std::string export_cmd =
+      std::string(SIAMESE_BINARY) + " export " + run + " --out " + dir.file("hf") + " > " + log + " 2>&1";
   ASSERT_EQ(std::system(export_cmd.c_str()), 0) << read_all(log);
   EXPECT_EQ(fs::exists(dir.file("hf") + "/modeling_siamese.py"), GetParam() != "pre");
   const std::string check = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                            "/tests/export/hf_parity.py " + dir.file("hf") + " " +
-                            dir.file("ids.npy") + " " + dir.file("logits.npy") + " " +
-                            dir.file("greedy.npy") + " > " + log + " 2>&1";
+                            "/tests/export/hf_parity.py " + dir.file("hf") + " " + dir.file("ids.npy") + " " +
+                            dir.file("logits.npy") + " " + dir.file("greedy.npy") + " > " + log + " 2>&1";
   EXPECT_EQ(std::system(check.c_str()), 0) << read_all(log);
 }
 
@@ -122,7 +121,6 @@ TEST(HfExportShards, LargeModelsAreSplitWithAnIndex) {
                             "/tests/export/hf_parity.py " + dir.file("hf") + " > " + log + " 2>&1";
   EXPECT_EQ(std::system(check.c_str()), 0) << read_all(log);
 }
-
 
 // Runs `command`, its output into `log`; returns the exit status.
 int sh(const std::string& command, const std::string& log) {
@@ -162,7 +160,10 @@ TEST(HfImport, StockLlamaFolderComputesTheSameLogits) {
   const std::string py = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR + "/tests/export/",
                     bin = SIAMESE_BINARY, log = dir.file("log");
   ASSERT_EQ(sh(py + "hf_make_llama.py " + dir.file("llama") + " " + dir.file("ids.npy") + " " +
-                   dir.file("logits.npy"), log), 0) << read_all(log);
+                   dir.file("logits.npy"),
+               log),
+            0)
+      << read_all(log);
   ASSERT_EQ(sh(bin + " import " + dir.file("llama") + " --out " + dir.file("run"), log), 0) << read_all(log);
   const auto cfg = load_config(dir.file("run") + "/step0/config.yaml", {});
   model::Transformer m(cfg.model);
@@ -178,7 +179,10 @@ TEST(HfImport, WhatCannotBeRepresentedIsNamed) {
   const std::string py = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR + "/tests/export/",
                     bin = SIAMESE_BINARY, log = dir.file("log");
   ASSERT_EQ(sh(py + "hf_make_llama.py " + dir.file("llama") + " " + dir.file("ids.npy") + " " +
-                   dir.file("logits.npy") + " '{\"attention_bias\": true}'", log), 0) << read_all(log);
+                   dir.file("logits.npy") + " '{\"attention_bias\": true}'",
+               log),
+            0)
+      << read_all(log);
   EXPECT_NE(sh(bin + " import " + dir.file("llama") + " --out " + dir.file("run"), log), 0);
   EXPECT_NE(read_all(log).find("attention_bias"), std::string::npos) << read_all(log);
 }

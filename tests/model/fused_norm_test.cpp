@@ -47,9 +47,7 @@ double rel_err(const Tensor& a, const Tensor& b) {
   return scale > 0 ? diff / scale : diff;
 }
 
-void expect_close(const Tensor& got, const Tensor& want, double tol) {
-  EXPECT_LT(rel_err(got, want), tol);
-}
+void expect_close(const Tensor& got, const Tensor& want, double tol) { EXPECT_LT(rel_err(got, want), tol); }
 
 struct Tol {
   double fwd, grad;
@@ -60,10 +58,8 @@ Tol tolerance(torch::ScalarType t) {
   return {1e-2, 2e-2};  // a bfloat16 / float16 rounding is 2^-8 / 2^-11 relative
 }
 
-Tensor random(std::vector<int64_t> sizes, torch::Device dev, torch::ScalarType t,
-              double scale = 1) {
-  return (torch::randn(sizes, torch::TensorOptions().dtype(compute_type(t)).device(dev)) * scale)
-      .to(t);
+Tensor random(std::vector<int64_t> sizes, torch::Device dev, torch::ScalarType t, double scale = 1) {
+  return (torch::randn(sizes, torch::TensorOptions().dtype(compute_type(t)).device(dev)) * scale).to(t);
 }
 
 Tensor leaf(const Tensor& t) { return t.defined() ? t.detach().clone().requires_grad_() : t; }
@@ -107,13 +103,11 @@ struct Used {
 // The stream update through its autograd node against the composite
 //   x' = x + alpha o,  y' = y + o,  nx = RMSNorm(x'),  ny = RMSNorm(y')
 // with the streams rounded to their dtype before the norms read them, as stored streams are.
-void check_stream_update(torch::Device dev, torch::ScalarType t, std::vector<int64_t> sizes,
-                         bool on_x, bool on_y, bool weighted, Used used,
-                         bool shared_input = false) {
-  SCOPED_TRACE(std::string(c10::toString(t)) + " norms " + std::to_string(on_x) +
-               std::to_string(on_y) + (weighted ? " weighted" : "") + " used " +
-               std::to_string(used.x) + std::to_string(used.y) + std::to_string(used.nx) +
-               std::to_string(used.ny) + (shared_input ? " x is y" : ""));
+void check_stream_update(torch::Device dev, torch::ScalarType t, std::vector<int64_t> sizes, bool on_x,
+                         bool on_y, bool weighted, Used used, bool shared_input = false) {
+  SCOPED_TRACE(std::string(c10::toString(t)) + " norms " + std::to_string(on_x) + std::to_string(on_y) +
+               (weighted ? " weighted" : "") + " used " + std::to_string(used.x) + std::to_string(used.y) +
+               std::to_string(used.nx) + std::to_string(used.ny) + (shared_input ? " x is y" : ""));
   const int64_t d = sizes.back();
   const double alpha = 0.37;
   const auto x = random(sizes, dev, t, 2), o = random(sizes, dev, t);
@@ -155,9 +149,7 @@ void check_stream_update(torch::Device dev, torch::ScalarType t, std::vector<int
   if (!l2.requires_grad()) return;  // the loss reads nothing the update computed
   l1.backward();
   l2.backward();
-  auto grad_or_zero = [](const Tensor& p) {
-    return p.grad().defined() ? p.grad() : torch::zeros_like(p);
-  };
+  auto grad_or_zero = [](const Tensor& p) { return p.grad().defined() ? p.grad() : torch::zeros_like(p); };
   expect_close(grad_or_zero(x1), grad_or_zero(x2), tol.grad);
   if (!shared_input) expect_close(grad_or_zero(y1), grad_or_zero(y2), tol.grad);
   expect_close(grad_or_zero(o1), grad_or_zero(o2), tol.grad);
@@ -165,8 +157,7 @@ void check_stream_update(torch::Device dev, torch::ScalarType t, std::vector<int
   if (wy.defined()) expect_close(grad_or_zero(wy1), grad_or_zero(wy2), tol.grad);
 }
 
-void check_every_stream_setting(torch::Device dev, torch::ScalarType t,
-                                std::vector<int64_t> sizes) {
+void check_every_stream_setting(torch::Device dev, torch::ScalarType t, std::vector<int64_t> sizes) {
   for (int norms = 0; norms < 4; ++norms)
     for (bool weighted : {false, true})
       check_stream_update(dev, t, sizes, norms & 1, norms & 2, weighted, {true, true, true, true});
@@ -279,8 +270,7 @@ TEST(FusedNorm, StreamUpdateWithMissingIncomingGradients) {
   const fused::StreamNormSpec on{true, w, kEps};
   const auto fwd = fused::stream_update_forward(x, x, x, 0.5, on, on);
   const auto g = fused::stream_update_backward({}, {}, {}, {}, fwd, 0.5, on, on);
-  for (const auto& t : {g.dx, g.dy, g.d_o, g.dw_x, g.dw_y})
-    EXPECT_EQ(t.abs().max().item<double>(), 0);
+  for (const auto& t : {g.dx, g.dy, g.d_o, g.dw_x, g.dw_y}) EXPECT_EQ(t.abs().max().item<double>(), 0);
 }
 
 // SiameseNorm's streams both start at the embeddings: x and y are one tensor.
@@ -297,10 +287,9 @@ TEST(FusedNorm, StreamUpdateFiniteDifferencesFloat64) {
   for (int i = 0; i < 4; ++i) cot.push_back(torch::randn({4, d}, torch::kDouble));
   const double err = directional_mismatch(
       [&](const std::vector<Tensor>& in) {
-        const auto s = fused::stream_update(in[0], in[1], in[2], 0.6, {true, in[3], kEps},
-                                            {true, in[4], kEps});
-        return (s.x * cot[0]).sum() + (s.y * cot[1]).sum() + (s.nx * cot[2]).sum() +
-               (s.ny * cot[3]).sum();
+        const auto s =
+            fused::stream_update(in[0], in[1], in[2], 0.6, {true, in[3], kEps}, {true, in[4], kEps});
+        return (s.x * cot[0]).sum() + (s.y * cot[1]).sum() + (s.nx * cot[2]).sum() + (s.ny * cot[3]).sum();
       },
       {torch::randn({4, d}, torch::kDouble), torch::randn({4, d}, torch::kDouble),
        torch::randn({4, d}, torch::kDouble), torch::rand({d}, torch::kDouble) + 0.5,

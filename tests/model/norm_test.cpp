@@ -39,8 +39,12 @@ TEST(Norm, RmsNormMatchesTheCompositeFormulaInValueAndGradient) {
       (y * dy).sum().backward();
       (y_ref * dy).sum().backward();
       EXPECT_LT((x.grad() - x_ref.grad()).abs().max().item<double>(), 1e-13);
-      if (affine) { EXPECT_LT((norm->weight.grad() - w_ref.grad()).abs().max().item<double>(), 1e-13); }
-      if (bias) { EXPECT_LT((norm->bias.grad() - b_ref.grad()).abs().max().item<double>(), 1e-13); }
+      if (affine) {
+        EXPECT_LT((norm->weight.grad() - w_ref.grad()).abs().max().item<double>(), 1e-13);
+      }
+      if (bias) {
+        EXPECT_LT((norm->bias.grad() - b_ref.grad()).abs().max().item<double>(), 1e-13);
+      }
     }
 }
 

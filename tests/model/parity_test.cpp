@@ -9,17 +9,15 @@
 #include <iostream>
 #include <sstream>
 
-#include "siamese/common/shared_dir.h"
 #include "siamese/common/error.h"
 #include "siamese/common/npy.h"
+#include "siamese/common/shared_dir.h"
 #include "siamese/model/parity.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;
 
-static fs::path golden_root() {
-  return fs::path(siamese::shared_dir()) / "golden";
-}
+static fs::path golden_root() { return fs::path(siamese::shared_dir()) / "golden"; }
 
 class GoldenCase : public ::testing::TestWithParam<std::string> {};
 
@@ -37,9 +35,9 @@ TEST_P(GoldenCase, MatchesOfficialCode) {
     if (row.name.rfind("intermediate ", 0) == 0) ++inner, worst_inner = std::max(worst_inner, row.max_rel);
   }
   std::cout << "[parity] " << GetParam() << ": logits " << result.rows[0].max_rel << ", loss "
-            << result.rows[1].max_rel << ", worst of " << grads << " grads " << worst_grad
-            << ", worst of " << hidden << " hidden " << worst_hidden << ", worst of " << inner
-            << " sublayer in/outputs " << worst_inner << " (max |diff| / max |ref|)\n";
+            << result.rows[1].max_rel << ", worst of " << grads << " grads " << worst_grad << ", worst of "
+            << hidden << " hidden " << worst_hidden << ", worst of " << inner << " sublayer in/outputs "
+            << worst_inner << " (max |diff| / max |ref|)\n";
   int inner_files = 0;  // the sublayer inputs and outputs of every block
   for (const auto& e : fs::recursive_directory_iterator(dir / "intermediates"))
     for (const char* n : {"attn_in.npy", "attn_out.npy", "ffn_in.npy", "ffn_out.npy"})
@@ -94,8 +92,8 @@ TEST(Parity, UnsupportedOlmoOptionFailsLoudly) {
 
 TEST(Parity, CommandLineReportsAndExitsZero) {
   const auto log = fs::temp_directory_path() / "siamese_parity_cli.out";
-  const std::string cmd = std::string(SIAMESE_BINARY) + " parity " +
-                          (golden_root() / "hybrid_pre").string() + " > " + log.string() + " 2>&1";
+  const std::string cmd = std::string(SIAMESE_BINARY) + " parity " + (golden_root() / "hybrid_pre").string() +
+                          " > " + log.string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream out(log);
   std::stringstream ss;

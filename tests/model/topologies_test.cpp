@@ -90,8 +90,10 @@ void randomize_topology(Transformer& m) {
 void perturb_hc(Transformer& m) {
   torch::NoGradGuard g;
   for (auto& p : m->topology().named_parameters())
-    if (p.key().find("_hc_w_") != std::string::npos) p.value().normal_(0.0, 0.3);
-    else if (p.key().find("_hc_s_") != std::string::npos) p.value().fill_(0.5);
+    if (p.key().find("_hc_w_") != std::string::npos)
+      p.value().normal_(0.0, 0.3);
+    else if (p.key().find("_hc_s_") != std::string::npos)
+      p.value().fill_(0.5);
 }
 
 // Parameters that legitimately get no gradient on a freshly initialized model:
@@ -101,8 +103,7 @@ void perturb_hc(Transformer& m) {
 // moves off zero (HyperConnectionsDynamicPartsGetGradientsOnceWMoves).
 bool no_grad_at_init(const std::string& topology, const std::string& name) {
   if (topology != "hc") return false;
-  return name.find("_hc_s_alpha") != std::string::npos ||
-         name.find("_hc_s_beta") != std::string::npos ||
+  return name.find("_hc_s_alpha") != std::string::npos || name.find("_hc_s_beta") != std::string::npos ||
          name.find("_hc_norm.") != std::string::npos;
 }
 
@@ -129,7 +130,8 @@ TEST(Topologies, ForwardBackwardEveryTopologyAtSeveralShapes) {
         ASSERT_TRUE(g.defined()) << p.key() << " is not reached by the loss";
         ASSERT_TRUE(torch::isfinite(g).all().item<bool>()) << p.key();
         const bool zero = g.abs().max().item<double>() == 0.0;
-        EXPECT_EQ(zero, no_grad_at_init(name, p.key())) << p.key() << (zero ? " gets no gradient" : " unexpectedly gets a gradient");
+        EXPECT_EQ(zero, no_grad_at_init(name, p.key()))
+            << p.key() << (zero ? " gets no gradient" : " unexpectedly gets a gradient");
       }
     }
   }
@@ -197,8 +199,8 @@ double gradcheck(Transformer& m, const torch::Tensor& ids, double* max_abs_err) 
 }
 
 TEST(Topologies, FiniteDifferenceGradientsFloat64) {
-  for (const std::string name : {"post", "hc", "post_pre", "pre", "hybrid_pre", "residual",
-                                 "deepnorm", "mixln", "peri", "hybrid_star"}) {
+  for (const std::string name : {"post", "hc", "post_pre", "pre", "hybrid_pre", "residual", "deepnorm",
+                                 "mixln", "peri", "hybrid_star"}) {
     SCOPED_TRACE(name);
     auto c = tiny_config(name, {8, 2, std::nullopt, 2, 4, false, "rms"});
     c.mixln_alpha = 0.5;  // one Post-LN and one Pre-LN layer
@@ -209,8 +211,7 @@ TEST(Topologies, FiniteDifferenceGradientsFloat64) {
     if (name == "hc") perturb_hc(m);
     double abs_err = 0.0;
     const double rel = gradcheck(m, random_ids(c, 2, 4, 9), &abs_err);
-    std::cout << "[gradcheck] " << name << ": max abs err " << abs_err << ", max rel err " << rel
-              << "\n";
+    std::cout << "[gradcheck] " << name << ": max abs err " << abs_err << ", max rel err " << rel << "\n";
   }
 }
 
@@ -290,8 +291,7 @@ torch::Tensor siamese_as_pre(const std::string& name, SiameseConfig sw, const st
   assign("ln_final_f", 0.0, "ln_f");
   auto ids = random_ids(c, 2, 6, 8);
   torch::NoGradGuard g;
-  return (sn->forward(ids) - pre->forward(ids)).abs().max() /
-         pre->forward(ids).abs().max();
+  return (sn->forward(ids) - pre->forward(ids)).abs().max() / pre->forward(ids).abs().max();
 }
 
 TEST(Topologies, SiameseNormWithZeroedXStreamComputesPreNorm) {
@@ -305,8 +305,9 @@ TEST(Topologies, SiameseNormWithZeroedXStreamComputesPreNorm) {
         EXPECT_LT(diff, 1e-12);
         // The X stream does matter when it is not zeroed (the check can fail).
         EXPECT_GT(siamese_as_pre(name, sw, norm, false).item<double>(), 1e-3);
-        if (bits == 7) std::cout << "[generalization] " << name << " " << norm
-                                 << ": max |logit diff| / max |logit| = " << diff << "\n";
+        if (bits == 7)
+          std::cout << "[generalization] " << name << " " << norm
+                    << ": max |logit diff| / max |logit| = " << diff << "\n";
       }
 }
 
@@ -322,7 +323,7 @@ TEST(Topologies, HybridNormStarBuildsAndTrains) {
   auto x = 100.0 * torch::randn({1, 4, c.d_model});
   State st = topo.begin(x);
   auto rms = [](const torch::Tensor& t) { return t.pow(2).mean().sqrt().item<double>(); };
-  EXPECT_NEAR(rms(topo.enter(st, 0)), 1.0, 1e-3);   // block 0 attention input normalized
+  EXPECT_NEAR(rms(topo.enter(st, 0)), 1.0, 1e-3);  // block 0 attention input normalized
   st = topo.begin(x);
   EXPECT_NEAR(rms(topo.enter(st, 2)), rms(x), 1e-6);  // block 1 attention input raw
 
@@ -362,9 +363,12 @@ class TopologyFormula : public ::testing::Test {
     torch::NoGradGuard g;
     for (auto& p : topo_->named_parameters()) {
       auto& v = p.value();
-      if (p.key().find("_hc_s_") != std::string::npos) v.fill_(0.5);
-      else if (p.key().find("_hc_") != std::string::npos) v.add_(0.3 * torch::randn_like(v));
-      else v.copy_(1.0 + 0.5 * torch::randn_like(v));
+      if (p.key().find("_hc_s_") != std::string::npos)
+        v.fill_(0.5);
+      else if (p.key().find("_hc_") != std::string::npos)
+        v.add_(0.3 * torch::randn_like(v));
+      else
+        v.copy_(1.0 + 0.5 * torch::randn_like(v));
     }
     for (int64_t s = 0; s < 2 * kLayers; ++s)
       w_.push_back(torch::randn({kD, kD}, torch::kDouble) / std::sqrt(double(kD)));
@@ -373,9 +377,7 @@ class TopologyFormula : public ::testing::Test {
 
   torch::Tensor F(const torch::Tensor& h, int64_t s) const { return torch::tanh(h.matmul(w_[s])); }
 
-  torch::Tensor P(const std::string& name) const {
-    return *topo_->named_parameters().find(name);
-  }
+  torch::Tensor P(const std::string& name) const { return *topo_->named_parameters().find(name); }
   // RMSNorm with the weight of topology norm `name`.
   torch::Tensor rms(const torch::Tensor& x, const std::string& name) const {
     return x / (x.pow(2).mean(-1, true) + kEps).sqrt() * P(name + ".weight");
@@ -412,8 +414,7 @@ TEST_F(TopologyFormula, DeepNorm) {
   build("deepnorm");
   const double alpha = std::pow(2.0 * kLayers, 0.25);
   auto x = emb_;
-  for (int64_t s = 0; s < 2 * kLayers; ++s)
-    x = rms(alpha * x + F(x, s), blk(s, "attn_norm", "ff_norm"));
+  for (int64_t s = 0; s < 2 * kLayers; ++s) x = rms(alpha * x + F(x, s), blk(s, "attn_norm", "ff_norm"));
   expect_matches(x);
 }
 
@@ -468,34 +469,34 @@ TEST_F(TopologyFormula, HybridNormStar) {
 
 TEST_F(TopologyFormula, HyperConnectionsDynamicAndStatic) {
   for (bool dynamic : {true, false}) {
-  SCOPED_TRACE(dynamic ? "dynamic" : "static");
-  w_.clear();
-  build("hc", {}, dynamic);
-  const int64_t n = 2;
-  std::vector<torch::Tensor> h(n, emb_);
-  for (int64_t s = 0; s < 2 * kLayers; ++s) {
-    const std::string p = blk(s, "attn_hc_", "ff_hc_");
-    auto A = P(p + "alpha"), B = P(p + "beta");  // [n, 1+n], [n]
-    std::vector<torch::Tensor> a(n), b(n);  // per stream i: [B,T,1+n] and [B,T,1]
-    for (int64_t i = 0; i < n; ++i) {
-      a[i] = A[i].expand({2, 5, 1 + n});
-      b[i] = B[i].expand({2, 5, 1});
-      if (!dynamic) continue;
-      auto hn = rms(h[i], p + "norm");
-      a[i] = a[i] + P(p + "s_alpha") * torch::tanh(hn.matmul(P(p + "w_alpha")));
-      b[i] = b[i] + P(p + "s_beta") * torch::tanh(hn.matmul(P(p + "w_beta")));
+    SCOPED_TRACE(dynamic ? "dynamic" : "static");
+    w_.clear();
+    build("hc", {}, dynamic);
+    const int64_t n = 2;
+    std::vector<torch::Tensor> h(n, emb_);
+    for (int64_t s = 0; s < 2 * kLayers; ++s) {
+      const std::string p = blk(s, "attn_hc_", "ff_hc_");
+      auto A = P(p + "alpha"), B = P(p + "beta");  // [n, 1+n], [n]
+      std::vector<torch::Tensor> a(n), b(n);       // per stream i: [B,T,1+n] and [B,T,1]
+      for (int64_t i = 0; i < n; ++i) {
+        a[i] = A[i].expand({2, 5, 1 + n});
+        b[i] = B[i].expand({2, 5, 1});
+        if (!dynamic) continue;
+        auto hn = rms(h[i], p + "norm");
+        a[i] = a[i] + P(p + "s_alpha") * torch::tanh(hn.matmul(P(p + "w_alpha")));
+        b[i] = b[i] + P(p + "s_beta") * torch::tanh(hn.matmul(P(p + "w_beta")));
+      }
+      auto input = torch::zeros_like(emb_);
+      for (int64_t i = 0; i < n; ++i) input = input + a[i].narrow(-1, 0, 1) * h[i];
+      auto o = F(rms(input, blk(s, "attn_norm", "ff_norm")), s);
+      std::vector<torch::Tensor> next(n);
+      for (int64_t j = 0; j < n; ++j) {
+        next[j] = b[j] * o;
+        for (int64_t i = 0; i < n; ++i) next[j] = next[j] + a[i].narrow(-1, 1 + j, 1) * h[i];
+      }
+      h = next;
     }
-    auto input = torch::zeros_like(emb_);
-    for (int64_t i = 0; i < n; ++i) input = input + a[i].narrow(-1, 0, 1) * h[i];
-    auto o = F(rms(input, blk(s, "attn_norm", "ff_norm")), s);
-    std::vector<torch::Tensor> next(n);
-    for (int64_t j = 0; j < n; ++j) {
-      next[j] = b[j] * o;
-      for (int64_t i = 0; i < n; ++i) next[j] = next[j] + a[i].narrow(-1, 1 + j, 1) * h[i];
-    }
-    h = next;
-  }
-  expect_matches(rms(h[0] + h[1], "ln_f"));
+    expect_matches(rms(h[0] + h[1], "ln_f"));
   }
 }
 
@@ -543,13 +544,13 @@ TEST(Topologies, TopologiesOnlyAddResidualPathParameters) {
     auto pre = build(c, 1);
     EXPECT_EQ(shared(m, false), shared(pre, false)) << name;
     const auto own = shared(m, true);
-    std::cout << "[params] " << name << ": residual-path parameters " << count(own) << " ("
-              << std::showpos << count(own) - count(shared(pre, true)) << std::noshowpos
-              << " vs pre), d=32 L=3\n";
+    std::cout << "[params] " << name << ": residual-path parameters " << count(own) << " (" << std::showpos
+              << count(own) - count(shared(pre, true)) << std::noshowpos << " vs pre), d=32 L=3\n";
     if (name == "post_pre") {
       for (auto& [k, s] : own)
         EXPECT_TRUE(k.find("_norm.weight") != std::string::npos || k.rfind("topology.ln_", 0) == 0 ||
-                    k.find(".c1") != std::string::npos) << k;
+                    k.find(".c1") != std::string::npos)
+            << k;
       // 6 norms per layer (X, Y, fused input; attention and MLP), c1, 3 final norms.
       EXPECT_EQ(count(own), (6 * 3 + 3 + 3) * 32);
     }
@@ -562,8 +563,7 @@ std::vector<double> stream_norms(const std::string& residual, int64_t n_layers) 
   auto m = build(c, 17);
   std::map<int64_t, double> norms;
   Probe probe = [&](int64_t layer, const std::string& stream, const torch::Tensor& t) {
-    if (stream == "x" && layer >= 0 && layer < n_layers)
-      norms[layer] = t.norm(2, -1).mean().item<double>();
+    if (stream == "x" && layer >= 0 && layer < n_layers) norms[layer] = t.norm(2, -1).mean().item<double>();
   };
   ForwardOptions opts;
   opts.probe = &probe;
@@ -579,9 +579,9 @@ TEST(Topologies, PostNormStaysBoundedWhilePreNormGrowsWithDepth) {
   ASSERT_EQ(post.size(), 24u);
   ASSERT_EQ(pre.size(), 24u);
   const double post_ratio = post.back() / post.front(), pre_ratio = pre.back() / pre.front();
-  std::cout << "[magnitude] 24 layers, ||x|| last/first block: post " << post_ratio << " ("
-            << post.front() << " -> " << post.back() << "), pre " << pre_ratio << " ("
-            << pre.front() << " -> " << pre.back() << ")\n";
+  std::cout << "[magnitude] 24 layers, ||x|| last/first block: post " << post_ratio << " (" << post.front()
+            << " -> " << post.back() << "), pre " << pre_ratio << " (" << pre.front() << " -> " << pre.back()
+            << ")\n";
   EXPECT_LT(post_ratio, 1.1);
   EXPECT_GT(pre_ratio, 2.0);
   for (size_t l = 1; l < pre.size(); ++l) EXPECT_GT(pre[l], pre[l - 1] * 0.98) << l;
@@ -590,8 +590,7 @@ TEST(Topologies, PostNormStaysBoundedWhilePreNormGrowsWithDepth) {
 TEST(Topologies, DeepNormConstantsFollowThePaper) {
   // Decoder-only DeepNet: alpha = (2N)^(1/4), beta = (8N)^(-1/4).
   const std::map<int64_t, std::pair<double, double>> expected = {
-      {6, {1.8612097182041991, 0.37991784282579627}},
-      {24, {2.6321480259049848, 0.2686424829558855}}};
+      {6, {1.8612097182041991, 0.37991784282579627}}, {24, {2.6321480259049848, 0.2686424829558855}}};
   for (const auto& [n, ab] : expected) {
     const auto [alpha, beta] = ab;
     auto c = tiny_config("deepnorm", {16, 2, std::nullopt, n, 4, false, "rms"});
@@ -616,8 +615,9 @@ TEST(Topologies, DeepNormConstantsFollowThePaper) {
     auto deep = build(c, 4);
     for (int64_t l = 0; l < n; ++l) {
       const std::string b = "blocks." + std::to_string(l) + ".";
-      auto qkv_post = param(post, b + "attn.att_proj.weight"), qkv_deep = param(deep, b + "attn.att_proj.weight");
-      EXPECT_TRUE(torch::allclose(qkv_deep.slice(0, 0, 32), qkv_post.slice(0, 0, 32)));  // q, k
+      auto qkv_post = param(post, b + "attn.att_proj.weight"),
+           qkv_deep = param(deep, b + "attn.att_proj.weight");
+      EXPECT_TRUE(torch::allclose(qkv_deep.slice(0, 0, 32), qkv_post.slice(0, 0, 32)));   // q, k
       EXPECT_TRUE(torch::allclose(qkv_deep.slice(0, 32), beta * qkv_post.slice(0, 32)));  // v
       for (std::string w : {"attn.attn_out", "mlp.ff_proj", "mlp.ff_out"})
         EXPECT_TRUE(torch::allclose(param(deep, b + w + ".weight"), beta * param(post, b + w + ".weight")))
@@ -628,8 +628,8 @@ TEST(Topologies, DeepNormConstantsFollowThePaper) {
 
 TEST(Topologies, MixLNSplitsPostAndPreLayersByAlpha) {
   // {n_layers, alpha, floor(alpha * n_layers)}
-  const std::vector<std::tuple<int64_t, double, int64_t>> cases = {
-      {8, 0.25, 2}, {10, 0.25, 2}, {10, 0.3, 3}, {4, 0.0, 0}, {4, 1.0, 4}, {7, 0.5, 3}};
+  const std::vector<std::tuple<int64_t, double, int64_t>> cases = {{8, 0.25, 2}, {10, 0.25, 2}, {10, 0.3, 3},
+                                                                   {4, 0.0, 0},  {4, 1.0, 4},   {7, 0.5, 3}};
   for (const auto& [n, alpha, want] : cases) {
     auto c = tiny_config("mixln", {16, 2, std::nullopt, n, 4, false, "rms"});
     c.mixln_alpha = alpha;

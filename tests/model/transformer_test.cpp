@@ -65,8 +65,8 @@ double rel(const torch::Tensor& a, const torch::Tensor& b) {
 
 TEST(Transformer, AttentionKernelMatchesReferenceWithGradients) {
   for (const std::string topo : {"pre", "hybrid_pre"})
-    for (std::optional<int64_t> kv : {std::optional<int64_t>(), std::optional<int64_t>(2),
-                                      std::optional<int64_t>(1)}) {
+    for (std::optional<int64_t> kv :
+         {std::optional<int64_t>(), std::optional<int64_t>(2), std::optional<int64_t>(1)}) {
       SCOPED_TRACE(topo + " kv " + std::to_string(kv.value_or(4)));
       auto c = small(topo);
       c.n_kv_heads = kv;
@@ -81,7 +81,8 @@ TEST(Transformer, AttentionKernelMatchesReferenceWithGradients) {
       auto ref = m->forward(x);
       ref.pow(2).mean().backward();
       EXPECT_LT(rel(fused, ref), 1e-5);
-      for (auto& p : m->named_parameters()) EXPECT_LT(rel(g_fused[p.key()], p.value().grad()), 1e-4) << p.key();
+      for (auto& p : m->named_parameters())
+        EXPECT_LT(rel(g_fused[p.key()], p.value().grad()), 1e-4) << p.key();
     }
 }
 
@@ -117,8 +118,8 @@ TEST(Transformer, GroupedQueryAttentionEqualsMhaWithRepeatedHeads) {
     auto rep = [&](const torch::Tensor& rows) {  // [kv, d] -> [d, d], each head twice
       return rows.view({2, hd, d}).repeat_interleave(2, 0).reshape({d, d});
     };
-    p.value().copy_(torch::cat({src.slice(0, 0, d), rep(src.slice(0, d, d + kv)),
-                                rep(src.slice(0, d + kv))}));
+    p.value().copy_(
+        torch::cat({src.slice(0, 0, d), rep(src.slice(0, d, d + kv)), rep(src.slice(0, d + kv))}));
   }
   auto x = ids(c, 2, 9);
   EXPECT_LT(rel(gqa->forward(x), mha->forward(x)), 1e-5);
@@ -210,9 +211,15 @@ TEST(Transformer, EveryParameterNameParsesIntoOwnerLayerAndLocalName) {
       std::string back;
       switch (p.owner) {
         case Owner::Embedding:
-        case Owner::Head: back = p.local; break;
-        case Owner::Attention: back = fmt::format("blocks.{}.attn.{}", *p.layer, p.local); break;
-        case Owner::Mlp: back = fmt::format("blocks.{}.mlp.{}", *p.layer, p.local); break;
+        case Owner::Head:
+          back = p.local;
+          break;
+        case Owner::Attention:
+          back = fmt::format("blocks.{}.attn.{}", *p.layer, p.local);
+          break;
+        case Owner::Mlp:
+          back = fmt::format("blocks.{}.mlp.{}", *p.layer, p.local);
+          break;
         case Owner::Topology:
           back = "topology." + (p.layer ? fmt::format("blocks.{}.", *p.layer) : std::string()) + p.local;
           break;
@@ -271,19 +278,22 @@ TEST(Transformer, ParameterCountsFromShapesMatchTheBuiltModelForEveryTopology) {
          c.weight_tying = true;
          c.embedding_layer_norm = true;
        }},
-      {"GQA, gelu, no affine", [](ModelConfig& c) {
+      {"GQA, gelu, no affine",
+       [](ModelConfig& c) {
          c.n_kv_heads = 2;
          c.activation_type = "gelu";
          c.layer_norm_with_affine = false;
        }},
-      {"MQA, full-width QK norms, bias only in norms", [](ModelConfig& c) {
+      {"MQA, full-width QK norms, bias only in norms",
+       [](ModelConfig& c) {
          c.multi_query_attention = true;
          c.n_kv_heads = 1;
          c.attention_layer_norm = true;
          c.bias_for_layer_norm = true;
          c.layer_norm_type = "default";
        }},
-      {"explicit hidden size, 3 hyper-connection streams", [](ModelConfig& c) {
+      {"explicit hidden size, 3 hyper-connection streams",
+       [](ModelConfig& c) {
          c.mlp_hidden_size = 70;
          c.hc_rate = 3;
        }},
@@ -298,7 +308,8 @@ TEST(Transformer, ParameterCountsFromShapesMatchTheBuiltModelForEveryTopology) {
       Transformer m(c);
       const auto counts = count_parameters(c);
       EXPECT_EQ(counts.total(), numel_where(m, [](auto&) { return true; }));
-      EXPECT_EQ(counts.attention, numel_where(m, [](auto& n) { return n.find(".attn.") != std::string::npos; }));
+      EXPECT_EQ(counts.attention,
+                numel_where(m, [](auto& n) { return n.find(".attn.") != std::string::npos; }));
       EXPECT_EQ(counts.mlp, numel_where(m, [](auto& n) { return n.find(".mlp.") != std::string::npos; }));
       EXPECT_EQ(counts.residual, numel_where(m, [](auto& n) { return n.rfind("topology.", 0) == 0; }));
       EXPECT_EQ(counts.head, numel_where(m, [](auto& n) { return n.rfind("ff_out.", 0) == 0; }));
@@ -346,7 +357,9 @@ TEST(Transformer, ProbeSeesEveryStreamAndTruncationStopsEarly) {
   auto m = build(c);
   auto x = ids(c, 2, 6);
   std::map<std::pair<int64_t, std::string>, torch::Tensor> seen;
-  const Probe probe = [&](int64_t l, const std::string& s, const torch::Tensor& t) { seen[{l, s}] = t.clone(); };
+  const Probe probe = [&](int64_t l, const std::string& s, const torch::Tensor& t) {
+    seen[{l, s}] = t.clone();
+  };
   ForwardOptions full;
   full.probe = &probe;
   auto logits = m->forward(x, full);
@@ -482,15 +495,14 @@ TEST(Npy, RoundTripsAndRejectsWhatItCannotRead) {
 TEST(Inspect, CommandPrintsComponentsOverheadAndFlops) {
   const auto log = fs::temp_directory_path() / "siamese_inspect_test.out";
   const std::string cmd = std::string(SIAMESE_BINARY) + " inspect " + SIAMESE_SOURCE_DIR +
-                          "/configs/tiny/hybrid.yaml --model.residual=hybrid_pre > " +
-                          log.string() + " 2>&1";
+                          "/configs/tiny/hybrid.yaml --model.residual=hybrid_pre > " + log.string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream in(log);
   std::stringstream ss;
   ss << in.rdbuf();
   ASSERT_EQ(rc, 0) << ss.str();
-  for (const char* needle : {"residual-path norms", "overhead vs pre: +5120 parameters",
-                             "FLOPs per token", "total"})
+  for (const char* needle :
+       {"residual-path norms", "overhead vs pre: +5120 parameters", "FLOPs per token", "total"})
     EXPECT_NE(ss.str().find(needle), std::string::npos) << ss.str();
   fs::remove(log);
 }

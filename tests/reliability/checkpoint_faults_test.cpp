@@ -69,10 +69,13 @@ TEST(KillDuringSave, EveryPointResumesBitExact) {
 
     const auto resumed = run_siamese(train_args(c), fs::path(c.save_folder).string() + ".resumed.log");
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-    EXPECT_NE(resumed.output.find("resumed from " + (fs::path(c.save_folder) / (step3_done ? "step3" : "step2")).string()),
-              std::string::npos) << resumed.output;
+    EXPECT_NE(resumed.output.find("resumed from " +
+                                  (fs::path(c.save_folder) / (step3_done ? "step3" : "step2")).string()),
+              std::string::npos)
+        << resumed.output;
     for (const auto& name : leftovers)
-      EXPECT_NE(resumed.output.find(name + ": removed, left by an interrupted"), std::string::npos) << resumed.output;
+      EXPECT_NE(resumed.output.find(name + ": removed, left by an interrupted"), std::string::npos)
+          << resumed.output;
     EXPECT_EQ(losses(c.save_folder), reference);
     EXPECT_FALSE(has_scratch(c.save_folder)) << fmt::format("{}", fmt::join(entries(c.save_folder), " "));
     EXPECT_EQ(intact(c.save_folder), (std::vector<std::string>{"step5", "step6"}));
@@ -80,8 +83,8 @@ TEST(KillDuringSave, EveryPointResumesBitExact) {
 }
 
 // A file size limit makes each write past it fail as on a full disk: in the run's
-// config.yaml at start, in model.pt, in optim.pt. The run stops with the path and the free space, removes its temporary
-// folder, leaves the earlier checkpoints byte for byte, and resumes exactly once there is room.
+// config.yaml at start, in model.pt, in optim.pt. The run stops with the path and the free space, removes its
+// temporary folder, leaves the earlier checkpoints byte for byte, and resumes exactly once there is room.
 TEST(FullDisk, SaveFailsCleanlyAndTheRunResumesExactly) {
   const auto root = scratch("full");
   const auto reference = reference_losses(root);
@@ -89,8 +92,10 @@ TEST(FullDisk, SaveFailsCleanlyAndTheRunResumesExactly) {
   const auto model_bytes = fs::file_size(ref_step / "model.pt");
   const auto optim_bytes = fs::file_size(ref_step / "optim.pt");
   ASSERT_LT(model_bytes, optim_bytes);
-  for (const auto& [limit, failing] : std::vector<std::pair<long, std::string>>{
-           {1000, ".config.yaml.tmp-"}, {long(model_bytes / 2), "model.pt"}, {long(model_bytes + 1), "optim.pt"}}) {
+  for (const auto& [limit, failing] :
+       std::vector<std::pair<long, std::string>>{{1000, ".config.yaml.tmp-"},
+                                                 {long(model_bytes / 2), "model.pt"},
+                                                 {long(model_bytes + 1), "optim.pt"}}) {
     SCOPED_TRACE(failing);
     auto c = tiny_saving(root / ("run_" + failing));
     c.save_interval = 2;
@@ -127,13 +132,15 @@ TEST(DamagedCheckpoint, EveryFileFlippedOrTruncatedFallsBackToThePreviousCheckpo
   const fs::path step4 = fs::path(c.save_folder) / "step4";
   const auto pristine = snapshot(c.save_folder);
   int cases = 0;
-  for (const char* file : {"model.pt", "optim.pt", "train_state.pt", "train_state.json", "config.yaml",
-                           "manifest.json"}) {
+  for (const char* file :
+       {"model.pt", "optim.pt", "train_state.pt", "train_state.json", "config.yaml", "manifest.json"}) {
     for (const char* fault : {"flip", "truncate"}) {
       SCOPED_TRACE(std::string(file) + " " + fault);
       std::string bytes = pristine.at(std::string("step4/") + file);
-      if (std::string(fault) == "flip") bytes[bytes.size() / 2] ^= 0x10;
-      else bytes.resize(bytes.size() / 2);
+      if (std::string(fault) == "flip")
+        bytes[bytes.size() / 2] ^= 0x10;
+      else
+        bytes.resize(bytes.size() / 2);
       std::ofstream(step4 / file, std::ios::binary | std::ios::trunc) << bytes;
       const auto problem = train::checkpoint_problem(step4);
       ASSERT_TRUE(problem.has_value());
@@ -141,7 +148,8 @@ TEST(DamagedCheckpoint, EveryFileFlippedOrTruncatedFallsBackToThePreviousCheckpo
         EXPECT_NE(problem->find(file), std::string::npos) << *problem;
       }
       EXPECT_EQ(train::latest_checkpoint(c.save_folder), fs::path(c.save_folder) / "step2");
-      std::ofstream(step4 / file, std::ios::binary | std::ios::trunc) << pristine.at(std::string("step4/") + file);
+      std::ofstream(step4 / file, std::ios::binary | std::ios::trunc)
+          << pristine.at(std::string("step4/") + file);
       ++cases;
     }
   }
@@ -155,10 +163,13 @@ TEST(DamagedCheckpoint, EveryFileFlippedOrTruncatedFallsBackToThePreviousCheckpo
   std::ofstream(step4 / "model.pt", std::ios::binary | std::ios::trunc) << weights;
   const auto resumed = run_siamese(train_args(c), root / "resumed.log");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("step4: skipped, not an intact checkpoint: model.pt does not match its sha256"),
-            std::string::npos) << resumed.output;
+  EXPECT_NE(
+      resumed.output.find("step4: skipped, not an intact checkpoint: model.pt does not match its sha256"),
+      std::string::npos)
+      << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from " + (fs::path(c.save_folder) / "step2").string()),
-            std::string::npos) << resumed.output;
+            std::string::npos)
+      << resumed.output;
   EXPECT_EQ(losses(c.save_folder), reference_losses(root));
   EXPECT_FALSE(train::checkpoint_problem(step4).has_value());  // rewritten by the resumed run
 
@@ -180,8 +191,8 @@ TEST(TwoTrainers, SecondIsRefusedAndTheLockDiesWithTheFirst) {
   ASSERT_TRUE(first.running());
   const auto second = run_siamese(train_args(c), root / "second.log");
   EXPECT_EQ(second.exit_code, 2);
-  EXPECT_NE(second.output.find(fmt::format("another process (pid {}) is training into this save_folder",
-                                           first.pid())),
+  EXPECT_NE(second.output.find(
+                fmt::format("another process (pid {}) is training into this save_folder", first.pid())),
             std::string::npos)
       << second.output;
   EXPECT_TRUE(first.running());
@@ -209,13 +220,15 @@ TEST(ChangedConfig, ResumeRefusesAnotherModelAndNamesTheKeys) {
       {{"--model.residual=post_pre"}, {"model.residual (checkpoint hybrid_pre, config post_pre)"}},
       {{"--model.d_model=64"}, {"model.d_model (checkpoint 32, config 64)"}},
       {{"--model.layer_norm_type=rms", "--model.siamese.gamma=false"},
-       {"model.layer_norm_type (checkpoint default, config rms)", "model.siamese.gamma (checkpoint true, config false)"}},
+       {"model.layer_norm_type (checkpoint default, config rms)",
+        "model.siamese.gamma (checkpoint true, config false)"}},
   };
   for (const auto& [overrides, keys] : cases) {
     SCOPED_TRACE(keys.front());
     const auto out = run_siamese(train_args(c, overrides), root / "changed.log");
     EXPECT_EQ(out.exit_code, 2);
-    EXPECT_NE(out.output.find("the checkpoint was trained with another model: "), std::string::npos) << out.output;
+    EXPECT_NE(out.output.find("the checkpoint was trained with another model: "), std::string::npos)
+        << out.output;
     for (const auto& key : keys) EXPECT_NE(out.output.find(key), std::string::npos) << out.output;
     EXPECT_EQ(snapshot(c.save_folder), before);
   }
@@ -263,7 +276,8 @@ TEST(Leftovers, CleanedRestoredOrIgnoredWithAWarning) {
   c.max_duration = "4";
   const auto out = run_siamese(train_args(c), root / "second.log");
   ASSERT_EQ(out.exit_code, 0) << out.output;
-  EXPECT_NE(out.output.find(".step7.tmp-999999: removed, left by an interrupted save"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find(".step7.tmp-999999: removed, left by an interrupted save"), std::string::npos)
+      << out.output;
   EXPECT_NE(out.output.find(".step1.del-999999: removed, left by an interrupted pruning"), std::string::npos);
   EXPECT_NE(out.output.find(".step3.old-999999: restored as"), std::string::npos);
   EXPECT_NE(out.output.find("step99999999999999999999: ignored, its step number does not fit in 64 bits"),
@@ -297,7 +311,8 @@ TEST(SaveOverwrite, RefusesForeignCheckpointsUnlessTrue) {
             std::string::npos)
       << refused.output;
   EXPECT_EQ(snapshot(b.save_folder), before);
-  const auto allowed = run_siamese(train_args(b, {"--load_path", load, "--save_overwrite=true"}), root / "allowed.log");
+  const auto allowed =
+      run_siamese(train_args(b, {"--load_path", load, "--save_overwrite=true"}), root / "allowed.log");
   EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
   EXPECT_NE(allowed.output.find("resumed from " + load + " at step 1"), std::string::npos);
 }
@@ -322,7 +337,8 @@ TEST(NonFinite, WeightsThatOverflowAreNeverSaved) {
   EXPECT_NE(out.output.find("step 3: the weights are no longer finite; stopping without saving them"),
             std::string::npos)
       << out.output;
-  EXPECT_NE(slurp(fs::path(c.save_folder) / "metrics.jsonl").find("{\"step\": 3, \"event\": \"nonfinite\", \"cause\": \"weights\"}"),
+  EXPECT_NE(slurp(fs::path(c.save_folder) / "metrics.jsonl")
+                .find("{\"step\": 3, \"event\": \"nonfinite\", \"cause\": \"weights\"}"),
             std::string::npos);
   EXPECT_EQ(intact(c.save_folder), (std::vector<std::string>{"step1", "step2"}));
   EXPECT_EQ(train::latest_checkpoint(c.save_folder), fs::path(c.save_folder) / "step2");

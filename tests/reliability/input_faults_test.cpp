@@ -103,7 +103,8 @@ TEST(Tokenize, RefusesToOverwriteAndDetectsTruncatedGzip) {
 
   const fs::path out = root / "corpus.npy";
   std::ofstream(out) << "precious";
-  expect_refused(tokenize({input.string(), "-o", out.string()}, "exists"), out.string() + ": the output exists");
+  expect_refused(tokenize({input.string(), "-o", out.string()}, "exists"),
+                 out.string() + ": the output exists");
   EXPECT_EQ(slurp(out), "precious");
   const auto forced = tokenize({input.string(), "-o", out.string(), "--force"}, "forced");
   EXPECT_EQ(forced.exit_code, 0) << forced.output;
@@ -118,9 +119,9 @@ TEST(Tokenize, RefusesToOverwriteAndDetectsTruncatedGzip) {
   const fs::path from_gz = root / "from_gz.npy";
   expect_refused(tokenize({gz.string(), "-o", from_gz.string()}, "gz"),
                  gz.string() + ": gzip file is truncated");
-  EXPECT_EQ(entries(root), (std::vector<std::string>{"corpus.npy", "corpus.npy.json", "corpus.txt",
-                                                      "corpus.txt.gz", "exists.log", "forced.log",
-                                                      "gz.log", "same.log", "same_spelled.log"}));
+  EXPECT_EQ(entries(root),
+            (std::vector<std::string>{"corpus.npy", "corpus.npy.json", "corpus.txt", "corpus.txt.gz",
+                                      "exists.log", "forced.log", "gz.log", "same.log", "same_spelled.log"}));
 }
 
 // Numbers no setting means, malformed or unreadable configs, out-of-range command-line
@@ -149,9 +150,11 @@ TEST(BadValues, RefusedWithWhereAndFix) {
 
   // Deeply nested YAML, a config that is a directory, one nested where a number belongs.
   std::ofstream(root / "nested.yaml") << "model: " << std::string(20000, '[') << "\n";
-  expect_refused(run_siamese({"train", (root / "nested.yaml").string()}, root / "nested.log"), "invalid YAML");
+  expect_refused(run_siamese({"train", (root / "nested.yaml").string()}, root / "nested.log"),
+                 "invalid YAML");
   fs::create_directories(root / "dir.yaml");
-  expect_refused(run_siamese({"train", (root / "dir.yaml").string()}, root / "dir.log"), "config file not found");
+  expect_refused(run_siamese({"train", (root / "dir.yaml").string()}, root / "dir.log"),
+                 "config file not found");
   std::ofstream(root / "deep.yaml") << "model:\n  d_model:\n    size: 32\n";
   expect_refused(run_siamese({"train", (root / "deep.yaml").string()}, root / "deep.log"),
                  "(model.d_model): expected an integer, got a mapping");
@@ -159,7 +162,8 @@ TEST(BadValues, RefusedWithWhereAndFix) {
 
   // --batch-size 0 (eval, analyze): refused by the command line parser, before any work.
   for (const char* command : {"eval", "analyze"}) {
-    const auto out = run_siamese({command, c.save_folder, "--data", "x", "--batch-size", "0"}, root / "bs.log");
+    const auto out =
+        run_siamese({command, c.save_folder, "--data", "x", "--batch-size", "0"}, root / "bs.log");
     EXPECT_NE(out.exit_code, 0);
     EXPECT_NE(out.output.find("--batch-size: Value 0 not in range"), std::string::npos) << out.output;
     ++cases;

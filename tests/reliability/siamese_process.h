@@ -21,9 +21,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../train/tiny_run.h"
 #include "siamese/config/load.h"
 #include "siamese/train/checkpoint.h"
-#include "../train/tiny_run.h"
 
 namespace siamese::testing {
 
@@ -209,9 +209,9 @@ inline std::map<std::string, std::string> snapshot(const fs::path& folder) {
 // entry whose name starts with `prefix`, in `watched` or in a folder created there (the
 // temporary folder of a save). Returns the outcome and whether the kill came before the
 // process ended.
-inline std::pair<Outcome, bool> run_killed_at(const std::vector<std::string>& args,
-                                              const fs::path& watched, uint32_t mask,
-                                              const std::string& prefix, int nth, const fs::path& log) {
+inline std::pair<Outcome, bool> run_killed_at(const std::vector<std::string>& args, const fs::path& watched,
+                                              uint32_t mask, const std::string& prefix, int nth,
+                                              const fs::path& log) {
   fs::create_directories(watched);
   const int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   const uint32_t events = IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE;

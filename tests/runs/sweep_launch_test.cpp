@@ -30,19 +30,22 @@ int shell(const std::string& cmd) {
 
 // One or two tiny runs of the quickstart config (2 layers, 6 steps).
 std::string write_sweep(const TempDir& dir, const std::string& learning_rates) {
-  return dir.write("sweep.yaml", "base: " + std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/quickstart.yaml\n" +
-                                     "save_root: " + dir.file("runs") + "\n" +
-                                     "topologies: [hybrid_pre]\n"
-                                     "learning_rates: " + learning_rates + "\n"
-                                     "overrides: [--model.d_model=32, --model.n_heads=2, --model.n_layers=2,\n"
-                                     "  --model.max_sequence_length=32, --global_train_batch_size=4,\n"
-                                     "  --device_train_microbatch_size=2, --max_duration=6, --eval_interval=1000,\n"
-                                     "  --eval_subset_num_batches=1, --save_interval=1000]\n");
+  return dir.write("sweep.yaml",
+                   "base: " + std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/quickstart.yaml\n" +
+                       "save_root: " + dir.file("runs") + "\n" +
+                       "topologies: [hybrid_pre]\n"
+                       "learning_rates: " +
+                       learning_rates +
+                       "\n"
+                       "overrides: [--model.d_model=32, --model.n_heads=2, --model.n_layers=2,\n"
+                       "  --model.max_sequence_length=32, --global_train_batch_size=4,\n"
+                       "  --device_train_microbatch_size=2, --max_duration=6, --eval_interval=1000,\n"
+                       "  --eval_subset_num_batches=1, --save_interval=1000]\n");
 }
 
 std::string sweep_cmd(const TempDir& dir, const std::string& args) {
-  return "cd " + dir.file("") + " && env -u WORLD_SIZE -u RANK OMP_NUM_THREADS=1 " + SIAMESE_BINARY + " sweep " +
-         dir.file("sweep.yaml") + " " + args + " > " + dir.file("sweep.log") + " 2>&1";
+  return "cd " + dir.file("") + " && env -u WORLD_SIZE -u RANK OMP_NUM_THREADS=1 " + SIAMESE_BINARY +
+         " sweep " + dir.file("sweep.yaml") + " " + args + " > " + dir.file("sweep.log") + " 2>&1";
 }
 
 nlohmann::json run_record(const fs::path& run) { return nlohmann::json::parse(read_all(run / "run.json")); }
@@ -73,7 +76,8 @@ TEST(SweepLaunch, TorchrunScriptTrainsOnTwoRanksAsWritten) {
 TEST(SweepLaunch, SlurmScriptTrainsOnTwoRanksWithSlurmsVariablesSetByHand) {
   TempDir dir;
   write_sweep(dir, "[3.0e-3]");
-  ASSERT_EQ(shell(sweep_cmd(dir, "--scripts scripts --launcher slurm --nodes 1 --nproc 2 --gpus-per-node 0")), 0)
+  ASSERT_EQ(shell(sweep_cmd(dir, "--scripts scripts --launcher slurm --nodes 1 --nproc 2 --gpus-per-node 0")),
+            0)
       << read_all(dir.file("sweep.log"));
   const fs::path script = dir.file("scripts/hybrid_pre-lr0.003.sh");
   const std::string text = read_all(script);
@@ -84,12 +88,14 @@ TEST(SweepLaunch, SlurmScriptTrainsOnTwoRanksWithSlurmsVariablesSetByHand) {
   // srun's part, as Slurm documents it: start SLURM_NTASKS copies of the command, each with
   // its SLURM_PROCID and SLURM_LOCALID. MASTER_ADDR is given because scontrol is absent.
   fs::create_directories(dir.file("bin"));
-  dir.write("bin/srun",
-            "#!/bin/sh\nwhile [ \"${1#--}\" != \"$1\" ]; do shift; done\ni=0; pids=\"\"\n"
-            "while [ $i -lt \"$SLURM_NTASKS\" ]; do SLURM_PROCID=$i SLURM_LOCALID=$i \"$@\" & pids=\"$pids $!\"; "
-            "i=$((i+1)); done\nrc=0; for p in $pids; do wait $p || rc=$?; done; exit $rc\n");
+  dir.write(
+      "bin/srun",
+      "#!/bin/sh\nwhile [ \"${1#--}\" != \"$1\" ]; do shift; done\ni=0; pids=\"\"\n"
+      "while [ $i -lt \"$SLURM_NTASKS\" ]; do SLURM_PROCID=$i SLURM_LOCALID=$i \"$@\" & pids=\"$pids $!\"; "
+      "i=$((i+1)); done\nrc=0; for p in $pids; do wait $p || rc=$?; done; exit $rc\n");
   fs::permissions(dir.file("bin/srun"), fs::perms::owner_all);
-  const std::string env = "PATH=" + dir.file("bin") + ":$PATH SLURM_JOB_ID=" + std::to_string(port(0) - 20000) +
+  const std::string env = "PATH=" + dir.file("bin") +
+                          ":$PATH SLURM_JOB_ID=" + std::to_string(port(0) - 20000) +
                           " SLURM_JOB_NODELIST=localhost SLURM_NNODES=1 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 "
                           "OMP_NUM_THREADS=1";
   ASSERT_EQ(shell("cd / && " + env + " bash " + script.string() + " > " + dir.file("run.log") + " 2>&1"), 0)

@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "../tokenizer/temp_dir.h"
+#include "siamese/common/error.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
-#include "siamese/common/error.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -30,8 +30,10 @@ overrides: [--model.n_layers=12]
   EXPECT_EQ(s.runs[0].base, dir.file("base.yaml"));
   EXPECT_EQ(s.runs[7].name, "hybrid_pre-lr0.002-s2");
   EXPECT_EQ(s.runs[7].base, dir.file("hybrid.yaml"));
-  const std::vector<std::string> expect = {"--model.n_layers=12", "--model.residual=hybrid_pre",
-                                           "--optimizer.learning_rate=0.002", "--seed=2",
+  const std::vector<std::string> expect = {"--model.n_layers=12",
+                                           "--model.residual=hybrid_pre",
+                                           "--optimizer.learning_rate=0.002",
+                                           "--seed=2",
                                            "--run_name=hybrid_pre-lr0.002-s2",
                                            "--save_folder=out/hybrid_pre-lr0.002-s2"};
   EXPECT_EQ(s.runs[7].overrides, expect);
@@ -67,12 +69,19 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
   std::string lines;
   for (int s = 1; s <= 30; ++s)
     lines += "{\"step\": " + std::to_string(s) + ", \"tokens\": " + std::to_string(100 * s) +
-             ", \"loss\": " + (s <= 10 ? "8.0" : "4.0") + ", \"lr\": 0.001, \"grad_norm\": 1.0, \"step_seconds\": 0.25" +
+             ", \"loss\": " + (s <= 10 ? "8.0" : "4.0") +
+             ", \"lr\": 0.001, \"grad_norm\": 1.0, \"step_seconds\": 0.25" +
              (s == 12 ? ", \"loss_spike\": true" : ", \"loss_spike\": false") + "}\n";
-  lines += "{\"step\": 30, \"event\": \"eval\", \"label\": \"valid\", \"loss\": 4.5, \"perplexity\": 90.0, \"tokens\": 10}\n";
-  lines += "{\"step\": 30, \"event\": \"eval\", \"label\": \"sums\", \"loss\": 1.0, \"perplexity\": 2.7, \"tokens\": 10, \"exact_match\": 0.625}\n";
-  lines += "{\"step\": 30, \"eval/downstream/piqa_len_norm\": 0.55, \"eval/downstream/piqa_documents\": 10}\n";
-  lines += "{\"step\": 30, \"eval/downstream/arc_easy_acc\": 0.35, \"eval/downstream/arc_easy_documents\": 10}\n";
+  lines +=
+      "{\"step\": 30, \"event\": \"eval\", \"label\": \"valid\", \"loss\": 4.5, \"perplexity\": 90.0, "
+      "\"tokens\": 10}\n";
+  lines +=
+      "{\"step\": 30, \"event\": \"eval\", \"label\": \"sums\", \"loss\": 1.0, \"perplexity\": 2.7, "
+      "\"tokens\": 10, \"exact_match\": 0.625}\n";
+  lines +=
+      "{\"step\": 30, \"eval/downstream/piqa_len_norm\": 0.55, \"eval/downstream/piqa_documents\": 10}\n";
+  lines +=
+      "{\"step\": 30, \"eval/downstream/arc_easy_acc\": 0.35, \"eval/downstream/arc_easy_documents\": 10}\n";
   dir.write("metrics.jsonl", lines);
   auto r = summarize_run(dir.file(""), {7.0, 20});
   EXPECT_EQ(r.steps, 30);
@@ -87,7 +96,7 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
   EXPECT_NE(table.find("| 45.0 |"), std::string::npos) << table;  // average of 55.0 and 35.0
   EXPECT_NE(table.find("| sums exact % |"), std::string::npos) << table;
   EXPECT_NE(table.find("| 62.5 |"), std::string::npos) << table;
-  EXPECT_NE(table.find("| 4.00 | 30 steps*"), std::string::npos) << table;  // 1 / 0.25 s per step
+  EXPECT_NE(table.find("| 4.00 | 30 steps*"), std::string::npos) << table;        // 1 / 0.25 s per step
   EXPECT_NE(table.find("| 30 steps* (1 spikes) |"), std::string::npos) << table;  // no plan known
   EXPECT_EQ(state_text(r), "30 steps");
   // run.json records the planned length: a run short of it stopped early.
@@ -100,7 +109,8 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
   EXPECT_TRUE(summarize_run(dir.file(""), {3.5, 20}).diverged);
   EXPECT_EQ(state_text(summarize_run(dir.file(""), {3.5, 20})), "diverged (final loss 4.00)");
   std::ofstream(dir.file("metrics.jsonl"), std::ios::app)
-      << "{\"step\": 31, \"event\": \"nonfinite\", \"cause\": \"loss\", \"loss\": null, \"grad_norm\": null}\n";
+      << "{\"step\": 31, \"event\": \"nonfinite\", \"cause\": \"loss\", \"loss\": null, \"grad_norm\": "
+         "null}\n";
   auto d = summarize_run(dir.file(""), {7.0, 20});
   EXPECT_TRUE(d.diverged);
   EXPECT_EQ(state_text(d), "diverged at step 31");
@@ -162,5 +172,6 @@ TEST(RunSummary, SeedsAggregateAndEveryRunExportsAsCsvAndJson) {
             "run,topology,learning_rate,seed,state,steps,max_steps,tokens,final_loss,diverged,spikes,"
             "steps_per_second,exact_match:sums");
   EXPECT_NE(csv.find("\"runs/pre, \"\"seed\"\" 1\",pre,0.001,1,finished,100,100,0,1.0,false,0,,0.25"),
-            std::string::npos) << csv;
+            std::string::npos)
+      << csv;
 }

@@ -39,7 +39,8 @@ const std::string kNeox = tokenizer_path("olmo-gpt-neox-20b-pii-special");
 
 TEST(Cli, TokenizeThenDetokenize) {
   TempDir dir;
-  const std::string jsonl = dir.write("a.jsonl", "{\"text\": \"Hello  world\"}\n{\"text\": \"e\\u0301 <|endoftext|>\"}\n");
+  const std::string jsonl =
+      dir.write("a.jsonl", "{\"text\": \"Hello  world\"}\n{\"text\": \"e\\u0301 <|endoftext|>\"}\n");
   const std::string txt = dir.write("b.txt", "Second file.\nTwo lines.\n");
   const std::string out = dir.file("out.npy");
   const Result r = run("tokenize --tokenizer " + kNeox + " " + jsonl + " " + txt + " -o " + out);
@@ -71,7 +72,8 @@ TEST(Cli, TokenizeThenDetokenize) {
 
 TEST(Cli, MalformedInputStopsOrSkips) {
   TempDir dir;
-  const std::string jsonl = dir.write("bad.jsonl", "{\"text\": \"ok\"}\n\"just a string\"\n{\"text\": \"ok\"}\n");
+  const std::string jsonl =
+      dir.write("bad.jsonl", "{\"text\": \"ok\"}\n\"just a string\"\n{\"text\": \"ok\"}\n");
   const std::string out = dir.file("out.npy");
   const Result stop = run("tokenize --tokenizer " + kNeox + " " + jsonl + " -o " + out);
   EXPECT_EQ(stop.code, 2);

@@ -38,21 +38,19 @@ TEST_P(Golden, EveryRecordMatches) {
     const auto got = tok.encode(text);
     if (got != want) {
       ++id_mismatches;
-      ADD_FAILURE() << golden << ":" << line_no << " ids differ for text "
-                    << nlohmann::json(text).dump() << "\n  want " << show(want) << "\n  got  "
-                    << show(got);
+      ADD_FAILURE() << golden << ":" << line_no << " ids differ for text " << nlohmann::json(text).dump()
+                    << "\n  want " << show(want) << "\n  got  " << show(got);
     }
     const std::string got_text = tok.decode(want, /*skip_special=*/false);
     if (got_text != decoded) {
       ++text_mismatches;
-      ADD_FAILURE() << golden << ":" << line_no << " decode differs for ids " << show(want)
-                    << "\n  want " << nlohmann::json(decoded).dump() << "\n  got  "
-                    << nlohmann::json(got_text).dump();
+      ADD_FAILURE() << golden << ":" << line_no << " decode differs for ids " << show(want) << "\n  want "
+                    << nlohmann::json(decoded).dump() << "\n  got  " << nlohmann::json(got_text).dump();
     }
   }
   EXPECT_GT(records, 300);
-  std::printf("%s: ids %d/%d matched, decode %d/%d matched\n", name.c_str(),
-              records - id_mismatches, records, records - text_mismatches, records);
+  std::printf("%s: ids %d/%d matched, decode %d/%d matched\n", name.c_str(), records - id_mismatches, records,
+              records - text_mismatches, records);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFiles, Golden,

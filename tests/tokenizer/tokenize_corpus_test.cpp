@@ -109,9 +109,10 @@ TEST(TokenizeCorpus, DocPerLineSkipsBlankLines) {
 TEST(TokenizeCorpus, MalformedInputStopsWithFileAndLineAndLeavesNothing) {
   TempDir dir;
   const std::string bad_utf8 = dir.write("bad.txt", "line one\nline two\nbad \xC3\x28 byte\n");
-  const std::string jsonl = dir.write(
-      "bad.jsonl", "{\"text\": \"ok\"}\n[1, 2]\n{\"body\": \"no text\"}\n{\"text\": 5}\n{broken\n"
-                   "{\"text\": \"ok again\"}\n");
+  const std::string jsonl =
+      dir.write("bad.jsonl",
+                "{\"text\": \"ok\"}\n[1, 2]\n{\"body\": \"no text\"}\n{\"text\": 5}\n{broken\n"
+                "{\"text\": \"ok again\"}\n");
   TokenizeOptions o;
   o.output = dir.file("out.npy");
   o.inputs = {bad_utf8};
@@ -129,9 +130,10 @@ TEST(TokenizeCorpus, MalformedInputStopsWithFileAndLineAndLeavesNothing) {
 
 TEST(TokenizeCorpus, SkipPolicyCountsMalformedDocuments) {
   TempDir dir;
-  const std::string jsonl = dir.write(
-      "bad.jsonl", "{\"text\": \"ok\"}\n[1, 2]\n{\"body\": \"no text\"}\n{\"text\": 5}\n{broken\n"
-                   "{\"text\": \"bad \xFF\"}\n\n{\"text\": \"ok again\"}\n");
+  const std::string jsonl =
+      dir.write("bad.jsonl",
+                "{\"text\": \"ok\"}\n[1, 2]\n{\"body\": \"no text\"}\n{\"text\": 5}\n{broken\n"
+                "{\"text\": \"bad \xFF\"}\n\n{\"text\": \"ok again\"}\n");
   TokenizeOptions o;
   o.inputs = {jsonl};
   o.output = dir.file("out.npy");
@@ -187,7 +189,8 @@ TEST(TokenizeCorpus, ThreadCountDoesNotChangeTokens) {
 
 TEST(TokenizeCorpus, EncodeJsonlWritesIdsPerLine) {
   TempDir dir;
-  const std::string in = dir.write("in.jsonl", "{\"text\": \"Hello world\"}\n{\"text\": \"a  b<|endoftext|>\"}\n");
+  const std::string in =
+      dir.write("in.jsonl", "{\"text\": \"Hello world\"}\n{\"text\": \"a  b<|endoftext|>\"}\n");
   std::ostringstream out;
   EXPECT_EQ(encode_jsonl(neox(), in, out), 2);
   EXPECT_EQ(out.str(), "{\"ids\": [12092, 1533]}\n{\"ids\": [66, 50276, 67, 0]}\n");

@@ -9,9 +9,9 @@
 #include <map>
 #include <regex>
 
+#include "run_files.h"
 #include "siamese/config/load.h"
 #include "siamese/model/transformer.h"
-#include "run_files.h"
 #include "siamese/train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -27,7 +27,6 @@ fs::path fresh_dir(const std::string& name) {
   fs::create_directories(d.parent_path());
   return d;
 }
-
 
 // A distinct port per test process so parallel ctest runs do not collide.
 int port(int offset) { return 20000 + static_cast<int>(::getpid() % 20000) + offset; }
@@ -48,15 +47,15 @@ std::string train_args(const fs::path& folder, int micro, const std::string& ext
 }
 
 int run_single(const fs::path& folder, int micro, const std::string& extra = "") {
-  std::string cmd = "OMP_NUM_THREADS=1 " + std::string(SIAMESE_BINARY) +
-                    train_args(folder, micro, extra) + " > " + folder.string() + ".log 2>&1";
+  std::string cmd = "OMP_NUM_THREADS=1 " + std::string(SIAMESE_BINARY) + train_args(folder, micro, extra) +
+                    " > " + folder.string() + ".log 2>&1";
   return std::system(cmd.c_str());
 }
 
 int run_torchrun(const fs::path& folder, int micro, int master_port, const std::string& extra = "") {
   std::string cmd = std::string(SIAMESE_TORCHRUN) + " --no_python --nproc_per_node 2 --master_port " +
-                    std::to_string(master_port) + " " + SIAMESE_BINARY +
-                    train_args(folder, micro, extra) + " > " + folder.string() + ".log 2>&1";
+                    std::to_string(master_port) + " " + SIAMESE_BINARY + train_args(folder, micro, extra) +
+                    " > " + folder.string() + ".log 2>&1";
   return std::system(cmd.c_str());
 }
 
@@ -84,7 +83,8 @@ TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   // Only rank 0 logs progress (rank 1: warnings and errors only).
   const std::string log = read_all(two.string() + ".log");
   size_t done_lines = 0;
-  for (size_t at = log.find("done: 20 steps"); at != std::string::npos; at = log.find("done: 20 steps", at + 1))
+  for (size_t at = log.find("done: 20 steps"); at != std::string::npos;
+       at = log.find("done: 20 steps", at + 1))
     ++done_lines;
   EXPECT_EQ(done_lines, 1u) << log;
 
@@ -122,21 +122,20 @@ TEST(DataParallel, ResumesWithADifferentWorldSize) {
 TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
   auto dir = fresh_dir("killed");
   const int timeout_s = 20;
-  const std::string env = "OMP_NUM_THREADS=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                          std::to_string(port(4));
+  const std::string env =
+      "OMP_NUM_THREADS=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port(4));
   const std::string args =
-      train_args(dir, 2, "--max_duration=100000 --distributed.timeout_seconds=" +
-                             std::to_string(timeout_s));
+      train_args(dir, 2, "--max_duration=100000 --distributed.timeout_seconds=" + std::to_string(timeout_s));
   // Rank 1 is killed with SIGKILL (no chance to say goodbye) once training is under way.
-  const std::string script =
-      "(RANK=0 LOCAL_RANK=0 " + env + " " + SIAMESE_BINARY + args + " > " + dir.string() +
-      ".r0.log 2>&1; echo $? > " + dir.string() + ".r0.rc) & r0=$!\n" + "RANK=1 LOCAL_RANK=1 " +
-      env + " " + SIAMESE_BINARY + args + " > " + dir.string() + ".r1.log 2>&1 & r1=$!\n" +
-      "for i in $(seq 1 600); do [ -s " + dir.string() +
-      "/metrics.jsonl ] && break; sleep 0.1; done\n"
-      "t0=$(date +%s.%N); kill -9 $r1; wait $r0; t1=$(date +%s.%N)\n"
-      "awk \"BEGIN{print $t1 - $t0}\" > " +
-      dir.string() + ".elapsed\n";
+  const std::string script = "(RANK=0 LOCAL_RANK=0 " + env + " " + SIAMESE_BINARY + args + " > " +
+                             dir.string() + ".r0.log 2>&1; echo $? > " + dir.string() + ".r0.rc) & r0=$!\n" +
+                             "RANK=1 LOCAL_RANK=1 " + env + " " + SIAMESE_BINARY + args + " > " +
+                             dir.string() + ".r1.log 2>&1 & r1=$!\n" + "for i in $(seq 1 600); do [ -s " +
+                             dir.string() +
+                             "/metrics.jsonl ] && break; sleep 0.1; done\n"
+                             "t0=$(date +%s.%N); kill -9 $r1; wait $r0; t1=$(date +%s.%N)\n"
+                             "awk \"BEGIN{print $t1 - $t0}\" > " +
+                             dir.string() + ".elapsed\n";
   ASSERT_EQ(std::system(("bash -c '" + script + "'").c_str()), 0);
   const std::string log = read_all(dir.string() + ".r0.log");
   ASSERT_TRUE(fs::exists(dir / "metrics.jsonl")) << log;
@@ -151,9 +150,8 @@ TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
 TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
   auto dir = fresh_dir("bench");
   const std::string cmd =
-      std::string(SIAMESE_TORCHRUN) + " --no_python --nproc_per_node 2 " +
-      "--master_port " + std::to_string(port(6)) + " " + SIAMESE_BINARY + " bench " +
-      SIAMESE_SOURCE_DIR +
+      std::string(SIAMESE_TORCHRUN) + " --no_python --nproc_per_node 2 " + "--master_port " +
+      std::to_string(port(6)) + " " + SIAMESE_BINARY + " bench " + SIAMESE_SOURCE_DIR +
       "/configs/tiny/quickstart.yaml --model.d_model=32 --model.n_heads=2 --model.n_layers=2"
       " --model.max_sequence_length=32 --global_train_batch_size=8"
       " --device_train_microbatch_size=2 --distributed.bucket_mb=0.01 --steps 3 --warmup 1"
@@ -164,8 +162,7 @@ TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
   const std::regex row(R"((1 rank|2 ranks, all-reduce [a-z ]+?) +(\d+) +([\d.]+) +([\d.]+) +([\d.]+)%)");
   std::map<std::string, std::vector<double>> rows;
   for (std::sregex_iterator it(out.begin(), out.end(), row), end; it != end; ++it)
-    rows[(*it)[1]] = {std::stod((*it)[2]), std::stod((*it)[3]), std::stod((*it)[4]),
-                      std::stod((*it)[5])};
+    rows[(*it)[1]] = {std::stod((*it)[2]), std::stod((*it)[3]), std::stod((*it)[4]), std::stod((*it)[5])};
   ASSERT_EQ(rows.size(), 3u) << out;
   const double rank_tokens = 4 * 32;  // global batch 8 over 2 ranks, 32 tokens each
   const double single_step = rows["1 rank"][1];
@@ -175,6 +172,8 @@ TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
     const int ranks = name == "1 rank" ? 1 : 2;
     EXPECT_NEAR(r[0], ranks * rank_tokens / r[1], 0.01 * r[0] + 1) << name;  // tokens/s
     EXPECT_NEAR(r[2], single_step / r[1], 0.011) << name;                    // efficiency
-    if (ranks == 2) { EXPECT_GT(r[3], 0.0) << name << ": no time blocked on the all-reduce"; }
+    if (ranks == 2) {
+      EXPECT_GT(r[3], 0.0) << name << ": no time blocked on the all-reduce";
+    }
   }
 }

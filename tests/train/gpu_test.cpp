@@ -9,12 +9,12 @@
 #include <filesystem>
 
 #include "run_files.h"
-#include "tiny_run.h"
 #include "siamese/dist/communicator.h"
+#include "siamese/model/lm_loss.h"
 #include "siamese/model/registry.h"
 #include "siamese/model/transformer.h"
-#include "siamese/model/lm_loss.h"
 #include "siamese/train/trainer.h"
+#include "tiny_run.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;
@@ -22,8 +22,9 @@ using siamese::testing::losses;
 
 namespace {
 
-#define REQUIRE_GPU() \
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: GPU tests run on the GPU machine (scripts/gpu_check.sh)"
+#define REQUIRE_GPU()               \
+  if (!torch::cuda::is_available()) \
+  GTEST_SKIP() << "no CUDA device: GPU tests run on the GPU machine (scripts/gpu_check.sh)"
 
 fs::path fresh_dir(const std::string& name) {
   auto d = fs::temp_directory_path() / ("siamese_gpu_test_" + std::to_string(::getpid())) / name;
@@ -100,7 +101,8 @@ TEST(GpuTrainer, AmpBf16StaysWithinTwoPercentOfFloat32Over20Steps) {
   ASSERT_EQ(lf.size(), 20u);
   ASSERT_EQ(lb.size(), 20u);
   double max_rel = 0;
-  for (auto& [step, loss] : lf) max_rel = std::max(max_rel, std::abs(std::stod(lb[step]) / std::stod(loss) - 1));
+  for (auto& [step, loss] : lf)
+    max_rel = std::max(max_rel, std::abs(std::stod(lb[step]) / std::stod(loss) - 1));
   EXPECT_LT(max_rel, 2e-2);
   EXPECT_GT(max_rel, 0.0);  // autocast really ran in bf16
 }
@@ -116,8 +118,7 @@ TEST(GpuTrainer, CheckpointSavedOnTheGpuResumesBitExact) {
   stop.stop_at = 3;
   ASSERT_EQ(train::train(parts, stop), 0);
   ASSERT_EQ(train::train(parts), 0);
-  EXPECT_EQ(losses(whole.save_folder),
-            losses(parts.save_folder));
+  EXPECT_EQ(losses(whole.save_folder), losses(parts.save_folder));
 }
 
 TEST(GpuDist, NcclProcessGroupOnOneRankAllReduces) {

@@ -28,13 +28,13 @@ void expect_curve(const SchedulerConfig& c, const std::vector<std::pair<double, 
 
 TEST(LrSchedule, CosineWithWarmup) {
   expect_curve(sched("cosine_with_warmup"), {{0, 1e-4},
-                                            {5, 5.5e-4},
-                                            {10, 1e-3},
-                                            {35, 8.681980515339464e-4},  // progress 1/4
-                                            {60, 5.5e-4},
-                                            {85, 2.318019484660536e-4},
-                                            {110, 1e-4},
-                                            {500, 1e-4}});
+                                             {5, 5.5e-4},
+                                             {10, 1e-3},
+                                             {35, 8.681980515339464e-4},  // progress 1/4
+                                             {60, 5.5e-4},
+                                             {85, 2.318019484660536e-4},
+                                             {110, 1e-4},
+                                             {500, 1e-4}});
 }
 
 TEST(LrSchedule, LinearWithWarmup) {

@@ -58,9 +58,9 @@ TEST(AttentionKernels, AModelTheFlashKernelCannotRunIsRefusedWithTheReason) {
     FAIL() << "accepted";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    for (const char* part : {"model.flash_attention", "attention_dropout 0.1",
-                             "on the CPU it does not take attention dropout",
-                             "set model.flash_attention: false"})
+    for (const char* part :
+         {"model.flash_attention", "attention_dropout 0.1", "on the CPU it does not take attention dropout",
+          "set model.flash_attention: false"})
       EXPECT_NE(msg.find(part), std::string::npos) << part << " in " << msg;
   }
   EXPECT_TRUE(at::globalContext().userEnabledMathSDP());  // left as it was for everything else

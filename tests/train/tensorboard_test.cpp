@@ -21,7 +21,7 @@ std::string read_all(const std::string& path) {
 }
 
 TEST(TensorBoard, Crc32cMatchesTheCastagnoliCheckValues) {
-  EXPECT_EQ(crc32c("123456789"), 0xE3069283u);  // the standard check value
+  EXPECT_EQ(crc32c("123456789"), 0xE3069283u);            // the standard check value
   EXPECT_EQ(crc32c(std::string(32, '\0')), 0x8A9136AAu);  // RFC 3720 B.4
 }
 
@@ -31,7 +31,8 @@ TEST(TensorBoard, NonFiniteValuesAreNotWritten) {
   std::string path;
   {
     TensorBoardWriter writer(dir.file("tb"));
-    writer.write_row(metrics_row(3, "nonfinite", {{"loss", std::nan("")}, {"grad_norm", INFINITY}, {"lr", 0.5}}));
+    writer.write_row(
+        metrics_row(3, "nonfinite", {{"loss", std::nan("")}, {"grad_norm", INFINITY}, {"lr", 0.5}}));
     writer.write_row(metrics_row(4, "", {{"layer_grad_norms", {1.0, std::nan("")}}}));
     path = writer.path().string();
   }

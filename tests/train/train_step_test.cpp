@@ -59,8 +59,7 @@ TEST(TrainStep, MicroBatchesGiveTheWholeBatchsLossAndUpdate) {
   EXPECT_NEAR(a.grad_norm.item<double>(), b.grad_norm.item<double>(), 1e-5);
   EXPECT_EQ(a.loss_scale.item<double>(), 1.0);
   const auto pa = whole.model->named_parameters(), pb = split.model->named_parameters();
-  for (const auto& kv : pa)
-    EXPECT_TRUE(torch::allclose(kv.value(), pb[kv.key()], 1e-5, 1e-6)) << kv.key();
+  for (const auto& kv : pa) EXPECT_TRUE(torch::allclose(kv.value(), pb[kv.key()], 1e-5, 1e-6)) << kv.key();
   EXPECT_LT(mean / double(4 * 31), a.loss.item<double>());  // the step lowered the loss
 }
 

@@ -10,11 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "siamese/model/transformer.h"
 #include "run_files.h"
-#include "tiny_run.h"
+#include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/trainer.h"
+#include "tiny_run.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;
@@ -33,9 +33,6 @@ fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
-
-
-
 }  // namespace
 
 // Separate processes through the CLI, as a preempted cluster job is resumed.
@@ -48,7 +45,8 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
       std::string(SIAMESE_BINARY) + " train " + SIAMESE_SOURCE_DIR +
       "/configs/tiny/quickstart.yaml --model.residual=" + topology + qkv +
       " --model.d_model=32 --model.n_heads=2 --model.n_layers=2 --model.max_sequence_length=32"
-      " --model.attention_dropout=" + dropout + " --model.residual_dropout=" + dropout +
+      " --model.attention_dropout=" +
+      dropout + " --model.residual_dropout=" + dropout +
       " --global_train_batch_size=4 --device_train_microbatch_size=2 --max_duration=8"
       " --scheduler.t_warmup=3 --optimizer.learning_rate=3e-3 --save_interval=1000"
       " --eval_interval=1000 --eval_subset_num_batches=2 --save_folder=" +
@@ -80,9 +78,7 @@ TEST(Trainer, StoppedAndResumedRunMatchesUninterruptedRunBitForBit) { expect_exa
 
 // Dropout draws from the global generator: the resumed run must restore it and nothing
 // may draw between the restore and the first resumed step.
-TEST(Trainer, StoppedAndResumedRunWithDropoutMatchesBitForBit) {
-  expect_exact_resume("0.1");
-}
+TEST(Trainer, StoppedAndResumedRunWithDropoutMatchesBitForBit) { expect_exact_resume("0.1"); }
 
 TEST(Trainer, MicroBatchingKeepsTheLossNormalisedOverTheGlobalBatch) {
   auto whole = tiny(fresh_dir("micro4")), split = tiny(fresh_dir("micro1"));
@@ -140,7 +136,8 @@ TEST(Trainer, AmpFp16LossScaleBacksOffFromOverflowsAndResumesExactly) {
   std::istringstream lines(rows);
   for (std::string line; std::getline(lines, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j.value("event", "") == "overflow") overflow_scale[j["step"]] = j["loss_scale"];
+    if (j.value("event", "") == "overflow")
+      overflow_scale[j["step"]] = j["loss_scale"];
     else if (j.contains("loss_scale")) {
       step_scale[j["step"]] = j["loss_scale"];
       step_losses.push_back(j["loss"]);
@@ -223,8 +220,7 @@ TEST(Trainer, SkipsUpToMaxBadStepsThenStops) {
   EXPECT_EQ(train::train(c), train::kExitNonFinite);
   auto log = read_all(dir / "metrics.jsonl");
   for (int s : {2, 3, 4})
-    EXPECT_NE(log.find("{\"step\": " + std::to_string(s) + ", \"event\": \"nonfinite\""),
-              std::string::npos)
+    EXPECT_NE(log.find("{\"step\": " + std::to_string(s) + ", \"event\": \"nonfinite\""), std::string::npos)
         << log;
   EXPECT_EQ(log.find("{\"step\": 5,"), std::string::npos);
 }
@@ -236,7 +232,10 @@ TEST(Trainer, EvaluatesHeldOutArithmeticWithExactMatch) {
   ASSERT_EQ(train::train(c), 0);
   auto log = read_all(dir / "metrics.jsonl");
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(log, m, std::regex("\"label\": \"arithmetic_held_out\", \"loss\": ([0-9.e+-]+).*\"exact_match\": ([0-9.e+-]+)")))
+  ASSERT_TRUE(std::regex_search(
+      log, m,
+      std::regex(
+          "\"label\": \"arithmetic_held_out\", \"loss\": ([0-9.e+-]+).*\"exact_match\": ([0-9.e+-]+)")))
       << log;
   EXPECT_GT(std::stod(m[1]), 0.0);
   EXPECT_GE(std::stod(m[2]), 0.0);

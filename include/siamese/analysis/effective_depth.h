@@ -17,8 +17,7 @@ struct DepthPoint {
 };
 
 // Mean next-token cross-entropy over `batches` ([B, T] ids) with only `n_blocks` blocks.
-double lm_loss(model::TransformerImpl& model, const std::vector<torch::Tensor>& batches,
-               int64_t n_blocks);
+double lm_loss(model::TransformerImpl& model, const std::vector<torch::Tensor>& batches, int64_t n_blocks);
 
 std::vector<DepthPoint> effective_depth(model::TransformerImpl& model,
                                         const std::vector<torch::Tensor>& batches);

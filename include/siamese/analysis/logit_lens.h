@@ -17,9 +17,9 @@
 namespace siamese::analysis {
 
 struct LogitLens {
-  int64_t positions = 0;           // predicted positions examined
-  int64_t disagreeing = 0;         // positions where the streams' own predictions differ
-  std::map<std::string, double> agreement;               // stream -> fraction matching final
+  int64_t positions = 0;                    // predicted positions examined
+  int64_t disagreeing = 0;                  // positions where the streams' own predictions differ
+  std::map<std::string, double> agreement;  // stream -> fraction matching final
   std::map<std::string, double> agreement_where_disagree;  // the same over disagreeing positions
 };
 

@@ -20,7 +20,6 @@ struct StreamMagnitudes {
 };
 
 // Averages over `batches` (each [B, T] token ids), in eval mode without gradients.
-StreamMagnitudes stream_magnitudes(model::TransformerImpl& model,
-                                   const std::vector<torch::Tensor>& batches);
+StreamMagnitudes stream_magnitudes(model::TransformerImpl& model, const std::vector<torch::Tensor>& batches);
 
 }  // namespace siamese::analysis

@@ -20,7 +20,7 @@ namespace siamese::analysis {
 
 struct MixingSite {
   int64_t layer = 0;
-  std::string site;   // "attn" or "ff"
+  std::string site;    // "attn" or "ff"
   double x_scale = 0;  // mean |weight| of the X side (elementwise product of its factors)
   double y_scale = 0;  // mean |weight| of the Y-stream norm
   double x_share() const { return x_scale / (x_scale + y_scale); }

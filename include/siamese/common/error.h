@@ -21,8 +21,7 @@ class Error : public std::runtime_error {
   const std::string& fix() const { return fix_; }
 
  private:
-  static std::string compose(const std::string& what, const std::string& where,
-                             const std::string& fix) {
+  static std::string compose(const std::string& what, const std::string& where, const std::string& fix) {
     std::string s = where.empty() ? what : where + ": " + what;
     if (!fix.empty()) s += "\n  fix: " + fix;
     return s;

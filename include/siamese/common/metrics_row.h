@@ -14,7 +14,8 @@ namespace siamese {
 using MetricsRow = nlohmann::ordered_json;
 
 // {"step": step, "event": event (when not empty), ...fields}.
-MetricsRow metrics_row(int64_t step, const std::string& event = "", const nlohmann::ordered_json& fields = {});
+MetricsRow metrics_row(int64_t step, const std::string& event = "",
+                       const nlohmann::ordered_json& fields = {});
 
 // Calls fn(row, line text) for every row of a metrics.jsonl (plain or gzip), in order. A last
 // line without its newline that is not a JSON object, which a kill leaves when it cuts a

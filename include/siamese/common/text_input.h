@@ -2,10 +2,10 @@
 // Reading text inputs: plain or gzip-compressed files (recognised by their magic bytes, so
 // the name does not matter), whole or line by line, and JSON Lines. Shared by the tokenize
 // command, the eval tasks (JSONL) and the metrics reader.
-#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace siamese {
@@ -46,8 +46,7 @@ std::string read_text_file(const std::string& path);
 // not valid JSON or not an object throws siamese::Error "path:line: ...", except, with
 // `skip_cut_last_line`, a last line without its '\n' that a killed writer left half-written
 // (skipped with a warning: logs appended to while running).
-void for_each_jsonl(const std::string& path,
-                    const std::function<void(int64_t, const nlohmann::json&)>& fn,
+void for_each_jsonl(const std::string& path, const std::function<void(int64_t, const nlohmann::json&)>& fn,
                     bool skip_cut_last_line = false);
 
 }  // namespace siamese

@@ -101,7 +101,7 @@ struct DataConfig {
   bool pin_memory = false;
   std::optional<int64_t> seed;  // unset = top-level seed
   // ours: the built-in synthetic corpus used when `paths` is empty (quickstart, tests).
-  std::string synthetic = "";  // "" | arithmetic
+  std::string synthetic = "";     // "" | arithmetic
   int64_t arithmetic_digits = 3;  // ours: operands of the arithmetic corpus have up to N digits
 };
 
@@ -121,9 +121,9 @@ struct EvaluatorConfig {
 
 // ours: data parallelism across ranks (torchrun / srun launches; docs/distributed.md).
 struct DistributedConfig {
-  double bucket_mb = 25;            // gradient all-reduce bucket size (PyTorch DDP's default)
-  bool overlap = true;              // launch bucket all-reduces from backward hooks
-  int64_t timeout_seconds = 600;    // a rank silent this long fails the others, not hangs them
+  double bucket_mb = 25;          // gradient all-reduce bucket size (PyTorch DDP's default)
+  bool overlap = true;            // launch bucket all-reduces from backward hooks
+  int64_t timeout_seconds = 600;  // a rank silent this long fails the others, not hangs them
 };
 
 struct TrainConfig {

@@ -29,7 +29,7 @@ struct Field {
   Kind kind;
   std::function<void*(Root&)> member;
   std::string doc;
-  bool ours;  // a key this project adds to OLMo's schema
+  bool ours;                              // a key this project adds to OLMo's schema
   std::vector<std::string> choices = {};  // strings: the accepted values (empty: any)
   Bounds bounds = {};
   std::string fix = {};  // the fix shown for a value outside them (empty: a generated one)
@@ -51,9 +51,13 @@ struct Field {
   }
 
   template <class T>
-  T& ref(Root& root) const { return *static_cast<T*>(member(root)); }
+  T& ref(Root& root) const {
+    return *static_cast<T*>(member(root));
+  }
   template <class T>
-  const T& ref(const Root& root) const { return *static_cast<const T*>(member(const_cast<Root&>(root))); }
+  const T& ref(const Root& root) const {
+    return *static_cast<const T*>(member(const_cast<Root&>(root)));
+  }
 };
 
 // An OLMo key this project reads without using (logged "ignored"); a whole subtree when it

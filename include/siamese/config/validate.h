@@ -24,7 +24,6 @@ void validate_model(const ModelConfig& model, const KeyLocator& where = {});
 
 // The batch-size rules that depend on how many ranks train: global_train_batch_size must
 // split evenly over `world_size` ranks and each rank's share into microbatches.
-void validate_for_world_size(const TrainConfig& config, int world_size,
-                             const KeyLocator& where = {});
+void validate_for_world_size(const TrainConfig& config, int world_size, const KeyLocator& where = {});
 
 }  // namespace siamese

@@ -13,8 +13,7 @@ class BatchOrder {
  public:
   // global_batch must be a multiple of world_size. An epoch is the largest whole number of
   // global batches that fit in num_instances (the incomplete last batch is dropped).
-  BatchOrder(int64_t num_instances, int64_t global_batch, uint64_t seed, int rank = 0,
-             int world_size = 1);
+  BatchOrder(int64_t num_instances, int64_t global_batch, uint64_t seed, int rank = 0, int world_size = 1);
 
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   // Instance indices this rank reads at 0-based global step `step`.

@@ -53,12 +53,11 @@ LanguageModel language_model(model::TransformerImpl& model);
 // `progress` (optional) hears (requests scored, requests in all) after each batch.
 using Progress = std::function<void(int64_t done, int64_t total)>;
 std::vector<double> continuation_logliks(const LanguageModel& lm, const std::vector<Request>& reqs,
-                                         int64_t batch_size, int64_t max_length,
-                                         torch::Device device, const Progress& progress = {});
+                                         int64_t batch_size, int64_t max_length, torch::Device device,
+                                         const Progress& progress = {});
 
 // An option's score under `metric` (see Metric); dc_loglik is used by PmiDc only.
-double option_score(Metric metric, double loglik, const std::string& continuation,
-                    double dc_loglik);
+double option_score(Metric metric, double loglik, const std::string& continuation, double dc_loglik);
 // argmax over scores; the first index wins a tie (numpy argmax, as OLMo).
 int64_t argmax(const std::vector<double>& scores);
 
@@ -66,7 +65,7 @@ struct DownstreamOptions {
   int64_t batch_size = 16;
   std::optional<Metric> metric;  // unset = the task's OLMo metric
   torch::Device device = torch::kCPU;
-  int64_t max_length = 0;  // 0 = the model's max_sequence_length
+  int64_t max_length = 0;      // 0 = the model's max_sequence_length
   bool share_contexts = true;  // read a context shared by several options once (KV cache)
   Progress progress;           // requests of the task (and of its pmi_dc requests)
 };
@@ -87,8 +86,8 @@ struct DownstreamResult {
 
 // Scores every document of `task` with `lm`; the model is put in eval mode (under
 // NoGradGuard) by the TransformerImpl overload, which restores the previous mode.
-DownstreamResult run_downstream(const LanguageModel& lm, const tokenizer::Tokenizer& tok,
-                                const Task& task, const DownstreamOptions& options);
+DownstreamResult run_downstream(const LanguageModel& lm, const tokenizer::Tokenizer& tok, const Task& task,
+                                const DownstreamOptions& options);
 DownstreamResult run_downstream(model::TransformerImpl& model, const tokenizer::Tokenizer& tok,
                                 const Task& task, DownstreamOptions options);
 

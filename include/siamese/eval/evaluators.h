@@ -31,9 +31,9 @@ struct EvalResult {
   std::string label;
   double loss = 0;  // mean next-token cross-entropy
   int64_t tokens = 0;
-  std::optional<double> exact_match;  // arithmetic only: fraction of answers exactly right
+  std::optional<double> exact_match;           // arithmetic only: fraction of answers exactly right
   std::optional<DownstreamResult> downstream;  // `type: downstream` evaluators
-  std::vector<ArithmeticSample> samples;              // arithmetic only: the first few problems
+  std::vector<ArithmeticSample> samples;       // arithmetic only: the first few problems
 
   double perplexity() const;
   MetricsRow to_row(int64_t step) const;

@@ -33,7 +33,6 @@ int64_t choose_token(const torch::Tensor& logits, const Sampling& s, at::Generat
 // are never produced). Throws siamese::Error when the prompt is empty or prompt + max_tokens
 // exceed max_sequence_length.
 std::vector<int64_t> generate(model::TransformerImpl& model, const std::vector<int64_t>& prompt,
-                              const Sampling& s,
-                              const std::function<void(int64_t)>& on_token = {});
+                              const Sampling& s, const std::function<void(int64_t)>& on_token = {});
 
 }  // namespace siamese::eval

@@ -31,8 +31,8 @@ struct Document {
 };
 
 struct Task {
-  std::string name;   // our name = the JSONL file stem, e.g. "openbookqa"
-  std::string label;  // OLMo's label, e.g. "openbook_qa" (metric keys use it)
+  std::string name;             // our name = the JSONL file stem, e.g. "openbookqa"
+  std::string label;            // OLMo's label, e.g. "openbook_qa" (metric keys use it)
   Metric metric = Metric::Acc;  // OLMo's default metric for the task
   std::vector<Document> docs;
 };
@@ -40,9 +40,9 @@ struct Task {
 // The task names this module knows, in OLMo's order.
 const std::vector<std::string>& task_names();
 
-// Reads data_dir/<name>.jsonl (`name` may also be OLMo's label, e.g. openbook_qa); the first `limit` documents when limit >= 0. A malformed
-// line (invalid JSON, a missing or ill-typed field, a gold key outside the options) throws
-// siamese::Error naming "file:line".
+// Reads data_dir/<name>.jsonl (`name` may also be OLMo's label, e.g. openbook_qa); the first `limit`
+// documents when limit >= 0. A malformed line (invalid JSON, a missing or ill-typed field, a gold key outside
+// the options) throws siamese::Error naming "file:line".
 Task load_task(const std::string& name, const std::string& data_dir, int64_t limit = -1);
 
 // Number of Unicode code points in UTF-8 text (Python's len of the decoded string).

@@ -15,8 +15,8 @@ namespace siamese::model {
 // softmax(q k^T / sqrt(hd) + causal mask) v written out with plain ops: the reference the
 // fused kernel is tested against. q: [B,H,T,hd]; k, v: [B,H,S,hd] (S >= T): the queries are
 // the last T of the S positions (S > T when earlier keys come from a KV cache).
-torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                  const torch::Tensor& v, double dropout_p, bool training);
+torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  double dropout_p, bool training);
 
 // One layer's keys and values (after norms and RoPE, before GQA's repeat) of the positions
 // already read, so that decoding one more token reads them instead of recomputing the

@@ -19,14 +19,13 @@ bool supports(const torch::Tensor& x);
 struct RmsNormOut {
   torch::Tensor y, r;
 };
-RmsNormOut rms_norm_forward(const torch::Tensor& x, const torch::Tensor& weight /* or {} */,
-                            double eps);
+RmsNormOut rms_norm_forward(const torch::Tensor& x, const torch::Tensor& weight /* or {} */, double eps);
 
 struct RmsNormGrads {
   torch::Tensor dx, dw;  // dw undefined without weight
 };
-RmsNormGrads rms_norm_backward(const torch::Tensor& dy, const torch::Tensor& x,
-                               const torch::Tensor& r, const torch::Tensor& weight /* or {} */);
+RmsNormGrads rms_norm_backward(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& r,
+                               const torch::Tensor& weight /* or {} */);
 
 // One stream's norm in the stream update: off, or an RMSNorm with an optional weight.
 struct StreamNormSpec {
@@ -40,9 +39,9 @@ struct StreamNormSpec {
 struct StreamUpdateOut {
   torch::Tensor x, y, nx, ny, rx, ry;
 };
-StreamUpdateOut stream_update_forward(const torch::Tensor& x, const torch::Tensor& y,
-                                      const torch::Tensor& o, double alpha,
-                                      const StreamNormSpec& norm_x, const StreamNormSpec& norm_y);
+StreamUpdateOut stream_update_forward(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& o,
+                                      double alpha, const StreamNormSpec& norm_x,
+                                      const StreamNormSpec& norm_y);
 
 // Gradients of the update from those of x', y', nx, ny (any undefined: zero), given the
 // forward's x', y', rx, ry. dw_x / dw_y are undefined where that norm is off or unweighted.
@@ -52,15 +51,14 @@ struct StreamUpdateGrads {
 StreamUpdateGrads stream_update_backward(const torch::Tensor& d_x_out, const torch::Tensor& d_y_out,
                                          const torch::Tensor& d_nx, const torch::Tensor& d_ny,
                                          const StreamUpdateOut& saved, double alpha,
-                                         const StreamNormSpec& norm_x,
-                                         const StreamNormSpec& norm_y);
+                                         const StreamNormSpec& norm_x, const StreamNormSpec& norm_y);
 
 // The stream update as one autograd node: returns x', y', nx, ny (nx / ny undefined where
 // off). Gradients reach x, y, o and the norms' weights.
 struct Streams {
   torch::Tensor x, y, nx, ny;
 };
-Streams stream_update(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& o,
-                      double alpha, const StreamNormSpec& norm_x, const StreamNormSpec& norm_y);
+Streams stream_update(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& o, double alpha,
+                      const StreamNormSpec& norm_x, const StreamNormSpec& norm_y);
 
 }  // namespace siamese::model::fused

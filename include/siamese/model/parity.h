@@ -16,13 +16,12 @@ namespace siamese::model {
 // and, for SiameseNorm's second stream, from the checkpoint keys (`olmo_keys`: a
 // transformer.ln_y_f.* key means hybrid_pre). Options our model does not implement
 // (alibi, block groups, norm_after, context norm, ...) throw siamese::Error listing them.
-ModelConfig model_config_from_olmo(const std::string& config_json,
-                                   const std::vector<std::string>& olmo_keys);
+ModelConfig model_config_from_olmo(const std::string& config_json, const std::vector<std::string>& olmo_keys);
 
 struct ParityRow {
-  std::string name;      // "logits", "loss", "grad <key>", "hidden <file>", "intermediate <file>"
-  double max_abs = 0;    // max |ours - reference|
-  double max_rel = 0;    // max_abs / max |reference| (the scale-relative error)
+  std::string name;    // "logits", "loss", "grad <key>", "hidden <file>", "intermediate <file>"
+  double max_abs = 0;  // max |ours - reference|
+  double max_rel = 0;  // max_abs / max |reference| (the scale-relative error)
 };
 
 struct ParityResult {

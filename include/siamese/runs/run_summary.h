@@ -32,11 +32,11 @@ struct RunSummary {
   std::optional<int64_t> max_steps;       // the planned length (run.json)
   int64_t spikes = 0;
   bool diverged = false;
-  std::map<std::string, double> eval_perplexity;  // lm evaluator label -> last perplexity
-  std::map<std::string, double> eval_exact_match; // arithmetic evaluator label -> last exact match
-  double train_seconds = 0;                       // sum of the logged steps' step_seconds
-  int64_t timed_steps = 0;                        // logged steps with a step time
-  std::map<std::string, double> downstream;       // "eval/downstream/<label>_<metric>" -> last
+  std::map<std::string, double> eval_perplexity;   // lm evaluator label -> last perplexity
+  std::map<std::string, double> eval_exact_match;  // arithmetic evaluator label -> last exact match
+  double train_seconds = 0;                        // sum of the logged steps' step_seconds
+  int64_t timed_steps = 0;                         // logged steps with a step time
+  std::map<std::string, double> downstream;        // "eval/downstream/<label>_<metric>" -> last
 };
 
 struct SummaryOptions {

@@ -2,8 +2,8 @@
 // tokenizer.json "model" of type BPE: merges applied lowest rank first (ties: leftmost), as
 // HF's BPE word merging does, with byte_fallback, unk_token/fuse_unk, ignore_merges and
 // continuing_subword_prefix / end_of_word_suffix. Encoded words are cached per thread.
-#include <nlohmann/json_fwd.hpp>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>

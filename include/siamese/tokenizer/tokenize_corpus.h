@@ -46,10 +46,10 @@ struct InputProblem {
 };
 
 struct TokenizeReport {
-  TokenFileInfo info;                 // what the sidecar says
-  std::vector<InputProblem> problems; // the first 100 skipped documents
-  double seconds = 0;                 // wall time, reading to rename
-  double cpu_seconds = 0;             // CPU time of all threads over the same span
+  TokenFileInfo info;                  // what the sidecar says
+  std::vector<InputProblem> problems;  // the first 100 skipped documents
+  double seconds = 0;                  // wall time, reading to rename
+  double cpu_seconds = 0;              // CPU time of all threads over the same span
   double megabytes_per_second() const { return seconds > 0 ? info.input_bytes / 1e6 / seconds : 0; }
   // Throughput per busy core: on a shared machine, wall time measures the other tenants.
   double megabytes_per_cpu_second() const {

@@ -11,7 +11,10 @@ namespace siamese::tokenizer {
 // Decodes the code point at `pos` of valid UTF-8 and stores its byte length in `len`.
 inline char32_t decode_utf8(std::string_view s, size_t pos, size_t& len) {
   const auto b0 = static_cast<unsigned char>(s[pos]);
-  if (b0 < 0x80) { len = 1; return b0; }
+  if (b0 < 0x80) {
+    len = 1;
+    return b0;
+  }
   if (b0 < 0xE0) {
     len = 2;
     return ((b0 & 0x1Fu) << 6) | (static_cast<unsigned char>(s[pos + 1]) & 0x3Fu);

@@ -47,15 +47,14 @@ void clean_save_folder(const std::filesystem::path& save_folder, const SaveFolde
 // Writes step<state.step> under save_folder. Any write error (a full disk) throws
 // siamese::Error naming the file and the free space, after removing the temporary folder;
 // existing checkpoints are untouched. Called on rank 0 only: every rank holds the same weights.
-std::filesystem::path save_checkpoint(const std::filesystem::path& save_folder,
-                                      torch::nn::Module& model, AdamW& optim,
-                                      const TrainState& state, const std::string& config_yaml);
+std::filesystem::path save_checkpoint(const std::filesystem::path& save_folder, torch::nn::Module& model,
+                                      AdamW& optim, const TrainState& state, const std::string& config_yaml);
 
 // Keeps the newest `keep` checkpoints (keep <= 0 keeps all) among those a run may prune:
 // the ones not newer than `resumed_step` and the ones it wrote itself (`written`). A run
 // rolled back to an older checkpoint therefore never deletes the newer ones.
-void prune_checkpoints(const std::filesystem::path& save_folder, int64_t keep,
-                       int64_t resumed_step, const std::set<int64_t>& written);
+void prune_checkpoints(const std::filesystem::path& save_folder, int64_t keep, int64_t resumed_step,
+                       const std::set<int64_t>& written);
 
 // Writes save_folder/config.yaml (temporary file + rename) when a run starts, so a run
 // that stops before its first checkpoint (a diverged one) still says what it trained;
@@ -81,7 +80,7 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 // whose saved model config differs in anything that changes what the weights compute
 // (shapes, heads, topology, norms), naming the keys; dropout, initialisation and
 // memory/kernel switches may differ.
-TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model,
-                           AdamW* optim, const ModelConfig* same_model = nullptr);
+TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, AdamW* optim,
+                           const ModelConfig* same_model = nullptr);
 
 }  // namespace siamese::train

@@ -21,12 +21,12 @@ struct StepMetrics {
   double grad_norm = 0;  // global norm before clipping
   double step_seconds = 0;
   int64_t step_tokens = 0;
-  double flops_per_token = 0;      // training FLOPs (forward + backward)
+  double flops_per_token = 0;        // training FLOPs (forward + backward)
   std::optional<double> peak_flops;  // hardware peak, FLOP/s summed over ranks
   double elapsed = 0;
   bool loss_spike = false;
-  double comm_seconds = 0;  // blocked on the gradient all-reduce after backward (data parallel)
-  double peak_memory_mib = 0;  // device_clock.h's peak_memory_mib: CUDA allocator peak, CPU max RSS
+  double comm_seconds = 0;           // blocked on the gradient all-reduce after backward (data parallel)
+  double peak_memory_mib = 0;        // device_clock.h's peak_memory_mib: CUDA allocator peak, CPU max RSS
   std::optional<double> loss_scale;  // amp_fp16 only: the scale this step's backward used
 
   double perplexity() const;

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "siamese/config/config.h"
+#include "siamese/dist/gradient_sync.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/device_clock.h"
-#include "siamese/dist/gradient_sync.h"
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/optimizer.h"
 

@@ -23,9 +23,7 @@ class MixLN : public TopologyImpl {
 
   State begin(torch::Tensor emb) override { return {{"x"}, {emb}}; }
 
-  torch::Tensor enter(State& st, int64_t s) override {
-    return is_post(s) ? st[0] : norm_[s](st[0]);
-  }
+  torch::Tensor enter(State& st, int64_t s) override { return is_post(s) ? st[0] : norm_[s](st[0]); }
 
   void leave(State& st, torch::Tensor f, int64_t s) override {
     st[0] = is_post(s) ? norm_[s](st[0] + f) : st[0] + f;
@@ -43,8 +41,6 @@ class MixLN : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_mixln(const ModelConfig& cfg) {
-  return std::make_shared<MixLN>(cfg);
-}
+std::shared_ptr<TopologyImpl> make_mixln(const ModelConfig& cfg) { return std::make_shared<MixLN>(cfg); }
 
 }  // namespace siamese::model

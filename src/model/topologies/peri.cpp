@@ -31,8 +31,6 @@ class PeriNorm : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_peri(const ModelConfig& cfg) {
-  return std::make_shared<PeriNorm>(cfg);
-}
+std::shared_ptr<TopologyImpl> make_peri(const ModelConfig& cfg) { return std::make_shared<PeriNorm>(cfg); }
 
 }  // namespace siamese::model

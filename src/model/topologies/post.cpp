@@ -38,13 +38,10 @@ class PostNorm : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_scaled_post(const ModelConfig& cfg, double alpha,
-                                               double beta) {
+std::shared_ptr<TopologyImpl> make_scaled_post(const ModelConfig& cfg, double alpha, double beta) {
   return std::make_shared<PostNorm>(cfg, alpha, beta);
 }
 
-std::shared_ptr<TopologyImpl> make_post(const ModelConfig& cfg) {
-  return make_scaled_post(cfg, 1.0, 1.0);
-}
+std::shared_ptr<TopologyImpl> make_post(const ModelConfig& cfg) { return make_scaled_post(cfg, 1.0, 1.0); }
 
 }  // namespace siamese::model

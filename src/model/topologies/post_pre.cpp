@@ -44,8 +44,6 @@ class PostPre : public SiameseStreams {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_post_pre(const ModelConfig& cfg) {
-  return std::make_shared<PostPre>(cfg);
-}
+std::shared_ptr<TopologyImpl> make_post_pre(const ModelConfig& cfg) { return std::make_shared<PostPre>(cfg); }
 
 }  // namespace siamese::model

@@ -28,8 +28,6 @@ class PreNorm : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_pre(const ModelConfig& cfg) {
-  return std::make_shared<PreNorm>(cfg);
-}
+std::shared_ptr<TopologyImpl> make_pre(const ModelConfig& cfg) { return std::make_shared<PreNorm>(cfg); }
 
 }  // namespace siamese::model

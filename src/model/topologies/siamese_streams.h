@@ -42,8 +42,8 @@ class SiameseStreams : public TopologyImpl {
       return;
     }
     // f joins the streams' dtype as the separate adds would promote it (autocast).
-    const auto u = fused::stream_update(st[0], st[1], f.to(st[0].scalar_type()), alpha,
-                                        spec(next.x), spec(next.y));
+    const auto u =
+        fused::stream_update(st[0], st[1], f.to(st[0].scalar_type()), alpha, spec(next.x), spec(next.y));
     st[0] = u.x;
     st[1] = u.y;
     keep_normalized(st, 0, next.x, u.nx);
@@ -67,8 +67,7 @@ class SiameseStreams : public TopologyImpl {
   // norm, taking what the preceding fused update already computed.
   std::pair<torch::Tensor, torch::Tensor> normed(State& st, int64_t s) {
     const auto norms = norms_at(s);
-    std::pair<torch::Tensor, torch::Tensor> out{normed_stream(st, 0, norms.x),
-                                                normed_stream(st, 1, norms.y)};
+    std::pair<torch::Tensor, torch::Tensor> out{normed_stream(st, 0, norms.x), normed_stream(st, 1, norms.y)};
     st.normalized.clear();
     return out;
   }
@@ -90,9 +89,8 @@ class SiameseStreams : public TopologyImpl {
       if (!n->is_empty() && (*n)->kind() != NormKind::RMS) return false;
     const auto &x = st[0], &y = st[1];
     const auto t = x.scalar_type();
-    return fused::supports(x) && y.scalar_type() == t && y.sizes() == x.sizes() &&
-           f.sizes() == x.sizes() && y.device() == x.device() && f.device() == x.device() &&
-           c10::promoteTypes(t, f.scalar_type()) == t;
+    return fused::supports(x) && y.scalar_type() == t && y.sizes() == x.sizes() && f.sizes() == x.sizes() &&
+           y.device() == x.device() && f.device() == x.device() && c10::promoteTypes(t, f.scalar_type()) == t;
   }
 
   static fused::StreamNormSpec spec(const Norm& n) {
