@@ -63,7 +63,7 @@ class Attention(nn.Module):
         rms, eps = c["layer_norm_type"] == "rms", c["layer_norm_eps"]
         affine = c["attention_layer_norm_with_affine"]
         bias = affine and c["bias_for_layer_norm"]
-        norm = lambda dim: Norm(rms, dim, eps, affine, bias)  # noqa: E731
+        norm = lambda dim: Norm(rms, dim, eps, affine, bias)
         self.q_norm = self.k_norm = self.v_norm = None
         if self.full_width:
             self.q_norm, self.k_norm = norm(d), norm(kv)

@@ -12,4 +12,4 @@ packages=(
 mkdir -p .debs
 cd .debs
 apt-get download "${packages[@]}" >/dev/null
-ls -1 *.deb
+ls -1 -- *.deb

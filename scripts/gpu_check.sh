@@ -6,7 +6,7 @@
 # gpu_results/). Without apt there, carry .debs/ from scripts/fetch_debs.sh: they are
 # unpacked into .deps/ and the build finds its libraries there.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 out=${1:-${OUT:-gpu_results}}
 mkdir -p "$out"
 exec > >(tee "$out/gpu_check.log") 2>&1
@@ -40,7 +40,7 @@ $bin --version | tee "$out/version.txt"
 ctest --test-dir "$SIAMESE_BUILD_DIR" -L gpu --output-on-failure --timeout 300 | tee "$out/gpu_tests.txt"
 
 bench=(configs/exps/OLMo-1B-1e-3.yaml --data.paths='[]' --data.synthetic=arithmetic
-       --global_train_batch_size=16 --peak_tflops=${PEAK_TFLOPS:-989} --steps 4 --warmup 2)
+       --global_train_batch_size=16 --peak_tflops="${PEAK_TFLOPS:-989}" --steps 4 --warmup 2)
 $bin bench "${bench[@]}" --device_train_microbatch_size=4 --compare pre,hybrid_pre --rounds 3 \
   | tee "$out/bench_olmo1b_pre_vs_hybrid_pre.txt"
 $bin bench "${bench[@]}" --device_train_microbatch_size=16 --activation_checkpointing=whole_layer \

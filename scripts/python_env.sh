@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts: sets SIAMESE_PYTHON to the Python whose torch the build uses.
 # A python3 that already has torch 2.11 (the GPU machine's) is used as it is; otherwise the
 # project's virtual environment outside the clone (SIAMESE_VENV, default

@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# shellcheck source=python_env.sh
 source scripts/python_env.sh
 siamese="${SIAMESE_BUILD_DIR:-build}/siamese"
 export SIAMESE_RUNS=${SIAMESE_RUNS:-runs}

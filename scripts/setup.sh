@@ -15,6 +15,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgloo-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev zlib1g-dev
   libicu-dev nlohmann-json3-dev
+  clang-format shellcheck  # scripts/check_format.sh and scripts/lint.sh (run by scripts/test.sh)
 )
 if [ -z "${SIAMESE_DEPS_PREFIX:-}" ]; then
   missing=()
@@ -31,6 +32,7 @@ if [ -z "${SIAMESE_DEPS_PREFIX:-}" ]; then
   fi
 fi
 
+# shellcheck source=python_env.sh
 SIAMESE_INSTALL=1 source scripts/python_env.sh
 if ! siamese_has_torch "$SIAMESE_PYTHON"; then
   echo "setup: $SIAMESE_PYTHON has no torch $siamese_torch_pin; remove $SIAMESE_VENV and re-run" >&2
@@ -46,6 +48,8 @@ command -v nvcc >/dev/null || {
 }
 
 build_dir=${SIAMESE_BUILD_DIR:-build}
+# SIAMESE_CMAKE_ARGS holds several arguments separated by spaces.
+read -ra extra_cmake_args <<<"${SIAMESE_CMAKE_ARGS:-}"
 jobs=${SIAMESE_JOBS:-$(nproc)}
 if [ ! -f "$build_dir/build.ninja" ]; then
   torch_prefix=$("$SIAMESE_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')
@@ -55,6 +59,6 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   TORCH_CUDA_ARCH_LIST=${SIAMESE_CUDA_ARCHS:-8.0;9.0} \
     cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$prefix" -DSIAMESE_PYTHON="$SIAMESE_PYTHON" \
-    -DSIAMESE_CUDA_ARCHS="${SIAMESE_CUDA_ARCHS:-8.0;9.0}" ${SIAMESE_CMAKE_ARGS:-}
+    -DSIAMESE_CUDA_ARCHS="${SIAMESE_CUDA_ARCHS:-8.0;9.0}" "${extra_cmake_args[@]}"
 fi
 cmake --build "$build_dir" -j "$jobs"
