@@ -8,13 +8,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint_model.h"
 #include "commands.h"
 #include "siamese/analysis/effective_depth.h"
 #include "siamese/analysis/logit_lens.h"
 #include "siamese/analysis/magnitude.h"
 #include "siamese/analysis/stream_mixing.h"
 #include "siamese/data/token_dataset.h"
+#include "siamese/train/checkpoint_model.h"
 #include "siamese/train/runtime.h"
 
 namespace siamese::cli {
@@ -34,7 +34,7 @@ struct AnalyzeArgs {
 int run_analyze(const AnalyzeArgs& a) {
   train::configure_cpu_runtime();
   const torch::Device device = train::resolve_device(a.device);
-  auto ck = load_checkpoint_model(a.checkpoint, device);
+  auto ck = train::load_checkpoint_model(a.checkpoint, device);
   const auto& mc = ck.config.model;
   data::TokenDataset ds(a.data, a.dtype.empty() ? ck.config.data.memmap_dtype : a.dtype,
                         mc.max_sequence_length, mc.embedding_size);
@@ -90,8 +90,7 @@ int run_analyze(const AnalyzeArgs& a) {
   for (const auto& [stream, v] : lens.agreement)
     spdlog::info("logit lens {}: agrees {:.1f}% overall, {:.1f}% where streams disagree", stream, 100 * v,
                  100 * lens.agreement_where_disagree.at(stream));
-  std::ofstream(a.out) << doc.dump(2) << "\n";
-  spdlog::info("wrote {}", a.out);
+  write_output(a.out, doc.dump(2) + "\n");
   return 0;
 }
 

@@ -4,15 +4,16 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "commands.h"
+#include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
-#include "siamese/model/registry.h"
+#include "siamese/model/topology_table.h"
 
 namespace siamese::cli {
 
@@ -31,29 +32,11 @@ void add_config_args(CLI::App* cmd, ConfigArgs& args) {
   cmd->allow_extras();
 }
 
-TrainConfig load_run_config(const ConfigArgs& args) {
-  ConfigOrigin origin;
-  TrainConfig config = load_config(args.path, args.overrides, &origin);
-  const auto& names = model::topology_names();
-  if (std::find(names.begin(), names.end(), config.model.residual) == names.end()) {
-    const std::string where = origin.topology == "MODEL_TYPE" ? "environment MODEL_TYPE"
-                              : origin.topology == "default"  ? args.path
-                                                              : origin.topology;
-    throw Error("unknown topology \"" + config.model.residual + "\"", where + " (model.residual)",
-                fmt::format("use one of: {}", fmt::join(names, ", ")));
-  }
-  for (const auto& key : model::settings_required_by(config.model.residual)) {
-    const auto set = origin.explicit_keys.find(key);
-    if (set != origin.explicit_keys.end() && !schema::train_field(key).ref<bool>(config))
-      throw Error(fmt::format("topology {} (from {}) is defined with {} on, but it is set to false",
-                              config.model.residual, origin.topology, key),
-                  set->second + " (" + key + ")",
-                  "remove the setting (the topology turns it on), or choose another topology");
-  }
-  model::apply_required_settings(config.model);
-  model::check_model_config(config.model);
-  spdlog::info("topology: {} (from {})", config.model.residual, origin.topology);
-  return config;
+void write_output(const std::string& path, const std::string& text) {
+  const auto folder = std::filesystem::path(path).parent_path();
+  if (!folder.empty()) std::filesystem::create_directories(folder);
+  write_file_atomically(path, text);
+  spdlog::info("wrote {}", path);
 }
 
 void add_config_command(CLI::App& app, Handler& run) {

@@ -14,14 +14,17 @@
 #include <optional>
 #include <sstream>
 
-#include "checkpoint_model.h"
 #include "commands.h"
 #include "progress_bar.h"
+#include "siamese/common/durable_file.h"
+#include "siamese/common/error.h"
 #include "siamese/common/json_line.h"
+#include "siamese/common/shared_dir.h"
 #include "siamese/eval/downstream.h"
 #include "siamese/eval/perplexity.h"
+#include "siamese/eval/text_codec.h"
+#include "siamese/train/checkpoint_model.h"
 #include "siamese/train/runtime.h"
-#include "text_codec.h"
 
 namespace siamese::cli {
 
@@ -46,7 +49,7 @@ struct EvalArgs {
   int64_t stride = 0;
 };
 
-std::vector<eval::TextDocument> read_documents(const EvalArgs& a, const TextCodec& codec) {
+std::vector<eval::TextDocument> read_documents(const EvalArgs& a, const eval::TextCodec& codec) {
   std::vector<std::string> texts;
   for (const auto& path : a.text) {
     std::ifstream in(path, std::ios::binary);
@@ -68,8 +71,8 @@ std::vector<eval::TextDocument> read_documents(const EvalArgs& a, const TextCode
 
 int run_text_eval(const EvalArgs& a) {
   train::configure_cpu_runtime();
-  auto ck = load_checkpoint_model(a.checkpoint, train::resolve_device(a.device));
-  const TextCodec codec(ck, a.tokenizer);
+  auto ck = train::load_checkpoint_model(a.checkpoint, train::resolve_device(a.device));
+  const eval::TextCodec codec(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
   const auto docs = read_documents(a, codec);
   eval::TextOptions o;
   o.window = a.window;
@@ -97,8 +100,7 @@ int run_text_eval(const EvalArgs& a) {
                                         {"loss", s.loss()},
                                         {"perplexity", s.perplexity()},
                                         {"bits_per_byte", s.bits_per_byte()}};
-    std::ofstream(a.out) << doc.dump(2) << "\n";
-    spdlog::info("wrote {}", a.out);
+    write_output(a.out, doc.dump(2) + "\n");
   }
   return 0;
 }
@@ -115,8 +117,8 @@ int run_eval(const EvalArgs& a) {
   if (!a.text.empty()) return run_text_eval(a);
   train::configure_cpu_runtime();
   const torch::Device device = train::resolve_device(a.device);
-  auto ck = load_checkpoint_model(a.checkpoint, device);
-  const auto tok = load_run_tokenizer(ck, a.tokenizer);
+  auto ck = train::load_checkpoint_model(a.checkpoint, device);
+  const auto tok = eval::load_run_tokenizer(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
   const std::string data_dir = a.data_dir.empty() ? shared_dir() + "/evals" : a.data_dir;
   const auto names = a.tasks.empty() ? eval::task_names() : split_list(a.tasks);
 
@@ -168,15 +170,14 @@ int run_eval(const EvalArgs& a) {
                                 {"metrics", metrics},
                                 {"average", average}};
   if (!a.out.empty()) {
-    std::ofstream(a.out) << doc.dump(2) << "\n";
-    spdlog::info("wrote {}", a.out);
+    write_output(a.out, doc.dump(2) + "\n");
   }
   if (!a.no_metrics) {
     const std::string path =
         a.metrics.empty() ? (ck.dir.parent_path() / "metrics.jsonl").string() : a.metrics;
-    std::ofstream m(path, std::ios::app);
-    if (!m) throw Error("cannot append to metrics file", path, "pass --metrics FILE or --no-metrics");
-    for (const auto& l : lines) m << l << "\n";
+    FileSink m(path, "free disk space, or pass --metrics FILE or --no-metrics", FileSink::Mode::Append);
+    for (const auto& l : lines) m.write(l + "\n");
+    m.close();
     spdlog::info("appended {} lines to {}", lines.size(), path);
   }
   return 0;

@@ -9,11 +9,12 @@
 #include <iostream>
 #include <memory>
 
-#include "checkpoint_model.h"
 #include "commands.h"
+#include "siamese/common/error.h"
 #include "siamese/eval/generate.h"
+#include "siamese/eval/text_codec.h"
+#include "siamese/train/checkpoint_model.h"
 #include "siamese/train/runtime.h"
-#include "text_codec.h"
 
 namespace siamese::cli {
 
@@ -35,7 +36,7 @@ struct GenerateArgs {
 // change (a multi-byte character split across tokens waits for its last byte).
 class StreamPrinter {
  public:
-  explicit StreamPrinter(const TextCodec& codec) : codec_(codec) {}
+  explicit StreamPrinter(const eval::TextCodec& codec) : codec_(codec) {}
   void add(int64_t id) {
     ids_.push_back(id);
     const std::string text = codec_.decode(ids_);
@@ -54,7 +55,7 @@ class StreamPrinter {
   }
 
  private:
-  const TextCodec& codec_;
+  const eval::TextCodec& codec_;
   std::vector<int64_t> ids_;
   size_t printed_ = 0;
 };
@@ -73,7 +74,8 @@ std::vector<std::string> read_prompts(const GenerateArgs& a) {
 }
 
 // Greedy tokens/s with and without the cache, alternating so that load changes hit both.
-int run_bench(CheckpointModel& ck, const std::vector<std::vector<int64_t>>& prompts, eval::Sampling s) {
+int run_bench(train::CheckpointModel& ck, const std::vector<std::vector<int64_t>>& prompts,
+              eval::Sampling s) {
   s.temperature = 0.0;
   s.eos.reset();  // both runs produce exactly max_tokens
   double seconds[2] = {0, 0};
@@ -103,8 +105,8 @@ int run_bench(CheckpointModel& ck, const std::vector<std::vector<int64_t>>& prom
 
 int run_generate(const GenerateArgs& a) {
   train::configure_cpu_runtime();
-  auto ck = load_checkpoint_model(a.checkpoint, train::resolve_device(a.device));
-  const TextCodec codec(ck, a.tokenizer);
+  auto ck = train::load_checkpoint_model(a.checkpoint, train::resolve_device(a.device));
+  const eval::TextCodec codec(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
   eval::Sampling s = a.sampling;
   s.use_cache = !a.no_cache;
   if (a.eos >= 0)

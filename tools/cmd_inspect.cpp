@@ -7,7 +7,8 @@
 #include <memory>
 
 #include "commands.h"
-#include "siamese/model/registry.h"
+#include "siamese/model/accounting.h"
+#include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::cli {

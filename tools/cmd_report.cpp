@@ -24,11 +24,7 @@ struct ReportArgs {
 };
 
 void write_file(const std::string& path, const std::string& text) {
-  if (path.empty()) return;
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) throw Error("cannot write", path, "check the folder exists and is writable");
-  spdlog::info("wrote {}", path);
+  if (!path.empty()) write_output(path, text);
 }
 
 int run_report(const ReportArgs& a) {

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
 #include "siamese/dist/world.h"
 #include "siamese/runs/run_summary.h"
@@ -107,13 +108,13 @@ void write_scripts(const SweepArgs& a, const std::vector<const runs::SweepRun*>&
   std::string submit = "#!/usr/bin/env bash\n# Every run of " + a.file + ".\nset -euo pipefail\n";
   for (const auto* r : runs) {
     const fs::path path = dir / (r->name + ".sh");
-    std::ofstream(path) << launch_script(a, *r, dir);
+    write_file_atomically(path, launch_script(a, *r, dir));
     fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
                     fs::perm_options::add);
     submit += (a.launcher == "slurm" ? "sbatch " : "") + shell_quote(fs::absolute(path).string()) + "\n";
   }
   const fs::path all = dir / "all.sh";
-  std::ofstream(all) << submit;
+  write_file_atomically(all, submit);
   fs::permissions(all, fs::perms::owner_exec, fs::perm_options::add);
   spdlog::info("wrote {} launch scripts to {} ({} submits or runs them all)", runs.size(), dir.string(),
                all.string());

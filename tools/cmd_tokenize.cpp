@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "progress_bar.h"
+#include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
 #include "siamese/tokenizer/tokenize_corpus.h"
 
@@ -41,19 +42,9 @@ int run_tokenize(const TokenizeArgs& a) {
       return 0;
     }
     check_output_path(a.output, {a.encode_jsonl}, {}, a.force);
-    const std::string tmp = a.output + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out) throw Error("cannot create output", tmp);
-      try {
-        encode_jsonl(tok, a.encode_jsonl, out, a.text_field);
-      } catch (...) {
-        out.close();
-        std::remove(tmp.c_str());
-        throw;
-      }
-    }
-    if (std::rename(tmp.c_str(), a.output.c_str()) != 0) throw Error("cannot rename output", a.output);
+    AtomicOstream out(a.output);
+    encode_jsonl(tok, a.encode_jsonl, out, a.text_field);
+    out.commit();
     return 0;
   }
   if (a.inputs.empty())

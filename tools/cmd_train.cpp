@@ -3,8 +3,8 @@
 
 #include "commands.h"
 #include "siamese/config/validate.h"
+#include "siamese/dist/data_parallel.h"
 #include "siamese/dist/world.h"
-#include "siamese/train/data_parallel.h"
 #include "siamese/train/runtime.h"
 #include "siamese/train/trainer.h"
 
@@ -24,14 +24,14 @@ void add_train_command(CLI::App& app, Handler& run) {
       control.stop_at = *stop_at;
       // Launched by torchrun or srun: data parallel over a process group.
       const World world = detect_world();
-      std::unique_ptr<train::DataParallelSync> data_parallel;
+      std::unique_ptr<DataParallelSync> data_parallel;
       if (world.distributed()) {
         validate_for_world_size(cfg, world.size);
-        train::DataParallelOptions options;
+        DataParallelOptions options;
         options.bucket_bytes = static_cast<int64_t>(cfg.distributed.bucket_mb * (1 << 20));
         options.overlap = cfg.distributed.overlap;
         options.timeout = std::chrono::seconds(cfg.distributed.timeout_seconds);
-        data_parallel = std::make_unique<train::DataParallelSync>(
+        data_parallel = std::make_unique<DataParallelSync>(
             world, train::resolve_device(cfg.device, world.local_rank), options);
         control.sync = data_parallel.get();
       }

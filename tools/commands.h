@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "siamese/config/config.h"
+#include "siamese/config/load.h"
+#include "siamese/model/topology_table.h"
 
 namespace siamese::cli {
 
@@ -39,10 +41,14 @@ struct ConfigArgs {
 };
 void add_config_args(CLI::App* cmd, ConfigArgs& args);
 
-// load_config (siamese/config/load.h) plus what the config library cannot check on its own:
-// model.residual must name a registered topology, whose required settings (registry.h) it
-// turns on, refusing a config that sets one of them off. Logs the effective topology and
-// where it came from (YAML, MODEL_TYPE or an override).
-TrainConfig load_run_config(const ConfigArgs& args);
+// Writes an output file the user named (--out, --csv, ...) whole, creating its folder, and
+// logs where it went.
+void write_output(const std::string& path, const std::string& text);
+
+// The run config of CONFIG + overrides under this process's MODEL_TYPE and WORLD_SIZE
+// (model::load_run_config).
+inline TrainConfig load_run_config(const ConfigArgs& args) {
+  return model::load_run_config(args.path, args.overrides, launch_settings_from_env());
+}
 
 }  // namespace siamese::cli

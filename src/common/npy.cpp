@@ -4,6 +4,7 @@
 #include <fstream>
 #include <regex>
 
+#include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
 
 namespace siamese {
@@ -83,18 +84,14 @@ void write_npy(const std::string& path, const torch::Tensor& t) {
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error("cannot write file", path, "check that the folder exists and is writable");
   const uint16_t len = static_cast<uint16_t>(header.size());
+  const char preamble[4] = {1, 0, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+  AtomicFile out(path);
   out.write(kMagic, 6);
-  out.put(1);
-  out.put(0);
-  out.put(static_cast<char>(len & 0xff));
-  out.put(static_cast<char>(len >> 8));
-  out << header;
-  out.write(static_cast<const char*>(c.data_ptr()),
-            static_cast<std::streamsize>(c.numel() * c.element_size()));
-  if (!out) throw Error("write failed", path, "check free disk space");
+  out.write(preamble, 4);
+  out.write(header);
+  out.write(c.data_ptr(), static_cast<size_t>(c.numel() * c.element_size()));
+  out.commit();
 }
 
 }  // namespace siamese

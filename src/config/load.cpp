@@ -9,8 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <type_traits>
 
 #include "siamese/common/error.h"
@@ -141,14 +144,40 @@ std::string file_line(const std::string& path, const YAML::Mark& mark) {
   return mark.line >= 0 ? path + ":" + std::to_string(mark.line + 1) : path;
 }
 
+// The value at dotted `key` ("model.d_model") under `root` and the position of its key, or
+// nullopt when a part is missing or a parent is not a mapping. Keys are matched by their
+// text, so a duplicate or merge key never stands in for another.
+std::optional<std::pair<YAML::Node, YAML::Mark>> find_dotted(const YAML::Node& root, const std::string& key) {
+  YAML::Node node = root;
+  YAML::Mark mark = root.Mark();
+  for (size_t start = 0;;) {
+    const size_t dot = key.find('.', start);
+    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node.IsMap()) return std::nullopt;
+    bool found = false;
+    YAML::Node next;
+    for (const auto& item : node)
+      if (item.first.Scalar() == part) next.reset(item.second), mark = item.first.Mark(), found = true;
+    if (!found) return std::nullopt;
+    node.reset(next);
+    if (dot == std::string::npos) return std::make_pair(node, mark);
+    start = dot + 1;
+  }
+}
+
 class Loader {
  public:
-  Loader(std::string path, const std::vector<std::string>& overrides) : path_(std::move(path)) {
-    read_file();
+  // `text` is the config itself, `path` then only names it in messages.
+  Loader(std::string path, const std::vector<std::string>& overrides, const std::string& model_type,
+         const std::string* text = nullptr)
+      : path_(std::move(path)) {
+    if (text)
+      parse_text(*text);
+    else
+      read_file();
     check_keys(root_, "", "", schema::train_fields(), schema::ignored_train_keys());
     read_overrides(overrides);
-    if (const char* model_type = std::getenv("MODEL_TYPE"); model_type && *model_type)
-      model_type_ = Raw{YAML::Node(std::string(model_type)), "MODEL_TYPE"};
+    if (!model_type.empty()) model_type_ = Raw{YAML::Node(model_type), "MODEL_TYPE"};
   }
 
   // An OLMo model section given as a node (a checkpoint's config.json), read as the model
@@ -198,17 +227,25 @@ class Loader {
   }
 
  private:
+  // Reads the file whole (pipes such as /dev/stdin included), then parses it.
   void read_file() {
-    if (!std::filesystem::is_regular_file(path_))
+    std::error_code ec;
+    if (!std::filesystem::exists(path_, ec) || std::filesystem::is_directory(path_, ec))
       throw Error("config file not found", path_, "check the path (configs/ holds the shipped configs)");
+    std::ifstream in(path_, std::ios::binary);
+    std::stringstream text;
+    if (!in || !(text << in.rdbuf()))
+      throw Error(std::string("cannot read the config file: ") + std::strerror(errno), path_,
+                  "check the file's permissions");
+    parse_text(text.str());
+  }
+
+  void parse_text(const std::string& text) {
     try {
-      root_ = YAML::LoadFile(path_);
+      root_ = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
       throw Error("invalid YAML: " + e.msg, file_line(path_, e.mark),
                   "fix the YAML syntax (indentation, a missing ':' or an unclosed quote or bracket)");
-    } catch (const YAML::BadFile&) {
-      throw Error(std::string("cannot read the config file: ") + std::strerror(errno), path_,
-                  "check the file's permissions");
     }
     if (root_.IsNull()) root_ = YAML::Node(YAML::NodeType::Map);
     if (!root_.IsMap())
@@ -291,24 +328,10 @@ class Loader {
   }
 
   std::optional<Raw> from_file(const std::string& key) const {
-    YAML::Node node = root_;
-    YAML::Mark mark;
-    size_t start = 0;
-    while (true) {
-      const size_t dot = key.find('.', start);
-      const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      if (!node.IsMap()) return std::nullopt;
-      bool found = false;
-      YAML::Node next;
-      for (const auto& item : node)
-        if (item.first.Scalar() == part) next.reset(item.second), mark = item.first.Mark(), found = true;
-      if (!found) return std::nullopt;
-      node.reset(next);
-      if (dot == std::string::npos) break;
-      start = dot + 1;
-    }
+    const auto found = find_dotted(root_, key);
+    if (!found) return std::nullopt;
     // A null value has no position of its own; point at its key.
-    return Raw{node, file_line(path_, node.IsNull() ? mark : node.Mark())};
+    return Raw{found->first, file_line(path_, found->first.IsNull() ? found->second : found->first.Mark())};
   }
 
   std::optional<Raw> value_of(const std::string& key) const {
@@ -438,24 +461,10 @@ class Loader {
       check_keys(entry, "", shown + ".", schema::evaluator_fields(), schema::ignored_evaluator_keys());
       EvaluatorConfig ev;
       for (const auto& f : schema::evaluator_fields()) {
-        YAML::Node node = entry;
-        YAML::Mark mark = entry.Mark();
-        bool found = true;
-        for (size_t start = 0; found;) {
-          const size_t dot = f.key.find('.', start);
-          const std::string part =
-              f.key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-          found = false;
-          YAML::Node next;
-          if (node.IsMap())
-            for (const auto& item : node)
-              if (item.first.Scalar() == part)
-                next.reset(item.second), mark = item.first.Mark(), found = true;
-          if (found) node.reset(next);
-          if (dot == std::string::npos) break;
-          start = dot + 1;
-        }
+        const auto found = find_dotted(entry, f.key);
         if (!found) continue;
+        const YAML::Node& node = found->first;
+        const YAML::Mark& mark = found->second;
         const std::string key = shown + "." + f.key;
         const bool from_command_line = raw.where.rfind("command line", 0) == 0;
         const Raw value{node,
@@ -475,30 +484,56 @@ class Loader {
   std::map<std::string, std::string> located_;
 };
 
-int world_size_from_env() {
+}  // namespace
+
+LaunchSettings launch_settings_from_env() {
+  LaunchSettings launch;
+  if (const char* model_type = std::getenv("MODEL_TYPE")) launch.model_type = model_type;
   const char* text = std::getenv("WORLD_SIZE");
-  if (!text || !*text) return 1;
+  if (!text || !*text) return launch;
   int64_t n;
   if (!parse_int(text, n) || n < 1 || n > 1 << 20)
     throw Error(std::string("WORLD_SIZE=\"") + text + "\" is not a positive integer", "environment",
                 "unset WORLD_SIZE or launch with torchrun, which sets it");
-  return static_cast<int>(n);
+  launch.world_size = static_cast<int>(n);
+  return launch;
+}
+
+ModelConfig read_olmo_model(const std::string& config_json) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(config_json);
+  } catch (const YAML::Exception& e) {
+    throw Error(std::string("cannot parse: ") + e.what(), config_json, "check the JSON");
+  }
+  const YAML::Node model = root["model_config_full"] ? root["model_config_full"] : root;
+  ModelConfig c = Loader(model, config_json).load_olmo_model();
+  // OLMo's embedding_size defaults to vocab_size.
+  if (!model["embedding_size"] || model["embedding_size"].IsNull()) c.embedding_size = c.vocab_size;
+  return c;
+}
+
+namespace {
+
+TrainConfig load_validated(Loader& loader, const LaunchSettings& launch, ConfigOrigin* origin) {
+  TrainConfig config = loader.load(origin);
+  const KeyLocator where = [&loader](const std::string& key) { return loader.locate(key); };
+  validate(config, where);
+  validate_for_world_size(config, launch.world_size, where);
+  return config;
 }
 
 }  // namespace
 
-ModelConfig read_olmo_model(const YAML::Node& model, const std::string& where) {
-  return Loader(model, where).load_olmo_model();
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides,
+                        const LaunchSettings& launch, ConfigOrigin* origin) {
+  Loader loader(path, overrides, launch.model_type);
+  return load_validated(loader, launch, origin);
 }
 
-TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides,
-                        ConfigOrigin* origin) {
-  Loader loader(path, overrides);
-  TrainConfig config = loader.load(origin);
-  const KeyLocator where = [&loader](const std::string& key) { return loader.locate(key); };
-  validate(config, where);
-  validate_for_world_size(config, world_size_from_env(), where);
-  return config;
+TrainConfig load_config_text(const std::string& text, const std::string& where) {
+  Loader loader(where, {}, "", &text);
+  return load_validated(loader, {}, nullptr);
 }
 
 }  // namespace siamese

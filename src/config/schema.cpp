@@ -96,7 +96,8 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                "Recompute blocks' activations in backward: every block, or every n-th (one_in_n); "
                "\"\" (null) for none.",
                &T::model, &M::activation_checkpointing)
-          .one_of({"", "whole_layer", "one_in_two", "one_in_three", "one_in_four"}),
+          .one_of({"", "whole_layer", "one_in_two", "one_in_three", "one_in_four"})
+          .changeable_on_resume(),
       ours<T>("allow_tf32", "CUDA: fp32 matmuls use TF32 tensor cores (10-bit mantissa inputs).",
               &T::allow_tf32),
       field<T>("max_grad_norm", "Clip the global gradient norm to this (null: no clipping).",
@@ -162,20 +163,24 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &M::rope_full_precision),
       field<T>("model.rope_theta", "RoPE base period.", &T::model, &M::rope_theta).positive(),
       field<T>("model.flash_attention", "Use a fused attention kernel when LibTorch has one.", &T::model,
-               &M::flash_attention),
+               &M::flash_attention)
+          .changeable_on_resume(),
       field<T>("model.attention_dropout", "Dropout on attention probabilities.", &T::model,
                &M::attention_dropout)
-          .within(0, 1, false, true),
+          .within(0, 1, false, true)
+          .changeable_on_resume(),
       field<T>("model.multi_query_attention", "One key/value head (same as n_kv_heads: 1).", &T::model,
                &M::multi_query_attention),
       field<T>("model.attention_layer_norm", "OLMo's full-width layer norms on Q and K.", &T::model,
                &M::attention_layer_norm),
       field<T>("model.residual_dropout", "Dropout on each sublayer output before the residual add.",
                &T::model, &M::residual_dropout)
-          .within(0, 1, false, true),
+          .within(0, 1, false, true)
+          .changeable_on_resume(),
       field<T>("model.embedding_dropout", "Dropout on the token embeddings.", &T::model,
                &M::embedding_dropout)
-          .within(0, 1, false, true),
+          .within(0, 1, false, true)
+          .changeable_on_resume(),
       field<T>("model.embedding_layer_norm", "Layer norm on the embeddings (OLMo's switch).", &T::model,
                &M::embedding_layer_norm),
       field<T>("model.layer_norm_type", "LayerNorm (default, low_precision) or RMSNorm (rms).", &T::model,
@@ -202,20 +207,26 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("model.pad_token_id", "Padding token id.", &T::model, &M::pad_token_id),
       field<T>("model.init_device",
                "cpu or meta: parameters are initialised on the CPU from the seed, then moved to the device.",
-               &T::model, &M::init_device),
+               &T::model, &M::init_device)
+          .changeable_on_resume(),
       field<T>("model.init_fn", "Initialization scheme (OLMo's init_fn).", &T::model, &M::init_fn)
-          .one_of({"normal", "mitchell", "full_megatron"}),
+          .one_of({"normal", "mitchell", "full_megatron"})
+          .changeable_on_resume(),
       field<T>("model.init_std", "Standard deviation for init_fn normal / full_megatron.", &T::model,
                &M::init_std)
-          .positive(),
+          .positive()
+          .changeable_on_resume(),
       field<T>("model.init_cutoff_factor",
                "Truncate the normal init at this many std (null: init_fn's own rule).", &T::model,
                &M::init_cutoff_factor)
-          .positive(),
+          .positive()
+          .changeable_on_resume(),
       field<T>("model.emb_init_std", "Embedding init std (null: init_std).", &T::model, &M::emb_init_std)
-          .positive(),
+          .positive()
+          .changeable_on_resume(),
       field<T>("model.scale_emb_init", "Scale the embedding init by sqrt(d_model).", &T::model,
-               &M::scale_emb_init),
+               &M::scale_emb_init)
+          .changeable_on_resume(),
       field<T>("model.use_query_norm", "Per-head norm on queries (HybridNorm's QKV norm).", &T::model,
                &M::use_query_norm),
       field<T>("model.use_key_norm", "Per-head norm on keys (HybridNorm's QKV norm).", &T::model,

@@ -250,12 +250,14 @@ int64_t argmax(const std::vector<double>& scores) {
 }
 
 std::string DownstreamResult::metric_key() const {
-  return fmt::format("eval/downstream/{}_{}", label, metric_name(metric));
+  return fmt::format("{}{}_{}", metric::kDownstreamPrefix, label, metric_name(metric));
 }
 
 MetricsRow DownstreamResult::to_row(int64_t step) const {
-  return metrics_row(step, "",
-                     {{metric_key(), accuracy}, {"eval/downstream/" + label + "_documents", documents}});
+  return metrics_row(
+      step, "",
+      {{metric_key(), accuracy},
+       {std::string(metric::kDownstreamPrefix) + label + metric::kDocumentsSuffix, documents}});
 }
 
 namespace {

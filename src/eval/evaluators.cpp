@@ -26,9 +26,11 @@ double EvalResult::perplexity() const { return std::exp(loss); }
 
 MetricsRow EvalResult::to_row(int64_t step) const {
   if (downstream) return downstream->to_row(step);  // OLMo's eval/downstream/<label>_<metric>
-  nlohmann::ordered_json fields = {
-      {"label", label}, {"loss", loss}, {"perplexity", perplexity()}, {"tokens", tokens}};
-  if (exact_match) fields["exact_match"] = *exact_match;
+  nlohmann::ordered_json fields = {{metric::kLabel, label},
+                                   {metric::kLoss, loss},
+                                   {metric::kPerplexity, perplexity()},
+                                   {metric::kTokens, tokens}};
+  if (exact_match) fields[metric::kExactMatch] = *exact_match;
   if (!samples.empty()) {
     auto list = nlohmann::ordered_json::array();
     for (const auto& s : samples)
@@ -36,7 +38,7 @@ MetricsRow EvalResult::to_row(int64_t step) const {
           {{"prompt", s.prompt}, {"output", s.output}, {"answer", s.answer}, {"correct", s.correct}});
     fields["samples"] = std::move(list);
   }
-  return metrics_row(step, "eval", fields);
+  return metrics_row(step, metric::kEvalEvent, fields);
 }
 
 std::vector<ArithmeticSample> arithmetic_answers(model::TransformerImpl& model,

@@ -5,6 +5,10 @@
 
 namespace siamese::model {
 
+int64_t kv_head_count(const ModelConfig& cfg) {
+  return cfg.multi_query_attention ? 1 : cfg.n_kv_heads.value_or(cfg.n_heads);
+}
+
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   double dropout_p, bool training) {
   const int64_t T = q.size(-2), S = k.size(-2);
@@ -17,7 +21,7 @@ torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k
 
 AttentionImpl::AttentionImpl(const ModelConfig& cfg)
     : n_heads_(cfg.n_heads),
-      n_kv_heads_(cfg.multi_query_attention ? 1 : cfg.n_kv_heads.value_or(cfg.n_heads)),
+      n_kv_heads_(kv_head_count(cfg)),
       head_dim_(cfg.d_model / cfg.n_heads),
       full_width_qk_norm_(cfg.attention_layer_norm),
       clip_qkv_(cfg.clip_qkv),

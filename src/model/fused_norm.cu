@@ -111,7 +111,8 @@ const char* backward(const Args& a, cudaStream_t stream,
     if (!partial) continue;
     const int threads = 256;
     const int64_t blocks = (a.d + threads - 1) / threads;
-    sum_parts_kernel < <<blocks<kMaxGrid ? blocks : kMaxGrid, threads, 0, stream>>>(partial, parts, a.d, dw);
+    const int64_t grid = blocks < kMaxGrid ? blocks : kMaxGrid;
+    sum_parts_kernel<<<grid, threads, 0, stream>>>(partial, parts, a.d, dw);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return cudaGetErrorString(err);
   }

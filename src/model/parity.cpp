@@ -13,7 +13,7 @@
 #include "siamese/config/load.h"
 #include "siamese/model/lm_loss.h"
 #include "siamese/model/olmo_names.h"
-#include "siamese/model/registry.h"
+#include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::model {
@@ -71,10 +71,8 @@ ModelConfig model_config_from_olmo(const std::string& config_json,
   reject_if(get(m, "use_context_norm", false), "use_context_norm: true");
   reject_if(get(m, "attn_residual_after_norm", false), "attn_residual_after_norm: true");
 
-  // Every OLMo model key the schema knows, by its OLMo name; OLMo's embedding_size defaults
-  // to vocab_size.
-  ModelConfig c = read_olmo_model(m, config_json);
-  if (!m["embedding_size"] || m["embedding_size"].IsNull()) c.embedding_size = c.vocab_size;
+  // Every OLMo model key the schema knows, by its OLMo name.
+  ModelConfig c = read_olmo_model(config_json);
 
   // Topology from HybridNorm's flags (absent in upstream OLMo: plain Pre-Norm).
   const bool attn_norm = get(m, "attn_norm", true), ffn_norm = get(m, "ffn_norm", true);

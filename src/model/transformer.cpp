@@ -4,7 +4,7 @@
 
 #include "siamese/model/activation_checkpoint.h"
 #include "siamese/model/olmo_names.h"
-#include "siamese/model/registry.h"
+#include "siamese/model/topology_table.h"
 
 namespace siamese::model {
 
@@ -181,78 +181,6 @@ void TransformerImpl::reset_parameters() {
     blk->mlp->ff_proj->weight.mul_(topology_->init_gain(Projection::FfProj, l));
     blk->mlp->ff_out->weight.mul_(topology_->init_gain(Projection::FfOut, l));
   }
-}
-
-ParamKind param_kind(const std::string& name) {
-  using Owner = ParamName::Owner;
-  const ParamName p = parse_param_name(name);
-  const auto ends_with = [&](const std::string& suffix) {
-    return p.local.size() >= suffix.size() &&
-           p.local.compare(p.local.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (p.owner == Owner::Embedding && p.local.rfind("emb_norm.", 0) != 0) return ParamKind::Embedding;
-  if (ends_with(".bias")) return ParamKind::Bias;
-  if (p.owner == Owner::Head) return ParamKind::Linear;
-  if ((p.owner == Owner::Attention || p.owner == Owner::Mlp) &&
-      (p.local == "att_proj.weight" || p.local == "attn_out.weight" || p.local == "ff_proj.weight" ||
-       p.local == "ff_out.weight"))
-    return ParamKind::Linear;
-  return ParamKind::Norm;
-}
-
-const char* param_kind_name(ParamKind kind) {
-  switch (kind) {
-    case ParamKind::Embedding:
-      return "embedding";
-    case ParamKind::Linear:
-      return "linear";
-    case ParamKind::Norm:
-      return "norm";
-    case ParamKind::Bias:
-      return "bias";
-  }
-  return "?";
-}
-
-// From the shapes the modules create (attention.cpp, mlp.cpp, norm.cpp), so counting builds
-// no block and draws nothing from the generator: a resumed run logs the count after
-// restoring it. The topology's own parameters (norm vectors, gains: no random init) come from
-// building it, since each topology decides them.
-ParamCounts count_parameters(const ModelConfig& cfg) {
-  check_model_config(cfg);
-  const int64_t d = cfg.d_model, head_dim = d / cfg.n_heads;
-  const int64_t kv = (cfg.multi_query_attention ? 1 : cfg.n_kv_heads.value_or(cfg.n_heads)) * head_dim;
-  const bool norm_bias = cfg.bias_for_layer_norm.value_or(cfg.include_bias);
-  auto norm = [](int64_t dim, bool affine, bool bias) { return affine ? dim * (bias ? 2 : 1) : 0; };
-  auto linear = [&](int64_t in, int64_t out) { return in * out + (cfg.include_bias ? out : 0); };
-  auto qkv_norm = [&](int64_t dim) { return norm(dim, cfg.attention_layer_norm_with_affine, norm_bias); };
-
-  ParamCounts c;
-  c.embedding = cfg.embedding_size * d + (cfg.rope ? 0 : cfg.max_sequence_length * d);
-  if (cfg.embedding_layer_norm) c.embedding += norm(d, cfg.layer_norm_with_affine, norm_bias);
-  int64_t attention = linear(d, d + 2 * kv) + linear(d, d);
-  if (cfg.attention_layer_norm) attention += qkv_norm(d) + qkv_norm(kv);
-  for (bool on : {cfg.use_query_norm, cfg.use_key_norm, cfg.use_value_norm})
-    if (on) attention += qkv_norm(head_dim);
-  c.attention = cfg.n_layers * attention;
-  c.mlp = cfg.n_layers * (linear(d, mlp_hidden_size(cfg)) + linear(mlp_inner_size(cfg), d));
-  for (const auto& p : make_topology(cfg)->parameters()) c.residual += p.numel();
-  if (!cfg.weight_tying) c.head = cfg.embedding_size * (d + (cfg.include_bias ? 1 : 0));
-  return c;
-}
-
-double flops_per_token(const ModelConfig& cfg, int64_t seq_len) {
-  const double d = double(cfg.d_model);
-  const int64_t kv_heads = cfg.multi_query_attention ? 1 : cfg.n_kv_heads.value_or(cfg.n_heads);
-  const double kv = double(kv_heads * (cfg.d_model / cfg.n_heads));
-  const double per_layer =
-      d * (d + 2 * kv) + d * d + d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d;
-  const double n_matmul = double(cfg.n_layers) * per_layer + d * double(cfg.embedding_size);
-  return 6.0 * n_matmul + 12.0 * double(cfg.n_layers) * d * double(seq_len);
-}
-
-double mfu(double tokens_per_second, double flops_per_token, double peak_flops) {
-  return tokens_per_second * flops_per_token / peak_flops;
 }
 
 }  // namespace siamese::model

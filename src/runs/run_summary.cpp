@@ -1,7 +1,6 @@
 #include "siamese/runs/run_summary.h"
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <deque>
@@ -14,6 +13,8 @@
 #include "siamese/common/error.h"
 #include "siamese/common/metrics_row.h"
 #include "siamese/common/step_folder.h"
+#include "siamese/config/duration.h"
+#include "siamese/config/load.h"
 
 namespace siamese::runs {
 
@@ -49,34 +50,35 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
   std::deque<double> recent;
   if (fs::exists(metrics))
     read_metrics_rows(metrics.string(), [&](const nlohmann::json& j, const std::string&) {
-      const std::string event = j.value("event", "");
-      if (event == "nonfinite") {
+      namespace k = metric;
+      const std::string event = j.value(k::kEvent, "");
+      if (event == k::kNonfiniteEvent) {
         s.nonfinite = true;
-        if (!s.nonfinite_step) s.nonfinite_step = j.value("step", int64_t(0));
-      } else if (event == "eval") {
-        if (j.contains("label") && j.contains("perplexity") && j["perplexity"].is_number())
-          s.eval_perplexity[j["label"].get<std::string>()] = j["perplexity"].get<double>();
-        if (j.contains("label") && j.contains("exact_match") && j["exact_match"].is_number())
-          s.eval_exact_match[j["label"].get<std::string>()] = j["exact_match"].get<double>();
-      } else if (event.empty() && j.contains("loss") && j.contains("lr")) {
-        s.steps = j.value("step", int64_t(0));
-        s.tokens = j.value("tokens", int64_t(0));
-        if (!j["loss"].is_number()) {
+        if (!s.nonfinite_step) s.nonfinite_step = j.value(k::kStep, int64_t(0));
+      } else if (event == k::kEvalEvent) {
+        if (j.contains(k::kLabel) && j.contains(k::kPerplexity) && j[k::kPerplexity].is_number())
+          s.eval_perplexity[j[k::kLabel].get<std::string>()] = j[k::kPerplexity].get<double>();
+        if (j.contains(k::kLabel) && j.contains(k::kExactMatch) && j[k::kExactMatch].is_number())
+          s.eval_exact_match[j[k::kLabel].get<std::string>()] = j[k::kExactMatch].get<double>();
+      } else if (event.empty() && j.contains(k::kLoss) && j.contains(k::kLearningRate)) {
+        s.steps = j.value(k::kStep, int64_t(0));
+        s.tokens = j.value(k::kTokens, int64_t(0));
+        if (!j[k::kLoss].is_number()) {
           s.nonfinite = true;
           if (!s.nonfinite_step) s.nonfinite_step = s.steps;
         } else {
-          recent.push_back(j["loss"].get<double>());
+          recent.push_back(j[k::kLoss].get<double>());
           if (int64_t(recent.size()) > options.final_window) recent.pop_front();
         }
-        if (j.value("loss_spike", false)) ++s.spikes;
-        if (j.contains("step_seconds") && j["step_seconds"].is_number()) {
-          s.train_seconds += j["step_seconds"].get<double>();
+        if (j.value(k::kLossSpike, false)) ++s.spikes;
+        if (j.contains(k::kStepSeconds) && j[k::kStepSeconds].is_number()) {
+          s.train_seconds += j[k::kStepSeconds].get<double>();
           ++s.timed_steps;
         }
       }
       for (const auto& [key, value] : j.items())
-        if (key.rfind("eval/downstream/", 0) == 0 && value.is_number() &&
-            key.find("_documents") == std::string::npos)
+        if (key.rfind(k::kDownstreamPrefix, 0) == 0 && value.is_number() &&
+            key.find(k::kDocumentsSuffix) == std::string::npos)
           s.downstream[key] = value.get<double>();
     });
   if (!recent.empty()) {
@@ -92,15 +94,14 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
       s.max_steps = j["max_steps"].get<int64_t>();
   }
   if (auto cfg = latest_config(run_dir)) {
-    const YAML::Node y = YAML::LoadFile(cfg->string());
+    // The saved config is the resolved one: read it through the schema like any config.
+    const TrainConfig c = load_config(cfg->string(), {});
     // Runs written before run.json existed: a max_duration in plain steps is the plan too.
-    int64_t planned = 0;
-    if (!s.max_steps && y["max_duration"] && YAML::convert<int64_t>::decode(y["max_duration"], planned))
-      s.max_steps = planned;
-    if (y["model"] && y["model"]["residual"]) s.topology = y["model"]["residual"].as<std::string>();
-    if (y["optimizer"] && y["optimizer"]["learning_rate"])
-      s.learning_rate = y["optimizer"]["learning_rate"].as<double>();
-    if (y["seed"]) s.seed = y["seed"].as<int64_t>();
+    const Duration planned = parse_duration(c.max_duration);
+    if (!s.max_steps && planned.unit == Duration::Unit::Steps) s.max_steps = planned.value;
+    s.topology = c.model.residual;
+    s.learning_rate = c.optimizer.learning_rate;
+    s.seed = c.seed;
   }
   if (s.topology.empty()) {
     fs::path folder = fs::path(run_dir).lexically_normal();

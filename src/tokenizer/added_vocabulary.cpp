@@ -1,6 +1,6 @@
-#include "siamese/tokenizer/added_vocabulary.h"
+#include "added_vocabulary.h"
 
-#include "siamese/tokenizer/unicode.h"
+#include "unicode.h"
 
 namespace siamese::tokenizer {
 

@@ -1,13 +1,13 @@
-#include "siamese/tokenizer/bpe.h"
+#include "bpe.h"
 
 #include <atomic>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <queue>
 
+#include "byte_level.h"
 #include "siamese/common/error.h"
-#include "siamese/tokenizer/byte_level.h"
-#include "siamese/tokenizer/unicode.h"
+#include "unicode.h"
 
 namespace siamese::tokenizer {
 

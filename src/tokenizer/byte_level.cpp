@@ -1,8 +1,8 @@
-#include "siamese/tokenizer/byte_level.h"
+#include "byte_level.h"
 
 #include <array>
 
-#include "siamese/tokenizer/unicode.h"
+#include "unicode.h"
 
 namespace siamese::tokenizer {
 

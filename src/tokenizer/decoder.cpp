@@ -1,10 +1,10 @@
-#include "siamese/tokenizer/decoder.h"
+#include "decoder.h"
 
 #include <nlohmann/json.hpp>
 
+#include "byte_level.h"
 #include "siamese/common/error.h"
-#include "siamese/tokenizer/byte_level.h"
-#include "siamese/tokenizer/unicode.h"
+#include "unicode.h"
 
 namespace siamese::tokenizer {
 

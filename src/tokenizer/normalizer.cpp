@@ -1,4 +1,4 @@
-#include "siamese/tokenizer/normalizer.h"
+#include "normalizer.h"
 
 #include <unicode/uchar.h>
 #include <unicode/unorm2.h>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "siamese/common/error.h"
-#include "siamese/tokenizer/unicode.h"
+#include "unicode.h"
 
 namespace siamese::tokenizer {
 

@@ -1,9 +1,9 @@
-#include "siamese/tokenizer/pre_tokenizer.h"
+#include "pre_tokenizer.h"
 
 #include <nlohmann/json.hpp>
 
+#include "byte_level.h"
 #include "siamese/common/error.h"
-#include "siamese/tokenizer/byte_level.h"
 
 namespace siamese::tokenizer {
 

@@ -1,6 +1,6 @@
-#include "siamese/tokenizer/pretoken_regex.h"
+#include "pretoken_regex.h"
 
-#include "siamese/tokenizer/unicode.h"
+#include "unicode.h"
 
 namespace siamese::tokenizer {
 

@@ -1,13 +1,12 @@
 #include "siamese/tokenizer/token_file.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
 
 namespace siamese::tokenizer {
@@ -20,15 +19,6 @@ int width_of(const std::string& dtype) {
   throw Error("unsupported token dtype '" + dtype + "'", "", "use uint16 or uint32");
 }
 
-std::string temporary_name(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
-
-void write_all(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  out.close();
-  if (!out) throw Error("cannot write file", path, "check the directory exists and has space");
-}
-
 }  // namespace
 
 std::string sidecar_path(const std::string& token_path) { return token_path + ".json"; }
@@ -36,22 +26,13 @@ std::string sidecar_path(const std::string& token_path) { return token_path + ".
 std::string dtype_for(int32_t max_id) { return max_id < 65536 ? "uint16" : "uint32"; }
 
 TokenFileWriter::TokenFileWriter(std::string path, std::string dtype)
-    : path_(std::move(path)), tmp_path_(temporary_name(path_)), dtype_(std::move(dtype)) {
+    : path_(std::move(path)), dtype_(std::move(dtype)) {
   width_of(dtype_);
-  file_ = std::fopen(tmp_path_.c_str(), "wb");
-  if (!file_) {
-    throw Error(std::string("cannot create token file: ") + std::strerror(errno), tmp_path_,
-                "check that the output directory exists and is writable");
-  }
+  file_ = std::make_unique<AtomicFile>(path_, "free disk space or write the token file to a disk with room");
+  file_->check();
 }
 
-TokenFileWriter::~TokenFileWriter() {
-  if (file_) std::fclose(file_);
-  if (!committed_) {
-    std::remove(tmp_path_.c_str());
-    std::remove(temporary_name(sidecar_path(path_)).c_str());
-  }
-}
+TokenFileWriter::~TokenFileWriter() = default;
 
 void TokenFileWriter::append(const int32_t* ids, size_t n) {
   const int width = width_of(dtype_);
@@ -64,18 +45,12 @@ void TokenFileWriter::append(const int32_t* ids, size_t n) {
     }
     for (int b = 0; b < width; ++b) buffer_[i * width + b] = static_cast<unsigned char>(v >> (8 * b));
   }
-  if (n && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) {
-    throw Error(std::string("write failed: ") + std::strerror(errno), tmp_path_, "check free disk space");
-  }
+  file_->write(buffer_.data(), buffer_.size());
+  file_->check();
   tokens_ += static_cast<int64_t>(n);
 }
 
 void TokenFileWriter::commit(TokenFileInfo info) {
-  if (std::fclose(file_) != 0) {
-    file_ = nullptr;
-    throw Error(std::string("write failed: ") + std::strerror(errno), tmp_path_, "check free disk space");
-  }
-  file_ = nullptr;
   info.dtype = dtype_;
   info.tokens = tokens_;
   const nlohmann::json j = {{"format", "siamese-tokens-v1"},
@@ -89,13 +64,12 @@ void TokenFileWriter::commit(TokenFileInfo info) {
                             {"vocab_size", info.vocab_size},
                             {"input_bytes", info.input_bytes},
                             {"sources", info.sources}};
-  const std::string sidecar_tmp = temporary_name(sidecar_path(path_));
-  write_all(sidecar_tmp, j.dump(2) + "\n");
-  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0 ||
-      std::rename(sidecar_tmp.c_str(), sidecar_path(path_).c_str()) != 0) {
-    throw Error(std::string("cannot move token file into place: ") + std::strerror(errno), path_);
-  }
-  committed_ = true;
+  // The sidecar's temporary copy is complete before the tokens move into place, so the two
+  // renames are the only window in which they can disagree.
+  AtomicFile sidecar(sidecar_path(path_));
+  sidecar.write(j.dump(2) + "\n");
+  file_->commit();
+  sidecar.commit();
 }
 
 TokenFileInfo read_sidecar(const std::string& token_path) {

@@ -14,7 +14,7 @@
 
 #include "siamese/common/error.h"
 #include "siamese/common/text_input.h"
-#include "siamese/tokenizer/unicode.h"
+#include "unicode.h"
 
 namespace siamese::tokenizer {
 

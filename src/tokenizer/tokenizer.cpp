@@ -5,14 +5,14 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "added_vocabulary.h"
+#include "bpe.h"
+#include "decoder.h"
+#include "normalizer.h"
+#include "pre_tokenizer.h"
 #include "siamese/common/error.h"
 #include "siamese/common/sha256.h"
-#include "siamese/tokenizer/added_vocabulary.h"
-#include "siamese/tokenizer/bpe.h"
-#include "siamese/tokenizer/decoder.h"
-#include "siamese/tokenizer/normalizer.h"
-#include "siamese/tokenizer/pre_tokenizer.h"
-#include "siamese/tokenizer/unicode.h"
+#include "unicode.h"
 
 namespace siamese::tokenizer {
 

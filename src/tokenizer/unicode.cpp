@@ -1,4 +1,4 @@
-#include "siamese/tokenizer/unicode.h"
+#include "unicode.h"
 
 #include <unicode/uchar.h>
 

@@ -1,4 +1,5 @@
 #include "siamese/train/metrics.h"
+#include "siamese/model/accounting.h"
 
 #include <spdlog/spdlog.h>
 
@@ -29,23 +30,29 @@ std::optional<double> StepMetrics::mfu() const {
 MetricsRow StepMetrics::to_row() const {
   const auto m = mfu();
   MetricsRow row = metrics_row(step, "",
-                               {{"tokens", tokens},
-                                {"loss", loss},
-                                {"perplexity", perplexity()},
-                                {"lr", lr},
+                               {{metric::kTokens, tokens},
+                                {metric::kLoss, loss},
+                                {metric::kPerplexity, perplexity()},
+                                {metric::kLearningRate, lr},
                                 {"grad_norm", grad_norm},
                                 {"tokens_per_sec", tokens_per_sec()},
-                                {"step_seconds", step_seconds},
+                                {metric::kStepSeconds, step_seconds},
                                 {"flops_per_token", flops_per_token},
                                 {"mfu", m ? nlohmann::ordered_json(*m) : nlohmann::ordered_json()},
                                 {"elapsed", elapsed},
-                                {"loss_spike", loss_spike},
+                                {metric::kLossSpike, loss_spike},
                                 {"comm_seconds", comm_seconds},
                                 {"comm_share", step_seconds > 0 ? comm_seconds / step_seconds : 0.0},
                                 {"peak_memory_mib", peak_memory_mib}});
   if (loss_scale) row["loss_scale"] = *loss_scale;
   return row;
 }
+
+namespace {
+constexpr const char* kMetricsFix =
+    "free disk space in save_folder; the run resumes from its newest checkpoint and the log keeps "
+    "every row written before";
+}  // namespace
 
 MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
   fs::create_directories(path.parent_path().empty() ? fs::path(".") : path.parent_path());
@@ -56,21 +63,17 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
             row["step"].get<int64_t>() > resume_step))
         kept.push_back(line);
     });
-    const fs::path tmp = path.string() + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      for (const auto& l : kept) out << l << '\n';
-      if (!out.flush())
-        throw Error("cannot rewrite the metrics log", tmp.string(), "free disk space in save_folder");
-    }
-    fs::rename(tmp, path);
+    std::string text;
+    for (const auto& l : kept) text += l + '\n';
+    write_file_atomically(path, text, kMetricsFix);
   }
-  out_.open(path, std::ios::app);
+  out_ = std::make_unique<FileSink>(path, kMetricsFix, FileSink::Mode::Append);
+  out_->check();
 }
 
 void MetricsLog::write(const MetricsRow& row) {
-  out_ << json_line(row) << '\n';
-  out_.flush();
+  out_->write(json_line(row) + '\n');
+  out_->check();
 }
 
 bool SpikeDetector::observe(double loss) {

@@ -1,4 +1,5 @@
 #include "siamese/train/optimizer.h"
+#include "siamese/model/accounting.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "siamese/common/build_info.h"
+#include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
 #include "siamese/dist/world.h"
 
@@ -68,15 +69,7 @@ void write_provenance(const fs::path& save_folder, const LaunchFacts& facts) {
       {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},
   };
   fs::create_directories(save_folder);
-  const fs::path path = save_folder / "run.json";
-  const fs::path tmp = save_folder / "run.json.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << '\n';
-    if (!out)
-      throw Error("cannot write the run record", tmp.string(), "check the folder is writable and not full");
-  }
-  fs::rename(tmp, path);
+  write_file_atomically(save_folder / "run.json", j.dump(2) + "\n");
 }
 
 }  // namespace siamese::train

@@ -1,5 +1,6 @@
 // The training loop, nanoGPT style: set up, then one plain loop over optimizer steps.
 #include "siamese/train/trainer.h"
+#include "siamese/model/accounting.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -32,6 +33,7 @@
 #include "siamese/train/optimizer.h"
 #include "siamese/train/provenance.h"
 #include "siamese/train/runtime.h"
+#include "siamese/train/save_folder.h"
 #include "siamese/train/tensorboard.h"
 #include "siamese/train/train_step.h"
 
@@ -182,7 +184,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
           "The last checkpoint in {} is untouched; resume from it with a lower "
           "learning rate",
           state.step, run_dir.string());
-      log_event(metrics_row(state.step, "nonfinite", {{"cause", "weights"}}));
+      log_event(metrics_row(state.step, metric::kNonfiniteEvent, {{"cause", "weights"}}));
       return kExitNonFinite;
     }
     state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
@@ -250,8 +252,8 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       }
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
         const std::string cause = !std::isfinite(loss) ? "loss" : "grad_norm";
-        log_event(
-            metrics_row(p.step, "nonfinite", {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}}));
+        log_event(metrics_row(p.step, metric::kNonfiniteEvent,
+                              {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}}));
         if (state.bad_steps < cfg.max_bad_steps) {
           state.bad_steps += 1;
           spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)", p.step,

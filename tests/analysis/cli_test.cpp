@@ -13,8 +13,12 @@
 
 #include "siamese/common/shared_dir.h"
 
-#include "../tokenizer/temp_dir.h"
-#include "../train/run_files.h"
+#include "support/cli.h"
+#include "support/run_files.h"
+#include "support/temp_dir.h"
+
+using siamese::testing::run_cli;
+using siamese::testing::TempDir;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -22,13 +26,6 @@ using siamese::testing::losses;
 using siamese::testing::read_all;
 
 namespace {
-
-// Runs the siamese binary with `args`; stdout and stderr go to `log`.
-int run_cli(const std::string& args, const std::string& log) {
-  const std::string cmd = std::string("OMP_NUM_THREADS=1 SIAMESE_SHARED_DIR=") + siamese::shared_dir() + " " +
-                          SIAMESE_BINARY + " " + args + " > " + log + " 2>&1";
-  return std::system(cmd.c_str());
-}
 
 std::vector<json> metrics_rows(const fs::path& run) {
   std::vector<json> rows;

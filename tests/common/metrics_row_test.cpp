@@ -3,10 +3,12 @@
 
 #include <vector>
 
-#include "../tokenizer/temp_dir.h"
 #include "siamese/common/error.h"
 #include "siamese/common/json_line.h"
 #include "siamese/common/metrics_row.h"
+#include "support/temp_dir.h"
+
+using siamese::testing::TempDir;
 
 namespace siamese {
 namespace {

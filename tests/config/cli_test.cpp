@@ -5,76 +5,64 @@
 #include <fstream>
 #include <sstream>
 
-#include "scoped_env.h"
 #include "siamese/config/schema.h"
+#include "support/cli.h"
+#include "support/scoped_env.h"
 
 namespace siamese {
 namespace {
 
+using testing::CliResult;
 using testing::ConfigTest;
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::read_all;
+using testing::run_siamese;
 
 class ConfigCommand : public ConfigTest {
  protected:
   // Runs `env ENV siamese config ARGS` from the repository root.
-  Result run(const std::string& args, const std::string& env = "") const {
-    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    const std::string cmd = "cd " + std::string(SIAMESE_SOURCE_DIR) + " && env -u MODEL_TYPE -u WORLD_SIZE " +
-                            env + " " + SIAMESE_BINARY + " config " + args + " >" + out + " 2>" + err;
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  CliResult run(const std::string& args, const std::string& env = "") const {
+    return run_siamese("config " + args, dir_, "-u MODEL_TYPE -u WORLD_SIZE " + env);
   }
 };
 
 TEST_F(ConfigCommand, PrintsResolvedYamlThatReadsBackIdentically) {
-  const Result first = run("configs/tiny/base.yaml --optimizer.learning_rate=2e-3 --model.n_layers 4");
+  const CliResult first = run("configs/tiny/base.yaml --optimizer.learning_rate=2e-3 --model.n_layers 4");
   ASSERT_EQ(first.code, 0) << first.err;
   EXPECT_NE(first.out.find("learning_rate: 0.002"), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("n_layers: 4"), std::string::npos) << first.out;
   EXPECT_EQ(first.out.find("${"), std::string::npos) << "unresolved interpolation:\n" << first.out;
   EXPECT_NE(first.err.find("topology: pre (from configs/tiny/base.yaml:"), std::string::npos) << first.err;
   const std::string resolved = write("resolved.yaml", first.out);
-  const Result second = run(resolved);
+  const CliResult second = run(resolved);
   ASSERT_EQ(second.code, 0) << second.err;
   EXPECT_EQ(second.out, first.out);
 }
 
 TEST_F(ConfigCommand, ModelTypeSelectsTheTopologyAndAnOverrideBeatsIt) {
-  const Result env = run("configs/tiny/hybrid.yaml", "MODEL_TYPE=hybrid");
+  const CliResult env = run("configs/tiny/hybrid.yaml", "MODEL_TYPE=hybrid");
   ASSERT_EQ(env.code, 0) << env.err;
   EXPECT_NE(env.err.find("topology: hybrid (from MODEL_TYPE)"), std::string::npos) << env.err;
   EXPECT_NE(env.out.find("residual: \"hybrid\""), std::string::npos) << env.out;
-  const Result over = run("configs/tiny/base.yaml --model.residual=post_pre", "MODEL_TYPE=peri");
+  const CliResult over = run("configs/tiny/base.yaml --model.residual=post_pre", "MODEL_TYPE=peri");
   ASSERT_EQ(over.code, 0) << over.err;
   EXPECT_NE(over.err.find("topology: post_pre (from --model.residual)"), std::string::npos) << over.err;
-  const Result yaml = run("configs/tiny/hybrid.yaml");
+  const CliResult yaml = run("configs/tiny/hybrid.yaml");
   EXPECT_NE(yaml.err.find("topology: hybrid_pre (from configs/tiny/hybrid.yaml:"), std::string::npos)
       << yaml.err;
 }
 
 TEST_F(ConfigCommand, ModelTypeAloneTurnsOnWhatTheTopologyNeedsAndAContradictionIsAnError) {
   // configs/tiny/base.yaml leaves the Q/K/V norms at their default (off).
-  const Result base = run("configs/tiny/base.yaml");
+  const CliResult base = run("configs/tiny/base.yaml");
   ASSERT_EQ(base.code, 0) << base.err;
   EXPECT_NE(base.out.find("use_query_norm: false"), std::string::npos) << base.out;
   for (const char* topology : {"hybrid", "hybrid_star", "hybrid_pre"}) {
-    const Result env = run("configs/tiny/base.yaml", std::string("MODEL_TYPE=") + topology);
+    const CliResult env = run("configs/tiny/base.yaml", std::string("MODEL_TYPE=") + topology);
     ASSERT_EQ(env.code, 0) << topology << "\n" << env.err;
     for (const char* key : {"use_query_norm: true", "use_key_norm: true", "use_value_norm: true"})
       EXPECT_NE(env.out.find(key), std::string::npos) << topology << " " << key << "\n" << env.out;
   }
-  const Result off = run("configs/tiny/base.yaml --model.use_key_norm=false", "MODEL_TYPE=hybrid_pre");
+  const CliResult off = run("configs/tiny/base.yaml --model.use_key_norm=false", "MODEL_TYPE=hybrid_pre");
   EXPECT_EQ(off.code, 2);
   EXPECT_EQ(off.out, "");
   EXPECT_NE(off.err.find("topology hybrid_pre (from MODEL_TYPE) is defined with model.use_key_norm on"),
@@ -86,7 +74,7 @@ TEST_F(ConfigCommand, ModelTypeAloneTurnsOnWhatTheTopologyNeedsAndAContradiction
 }
 
 TEST_F(ConfigCommand, UnknownTopologyListsTheValidNames) {
-  const Result r = run("configs/tiny/base.yaml", "MODEL_TYPE=prenorm");
+  const CliResult r = run("configs/tiny/base.yaml", "MODEL_TYPE=prenorm");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(r.out.empty()) << r.out;
   for (const char* part : {"environment MODEL_TYPE (model.residual)", "unknown topology \"prenorm\"", "pre,",
@@ -96,15 +84,15 @@ TEST_F(ConfigCommand, UnknownTopologyListsTheValidNames) {
 
 TEST_F(ConfigCommand, BadInputExitsNonZeroWritesNothingAndExplains) {
   const std::string save = (dir_ / "never_created").string();
-  const Result typo = run("configs/tiny/base.yaml --save_folder=" + save + " --model.d_modl=512");
+  const CliResult typo = run("configs/tiny/base.yaml --save_folder=" + save + " --model.d_modl=512");
   EXPECT_EQ(typo.code, 2);
   EXPECT_TRUE(typo.out.empty()) << typo.out;
   EXPECT_NE(typo.err.find("did you mean model.d_model?"), std::string::npos) << typo.err;
-  const Result heads = run("configs/tiny/base.yaml --save_folder=" + save + " --model.n_heads=3");
+  const CliResult heads = run("configs/tiny/base.yaml --save_folder=" + save + " --model.n_heads=3");
   EXPECT_EQ(heads.code, 2);
   EXPECT_NE(heads.err.find("not divisible by model.n_heads 3"), std::string::npos) << heads.err;
   const std::string bad = write("bad.yaml", "model:\n  d_model: abc\n");
-  const Result type = run(bad);
+  const CliResult type = run(bad);
   EXPECT_EQ(type.code, 2);
   EXPECT_NE(type.err.find("bad.yaml:2 (model.d_model): expected an integer, got \"abc\""), std::string::npos)
       << type.err;
@@ -114,12 +102,12 @@ TEST_F(ConfigCommand, BadInputExitsNonZeroWritesNothingAndExplains) {
 }
 
 TEST_F(ConfigCommand, SchemaIsTheTableAndTheDocsContainIt) {
-  const Result r = run("--schema");
+  const CliResult r = run("--schema");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind(schema::markdown(), 0), 0u);  // the key tables, then the topology table
   EXPECT_NE(r.out.find("### Topologies"), std::string::npos);
   EXPECT_NE(r.out.find("| `hybrid_pre` | `x`, `y` | `model.use_query_norm`"), std::string::npos) << r.out;
-  const std::string doc = slurp(std::string(SIAMESE_SOURCE_DIR) + "/docs/configuration.md");
+  const std::string doc = read_all(std::string(SIAMESE_SOURCE_DIR) + "/docs/configuration.md");
   EXPECT_NE(doc.find(r.out), std::string::npos)
       << "docs/configuration.md is out of date: regenerate its reference with `siamese config --schema`";
 }

@@ -4,8 +4,8 @@
 
 #include <map>
 
-#include "scoped_env.h"
 #include "siamese/common/error.h"
+#include "support/scoped_env.h"
 
 namespace siamese {
 namespace {

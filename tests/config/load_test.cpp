@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "scoped_env.h"
 #include "siamese/common/error.h"
+#include "support/scoped_env.h"
 
 namespace siamese {
 namespace {
@@ -202,17 +202,22 @@ TEST_F(LoadConfig, WorldSizeSplitsTheGlobalBatch) {
                    "(device_train_microbatch_size)"});
   expect_contains(error_of([&] { validate_for_world_size(c, 3); }),
                   {"global_train_batch_size 8 does not split over world size 3"});
-  {
-    ScopedEnv ws("WORLD_SIZE", "3");
-    expect_contains(error_of([&] { load_config(path, {}); }), {"ws.yaml", "world size 3"});
-  }
+  LaunchSettings three_ranks;
+  three_ranks.world_size = 3;
+  expect_contains(error_of([&] { load_config(path, {}, three_ranks); }), {"ws.yaml", "world size 3"});
   {
     ScopedEnv ws("WORLD_SIZE", "two");
-    expect_contains(error_of([&] { load_config(path, {}); }),
+    expect_contains(error_of([&] { launch_settings_from_env(); }),
                     {"WORLD_SIZE=\"two\" is not a positive integer"});
   }
   ScopedEnv ws("WORLD_SIZE", "2");
-  EXPECT_EQ(load_config(path, {}).global_train_batch_size, 8);
+  ScopedEnv model_type("MODEL_TYPE", "peri");
+  const LaunchSettings launch = launch_settings_from_env();
+  EXPECT_EQ(launch.world_size, 2);
+  EXPECT_EQ(launch.model_type, "peri");
+  EXPECT_EQ(load_config(path, {}, launch).global_train_batch_size, 8);
+  // Without LaunchSettings the environment is not read (a checkpoint's saved config).
+  EXPECT_EQ(load_config(path, {}).model.residual, "pre");
 }
 
 TEST_F(LoadConfig, InterpolatesKeysDottedKeysAndEnvironment) {
@@ -258,17 +263,16 @@ TEST_F(LoadConfig, OverridePrecedenceOverModelTypeOverYaml) {
   const auto path = write("prec.yaml", kBase + "optimizer:\n  learning_rate: 4.0e-4\n");
   const auto res2 = write("res2.yaml", "model:\n  residual: post\n");
   ConfigOrigin origin;
-  EXPECT_EQ(load_config(res2, {}, &origin).model.residual, "post");
+  EXPECT_EQ(load_config(res2, {}, {}, &origin).model.residual, "post");
   EXPECT_EQ(origin.topology, res2 + ":2");
-  EXPECT_EQ(load_config(path, {}, &origin).model.residual, "pre");
+  EXPECT_EQ(load_config(path, {}, {}, &origin).model.residual, "pre");
   EXPECT_EQ(origin.topology, "default");
-  {
-    ScopedEnv model_type("MODEL_TYPE", "hybrid_pre");
-    EXPECT_EQ(load_config(res2, {}, &origin).model.residual, "hybrid_pre");
-    EXPECT_EQ(origin.topology, "MODEL_TYPE");
-    EXPECT_EQ(load_config(res2, {"--model.residual=peri"}, &origin).model.residual, "peri");
-    EXPECT_EQ(origin.topology, "--model.residual");
-  }
+  LaunchSettings model_type;
+  model_type.model_type = "hybrid_pre";
+  EXPECT_EQ(load_config(res2, {}, model_type, &origin).model.residual, "hybrid_pre");
+  EXPECT_EQ(origin.topology, "MODEL_TYPE");
+  EXPECT_EQ(load_config(res2, {"--model.residual=peri"}, model_type, &origin).model.residual, "peri");
+  EXPECT_EQ(origin.topology, "--model.residual");
   const TrainConfig c = load_config(path, {"--optimizer.learning_rate=2e-3", "--model.d_model", "128",
                                            "model.n_layers=3", "--optimizer.betas=[0.8,0.9]"});
   EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 2e-3);

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 
-#include "scoped_env.h"
 #include "siamese/common/shared_dir.h"
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
+#include "support/scoped_env.h"
 
 namespace siamese {
 namespace {
@@ -101,8 +101,9 @@ TEST_F(ShippedConfigs, DataPathsFollowDataDir) {
 
 TEST_F(ShippedConfigs, TinyBaseTakesItsTopologyFromModelType) {
   const std::string path = std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/base.yaml";
-  ScopedEnv model_type("MODEL_TYPE", "post_pre");
-  const TrainConfig c = load_config(path, {});
+  LaunchSettings launch;
+  launch.model_type = "post_pre";
+  const TrainConfig c = load_config(path, {}, launch);
   EXPECT_EQ(c.model.residual, "post_pre");
   EXPECT_EQ(c.run_name, "tiny-post_pre");
 }

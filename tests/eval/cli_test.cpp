@@ -9,24 +9,18 @@
 #include <fstream>
 #include <sstream>
 
-#include "../tokenizer/temp_dir.h"
+#include "support/cli.h"
+#include "support/temp_dir.h"
+
+using siamese::testing::read_all;
+using siamese::testing::TempDir;
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs the siamese binary with `args`; stdout to `out`, stderr to `out`.err.
+// stdout to `out`, stderr to `out`.err.
 int run_cli(const std::string& args, const std::string& out) {
-  const std::string cmd =
-      std::string("OMP_NUM_THREADS=1 ") + SIAMESE_BINARY + " " + args + " > " + out + " 2> " + out + ".err";
-  return std::system(cmd.c_str());
+  return siamese::testing::run_cli(args, out, out + ".err");
 }
 
 class GenerateAndScore : public ::testing::Test {

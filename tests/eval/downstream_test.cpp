@@ -4,9 +4,12 @@
 #include <cmath>
 #include <map>
 
-#include "../tokenizer/shared_dir.h"
 #include "siamese/eval/downstream.h"
-#include "siamese/model/registry.h"
+#include "siamese/model/accounting.h"
+#include "siamese/model/topology_table.h"
+#include "support/files.h"
+
+using siamese::testing::tokenizer_path;
 
 using namespace siamese;
 using namespace siamese::eval;

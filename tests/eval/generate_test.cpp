@@ -10,7 +10,8 @@
 
 #include "siamese/common/error.h"
 #include "siamese/eval/generate.h"
-#include "siamese/model/registry.h"
+#include "siamese/model/accounting.h"
+#include "siamese/model/topology_table.h"
 
 namespace siamese::eval {
 namespace {

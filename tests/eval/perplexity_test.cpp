@@ -8,7 +8,7 @@
 
 #include "siamese/common/error.h"
 #include "siamese/eval/perplexity.h"
-#include "siamese/model/registry.h"
+#include "siamese/model/topology_table.h"
 
 namespace siamese::eval {
 namespace {

@@ -1,10 +1,13 @@
 // OLMo's formatting of each task (the README's example rows) and malformed-line reports.
 #include <gtest/gtest.h>
 
-#include "../tokenizer/shared_dir.h"
-#include "../tokenizer/temp_dir.h"
 #include "siamese/common/error.h"
 #include "siamese/eval/tasks.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
+
+using siamese::shared_dir;
+using siamese::testing::TempDir;
 
 using namespace siamese::eval;
 

@@ -6,30 +6,34 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
 
-#include "../tokenizer/temp_dir.h"
+#include "siamese/common/error.h"
 #include "siamese/common/npy.h"
 #include "siamese/config/load.h"
 #include "siamese/eval/generate.h"
-#include "siamese/model/registry.h"
+#include "siamese/export/safetensors.h"
+#include "siamese/model/accounting.h"
+#include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
+#include "siamese/train/save_folder.h"
+#include "support/cli.h"
+#include "support/file_size_limit.h"
+#include "support/temp_dir.h"
+
+using siamese::testing::FileSizeLimit;
+using siamese::testing::read_all;
+using siamese::testing::sh;
+using siamese::testing::TempDir;
 
 namespace siamese {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TrainConfig tiny(const std::string& residual) {
   TrainConfig c;
   auto& m = c.model;
@@ -108,6 +112,15 @@ TEST_P(HfExport, TransformersComputesTheSameLogitsAndGreedyTokens) {
 
 INSTANTIATE_TEST_SUITE_P(EveryTopology, HfExport, ::testing::ValuesIn(model::topology_names()));
 
+std::map<std::string, torch::Tensor> weights(const std::string& run) {
+  const auto cfg = load_config(train::latest_checkpoint(run)->string() + "/config.yaml", {});
+  model::Transformer m(cfg.model);
+  train::load_checkpoint(*train::latest_checkpoint(run), *m, nullptr);
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& p : m->named_parameters()) out[p.key()] = p.value().detach().clone();
+  return out;
+}
+
 TEST(HfExportShards, LargeModelsAreSplitWithAnIndex) {
   TempDir dir;
   save_run(tiny("pre"), dir.file("run"));
@@ -120,20 +133,71 @@ TEST(HfExportShards, LargeModelsAreSplitWithAnIndex) {
   const std::string check = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
                             "/tests/export/hf_parity.py " + dir.file("hf") + " > " + log + " 2>&1";
   EXPECT_EQ(std::system(check.c_str()), 0) << read_all(log);
+  // The sharded folder imports back, every shard read through the index.
+  ASSERT_EQ(sh(std::string(SIAMESE_BINARY) + " import " + dir.file("hf") + " --out " + dir.file("back"), log),
+            0)
+      << read_all(log);
+  const auto a = weights(dir.file("run")), b = weights(dir.file("back"));
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
 }
 
-// Runs `command`, its output into `log`; returns the exit status.
-int sh(const std::string& command, const std::string& log) {
-  return std::system((command + " > " + log + " 2>&1").c_str());
+TEST(Safetensors, AFullDiskKeepsTheEarlierFileWhole) {
+  TempDir dir;
+  const fs::path path = dir.file("model.safetensors");
+  hf::write_safetensors(path, {{"a", torch::arange(4, torch::kFloat32)}});
+  const std::string before = read_all(path);
+  std::string message;
+  {
+    FileSizeLimit limit(1024);
+    try {
+      hf::write_safetensors(path, {{"a", torch::zeros({4096}, torch::kFloat32)}});
+    } catch (const Error& e) {
+      message = e.what();
+    }
+  }
+  EXPECT_NE(message.find(path.string()), std::string::npos) << message;
+  EXPECT_EQ(read_all(path), before);
+  EXPECT_EQ(dir.count(), 1);
+  EXPECT_TRUE(torch::equal(hf::read_safetensors(path).at("a"), torch::arange(4, torch::kFloat32)));
 }
 
-std::map<std::string, torch::Tensor> weights(const std::string& run) {
-  const auto cfg = load_config(train::latest_checkpoint(run)->string() + "/config.yaml", {});
-  model::Transformer m(cfg.model);
-  train::load_checkpoint(*train::latest_checkpoint(run), *m, nullptr);
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& p : m->named_parameters()) out[p.key()] = p.value().detach().clone();
-  return out;
+TEST(Safetensors, DamagedFilesAreRefusedBeforeAnyAllocation) {
+  TempDir dir;
+  const fs::path path = dir.file("model.safetensors");
+  hf::write_safetensors(path, {{"w", torch::ones({2, 3}, torch::kFloat32)}});
+  const std::string good = read_all(path);
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, good.data(), 8);
+  const std::string header = good.substr(8, header_length), data = good.substr(8 + header_length);
+  auto with_header = [&](std::string h) {
+    while (h.size() % 8) h += ' ';
+    const uint64_t n = h.size();
+    return std::string(reinterpret_cast<const char*>(&n), 8) + h + data;
+  };
+  auto error_of = [&](const std::string& bytes) {
+    testing::write_file(path, bytes);
+    try {
+      hf::read_safetensors(path);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string huge_length = std::string("\xff\xff\xff\xff\x00\x00\x00\x00", 8) + header + data;
+  const std::string cases[] = {
+      huge_length,
+      good.substr(0, good.size() - 4),  // cut short
+      with_header("{\"w\": {\"dtype\": \"F32\", \"shape\": [1099511627776, 4], \"data_offsets\": [0, 24]}}"),
+      with_header("{\"w\": {\"dtype\": \"F32\", \"shape\": [2, 3], \"data_offsets\": [0, 4096]}}"),
+      with_header("{\"w\": {\"dtype\": \"I64\", \"shape\": [3], \"data_offsets\": [0, 24]}}"),
+      with_header("{\"w\": [1, 2]"),
+  };
+  for (const auto& bytes : cases) {
+    const std::string message = error_of(bytes);
+    EXPECT_NE(message.find(path.string()), std::string::npos) << message;
+    EXPECT_NE(message.find("fix:"), std::string::npos) << message;
+  }
 }
 
 class HfRoundTrip : public ::testing::TestWithParam<std::string> {};

@@ -6,7 +6,7 @@
 
 #include <unordered_set>
 
-#include "siamese/model/registry.h"
+#include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::model {

@@ -12,9 +12,9 @@
 #include <set>
 
 #include "siamese/common/error.h"
+#include "siamese/config/schema.h"
 #include "siamese/model/lm_loss.h"
-#include "siamese/model/registry.h"
-#include "siamese/model/topologies.h"
+#include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::model {
@@ -151,7 +151,24 @@ TEST(Topologies, TableListsTheStreamsEachTopologyCarries) {
     opts.probe = &probe;
     m->forward(random_ids(c, 1, 4, 2), opts);
     EXPECT_EQ(seen, spec.streams);
-    EXPECT_EQ(settings_required_by(spec.name), spec.required);
+  }
+}
+
+// A required setting is enforced: the config with it off is refused, naming the key.
+TEST(Topologies, EveryRequiredSettingIsEnforced) {
+  for (const auto& spec : topologies()) {
+    for (const auto& key : spec.required) {
+      SCOPED_TRACE(spec.name + " " + key);
+      TrainConfig probe;
+      probe.model = tiny_config(spec.name, kSmall);
+      schema::train_field(key).ref<bool>(probe) = false;
+      try {
+        check_model_config(probe.model);
+        ADD_FAILURE() << "accepted with " << key << " off";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      }
+    }
   }
 }
 

@@ -14,8 +14,9 @@
 
 #include "siamese/common/error.h"
 #include "siamese/common/npy.h"
+#include "siamese/model/accounting.h"
 #include "siamese/model/olmo_names.h"
-#include "siamese/model/registry.h"
+#include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::model {
@@ -461,33 +462,6 @@ TEST(OlmoNames, RoundTripAndLoadChecks) {
     EXPECT_NE(msg.find("shape"), std::string::npos) << msg;
     EXPECT_NE(msg.find("ckpt.safetensors"), std::string::npos) << msg;
   }
-}
-
-TEST(Npy, RoundTripsAndRejectsWhatItCannotRead) {
-  const auto dir = fs::temp_directory_path() / "siamese_npy_test";
-  fs::create_directories(dir);
-  for (auto t : {torch::randn({2, 3, 4}), torch::randn({5}, torch::kDouble),
-                 torch::randint(1000, {3, 2}, torch::kLong), torch::randn({})}) {
-    const auto path = (dir / "t.npy").string();
-    write_npy(path, t);
-    auto back = read_npy(path);
-    EXPECT_EQ(back.scalar_type(), t.scalar_type());
-    EXPECT_TRUE(back.equal(t));
-  }
-  EXPECT_THROW(write_npy((dir / "h.npy").string(), torch::ones({2}, torch::kHalf)), Error);
-  {
-    std::ofstream f(dir / "bad.npy", std::ios::binary);
-    const std::string header = "{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }";
-    f << "\x93NUMPY" << '\x01' << '\x00' << char(header.size()) << '\x00' << header << "abcd";
-  }
-  try {
-    read_npy((dir / "bad.npy").string());
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("<i2"), std::string::npos) << e.what();
-  }
-  EXPECT_THROW(read_npy((dir / "missing.npy").string()), Error);
-  fs::remove_all(dir);
 }
 
 // configs/tiny/hybrid.yaml: d_model 256, 6 layers, RMSNorm; hybrid_pre adds per layer c1 and

@@ -99,16 +99,16 @@ TEST(Tokenize, RefusesToOverwriteAndDetectsTruncatedGzip) {
                  input.string() + ": the output would overwrite the input " + input.string());
   expect_refused(tokenize({input.string(), "-o", (root / "." / "corpus.txt").string()}, "same_spelled"),
                  "the output would overwrite the input");
-  EXPECT_EQ(slurp(input), text);
+  EXPECT_EQ(read_all(input), text);
 
   const fs::path out = root / "corpus.npy";
   std::ofstream(out) << "precious";
   expect_refused(tokenize({input.string(), "-o", out.string()}, "exists"),
                  out.string() + ": the output exists");
-  EXPECT_EQ(slurp(out), "precious");
+  EXPECT_EQ(read_all(out), "precious");
   const auto forced = tokenize({input.string(), "-o", out.string(), "--force"}, "forced");
   EXPECT_EQ(forced.exit_code, 0) << forced.output;
-  EXPECT_NE(slurp(out), "precious");
+  EXPECT_NE(read_all(out), "precious");
 
   // Compress, then cut the gzip file in its middle.
   const fs::path gz = root / "corpus.txt.gz";

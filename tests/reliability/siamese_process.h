@@ -21,19 +21,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "../train/tiny_run.h"
 #include "siamese/config/load.h"
 #include "siamese/train/checkpoint.h"
+#include "siamese/train/save_folder.h"
+#include "support/files.h"
+#include "support/tiny_configs.h"
 
 namespace siamese::testing {
 
 namespace fs = std::filesystem;
-
-inline std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 struct Outcome {
   int exit_code = -1;  // when it exited
   int signal = 0;      // when a signal ended it
@@ -90,12 +86,12 @@ class Child {
       if (std::chrono::steady_clock::now() > deadline) {
         kill();
         ::waitpid(pid_, nullptr, 0);
-        outcome_.output = "TIMED OUT\n" + slurp(log_);
+        outcome_.output = "TIMED OUT\n" + read_all(log_);
         return outcome_;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    outcome_.output = slurp(log_);
+    outcome_.output = read_all(log_);
     return outcome_;
   }
 
@@ -201,7 +197,7 @@ inline std::map<std::string, std::string> snapshot(const fs::path& folder) {
   std::map<std::string, std::string> out;
   for (const auto& [step, dir] : train::checkpoint_folders(folder))
     for (const auto& f : fs::directory_iterator(dir))
-      out[dir.filename().string() + "/" + f.path().filename().string()] = slurp(f.path());
+      out[dir.filename().string() + "/" + f.path().filename().string()] = read_all(f.path());
   return out;
 }
 

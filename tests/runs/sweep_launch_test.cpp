@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../tokenizer/temp_dir.h"
-#include "../train/run_files.h"
+#include "support/run_files.h"
+#include "support/temp_dir.h"
+
+using siamese::testing::TempDir;
 
 namespace fs = std::filesystem;
 using siamese::testing::losses;

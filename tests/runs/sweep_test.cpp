@@ -4,13 +4,15 @@
 #include <cmath>
 #include <fstream>
 
-#include "../tokenizer/temp_dir.h"
 #include "siamese/common/error.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
+#include "support/temp_dir.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+
+using siamese::testing::TempDir;
 
 using namespace siamese::runs;
 

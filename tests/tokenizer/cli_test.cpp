@@ -2,14 +2,16 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 
-#include "shared_dir.h"
 #include "siamese/tokenizer/token_file.h"
 #include "siamese/tokenizer/tokenizer.h"
-#include "temp_dir.h"
+#include "support/cli.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
+
+using siamese::testing::TempDir;
+using siamese::testing::tokenizer_path;
 
 using namespace siamese::tokenizer;
 
@@ -21,16 +23,9 @@ struct Result {
 };
 
 Result run(const std::string& args) {
-  EXPECT_TRUE(std::filesystem::exists(SIAMESE_BINARY)) << "build the `siamese` target first";
-  const std::string cmd = std::string(SIAMESE_BINARY) + " " + args + " 2>&1";
-  Result r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  static const TempDir scratch;
+  const auto r = siamese::testing::run_siamese(args, scratch.path());
+  return {r.code, r.out + r.err};
 }
 
 const std::string kNeox = tokenizer_path("olmo-gpt-neox-20b-pii-special");

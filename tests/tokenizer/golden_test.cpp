@@ -5,8 +5,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "shared_dir.h"
 #include "siamese/tokenizer/tokenizer.h"
+#include "support/files.h"
+
+using siamese::shared_dir;
+using siamese::testing::tokenizer_path;
 
 using siamese::tokenizer::Tokenizer;
 

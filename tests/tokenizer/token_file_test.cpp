@@ -5,7 +5,9 @@
 #include <filesystem>
 
 #include "siamese/common/error.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
+
+using siamese::testing::TempDir;
 
 using namespace siamese::tokenizer;
 

@@ -5,10 +5,14 @@
 
 #include <sstream>
 
-#include "shared_dir.h"
 #include "siamese/common/error.h"
 #include "siamese/common/text_input.h"
-#include "temp_dir.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
+
+using siamese::shared_dir;
+using siamese::testing::TempDir;
+using siamese::testing::tokenizer_path;
 
 using namespace siamese::tokenizer;
 

@@ -8,6 +8,7 @@
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/optimizer.h"
+#include "siamese/train/save_folder.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;
@@ -90,25 +91,4 @@ TEST(Checkpoint, KeepsNewestAndIgnoresIncompleteFolders) {
   other.d_model = 32;
   model::Transformer m3(other);
   EXPECT_THROW(train::load_checkpoint(dir / "step8", *m3, nullptr), Error);
-}
-
-TEST(Optimizer, OlmoParamGroups) {
-  model::Transformer m(small());
-  OptimizerConfig oc;
-  auto g = train::param_groups(oc, m->named_parameters());
-  for (const auto& n : g.decay) EXPECT_NE(n.find("weight"), std::string::npos) << n;
-  auto has = [](const std::vector<std::string>& v, const std::string& s) {
-    return std::find(v.begin(), v.end(), s) != v.end();
-  };
-  EXPECT_TRUE(has(g.no_decay, "wte.weight"));
-  EXPECT_TRUE(has(g.decay, "blocks.0.attn.att_proj.weight"));
-  EXPECT_TRUE(has(g.decay, "blocks.0.mlp.ff_out.weight"));
-  oc.decay_embeddings = true;
-  EXPECT_TRUE(has(train::param_groups(oc, m->named_parameters()).decay, "wte.weight"));
-  oc.decay_norm_and_bias = true;
-  auto all = train::param_groups(oc, m->named_parameters());
-  EXPECT_TRUE(all.no_decay.empty());
-  auto opt = train::build_optimizer(OptimizerConfig{}, m->named_parameters());
-  ASSERT_EQ(opt->param_groups().size(), 2u);
-  EXPECT_EQ(static_cast<torch::optim::AdamWOptions&>(opt->param_groups()[1].options()).weight_decay(), 0.0);
 }

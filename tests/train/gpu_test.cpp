@@ -8,13 +8,13 @@
 
 #include <filesystem>
 
-#include "run_files.h"
 #include "siamese/dist/communicator.h"
 #include "siamese/model/lm_loss.h"
-#include "siamese/model/registry.h"
+#include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/trainer.h"
-#include "tiny_run.h"
+#include "support/run_files.h"
+#include "support/tiny_configs.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;

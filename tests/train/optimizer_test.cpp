@@ -3,6 +3,9 @@
 // CPU path (on a GPU).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "siamese/model/transformer.h"
 #include "siamese/train/optimizer.h"
 
 using namespace siamese;
@@ -116,3 +119,30 @@ TEST(GpuOptimizer, FusedCudaAdamWMatchesTheCpuPathAndSkipsOnTheDevice) {
 }
 
 }  // namespace
+
+TEST(Optimizer, OlmoParamGroups) {
+  ModelConfig c;
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.n_layers = 1;
+  c.vocab_size = c.embedding_size = 64;
+  c.max_sequence_length = 8;
+  model::Transformer m(c);
+  OptimizerConfig oc;
+  auto g = train::param_groups(oc, m->named_parameters());
+  for (const auto& n : g.decay) EXPECT_NE(n.find("weight"), std::string::npos) << n;
+  auto has = [](const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  EXPECT_TRUE(has(g.no_decay, "wte.weight"));
+  EXPECT_TRUE(has(g.decay, "blocks.0.attn.att_proj.weight"));
+  EXPECT_TRUE(has(g.decay, "blocks.0.mlp.ff_out.weight"));
+  oc.decay_embeddings = true;
+  EXPECT_TRUE(has(train::param_groups(oc, m->named_parameters()).decay, "wte.weight"));
+  oc.decay_norm_and_bias = true;
+  auto all = train::param_groups(oc, m->named_parameters());
+  EXPECT_TRUE(all.no_decay.empty());
+  auto opt = train::build_optimizer(OptimizerConfig{}, m->named_parameters());
+  ASSERT_EQ(opt->param_groups().size(), 2u);
+  EXPECT_EQ(static_cast<torch::optim::AdamWOptions&>(opt->param_groups()[1].options()).weight_decay(), 0.0);
+}

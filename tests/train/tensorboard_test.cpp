@@ -7,19 +7,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "../tokenizer/temp_dir.h"
 #include "siamese/train/tensorboard.h"
+#include "support/temp_dir.h"
+
+using siamese::testing::read_all;
+using siamese::testing::TempDir;
 
 namespace siamese::train {
 namespace {
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(TensorBoard, Crc32cMatchesTheCastagnoliCheckValues) {
   EXPECT_EQ(crc32c("123456789"), 0xE3069283u);            // the standard check value
   EXPECT_EQ(crc32c(std::string(32, '\0')), 0x8A9136AAu);  // RFC 3720 B.4

@@ -12,7 +12,7 @@
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/train_step.h"
-#include "tiny_run.h"
+#include "support/tiny_configs.h"
 
 namespace siamese::train {
 namespace {

@@ -10,11 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "run_files.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/trainer.h"
-#include "tiny_run.h"
+#include "support/run_files.h"
+#include "support/tiny_configs.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;

@@ -13,6 +13,27 @@ namespace siamese {
 
 using MetricsRow = nlohmann::ordered_json;
 
+// The names rows are read back by (resume, report, run summaries, TensorBoard); writers use
+// the same constants, so a renamed key cannot leave a reader behind.
+namespace metric {
+inline constexpr const char* kStep = "step";
+inline constexpr const char* kEvent = "event";
+inline constexpr const char* kTokens = "tokens";
+inline constexpr const char* kLoss = "loss";
+inline constexpr const char* kPerplexity = "perplexity";
+inline constexpr const char* kLearningRate = "lr";
+inline constexpr const char* kStepSeconds = "step_seconds";
+inline constexpr const char* kLossSpike = "loss_spike";
+inline constexpr const char* kLabel = "label";
+inline constexpr const char* kExactMatch = "exact_match";
+// Events.
+inline constexpr const char* kEvalEvent = "eval";
+inline constexpr const char* kNonfiniteEvent = "nonfinite";
+// OLMo's downstream keys: eval/downstream/<label>_<metric>, and <label>_documents.
+inline constexpr const char* kDownstreamPrefix = "eval/downstream/";
+inline constexpr const char* kDocumentsSuffix = "_documents";
+}  // namespace metric
+
 // {"step": step, "event": event (when not empty), ...fields}.
 MetricsRow metrics_row(int64_t step, const std::string& event = "",
                        const nlohmann::ordered_json& fields = {});

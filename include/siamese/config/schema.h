@@ -33,6 +33,9 @@ struct Field {
   std::vector<std::string> choices = {};  // strings: the accepted values (empty: any)
   Bounds bounds = {};
   std::string fix = {};  // the fix shown for a value outside them (empty: a generated one)
+  // A model key that changes how the model is initialised, regularised or computed (memory,
+  // kernels), not what its trained weights mean: a resumed run may set it differently.
+  bool resume_may_change = false;
 
   Field positive() && { return std::move(*this).within(0, std::nullopt, true); }
   Field at_least(double min) && { return std::move(*this).within(min, std::nullopt); }
@@ -47,6 +50,10 @@ struct Field {
   }
   Field fixed_by(std::string text) && {
     fix = std::move(text);
+    return std::move(*this);
+  }
+  Field changeable_on_resume() && {
+    resume_may_change = true;
     return std::move(*this);
   }
 

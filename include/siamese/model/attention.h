@@ -12,6 +12,9 @@
 
 namespace siamese::model {
 
+// Key/value heads: 1 with multi_query_attention, else n_kv_heads (GQA), else n_heads.
+int64_t kv_head_count(const ModelConfig& cfg);
+
 // softmax(q k^T / sqrt(hd) + causal mask) v written out with plain ops: the reference the
 // fused kernel is tested against. q: [B,H,T,hd]; k, v: [B,H,S,hd] (S >= T): the queries are
 // the last T of the S positions (S > T when earlier keys come from a KV cache).

@@ -20,8 +20,11 @@
 // run leaves neither a partial token file nor a stale sidecar paired with new tokens.
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "siamese/common/durable_file.h"
 
 namespace siamese::tokenizer {
 
@@ -45,7 +48,7 @@ std::string dtype_for(int32_t max_id);
 class TokenFileWriter {
  public:
   TokenFileWriter(std::string path, std::string dtype);
-  ~TokenFileWriter();  // removes the temporary file unless committed
+  ~TokenFileWriter();  // without commit(), the file at `path` (if any) is untouched
   TokenFileWriter(const TokenFileWriter&) = delete;
   TokenFileWriter& operator=(const TokenFileWriter&) = delete;
 
@@ -56,10 +59,9 @@ class TokenFileWriter {
   void commit(TokenFileInfo info);
 
  private:
-  std::string path_, tmp_path_, dtype_;
-  std::FILE* file_ = nullptr;
+  std::string path_, dtype_;
+  std::unique_ptr<AtomicFile> file_;
   int64_t tokens_ = 0;
-  bool committed_ = false;
   std::vector<unsigned char> buffer_;
 };
 

@@ -6,10 +6,13 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "siamese/common/durable_file.h"
 #include "siamese/common/metrics_row.h"
+#include "siamese/model/accounting.h"
 
 namespace siamese::train {
 
@@ -41,10 +44,12 @@ struct StepMetrics {
 class MetricsLog {
  public:
   MetricsLog(const std::filesystem::path& path, int64_t resume_step);
+  // Appends one line; a failed write (a full disk) throws an Error naming the file, so no
+  // row is ever dropped silently.
   void write(const MetricsRow& row);
 
  private:
-  std::ofstream out_;
+  std::unique_ptr<FileSink> out_;
 };
 
 // Flags a loss above `factor` times the median of the last `window` losses.

@@ -1,6 +1,6 @@
 #pragma once
 // GradientSync for a real multi-process run: a c10d process group (Gloo on CPU, NCCL on
-// CUDA) and bucketed gradient all-reduce launched from autograd hooks (dist/).
+// CUDA) and bucketed gradient all-reduce launched from autograd hooks.
 #include <chrono>
 #include <memory>
 
@@ -8,7 +8,7 @@
 #include "siamese/dist/grad_bucketer.h"
 #include "siamese/dist/gradient_sync.h"
 
-namespace siamese::train {
+namespace siamese {
 
 struct DataParallelOptions {
   int64_t bucket_bytes = 25 << 20;  // PyTorch DDP's default bucket size
@@ -18,7 +18,11 @@ struct DataParallelOptions {
 
 class DataParallelSync : public GradientSync {
  public:
+  // Builds its own process group over `world`.
   DataParallelSync(const World& world, torch::Device device, DataParallelOptions options);
+  // Shares `comm` (which must outlive it): several syncs over one process group, as the
+  // bench's overlapped and after-backward setups are.
+  DataParallelSync(Communicator& comm, DataParallelOptions options);
 
   int rank() const override { return comm_.rank(); }
   int world_size() const override { return comm_.size(); }
@@ -33,9 +37,10 @@ class DataParallelSync : public GradientSync {
   double take_comm_seconds() override;
 
  private:
-  Communicator comm_;
+  std::unique_ptr<Communicator> owned_comm_;
+  Communicator& comm_;
   DataParallelOptions options_;
   std::unique_ptr<GradBucketer> bucketer_;
 };
 
-}  // namespace siamese::train
+}  // namespace siamese

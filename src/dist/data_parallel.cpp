@@ -1,9 +1,14 @@
-#include "siamese/train/data_parallel.h"
+#include "siamese/dist/data_parallel.h"
 
-namespace siamese::train {
+namespace siamese {
 
 DataParallelSync::DataParallelSync(const World& world, torch::Device device, DataParallelOptions options)
-    : comm_(world, device, options.timeout), options_(options) {}
+    : owned_comm_(std::make_unique<Communicator>(world, device, options.timeout)),
+      comm_(*owned_comm_),
+      options_(options) {}
+
+DataParallelSync::DataParallelSync(Communicator& comm, DataParallelOptions options)
+    : comm_(comm), options_(options) {}
 
 void DataParallelSync::attach(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard no_grad;
@@ -24,4 +29,4 @@ double DataParallelSync::take_comm_seconds() {
   return s;
 }
 
-}  // namespace siamese::train
+}  // namespace siamese

@@ -9,10 +9,10 @@
 #include <map>
 #include <regex>
 
-#include "run_files.h"
 #include "siamese/config/load.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
+#include "support/run_files.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;

@@ -7,12 +7,9 @@
 #include <regex>
 #include <string>
 
-namespace siamese::testing {
+#include "support/files.h"
 
-inline std::string read_all(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
+namespace siamese::testing {
 
 // step -> the exact text of its "loss" field in metrics.jsonl (bit-exact comparisons).
 inline std::map<int64_t, std::string> losses(const std::filesystem::path& folder) {

@@ -1,17 +1,27 @@
-#include "siamese/model/registry.h"
+#include "siamese/model/topology_table.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "siamese/common/error.h"
 #include "siamese/config/schema.h"
 #include "siamese/config/validate.h"
-#include "siamese/model/topologies.h"
 
 namespace siamese::model {
 namespace {
 
-Error unknown_topology(const std::string& name) {
-  return Error("unknown topology '" + name + "'", "model.residual",
+// Where the user chose the topology, for errors: "configs/x.yaml:3", "environment
+// MODEL_TYPE", "--model.residual"; without an origin (configs built in code), the key.
+std::string topology_source(const ConfigOrigin* origin) {
+  if (!origin || origin->topology == "default") return "model.residual";
+  const std::string& t = origin->topology;
+  return (t == "MODEL_TYPE" ? "environment MODEL_TYPE" : t) + " (model.residual)";
+}
+
+Error unknown_topology(const std::string& name, const ConfigOrigin* origin = nullptr) {
+  return Error("unknown topology \"" + name + "\"", topology_source(origin),
                fmt::format("use one of: {}", fmt::join(topology_names(), ", ")));
 }
 
@@ -72,15 +82,34 @@ std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg) {
   return spec_of(cfg.residual).make(cfg);
 }
 
-void check_model_config(const ModelConfig& cfg) {
-  const TopologySpec& spec = spec_of(cfg.residual);
+void check_model_config(const ModelConfig& cfg, const ConfigOrigin* origin) {
+  const TopologySpec* spec = find_topology(cfg.residual);
+  if (!spec) throw unknown_topology(cfg.residual, origin);
   validate_model(cfg);
   TrainConfig probe;
   probe.model = cfg;
-  for (const auto& key : spec.required)
-    if (!schema::train_field(key).ref<bool>(probe))
-      throw Error("topology '" + cfg.residual + "' is defined with " + key + " on", key,
-                  "set it to true, or leave it out of the config: choosing the topology turns it on");
+  for (const auto& key : spec->required) {
+    if (schema::train_field(key).ref<bool>(probe)) continue;
+    std::string where = key;
+    if (origin && origin->explicit_keys.count(key)) where = origin->explicit_keys.at(key) + " (" + key + ")";
+    throw Error(fmt::format("topology {}{} is defined with {} on, but it is set to false", cfg.residual,
+                            origin ? " (from " + origin->topology + ")" : "", key),
+                where, "remove the setting (the topology turns it on), or choose another topology");
+  }
+}
+
+TrainConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                            const LaunchSettings& launch) {
+  ConfigOrigin origin;
+  TrainConfig config = load_config(path, overrides, launch, &origin);
+  if (origin.topology == "default") origin.topology = path;
+  if (!find_topology(config.model.residual)) throw unknown_topology(config.model.residual, &origin);
+  TrainConfig probe = config;
+  for (const auto& key : settings_required_by(config.model.residual))
+    if (!origin.explicit_keys.count(key)) schema::train_field(key).ref<bool>(probe) = true;
+  check_model_config(probe.model, &origin);
+  spdlog::info("topology: {} (from {})", config.model.residual, origin.topology);
+  return probe;
 }
 
 }  // namespace siamese::model

@@ -1,27 +1,30 @@
-#pragma once
-// The one correspondence between a siamese Pre-Norm model and Hugging Face's
-// LlamaForCausalLM, in both directions (export writes it, import reads it).
-// att_proj's rows are [q | k | v]; ff_proj's first half is SwiGLU's value (Llama's up_proj),
-// its second the gate (gate_proj).
-#include <fmt/format.h>
-#include <torch/torch.h>
+#include "siamese/export/hf_llama.h"
 
-#include <map>
-#include <string>
-#include <utility>
-#include <vector>
+#include <fmt/format.h>
 
 #include "siamese/common/error.h"
-#include "siamese/config/config.h"
+#include "siamese/model/attention.h"
 #include "siamese/model/mlp.h"
 #include "siamese/model/olmo_names.h"
 
-namespace siamese::cli {
+namespace siamese::hf {
 
-using model::NamedTensors;
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+ordered_json common_hf_config(const ModelConfig& c) {
+  return {{"vocab_size", c.embedding_size},
+          {"hidden_size", c.d_model},
+          {"num_hidden_layers", c.n_layers},
+          {"num_attention_heads", c.n_heads},
+          {"max_position_embeddings", c.max_sequence_length},
+          {"eos_token_id", c.eos_token_id},
+          {"pad_token_id", c.pad_token_id},
+          {"torch_dtype", "float32"}};
+}
 
 // Why the model is not exactly a stock LlamaForCausalLM, or "" when it is.
-inline std::string not_llama(const ModelConfig& c) {
+std::string not_llama(const ModelConfig& c) {
   if (c.residual != "pre") return "topology " + c.residual;
   if (c.layer_norm_type != "rms") return "LayerNorm";
   if (!c.layer_norm_with_affine || c.bias_for_layer_norm.value_or(c.include_bias)) return "norm affine/bias";
@@ -34,13 +37,10 @@ inline std::string not_llama(const ModelConfig& c) {
   return "";
 }
 
-inline int64_t kv_heads(const ModelConfig& c) {
-  return c.multi_query_attention ? 1 : c.n_kv_heads.value_or(c.n_heads);
-}
-
 // Llama's names; att_proj splits into q/k/v, ff_proj's halves are (value, gate) = (up, gate).
-inline NamedTensors llama_tensors(const ModelConfig& c, const NamedTensors& ours) {
-  const int64_t d = c.d_model, kv = kv_heads(c) * (d / c.n_heads), inner = model::mlp_inner_size(c);
+NamedTensors llama_tensors(const ModelConfig& c, const NamedTensors& ours) {
+  const int64_t d = c.d_model, kv = model::kv_head_count(c) * (d / c.n_heads),
+                inner = model::mlp_inner_size(c);
   NamedTensors out;
   using Owner = model::ParamName::Owner;
   for (const auto& [name, t] : ours) {
@@ -84,8 +84,7 @@ inline NamedTensors llama_tensors(const ModelConfig& c, const NamedTensors& ours
 }
 
 // Our parameters from Llama's tensors; a key that has no place here is an Error naming it.
-inline NamedTensors ours_from_llama(const ModelConfig& c, std::map<std::string, torch::Tensor> hf,
-                                    const std::string& where) {
+NamedTensors ours_from_llama(const ModelConfig& c, TensorMap hf, const std::string& where) {
   NamedTensors out;
   auto take = [&](const std::string& key) {
     auto it = hf.find(key);
@@ -117,4 +116,67 @@ inline NamedTensors ours_from_llama(const ModelConfig& c, std::map<std::string, 
   return out;
 }
 
-}  // namespace siamese::cli
+ordered_json llama_config(const ModelConfig& c) {
+  ordered_json j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}};
+  j.update(common_hf_config(c));
+  j.update({{"intermediate_size", model::mlp_inner_size(c)},
+            {"num_key_value_heads", model::kv_head_count(c)},
+            {"head_dim", c.d_model / c.n_heads},
+            {"hidden_act", "silu"},
+            {"rms_norm_eps", c.layer_norm_eps},
+            {"rope_theta", c.rope_theta},
+            {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rope_theta}}},
+            {"attention_bias", false},
+            {"mlp_bias", false},
+            {"attention_dropout", 0.0},
+            {"tie_word_embeddings", c.weight_tying},
+            {"use_cache", true}});
+  return j;
+}
+
+// The run config of a stock Llama folder: Pre-Norm, RMSNorm, SwiGLU, RoPE, no biases.
+TrainConfig config_from_llama(const nlohmann::json& j, const fs::path& dir) {
+  const std::string where = (dir / "config.json").string();
+  auto need = [&](const char* key) {
+    if (!j.contains(key)) throw Error(std::string("missing key ") + key, where);
+    return j.at(key);
+  };
+  auto refuse = [&](const char* key, const std::string& why) {
+    throw Error(fmt::format("config key {} ({}) cannot be represented: {}", key, j.at(key).dump(), why),
+                where, "only a plain Pre-Norm Llama can be imported");
+  };
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) refuse("rope_scaling", "RoPE scaling");
+  if (j.contains("rope_parameters") && j.at("rope_parameters").value("rope_type", "default") != "default")
+    refuse("rope_parameters", "RoPE scaling");
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (j.value(key, false)) refuse(key, "biases");
+  if (j.value("hidden_act", "silu") != "silu") refuse("hidden_act", "SwiGLU uses silu");
+  TrainConfig cfg;
+  auto& m = cfg.model;
+  m.residual = "pre";
+  m.layer_norm_type = "rms";
+  m.activation_type = "swiglu";
+  m.rope = true;
+  m.include_bias = false;
+  m.attention_dropout = m.residual_dropout = m.embedding_dropout = 0.0;
+  m.d_model = need("hidden_size");
+  m.n_layers = need("num_hidden_layers");
+  m.n_heads = need("num_attention_heads");
+  m.n_kv_heads = j.value("num_key_value_heads", m.n_heads);
+  if (j.contains("head_dim") && !j.at("head_dim").is_null() && j.at("head_dim") != m.d_model / m.n_heads)
+    refuse("head_dim", "the head size must be hidden_size / num_attention_heads");
+  m.mlp_hidden_size = 2 * need("intermediate_size").get<int64_t>();
+  m.layer_norm_eps = j.value("rms_norm_eps", 1e-6);
+  m.rope_theta = j.contains("rope_parameters") ? j.at("rope_parameters").value("rope_theta", 10000.0)
+                                               : j.value("rope_theta", 10000.0);
+  m.vocab_size = m.embedding_size = need("vocab_size");
+  m.max_sequence_length = j.value("max_position_embeddings", 2048);
+  m.weight_tying = j.value("tie_word_embeddings", false);
+  if (j.contains("eos_token_id") && j.at("eos_token_id").is_number()) m.eos_token_id = j.at("eos_token_id");
+  m.pad_token_id = j.contains("pad_token_id") && j.at("pad_token_id").is_number()
+                       ? j.at("pad_token_id").get<int64_t>()
+                       : m.eos_token_id;
+  return cfg;
+}
+
+}  // namespace siamese::hf

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "siamese/tokenizer/pretoken_regex.h"
+#include "pretoken_regex.h"
 
 namespace siamese::tokenizer {
 

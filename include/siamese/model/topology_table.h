@@ -1,11 +1,14 @@
 #pragma once
-// The residual topologies (the MODEL_TYPE values) in one table. Adding a topology = one file
-// in src/model/topologies/ (its factory) + one row here.
+// The residual topologies (the MODEL_TYPE values) in one table, and the lookups over it.
+// The seam every row implements is topology.h. Adding a topology = one file in
+// src/model/topologies/ (its factory) + one row here (+ docs/architecture.md's catalogue and
+// python/modeling_siamese.py's twin for the Hugging Face export).
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "siamese/config/config.h"
+#include "siamese/config/load.h"
 #include "siamese/model/topology.h"
 
 namespace siamese::model {
@@ -88,5 +91,40 @@ inline const std::vector<TopologySpec>& topologies() {
 
 // The row of `name`, or nullptr.
 const TopologySpec* find_topology(const std::string& name);
+
+// Lookups.
+
+// Registered topology names, in table order.
+const std::vector<std::string>& topology_names();
+
+// One-line description of a topology (its update rule), for --help and inspect.
+const std::string& topology_description(const std::string& name);
+
+// The table as Markdown (name, streams, settings it turns on, update rule), the end of
+// `siamese config --schema` and of docs/configuration.md.
+std::string topologies_markdown();
+
+// Builds cfg.residual's topology after check_model_config.
+std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg);
+
+// A model config this code can build: a known topology (the error lists the names), the
+// settings it requires on, and validate_model (config/validate.h). Throws siamese::Error
+// naming the model.* key and the fix; with `origin` (a config file's), the error names
+// where the user set the topology or the setting.
+void check_model_config(const ModelConfig& cfg, const ConfigOrigin* origin = nullptr);
+
+// Boolean keys ("model.use_query_norm", ...) that topology `name` is defined with on
+// (HybridNorm's per-head Q/K/V norms); empty for most topologies and unknown names.
+const std::vector<std::string>& settings_required_by(const std::string& name);
+// Turns those settings on in `cfg` (configs built in code; a config file goes through
+// load_run_config, which turns on those the user did not set and refuses one set off).
+void apply_required_settings(ModelConfig& cfg);
+
+// load_config (config/load.h) plus what only the topology table knows: model.residual must
+// name a row, whose required settings are turned on unless the user set them, and refused
+// when set off. Errors name where the user chose the topology or the setting. Logs the
+// effective topology and where it came from (YAML, MODEL_TYPE or an override).
+TrainConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                            const LaunchSettings& launch);
 
 }  // namespace siamese::model

@@ -1,0 +1,30 @@
+#pragma once
+// How the commands that read or write text (generate, eval) turn it into a model's token
+// ids and back: bytes for a model of the built-in byte-level corpus (data.synthetic:
+// arithmetic), otherwise the tokenizer the run names.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "siamese/config/config.h"
+#include "siamese/tokenizer/tokenizer.h"
+
+namespace siamese::eval {
+
+// `override_path` (--tokenizer) or the config's tokenizer.identifier; `config_file` names
+// where that came from in the error when the file is missing.
+tokenizer::Tokenizer load_run_tokenizer(const TrainConfig& config, const std::string& config_file,
+                                        const std::string& override_path);
+
+class TextCodec {
+ public:
+  TextCodec(const TrainConfig& config, const std::string& config_file, const std::string& tokenizer_override);
+  bool byte_level() const { return !tok_; }
+  std::vector<int64_t> encode(const std::string& text) const;
+  std::string decode(const std::vector<int64_t>& ids) const;
+
+ private:
+  std::optional<tokenizer::Tokenizer> tok_;
+};
+
+}  // namespace siamese::eval

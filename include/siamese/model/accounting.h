@@ -1,0 +1,42 @@
+#pragma once
+// What a model costs, from its config alone: parameter kinds (optimizer groups), parameter
+// counts per component, training FLOPs per token and MFU. Nothing here builds a model.
+#include <string>
+
+#include "siamese/config/config.h"
+
+namespace siamese::model {
+
+// How OLMo's optimizer groups a parameter (weight decay applies to Linear only unless
+// decay_norm_and_bias / decay_embeddings): decided from our parameter names.
+//   Embedding: wte.*, wpe.*;  Bias: any *.bias;  Linear: weights of att_proj, attn_out,
+//   ff_proj, ff_out (blocks and head);  Norm: everything else (norm weights, QKV norms,
+//   topology-owned vectors such as hybrid_pre's c1).
+enum class ParamKind { Embedding, Linear, Norm, Bias };
+ParamKind param_kind(const std::string& name);
+const char* param_kind_name(ParamKind kind);
+
+// Parameter counts per component, for `siamese inspect`. Computed from the config with one
+// block and the topology built (never the full model), so it is cheap at any size.
+struct ParamCounts {
+  int64_t embedding = 0;  // wte, wpe, emb_norm
+  int64_t attention = 0;  // att_proj, attn_out and the QKV norms
+  int64_t mlp = 0;        // ff_proj, ff_out
+  int64_t residual = 0;   // everything the topology owns (residual-path norms, gains)
+  int64_t head = 0;       // untied ff_out (0 with weight_tying)
+  int64_t total() const { return embedding + attention + mlp + residual + head; }
+};
+ParamCounts count_parameters(const ModelConfig& cfg);
+
+// Training FLOPs per token, PaLM's count (Chowdhery et al. 2022, arXiv 2204.02311, App. B):
+// 6 * N + 12 * n_layers * d_model * seq_len, where N is the number of parameters that take
+// part in matmuls (all but the input embedding tables; the LM head counts, also when tied)
+// and the second term is the attention score and context matmuls (forward 2*2*L*d*T,
+// backward twice that). The causal mask is not discounted, as in PaLM and OLMo.
+double flops_per_token(const ModelConfig& cfg, int64_t seq_len);
+
+// Model FLOPs utilisation, 0..1: the share of `peak_flops` (FLOP/s) used by training at
+// `tokens_per_second` with flops_per_token FLOPs per token.
+double mfu(double tokens_per_second, double flops_per_token, double peak_flops);
+
+}  // namespace siamese::model

@@ -1,0 +1,61 @@
+#pragma once
+// `siamese bench`'s measurements: the training step (train_step.h) timed phase by phase on
+// the device's timeline, for several topologies alternated in one process, or for
+// data-parallel scaling under a launcher. tools/cmd_bench.cpp prints what these return.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "siamese/config/config.h"
+#include "siamese/dist/world.h"
+
+namespace siamese::train {
+
+struct BenchOptions {
+  int steps = 5;   // timed steps per subject and round
+  int warmup = 2;  // untimed steps first
+  int rounds = 3;  // alternating rounds (several topologies, or scaling setups)
+};
+
+struct StepSplit {
+  double data = 0, forward = 0, backward = 0, optimizer = 0;
+  double comm = 0;  // part of backward spent blocked on the gradient all-reduce
+  double total() const { return data + forward + backward + optimizer; }
+};
+
+// One topology's timed steps.
+struct TopologyTiming {
+  std::string topology;
+  TrainConfig config;  // the base config with this topology and its required settings
+  std::vector<StepSplit> steps;
+  double peak_memory_mib = 0;  // CUDA allocator on GPUs, process RSS on CPUs
+};
+
+struct TopologyBench {
+  double matmul_flops = 0;  // achievable matmul rate measured in this run (MFU's yardstick)
+  int rounds = 1;
+  std::vector<TopologyTiming> timings;  // in the order asked for
+};
+
+// Builds one model per topology from `base` (same seed) and alternates them over rounds.
+// `started` is called once the setup is known, before any step (the tool prints it).
+TopologyBench bench_topologies(const TrainConfig& base, const std::vector<std::string>& topologies,
+                               const BenchOptions& options,
+                               const std::function<void(const TopologyBench&)>& started = {});
+
+struct ScalingSetup {
+  std::string name;  // "1 rank", "N ranks, all-reduce overlapped with backward", ...
+  int ranks = 1;
+  std::vector<StepSplit> steps;
+};
+
+// Data-parallel scaling under a launcher: rank 0 alone, then all ranks with the all-reduce
+// overlapped with backward, then after backward, alternating over rounds. Every rank does
+// the same per-rank work in each setup, so efficiency = step(1 rank) / step(N ranks). Only
+// the main rank gets the setups back (the others get an empty list).
+std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& world,
+                                        const BenchOptions& options);
+
+double median(std::vector<double> values);
+
+}  // namespace siamese::train

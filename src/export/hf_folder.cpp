@@ -1,0 +1,225 @@
+#include "siamese/export/hf_folder.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "siamese/common/durable_file.h"
+#include "siamese/common/error.h"
+#include "siamese/config/load.h"
+#include "siamese/config/schema.h"
+#include "siamese/export/hf_llama.h"
+#include "siamese/export/safetensors.h"
+#include "siamese/model/attention.h"
+#include "siamese/model/mlp.h"
+#include "siamese/model/topology_table.h"
+#include "siamese/modeling_py.h"
+#include "siamese/tokenizer/tokenizer.h"
+
+namespace siamese::hf {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kExportFix =
+    "free disk space or export to a disk with room; an earlier export there is untouched";
+
+json value_json(const schema::Field<TrainConfig>& f, const TrainConfig& c) {
+  using schema::Kind;
+  switch (f.kind) {
+    case Kind::Int:
+      return f.ref<int64_t>(c);
+    case Kind::Double:
+      return f.ref<double>(c);
+    case Kind::Bool:
+      return f.ref<bool>(c);
+    case Kind::String:
+      return f.ref<std::string>(c);
+    case Kind::OptInt:
+      return f.ref<std::optional<int64_t>>(c) ? json(*f.ref<std::optional<int64_t>>(c)) : json(nullptr);
+    case Kind::OptDouble:
+      return f.ref<std::optional<double>>(c) ? json(*f.ref<std::optional<double>>(c)) : json(nullptr);
+    case Kind::OptBool:
+      return f.ref<std::optional<bool>>(c) ? json(*f.ref<std::optional<bool>>(c)) : json(nullptr);
+    case Kind::StringList:
+      return f.ref<std::vector<std::string>>(c);
+    case Kind::DoubleList:
+      return f.ref<std::vector<double>>(c);
+    case Kind::Evaluators:
+      break;
+  }
+  return nullptr;
+}
+
+// The settings modeling_siamese.py reads: every model.* key of the schema (nested as in the
+// YAML), with the ones the C++ model resolves at build time given resolved.
+json siamese_config(const TrainConfig& run) {
+  const ModelConfig& c = run.model;
+  json j = {{"architectures", {"SiameseForCausalLM"}},
+            {"model_type", "siamese"},
+            {"auto_map",
+             {{"AutoConfig", "modeling_siamese.SiameseConfig"},
+              {"AutoModelForCausalLM", "modeling_siamese.SiameseForCausalLM"}}}};
+  j.update(common_hf_config(c));
+  j["use_cache"] = false;
+  json settings = json::object();
+  for (const auto& f : schema::train_fields()) {
+    if (f.key.rfind("model.", 0) != 0) continue;
+    json* at = &settings;
+    const std::string key = f.key.substr(6);
+    size_t start = 0;
+    for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1)
+      at = &(*at)[key.substr(start, dot - start)];
+    (*at)[key.substr(start)] = value_json(f, run);
+  }
+  settings["n_kv_heads"] = model::kv_head_count(c);
+  settings["mlp_hidden_size"] = model::mlp_hidden_size(c);
+  settings["bias_for_layer_norm"] = c.bias_for_layer_norm.value_or(c.include_bias);
+  j["siamese"] = settings;
+  return j;
+}
+
+void write_json(const fs::path& path, const json& j) {
+  write_file_atomically(path, j.dump(2) + "\n", kExportFix);
+}
+
+// `out` may be replaced: missing, an empty folder, or an earlier export.
+void check_replaceable(const fs::path& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (!fs::is_directory(out, ec))
+    throw Error("the output exists and is not a folder", out.string(), "pass --out a folder path");
+  if (fs::is_empty(out, ec) || fs::exists(out / "config.json", ec)) return;
+  throw Error("the output folder holds files that are not a model export", out.string(),
+              "export into a new or empty folder (the files there are untouched)");
+}
+
+void remove_quietly(const fs::path& p) {
+  std::error_code ignored;
+  fs::remove_all(p, ignored);
+}
+
+}  // namespace
+
+std::string export_model(const TrainConfig& config, model::TransformerImpl& model, const fs::path& out_path,
+                         const ExportOptions& options) {
+  const ModelConfig& c = config.model;
+  const fs::path out = out_path.filename().empty() ? out_path.parent_path() : out_path;
+  check_replaceable(out);
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  if (!options.tokenizer.empty()) {
+    if (!fs::exists(options.tokenizer))
+      throw Error(fmt::format("tokenizer file \"{}\" not found", options.tokenizer), "tokenizer",
+                  "pass --tokenizer PATH/tokenizer.json (the one the run was trained with)");
+    tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_file(options.tokenizer));
+  }
+  NamedTensors ours;
+  for (const auto& p : model.named_parameters()) ours.emplace_back(p.key(), p.value().detach().contiguous());
+  const std::string why = not_llama(c);
+
+  if (!out.parent_path().empty()) fs::create_directories(out.parent_path());
+  const fs::path tmp = scratch_path(out, "tmp"), old = scratch_path(out, "old");
+  remove_quietly(tmp);
+  try {
+    fs::create_directories(tmp);
+    // The whole run config rides along, so that `siamese import` restores it as it was.
+    json cfg = why.empty() ? llama_config(c) : siamese_config(config);
+    cfg["siamese_run_config"] = to_yaml(config);
+    if (why.empty()) {
+      write_weights(tmp, llama_tensors(c, ours), options.max_shard_bytes);
+    } else {
+      write_weights(tmp, ours, options.max_shard_bytes);
+      write_file_atomically(tmp / "modeling_siamese.py", kModelingSiamesePy, kExportFix);
+    }
+    // max_new_tokens rather than max_length: generate() then needs no warning about a
+    // length the prompt already uses up.
+    write_json(tmp / "generation_config.json", {{"eos_token_id", c.eos_token_id},
+                                                {"pad_token_id", c.pad_token_id},
+                                                {"do_sample", false},
+                                                {"use_cache", why.empty()}});
+    if (tok) {
+      std::ifstream in(options.tokenizer, std::ios::binary);
+      write_file_atomically(tmp / "tokenizer.json", std::string(std::istreambuf_iterator<char>(in), {}),
+                            kExportFix);
+      json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"model_max_length", c.max_sequence_length}};
+      if (const auto eos = tok->id_to_token(int32_t(c.eos_token_id))) tc["eos_token"] = *eos;
+      write_json(tmp / "tokenizer_config.json", tc);
+    }
+    // Last: a folder with config.json is a complete export.
+    write_json(tmp / "config.json", cfg);
+    fsync_path(tmp);
+    remove_quietly(old);
+    if (fs::exists(out)) fs::rename(out, old);
+    fs::rename(tmp, out);
+    fsync_path(out.parent_path().empty() ? fs::path(".") : out.parent_path());
+    remove_quietly(old);
+  } catch (const fs::filesystem_error& e) {
+    remove_quietly(tmp);
+    throw write_error(e.path1().empty() ? out : e.path1(), e.code().value(), kExportFix);
+  } catch (...) {
+    remove_quietly(tmp);
+    throw;
+  }
+  return why.empty() ? "LlamaForCausalLM" : "SiameseForCausalLM (" + why + ")";
+}
+
+ImportedModel import_model(const fs::path& dir) {
+  const fs::path config_path = dir / "config.json";
+  nlohmann::json j;
+  {
+    std::ifstream in(config_path);
+    if (!in) throw Error("cannot read", config_path.string(), "pass a Hugging Face model folder");
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(std::string("not valid JSON: ") + e.what(), config_path.string(),
+                  "export the folder again");
+    }
+  }
+  const std::string type = j.value("model_type", "");
+  ImportedModel m;
+  if (j.contains("siamese_run_config") && j["siamese_run_config"].is_string()) {
+    m.config = load_config_text(j["siamese_run_config"].get<std::string>(),
+                                config_path.string() + " (siamese_run_config)");
+  } else if (type == "llama") {
+    m.config = config_from_llama(j, dir);
+  } else {
+    throw Error("model_type \"" + type + "\" cannot be imported", config_path.string(),
+                "import a folder written by `siamese export` or a LlamaForCausalLM folder");
+  }
+  model::apply_required_settings(m.config.model);
+  m.model = model::Transformer(m.config.model);
+  auto tensors = read_weights(dir);
+  const std::string where = dir.string();
+  NamedTensors ours;
+  if (type == "llama") {
+    ours = ours_from_llama(m.config.model, std::move(tensors), where);
+  } else {
+    for (auto& [name, t] : tensors) ours.emplace_back(name, t);
+  }
+  auto params = m.model->named_parameters();
+  std::set<std::string> seen;
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, t] : ours) {
+    if (!params.contains(name))
+      throw Error("tensor " + name + " has no place in this model", where,
+                  "check that config.json describes these weights");
+    if (params[name].sizes() != t.sizes())
+      throw Error(fmt::format("tensor {} has shape {}, the model {}", name, fmt::join(t.sizes(), "x"),
+                              fmt::join(params[name].sizes(), "x")),
+                  where, "check that config.json describes these weights");
+    params[name].copy_(t);
+    seen.insert(name);
+  }
+  for (const auto& p : params)
+    if (!seen.count(p.key()))
+      throw Error("no tensor for parameter " + p.key(), where, "the folder is incomplete");
+  return m;
+}
+
+}  // namespace siamese::hf

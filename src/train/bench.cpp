@@ -1,0 +1,199 @@
+#include "siamese/train/bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "siamese/common/autocast.h"
+#include "siamese/config/validate.h"
+#include "siamese/data/batch_order.h"
+#include "siamese/data/token_dataset.h"
+#include "siamese/dist/communicator.h"
+#include "siamese/dist/data_parallel.h"
+#include "siamese/model/topology_table.h"
+#include "siamese/model/transformer.h"
+#include "siamese/train/device_clock.h"
+#include "siamese/train/loss_scale.h"
+#include "siamese/train/optimizer.h"
+#include "siamese/train/runtime.h"
+#include "siamese/train/train_step.h"
+
+namespace siamese::train {
+
+namespace {
+
+// One model under test with its optimizer, loss scaler and position in the data.
+struct Subject {
+  TopologyTiming timing;
+  model::Transformer model{nullptr};
+  std::unique_ptr<AdamW> optim;
+  std::unique_ptr<LossScaler> scaler;
+  int64_t step = 0;
+};
+
+std::unique_ptr<Subject> make_subject(const TrainConfig& base, const std::string& topology,
+                                      torch::Device device) {
+  auto s = std::make_unique<Subject>();
+  s->timing.topology = topology;
+  TrainConfig& cfg = s->timing.config;
+  cfg = base;
+  cfg.model.residual = topology;
+  // Topologies defined with per-head QKV norms (the HybridNorm family) get them; the
+  // others keep the config's setting, so one config serves every topology compared.
+  model::apply_required_settings(cfg.model);
+  torch::manual_seed(base.seed);
+  s->model = model::Transformer(cfg.model);
+  s->model->to(device);
+  s->model->train();
+  s->optim = build_optimizer(cfg.optimizer, s->model->named_parameters());
+  s->scaler = std::make_unique<LossScaler>(cfg.precision == "amp_fp16", cfg.fp16_initial_loss_scale,
+                                           cfg.fp16_loss_scale_growth_interval, device);
+  return s;
+}
+
+TrainStep training_step(Subject& s, GradientSync& sync, torch::Device device, int world_size) {
+  const TrainConfig& cfg = s.timing.config;
+  const int64_t micro = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world_size);
+  return TrainStep(cfg, *s.model, *s.optim, sync, *s.scaler, device, micro);
+}
+
+// One training step as `siamese train` runs it, at the configured peak learning rate.
+// Phases are timed by marks on the device's timeline (CUDA events), so the step runs as
+// in training, without a host sync between phases.
+StepSplit timed_step(Subject& s, TrainStep& step, GradientSync& sync, data::TokenDataset& ds,
+                     data::BatchOrder& order, torch::Device device) {
+  const TrainConfig& cfg = s.timing.config;
+  StepSplit t;
+  DeviceClock clock(device);
+  const size_t start = clock.mark();
+  auto batch = ds.batch(order.rank_batch(s.step++));
+  if (device.is_cuda() && cfg.data.pin_memory) batch = batch.pin_memory();
+  batch = batch.to(device, /*non_blocking=*/true);
+  const size_t loaded = clock.mark();
+  StepMarks marks;
+  step.run(batch, cfg.optimizer.learning_rate, {}, &clock, &marks);
+  const size_t end = clock.mark();
+  t.optimizer = clock.seconds(marks.update_start, end);  // waits for the step to finish
+  t.data = clock.seconds(start, loaded);
+  for (const auto& [f0, f1, f2] : marks.micro_batches) {
+    t.forward += clock.seconds(f0, f1);
+    t.backward += clock.seconds(f1, f2);
+  }
+  t.comm = sync.take_comm_seconds();
+  s.timing.peak_memory_mib = std::max(s.timing.peak_memory_mib, peak_memory_mib(device));
+  return t;
+}
+
+// The achievable matmul rate on `device` in this run (FLOP/s), the yardstick for MFU when
+// no peak_tflops is configured: fp32 n=2048 on CPU; on CUDA bf16 (amp) or fp32 (TF32 when
+// allowed) n=8192. Best of several repeats.
+double measured_matmul_flops(torch::Device device, const std::string& precision) {
+  const int64_t n = device.is_cuda() ? 8192 : 2048;
+  const auto dtype = device.is_cuda() && precision == "amp_bf16"   ? torch::kBFloat16
+                     : device.is_cuda() && precision == "amp_fp16" ? torch::kHalf
+                                                                   : torch::kFloat;
+  auto a = torch::randn({n, n}, torch::dtype(dtype).device(device));
+  auto b = torch::randn({n, n}, torch::dtype(dtype).device(device));
+  DeviceClock clock(device);
+  double best = 0;
+  for (int i = 0; i < 6; ++i) {
+    const size_t m0 = clock.mark();
+    auto c = torch::mm(a, b);
+    const double s = clock.seconds(m0, clock.mark());
+    if (i > 0) best = std::max(best, 2.0 * n * n * n / s);  // the first call warms up
+  }
+  return best;
+}
+
+}  // namespace
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0 : values[values.size() / 2];
+}
+
+TopologyBench bench_topologies(const TrainConfig& base, const std::vector<std::string>& topologies,
+                               const BenchOptions& options,
+                               const std::function<void(const TopologyBench&)>& started) {
+  const torch::Device device = resolve_device(base.device);
+  if (device.is_cuda()) configure_cuda_runtime(device, base.allow_tf32);
+  check_flash_attention(base.model, device, autocast_dtype(base.precision));
+  data::TokenDataset ds = data::train_dataset(base);
+  std::vector<std::unique_ptr<Subject>> subjects;
+  for (const auto& topology : topologies) subjects.push_back(make_subject(base, topology, device));
+  data::BatchOrder order(ds.size(), base.global_train_batch_size,
+                         static_cast<uint64_t>(base.data.seed.value_or(base.seed)));
+  TopologyBench bench;
+  bench.matmul_flops = measured_matmul_flops(device, base.precision);
+  bench.rounds = topologies.size() > 1 ? options.rounds : 1;
+  if (started) started(bench);
+  // Each subject's peak is its own steps' (the counter is reset before them); it includes
+  // every compared model's weights and optimizer state, which all stay resident.
+  GradientSync alone;
+  std::vector<TrainStep> steps;
+  for (auto& s : subjects) steps.push_back(training_step(*s, alone, device, 1));
+  for (size_t k = 0; k < subjects.size(); ++k) {
+    reset_peak_memory(device);
+    for (int i = 0; i < options.warmup; ++i) timed_step(*subjects[k], steps[k], alone, ds, order, device);
+  }
+  for (int r = 0; r < bench.rounds; ++r)
+    for (size_t k = 0; k < subjects.size(); ++k) {
+      reset_peak_memory(device);
+      for (int i = 0; i < options.steps; ++i)
+        subjects[k]->timing.steps.push_back(timed_step(*subjects[k], steps[k], alone, ds, order, device));
+    }
+  for (auto& s : subjects) bench.timings.push_back(std::move(s->timing));
+  return bench;
+}
+
+std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& world,
+                                        const BenchOptions& options) {
+  validate_for_world_size(base, world.size);
+  const torch::Device device = resolve_device(base.device, world.local_rank);
+  Communicator comm(world, device, std::chrono::seconds(base.distributed.timeout_seconds));
+  auto subject = make_subject(base, base.model.residual, device);
+  Subject& s = *subject;
+  DataParallelOptions overlapped_options;
+  overlapped_options.bucket_bytes = static_cast<int64_t>(base.distributed.bucket_mb * (1 << 20));
+  DataParallelOptions after_backward_options = overlapped_options;
+  after_backward_options.overlap = false;
+  // Both hang hooks on the same parameters; only the one prepared for a last micro-batch acts.
+  DataParallelSync overlapped(comm, overlapped_options), after_backward(comm, after_backward_options);
+  overlapped.attach(s.model->parameters());
+  after_backward.attach(s.model->parameters());
+  data::TokenDataset ds = data::train_dataset(base);
+  data::BatchOrder order(ds.size(), base.global_train_batch_size,
+                         static_cast<uint64_t>(base.data.seed.value_or(base.seed)), world.rank, world.size);
+
+  GradientSync alone;
+  struct Setup {
+    ScalingSetup result;
+    GradientSync* sync;
+  };
+  std::vector<Setup> setups = {
+      {{"1 rank", 1, {}}, &alone},
+      {{fmt::format("{} ranks, all-reduce overlapped with backward", world.size), world.size, {}},
+       &overlapped},
+      {{fmt::format("{} ranks, all-reduce after backward", world.size), world.size, {}}, &after_backward}};
+  for (int r = 0; r < options.rounds; ++r)
+    for (auto& setup : setups) {
+      overlapped.before_backward(false);
+      after_backward.before_backward(false);
+      comm.barrier();
+      if (setup.result.ranks == 1 && !world.is_main()) continue;  // wait at the next barrier
+      TrainStep step = training_step(s, *setup.sync, device, world.size);
+      const int warmup = r == 0 ? options.warmup : 0;
+      for (int i = 0; i < warmup + options.steps; ++i) {
+        StepSplit t = timed_step(s, step, *setup.sync, ds, order, device);
+        if (i >= warmup) setup.result.steps.push_back(t);
+      }
+    }
+  comm.barrier();
+  std::vector<ScalingSetup> out;
+  if (world.is_main())
+    for (auto& setup : setups) out.push_back(std::move(setup.result));
+  return out;
+}
+
+}  // namespace siamese::train

@@ -1,0 +1,44 @@
+#pragma once
+// A fresh folder per test, removed afterwards.
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "support/files.h"
+
+namespace siamese::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("siamese_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string write(const std::string& name, const std::string& bytes) const {
+    return write_file(path_ / name, bytes);
+  }
+  // Names in the folder (to check that nothing half-written is left behind).
+  int count() const {
+    int n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(path_)) ++n;
+    return n;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace siamese::testing
