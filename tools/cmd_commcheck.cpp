@@ -22,9 +22,10 @@ void add_commcheck_command(CLI::App& app, Handler& run) {
     std::string device = "cpu";
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--mb", args->megabytes, "all-reduce size in MiB (float32)");
-  cmd->add_option("--iters", args->iters, "timed all-reduces");
-  cmd->add_option("--timeout", args->timeout_s, "seconds before a missing rank is an error");
+  cmd->add_option("--mb", args->megabytes, "all-reduce size in MiB (float32)")->check(CLI::PositiveNumber);
+  cmd->add_option("--iters", args->iters, "timed all-reduces")->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout", args->timeout_s, "seconds before a missing rank is an error")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--device", args->device, "cpu (Gloo) or cuda (NCCL, device LOCAL_RANK)");
   cmd->callback([&run, args] {
     run = [args] {

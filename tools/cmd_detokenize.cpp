@@ -1,4 +1,6 @@
 // `siamese detokenize`: prints the text of a token file, for inspecting tokenized data.
+#include <fmt/format.h>
+
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -45,6 +47,11 @@ int run_detokenize(const DetokenizeArgs& a) {
                 "pass --dtype uint16 or --dtype uint32");
   }
   const std::vector<int32_t> ids = read_raw_tokens(a.tokens, dtype, a.offset, a.limit);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= tok.vocab_size())
+      throw Error(fmt::format("token {} (at position {}) is not in the tokenizer's vocabulary of {}", ids[i],
+                              a.offset + int64_t(i), tok.vocab_size()),
+                  a.tokens, "detokenize with the tokenizer the file was made with (its sidecar names it)");
   if (!a.split_documents) {
     std::cout << tok.decode(ids, !a.show_special);
     if (!a.show_special) std::cout << "\n";
@@ -81,8 +88,11 @@ void add_detokenize_command(CLI::App& app, Handler& run) {
   cmd->add_flag("--show-special", args->show_special,
                 "keep special tokens (skipped by default, as OLMo decodes)");
   cmd->add_flag("--documents", args->split_documents, "cut at the EOS id and print a header per document");
-  cmd->add_option("--offset", args->offset, "first token to print")->capture_default_str();
-  cmd->add_option("--limit", args->limit, "number of tokens to print (default: all)");
+  cmd->add_option("--offset", args->offset, "first token to print")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--limit", args->limit, "number of tokens to print (default: all)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([&run, args] { run = [args] { return run_detokenize(*args); }; });
 }
 

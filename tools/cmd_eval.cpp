@@ -115,12 +115,15 @@ std::vector<std::string> split_list(const std::string& s) {
 
 int run_eval(const EvalArgs& a) {
   if (!a.text.empty()) return run_text_eval(a);
+  const auto names = a.tasks.empty() ? eval::task_names() : split_list(a.tasks);
+  if (names.empty())
+    throw Error("--tasks \"" + a.tasks + "\" names no task", "--tasks",
+                "name tasks separated by commas, e.g. --tasks arc_easy,piqa, or leave --tasks out for all");
   train::configure_cpu_runtime();
   const torch::Device device = train::resolve_device(a.device);
   auto ck = train::load_checkpoint_model(a.checkpoint, device);
   const auto tok = eval::load_run_tokenizer(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
   const std::string data_dir = a.data_dir.empty() ? shared_dir() + "/evals" : a.data_dir;
-  const auto names = a.tasks.empty() ? eval::task_names() : split_list(a.tasks);
 
   eval::DownstreamOptions opt;
   opt.batch_size = a.batch_size;
@@ -193,9 +196,10 @@ void add_eval_command(CLI::App& app, Handler& run) {
   cmd->add_option("--tasks", args->tasks, "comma-separated task names (default: all)");
   cmd->add_option("--data-dir", args->data_dir, "folder with <task>.jsonl (default: shared/evals)");
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (default: the config's)");
-  cmd->add_option("--limit", args->limit, "first N documents of each task");
+  cmd->add_option("--limit", args->limit, "first N documents of each task")->check(CLI::PositiveNumber);
   cmd->add_option("--batch-size", args->batch_size, "sequences per forward pass")->check(CLI::PositiveNumber);
-  cmd->add_option("--metric", args->metric, "acc | len_norm | pmi_dc (default: OLMo's per task)");
+  cmd->add_option("--metric", args->metric, "acc | len_norm | pmi_dc (default: OLMo's per task)")
+      ->check(CLI::IsMember({"acc", "len_norm", "pmi_dc"}));
   cmd->add_option("--out", args->out, "results JSON");
   cmd->add_option("--metrics", args->metrics, "metrics.jsonl to append to (default: the run's)");
   cmd->add_flag("--no-metrics", args->no_metrics, "do not append to a metrics.jsonl");
@@ -205,8 +209,10 @@ void add_eval_command(CLI::App& app, Handler& run) {
   cmd->add_option("--text", args->text, "text files: perplexity and bits per byte instead of tasks");
   cmd->add_flag("--doc-per-line", args->doc_per_line,
                 "--text: each non-empty line is a document (default: each file)");
-  cmd->add_option("--window", args->window, "--text: tokens per window (default: max_sequence_length)");
-  cmd->add_option("--stride", args->stride, "--text: tokens between window starts (default: window / 2)");
+  cmd->add_option("--window", args->window, "--text: tokens per window (default: max_sequence_length)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--stride", args->stride, "--text: tokens between window starts (default: window / 2)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([&run, args] { run = [args] { return run_eval(*args); }; });
 }
 

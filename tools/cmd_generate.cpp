@@ -139,10 +139,13 @@ void add_generate_command(CLI::App& app, Handler& run) {
   cmd->add_option("--prompt-file", a->prompt_file, "file with one prompt per line");
   cmd->add_option("--max-tokens", a->sampling.max_tokens, "tokens to generate at most")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy, else in [1e-3, 1e3]")
+      ->check(
+          number_in([](double t) { return t == 0 || (t >= 1e-3 && t <= 1e3); }, "0 (greedy) or [1e-3, 1e3]"));
   cmd->add_option("--top-k", a->sampling.top_k, "sample from the k most likely tokens (0 = all)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", a->sampling.top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--top-p", a->sampling.top_p, "nucleus sampling mass, in (0, 1]")
+      ->check(number_in([](double p) { return p > 0 && p <= 1; }, "(0, 1]: a mass of 0 keeps no token"));
   cmd->add_option("--seed", a->sampling.seed, "sampling seed");
   cmd->add_option("--eos", a->eos,
                   "stop token id (default: the config's eos_token_id when in the vocabulary)");

@@ -18,7 +18,9 @@ void add_parity_command(CLI::App& app, Handler& run) {
   auto tol = std::make_shared<double>(1e-4);
   auto verbose = std::make_shared<bool>(false);
   cmd->add_option("golden_dir", *dir, "folder like ../shared/golden/hybrid_pre")->required();
-  cmd->add_option("--tol", *tol, "max relative error (|ours - ref| / max|ref|)")->capture_default_str();
+  cmd->add_option("--tol", *tol, "max relative error (|ours - ref| / max|ref|)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--all", *verbose, "print every gradient, not only the worst");
   cmd->callback([&run, dir, tol, verbose] {
     run = [dir, tol, verbose] {

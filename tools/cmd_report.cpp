@@ -53,9 +53,11 @@ void add_report_command(CLI::App& app, Handler& run) {
   cmd->add_option("--json", args->json,
                   "write every run's fields as JSON to this file (scripts/plot_report.py draws it)");
   cmd->add_option("--diverge-loss", args->options.diverge_loss,
-                  "final training loss above which a run counts as diverged");
+                  "final training loss above which a run counts as diverged")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--final-window", args->options.final_window,
-                  "logged steps averaged for the final training loss");
+                  "logged steps averaged for the final training loss")
+      ->check(CLI::PositiveNumber);
   cmd->callback([&run, args] { run = [args] { return run_report(*args); }; });
 }
 

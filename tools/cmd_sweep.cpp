@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -24,6 +25,7 @@
 #include "siamese/dist/world.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
+#include "siamese/train/runtime.h"
 #include "siamese/train/trainer.h"
 
 namespace siamese::cli {
@@ -185,10 +187,20 @@ int run_sweep(const SweepArgs& a) {
       todo.push_back(r);
     }
   }
+  // SIGTERM / SIGINT stop the sweep: the running runs save and stop, none starts after.
+  train::install_stop_handlers();
+  auto stopped_by_signal = [&] {
+    spdlog::warn(
+        "sweep stopped by signal {}: the running runs saved a checkpoint; run the sweep again to go on",
+        train::stop_signal());
+    return train::kExitStopped;
+  };
   if (a.jobs == 1) {
     for (const auto* r : todo) {
+      if (train::stop_signal()) return stopped_by_signal();
       spdlog::info("sweep {}: run {} ({} {})", a.file, r->name, r->base, fmt::join(r->overrides, " "));
       const int rc = train::train(load_run_config({r->base, r->overrides}));
+      if (rc == train::kExitStopped) return stopped_by_signal();
       if (rc == train::kExitNonFinite) {
         spdlog::warn("run {} stopped on a non-finite loss; continuing with the next run", r->name);
         ++stopped;
@@ -202,20 +214,35 @@ int run_sweep(const SweepArgs& a) {
     std::map<pid_t, const runs::SweepRun*> running;
     size_t next = 0;
     int failed_rc = 0;
+    bool forwarded = false;
     while (next < todo.size() || !running.empty()) {
-      while (failed_rc == 0 && next < todo.size() && static_cast<int>(running.size()) < a.jobs) {
+      while (failed_rc == 0 && !train::stop_signal() && next < todo.size() &&
+             static_cast<int>(running.size()) < a.jobs) {
         const auto* r = todo[next++];
         spdlog::info("sweep: started {} ({} threads, log {}/train.log)", r->name, threads, r->save_folder);
         running[start_child(*r, threads)] = r;
       }
       if (running.empty()) break;
+      // Polled, so that a signal to the sweep reaches the children instead of orphaning them.
+      if (const int sig = train::stop_signal(); sig && !forwarded) {
+        for (const auto& [pid, run] : running) ::kill(pid, sig);
+        forwarded = true;
+      }
       int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, 0);
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
       if (pid < 0) break;
+      if (pid == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
       const auto* r = running.at(pid);
       running.erase(pid);
       const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      if (rc == 0) {
+      // A child killed before it set up its own handlers stops without a checkpoint; its
+      // earlier checkpoints are still there.
+      if (forwarded && (rc == train::kExitStopped || rc == 128 + train::stop_signal())) {
+        spdlog::info("sweep: {} saved and stopped", r->name);
+      } else if (rc == 0) {
         spdlog::info("sweep: {} done", r->name);
       } else if (rc == train::kExitNonFinite) {
         spdlog::warn("sweep: {} stopped on a non-finite loss", r->name);
@@ -227,6 +254,7 @@ int run_sweep(const SweepArgs& a) {
       }
     }
     if (failed_rc != 0) return failed_rc;
+    if (forwarded) return stopped_by_signal();
   }
   spdlog::info("sweep done: {} runs, {} skipped as finished, {} stopped on non-finite values", runs.size(),
                skipped, stopped);
@@ -239,12 +267,14 @@ void add_sweep_command(CLI::App& app, Handler& run) {
   auto args = std::make_shared<SweepArgs>();
   auto* cmd = app.add_subcommand("sweep", "Train a topology x LR (x seed) grid, or write its launch scripts");
   cmd->add_option("sweep", args->file, "sweep YAML (configs/sweeps/)")->required();
-  cmd->add_option("--jobs", args->jobs, "runs trained at once (child processes sharing the cores)");
+  cmd->add_option("--jobs", args->jobs, "runs trained at once (child processes sharing the cores)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--print", args->print, "print each run's `siamese train` command line instead");
   cmd->add_option("--scripts", args->scripts, "write one launch script per run (and all.sh) to this folder");
   cmd->add_option("--launcher", args->launcher, "launch scripts for: torchrun | slurm");
-  cmd->add_option("--nodes", args->nodes, "nodes per run in launch scripts");
-  cmd->add_option("--nproc", args->nproc, "processes (ranks) per node in launch scripts");
+  cmd->add_option("--nodes", args->nodes, "nodes per run in launch scripts")->check(CLI::PositiveNumber);
+  cmd->add_option("--nproc", args->nproc, "processes (ranks) per node in launch scripts")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--gpus-per-node", args->gpus_per_node,
                   "GPUs Slurm allocates per node (default: --nproc; 0 for CPU ranks)");
   cmd->add_option("--binary", args->binary,

@@ -15,7 +15,8 @@ void add_train_command(CLI::App& app, Handler& run) {
   auto args = std::make_shared<ConfigArgs>();
   auto stop_at = std::make_shared<int64_t>(-1);
   cmd->add_option("--stop-at", *stop_at,
-                  "Stop after this step with a checkpoint, as if preempted (the run resumes later)");
+                  "Stop after this step with a checkpoint, as if preempted (the run resumes later)")
+      ->check(CLI::PositiveNumber);
   add_config_args(cmd, *args);
   cmd->callback([&run, args, stop_at] {
     run = [args, stop_at] {

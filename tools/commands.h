@@ -2,6 +2,8 @@
 // Each `siamese` subcommand lives in tools/cmd_<name>.cpp and registers itself here.
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,18 @@ struct ConfigArgs {
   std::vector<std::string> overrides;
 };
 void add_config_args(CLI::App* cmd, ConfigArgs& args);
+
+// A CLI11 check of a number against `ok`; `range` says what is accepted, in messages and --help.
+inline CLI::Validator number_in(std::function<bool(double)> ok, const std::string& range) {
+  return CLI::Validator(
+      [ok, range](const std::string& text) {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0') return "\"" + text + "\" is not a number";
+        return ok(v) ? std::string() : text + " is outside " + range;
+      },
+      range);
+}
 
 // Writes an output file the user named (--out, --csv, ...) whole, creating its folder, and
 // logs where it went.

@@ -7,10 +7,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
 #include "siamese/common/error.h"
+#include "siamese/tokenizer/token_file.h"
 
 namespace siamese::data {
 
@@ -28,7 +31,7 @@ namespace {
 constexpr std::string_view kNpyMagic = "\x93NUMPY";
 
 // Returns the byte offset of the array data in an NPY file and checks its dtype.
-size_t npy_data_offset(const unsigned char* bytes, size_t n, const std::string& path,
+size_t npy_data_offset(const unsigned char* bytes, size_t n, size_t n_file, const std::string& path,
                        const std::string& dtype) {
   if (n < 10) throw Error("NPY header is truncated", path, "re-create the file");
   const int major = bytes[6];
@@ -52,6 +55,29 @@ size_t npy_data_offset(const unsigned char* bytes, size_t n, const std::string& 
                 "set data.memmap_dtype to the file's dtype");
   if (header.find("'fortran_order': True") != std::string::npos)
     throw Error("NPY file is in Fortran order", path, "save a 1-D C-order array");
+  // The element count the header promises must be what the file holds: a header that
+  // promises more would otherwise be trained on as if the rest were there.
+  const size_t shape_at = header.find("'shape':");
+  const size_t open = header.find('(', shape_at), close = header.find(')', open);
+  if (shape_at == std::string::npos || open == std::string::npos || close == std::string::npos)
+    throw Error("NPY header has no shape (header: " + header + ")", path,
+                "re-create the file with numpy.save");
+  uint64_t elements = 1;
+  std::stringstream dims(header.substr(open + 1, close - open - 1));
+  for (std::string dim; std::getline(dims, dim, ',');) {
+    if (dim.find_first_not_of(' ') == std::string::npos) continue;
+    try {
+      elements *= std::stoull(dim);
+    } catch (const std::exception&) {
+      throw Error("NPY header has a shape that is not a list of sizes (header: " + header + ")", path,
+                  "re-create the file with numpy.save");
+    }
+  }
+  const uint64_t held = (n_file - prefix - header_len) / dtype_width(dtype);
+  if (elements != held)
+    throw Error(
+        "NPY header promises " + std::to_string(elements) + " tokens, the file holds " + std::to_string(held),
+        path, "re-create the file (it was cut short or its header was changed)");
   return prefix + header_len;
 }
 
@@ -91,7 +117,7 @@ MappedTokens::MappedTokens(std::string path, const std::string& dtype)
       if (::pread(fd_, header.data(), header.size(), 0) != ssize_t(header.size()))
         throw Error("cannot read the NPY header", path_, "re-create the file");
     }
-    offset = npy_data_offset(header.data(), header.size(), path_, dtype);
+    offset = npy_data_offset(header.data(), header.size(), file_bytes_, path_, dtype);
   }
   const size_t data_bytes = file_bytes_ - offset;
   if (data_bytes % width_ != 0)
@@ -101,6 +127,18 @@ MappedTokens::MappedTokens(std::string path, const std::string& dtype)
   if (data_bytes == 0) throw Error("token file has no tokens", path_, "re-tokenize the corpus");
   data_offset_ = offset;
   num_tokens_ = static_cast<int64_t>(data_bytes / width_);
+  // A file `siamese tokenize` wrote says in its sidecar what it holds.
+  const std::string sidecar = tokenizer::sidecar_path(path_);
+  if (std::filesystem::exists(sidecar)) {
+    const auto info = tokenizer::read_sidecar(path_);
+    if (info.dtype != dtype)
+      throw Error("the sidecar says the tokens are " + info.dtype + ", but data.memmap_dtype is " + dtype,
+                  sidecar, "set data.memmap_dtype: " + info.dtype);
+    if (info.tokens != num_tokens_)
+      throw Error("the sidecar says " + std::to_string(info.tokens) + " tokens, the file holds " +
+                      std::to_string(num_tokens_),
+                  path_, "re-tokenize: the file changed after `siamese tokenize` wrote it");
+  }
   // Instances are read in shuffled order; tell the kernel not to read ahead.
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);
 }

@@ -78,4 +78,13 @@ double mfu(double tokens_per_second, double flops_per_token, double peak_flops) 
   return tokens_per_second * flops_per_token / peak_flops;
 }
 
+double training_state_bytes(const ModelConfig& cfg) {
+  const double d = double(cfg.d_model), kv = double(kv_head_count(cfg)) * (d / double(cfg.n_heads));
+  const double per_layer =
+      d * (d + 2 * kv) + d * d + d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d;
+  const double embeddings = double(cfg.embedding_size) * d * (cfg.weight_tying ? 1 : 2) +
+                            (cfg.rope ? 0.0 : double(cfg.max_sequence_length) * d);
+  return 16.0 * (double(cfg.n_layers) * per_layer + embeddings);
+}
+
 }  // namespace siamese::model

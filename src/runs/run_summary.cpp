@@ -15,6 +15,7 @@
 #include "siamese/common/step_folder.h"
 #include "siamese/config/duration.h"
 #include "siamese/config/load.h"
+#include "siamese/train/save_folder.h"
 
 namespace siamese::runs {
 
@@ -22,8 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The newest step<N>/config.yaml of a run, else the run folder's config.yaml (written at
-// the start of training, so a run that diverged before any checkpoint has one too).
+// The newest step<N>/config.yaml of a run, else the run's config written at the start of
+// training (train/save_folder.h), so a run that diverged before any checkpoint has one too.
 std::optional<fs::path> latest_config(const fs::path& run) {
   std::optional<fs::path> best;
   int64_t best_step = -1;
@@ -35,8 +36,7 @@ std::optional<fs::path> latest_config(const fs::path& run) {
       best = e.path() / "config.yaml";
     }
   }
-  if (!best && fs::exists(run / "config.yaml")) best = run / "config.yaml";
-  return best;
+  return best ? best : train::run_config_path(run);
 }
 
 }  // namespace

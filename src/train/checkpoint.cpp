@@ -191,17 +191,21 @@ std::optional<std::string> checkpoint_problem(const fs::path& folder) {
 
 namespace {
 
-// The saved config is read through the schema like any config, and every model key that
-// changes what the weights compute is compared as text.
-void check_same_model(const fs::path& folder, const ModelConfig& model) {
-  const fs::path saved_path = folder / "config.yaml";
-  TrainConfig saved, current;
+TrainConfig saved_config(const fs::path& folder) {
   try {
-    saved = load_config(saved_path.string(), {});
+    return load_config((folder / "config.yaml").string(), {});
   } catch (const Error& e) {
     throw Error("cannot read the checkpoint's config: " + e.problem(), e.where(),
                 "resume from an intact checkpoint");
   }
+}
+
+// The saved config is read through the schema like any config, and every model key that
+// changes what the weights compute is compared as text.
+void check_same_model(const fs::path& folder, const ModelConfig& model) {
+  const fs::path saved_path = folder / "config.yaml";
+  const TrainConfig saved = saved_config(folder);
+  TrainConfig current;
   current.model = model;
   std::vector<std::string> differ;
   for (const auto& f : schema::train_fields()) {
@@ -258,6 +262,18 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Ada
     throw Error(std::string("checkpoint does not match this model/optimizer: ") + e.what_without_backtrace(),
                 folder.string(), "load it with the config it was saved with (config.yaml there)");
   }
+}
+
+std::vector<SettingChange> changed_settings(const fs::path& folder, const TrainConfig& now) {
+  const TrainConfig saved = saved_config(folder);
+  std::vector<SettingChange> out;
+  for (const auto& f : schema::train_fields()) {
+    // Where the run lives is not a training setting.
+    if (f.key == "save_folder" || f.key == "load_path") continue;
+    const std::string was = schema::value_text(f, saved), is = schema::value_text(f, now);
+    if (was != is) out.push_back({f.key, was, is});
+  }
+  return out;
 }
 
 }  // namespace siamese::train

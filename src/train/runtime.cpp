@@ -1,7 +1,11 @@
 #include "siamese/train/runtime.h"
 
+#include "siamese/model/accounting.h"
+
 #include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
@@ -44,6 +48,25 @@ torch::Device resolve_device(const std::string& device, int local_rank) {
   }
   return torch::cuda::is_available() ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank))
                                      : torch::Device(torch::kCPU);
+}
+
+void check_model_fits(const ModelConfig& model, torch::Device device) {
+  double available = 0;
+  if (device.is_cuda()) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) available = double(total_bytes);
+  } else {
+    available = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  }
+  const double needed = model::training_state_bytes(model);
+  if (available > 0 && needed > available)
+    throw Error(
+        fmt::format("the model needs {:.3g} GiB for its weights, gradients and AdamW state alone; {} has "
+                    "{:.3g} GiB",
+                    needed / double(1 << 30), device.str(), available / double(1 << 30)),
+        fmt::format("model.d_model {}, model.n_layers {}, model.embedding_size {}", model.d_model,
+                    model.n_layers, model.embedding_size),
+        "make the model smaller, or shard it over more devices");
 }
 
 void install_stop_handlers() {

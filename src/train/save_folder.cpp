@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <regex>
+#include <string_view>
 
 #include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
@@ -99,9 +101,37 @@ void prune_checkpoints(const fs::path& save_folder, int64_t keep, int64_t resume
   for (size_t i = 0; i + keep < prunable.size(); ++i) remove_checkpoint(prunable[i]);
 }
 
-void write_run_config(const fs::path& save_folder, const std::string& config_yaml) {
+namespace {
+
+// The first line of every run config the trainer writes: a config.yaml without it is the
+// user's own file, which the trainer never replaces.
+constexpr std::string_view kRunConfigMark =
+    "# The resolved config of this run, written by `siamese train`.\n";
+
+bool written_by_a_run(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::string head(kRunConfigMark.size(), '\0');
+  return in.read(head.data(), std::streamsize(head.size())) && head == kRunConfigMark;
+}
+
+}  // namespace
+
+fs::path write_run_config(const fs::path& save_folder, const std::string& config_yaml) {
   fs::create_directories(save_folder);
-  write_file_atomically(save_folder / "config.yaml", config_yaml);
+  fs::path path = save_folder / "config.yaml";
+  if (fs::exists(path) && !written_by_a_run(path)) {
+    path = save_folder / "siamese_run_config.yaml";
+    spdlog::info("{} is not a run's config (your own file?): left as it is; the run's config goes to {}",
+                 (save_folder / "config.yaml").string(), path.string());
+  }
+  write_file_atomically(path, std::string(kRunConfigMark) + config_yaml);
+  return path;
+}
+
+std::optional<fs::path> run_config_path(const fs::path& save_folder) {
+  for (const char* name : {"siamese_run_config.yaml", "config.yaml"})
+    if (const fs::path p = save_folder / name; fs::exists(p) && written_by_a_run(p)) return p;
+  return std::nullopt;
 }
 
 std::vector<std::pair<int64_t, fs::path>> checkpoint_folders(const fs::path& save_folder) {

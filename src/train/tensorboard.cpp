@@ -78,8 +78,8 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& folder) {
   char host[256] = "localhost";
   gethostname(host, sizeof(host) - 1);
   path_ = folder / fmt::format("events.out.tfevents.{}.{}", int64_t(now_seconds()), host);
-  out_.open(path_, std::ios::binary | std::ios::app);
-  if (!out_) throw Error("cannot write the TensorBoard event file", path_.string(), "check the save_folder");
+  out_ = std::make_unique<FileSink>(path_, "free disk space in save_folder", FileSink::Mode::Append);
+  out_->check();
   std::string e = event_header(now_seconds());
   bytes_field(e, 3, "brain.Event:2");
   record(e);
@@ -90,11 +90,10 @@ void TensorBoardWriter::record(const std::string& event) {
   const uint64_t n = event.size();
   std::memcpy(len.data(), &n, 8);
   const uint32_t len_crc = masked_crc32c(len), data_crc = masked_crc32c(event);
-  out_.write(len.data(), 8);
-  out_.write(reinterpret_cast<const char*>(&len_crc), 4);
-  out_.write(event.data(), std::streamsize(event.size()));
-  out_.write(reinterpret_cast<const char*>(&data_crc), 4);
-  out_.flush();  // TensorBoard follows a live run
+  // One write(2) per record: TensorBoard follows a live run, and a failed write is an error.
+  out_->write(len + std::string(reinterpret_cast<const char*>(&len_crc), 4) + event +
+              std::string(reinterpret_cast<const char*>(&data_crc), 4));
+  out_->check();
 }
 
 void TensorBoardWriter::scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values) {

@@ -32,6 +32,7 @@
 #include "siamese/train/metrics.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/provenance.h"
+#include "siamese/train/rank_agreement.h"
 #include "siamese/train/runtime.h"
 #include "siamese/train/save_folder.h"
 #include "siamese/train/tensorboard.h"
@@ -80,6 +81,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   const fs::path run_dir = cfg.save_folder;
   const std::string config_yaml = to_yaml(cfg);
 
+  check_model_fits(cfg.model, device);
   torch::manual_seed(cfg.seed);
   model::Transformer model(cfg.model);
   model->to(device);
@@ -88,6 +90,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
         "model.init_device meta: parameters initialised on the CPU from the seed and "
         "moved to {}, the state OLMo's deferred initialisation ends in",
         device.str());
+  check_ranks_agree(sync, cfg, device);
   sync.attach(model->parameters());
   auto optim = build_optimizer(cfg.optimizer, model->named_parameters());
 
@@ -152,9 +155,16 @@ int train(const TrainConfig& cfg, const RunControl& control) {
                 run_dir.string(),
                 "resume from one of them (leave load_path empty, or point it into this folder), use "
                 "another save_folder, or set save_overwrite: true to write over them");
+  std::vector<SettingChange> changes;
   if (resume_from) {
     state = load_checkpoint(*resume_from, *model, optim.get(), &cfg.model);
     spdlog::info("resumed from {} at step {} ({} tokens)", resume_from->string(), state.step, state.tokens);
+    changes = changed_settings(*resume_from, cfg);
+    for (const auto& c : changes)
+      spdlog::warn("resumed with a changed setting: {} {} -> {}", c.key, c.was, c.now);
+    if (state.step >= max_steps)
+      spdlog::warn("the run is already at step {} of {}: nothing left to train (raise max_duration to go on)",
+                   state.step, max_steps);
     if (state.loss_scale > 0) scaler.restore(state.loss_scale, state.loss_scale_good_steps);
   }
   const int64_t resumed_step = state.step;
@@ -171,6 +181,13 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     if (metrics) metrics->write(row);
     if (tensorboard) tensorboard->write_row(row);
   };
+  if (!changes.empty()) {
+    // The values each segment of the run trained with, for whoever reads the log later.
+    nlohmann::ordered_json changed = nlohmann::ordered_json::object();
+    for (const auto& c : changes) changed[c.key] = {{"was", c.was}, {"now", c.now}};
+    log_event(metrics_row(state.step, "resume", {{"changed", changed}}));
+  }
+
   const auto params = model->parameters();
   // Rank 0 writes (every rank holds the same weights); the others wait so nobody runs
   // ahead of, or exits before, a checkpoint that is still being written. Weights that are
@@ -340,7 +357,9 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       // Ranks agree on stopping (a signal may reach them at different steps).
       if (const int sig = stop_signal(); sync.sum(sig != 0 ? 1.0 : 0.0) > 0) {
         spdlog::warn("signal {} received: saving at step {} and stopping", sig, state.step);
-        return state.step != last_saved ? save() : 0;
+        if (state.step != last_saved)
+          if (const int rc = save(); rc != 0) return rc;
+        return kExitStopped;
       }
     }
     if (eval_due) evaluate();

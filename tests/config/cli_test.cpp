@@ -112,5 +112,41 @@ TEST_F(ConfigCommand, SchemaIsTheTableAndTheDocsContainIt) {
       << "docs/configuration.md is out of date: regenerate its reference with `siamese config --schema`";
 }
 
+// Option values outside what makes sense are refused before any work, with a message that
+// names the option (CLI11's checks, and the commands' own before they load anything).
+TEST_F(ConfigCommand, OptionValuesOutsideTheirRangeAreRefusedNamingTheOption) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"eval runs/none --limit -5", "--limit"},
+      {"eval runs/none --tasks ,", "--tasks"},
+      {"bench configs/tiny/base.yaml --steps 0", "--steps"},
+      {"generate runs/none --prompt x --top-p 0", "--top-p"},
+      {"generate runs/none --prompt x --temperature 1e-300", "--temperature"},
+      {"detokenize --tokenizer t.json x.npy --offset -1", "--offset"},
+      {"sweep configs/sweeps/quickstart_lr.yaml --jobs 0", "--jobs"},
+      {"report runs/none --final-window 0", "--final-window"},
+  };
+  for (const auto& [args, option] : cases) {
+    const CliResult r = run_siamese(args, dir_, "-u MODEL_TYPE -u WORLD_SIZE");
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE((r.out + r.err).find(option), std::string::npos) << args << "\n" << r.out << r.err;
+    EXPECT_EQ((r.out + r.err).find("terminate called"), std::string::npos) << args;
+  }
+}
+
+// A model that cannot fit is refused from its config, before anything is allocated, naming
+// the size keys and the bytes: not an allocator error, a stack trace or the kernel's kill.
+TEST_F(ConfigCommand, AbsurdModelSizesAreRefusedBeforeAllocating) {
+  for (const std::string size :
+       {"--model.n_layers=1000000", "--model.d_model=1000000000 --model.n_heads=1"}) {
+    const CliResult r = run_siamese(
+        "train configs/tiny/quickstart.yaml --save_folder=" + (dir_ / "run").string() + " " + size, dir_,
+        "-u MODEL_TYPE -u WORLD_SIZE");
+    EXPECT_EQ(r.code, 2) << size << "\n" << r.err;
+    EXPECT_NE(r.err.find("GiB for its weights, gradients and AdamW state"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("model.n_layers"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("c10::"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace siamese

@@ -32,9 +32,9 @@ fs::path write_raw(const std::string& name, const std::vector<T>& v) {
 }
 
 // A version-1 NPY file as numpy.save writes it.
-fs::path write_npy_u32(const std::string& name, const std::vector<uint32_t>& v) {
-  std::string header =
-      "{'descr': '<u4', 'fortran_order': False, 'shape': (" + std::to_string(v.size()) + ",), }";
+fs::path write_npy_u32(const std::string& name, const std::vector<uint32_t>& v, size_t promised = 0) {
+  std::string header = "{'descr': '<u4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(promised ? promised : v.size()) + ",), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   auto p = temp_dir() / name;
@@ -84,6 +84,25 @@ TEST(TokenDataset, ReadsTrueNpyFilesAndUint32) {
   EXPECT_EQ(x[1][5].item<int64_t>(), 70005);
   EXPECT_NE(error_of([&] { TokenDataset({p.string()}, "uint16", 6, 100000); }).find("dtype"),
             std::string::npos);
+}
+
+// A header that promises more tokens than the file holds (a cut copy) is refused, not read
+// past; so is a token file read with another dtype than its sidecar says.
+TEST(TokenDataset, HeadersAndSidecarsMustAgreeWithTheFile) {
+  std::vector<uint32_t> v(12, 7);
+  auto cut = write_npy_u32("cut.npy", v, 1000);
+  auto msg = error_of([&] { TokenDataset({cut.string()}, "uint32", 6, 100); });
+  EXPECT_NE(msg.find("promises 1000 tokens, the file holds 12"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(cut.string()), std::string::npos) << msg;
+
+  auto raw = write_raw<uint32_t>("tokens_u32.npy", v);
+  std::ofstream(raw.string() + ".json") << R"({"format": "siamese-tokens-v1", "dtype": "uint32", "tokens": 12,
+    "documents": 1, "skipped_documents": 0, "eos_id": 0, "tokenizer": "t", "tokenizer_sha256": "",
+    "vocab_size": 100, "input_bytes": 1, "sources": []})";
+  msg = error_of([&] { TokenDataset({raw.string()}, "uint16", 6, 100); });
+  EXPECT_NE(msg.find("the sidecar says the tokens are uint32"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("data.memmap_dtype: uint32"), std::string::npos) << msg;
+  EXPECT_EQ(TokenDataset({raw.string()}, "uint32", 6, 100).size(), 2);
 }
 
 TEST(TokenDataset, BadFilesFailNamingTheFile) {

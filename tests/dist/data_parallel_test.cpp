@@ -177,3 +177,17 @@ TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
     }
   }
 }
+
+// Ranks that resolved different configs (here the layer count comes from RANK, so the
+// parameter shapes differ) refuse together before the first collective, naming the key,
+// instead of aborting inside Gloo or waiting for the timeout.
+TEST(DataParallel, RanksWithDifferentConfigsRefuseTogetherNamingTheKey) {
+  auto dir = fresh_dir("disagree");
+  const int rc =
+      run_torchrun(dir, 2, port(7), "'--model.n_layers=1${oc.env:RANK}' --distributed.timeout_seconds=60");
+  const std::string log = read_all(dir.string() + ".log");
+  EXPECT_NE(rc, 0) << log;
+  EXPECT_NE(log.find("launched with different settings: model.n_layers"), std::string::npos) << log;
+  EXPECT_EQ(log.find("SIGABRT"), std::string::npos) << log;
+  EXPECT_EQ(log.find("timed out"), std::string::npos) << log;
+}

@@ -2,14 +2,18 @@
 // train as written (torchrun with 2 CPU ranks; a Slurm batch script with Slurm's variables
 // set by hand, since this machine has no Slurm), --jobs trains runs side by side and a
 // re-run skips what finished, and a sweep under a launcher is refused.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "support/run_files.h"
 #include "support/temp_dir.h"
@@ -31,7 +35,7 @@ int shell(const std::string& cmd) {
 }
 
 // One or two tiny runs of the quickstart config (2 layers, 6 steps).
-std::string write_sweep(const TempDir& dir, const std::string& learning_rates) {
+std::string write_sweep(const TempDir& dir, const std::string& learning_rates, int steps = 6) {
   return dir.write("sweep.yaml",
                    "base: " + std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/quickstart.yaml\n" +
                        "save_root: " + dir.file("runs") + "\n" +
@@ -41,7 +45,9 @@ std::string write_sweep(const TempDir& dir, const std::string& learning_rates) {
                        "\n"
                        "overrides: [--model.d_model=32, --model.n_heads=2, --model.n_layers=2,\n"
                        "  --model.max_sequence_length=32, --global_train_batch_size=4,\n"
-                       "  --device_train_microbatch_size=2, --max_duration=6, --eval_interval=1000,\n"
+                       "  --device_train_microbatch_size=2, --max_duration=" +
+                       std::to_string(steps) +
+                       ", --eval_interval=1000,\n"
                        "  --eval_subset_num_batches=1, --save_interval=1000]\n");
 }
 
@@ -137,4 +143,45 @@ TEST(SweepLaunch, ASweepUnderALauncherIsRefused) {
   const std::string log = read_all(dir.file("sweep.log"));
   EXPECT_NE(log.find("every rank would run the whole sweep"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(dir.file("runs")));
+}
+
+// SIGTERM to a sweep reaches its children: each saves a checkpoint and stops, the sweep
+// waits for them and exits non-zero (4, "stopped"), so nothing counts the runs as finished.
+TEST(SweepLaunch, SigtermStopsEveryChildWithACheckpointAndExitsStopped) {
+  TempDir dir;
+  write_sweep(dir, "[1.0e-3, 2.0e-3]", 100000);
+  const pid_t sweep = ::fork();
+  ASSERT_GE(sweep, 0);
+  if (sweep == 0) {
+    if (::chdir(dir.file("").c_str()) != 0) ::_exit(126);
+    ::unsetenv("WORLD_SIZE");
+    ::unsetenv("RANK");
+    ::setenv("OMP_NUM_THREADS", "1", 1);
+    const int log = ::open(dir.file("sweep.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ::execl(SIAMESE_BINARY, SIAMESE_BINARY, "sweep", dir.file("sweep.yaml").c_str(), "--jobs", "2", nullptr);
+    ::_exit(127);
+  }
+  const fs::path runs[] = {dir.file("runs/hybrid_pre-lr0.001"), dir.file("runs/hybrid_pre-lr0.002")};
+  auto training = [&](const fs::path& run) { return !losses(run).empty(); };
+  for (int i = 0; i < 1200 && !(training(runs[0]) && training(runs[1])); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(training(runs[0]) && training(runs[1])) << read_all(dir.file("sweep.log"));
+  ::kill(sweep, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 1200 && ::waitpid(sweep, &status, WNOHANG) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(WIFEXITED(status)) << read_all(dir.file("sweep.log"));
+  EXPECT_EQ(WEXITSTATUS(status), 4) << read_all(dir.file("sweep.log"));
+  const std::string log = read_all(dir.file("sweep.log"));
+  EXPECT_NE(log.find("stopped by signal"), std::string::npos) << log;
+  for (const auto& run : runs) {
+    bool saved = false;
+    for (const auto& e : fs::directory_iterator(run))
+      saved = saved || e.path().filename().string().rfind("step", 0) == 0;
+    EXPECT_TRUE(saved) << run << ": no checkpoint\n" << read_all(run / "train.log");
+    EXPECT_NE(read_all(run / "train.log").find("saving at step"), std::string::npos)
+        << read_all(run / "train.log");
+  }
 }

@@ -10,10 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "siamese/config/load.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
+#include "siamese/train/save_folder.h"
 #include "siamese/train/trainer.h"
+#include "support/cli.h"
 #include "support/run_files.h"
+#include "support/temp_dir.h"
 #include "support/tiny_configs.h"
 
 namespace fs = std::filesystem;
@@ -240,4 +244,25 @@ TEST(Trainer, EvaluatesHeldOutArithmeticWithExactMatch) {
   EXPECT_GT(std::stod(m[1]), 0.0);
   EXPECT_GE(std::stod(m[2]), 0.0);
   EXPECT_LE(std::stod(m[2]), 1.0);
+}
+
+// OLMo's default save_folder is ./, where the user's own config.yaml usually is: the run
+// never replaces it, and its own resolved config goes to a name of its own that report reads.
+TEST(Trainer, SaveFolderHoldingTheUsersConfigLeavesItAlone) {
+  siamese::testing::TempDir dir;
+  std::string user = read_all(std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/quickstart.yaml");
+  user = std::regex_replace(user, std::regex("\nsave_folder:[^\n]*"),
+                            "\nsave_folder: ./  # ${oc.env:HOME} interpolations and comments must survive");
+  ASSERT_NE(user.find("save_folder: ./"), std::string::npos);
+  dir.write("config.yaml", user);
+  const auto r = siamese::testing::run_siamese(
+      "train config.yaml --model.n_layers=2 --max_duration=2 --eval_interval=1000 --save_interval=1000",
+      dir.path(), "", dir.path().string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_all(dir.file("config.yaml")), user);
+  const auto saved = train::run_config_path(dir.path());
+  ASSERT_TRUE(saved);
+  EXPECT_EQ(saved->filename(), "siamese_run_config.yaml");
+  EXPECT_EQ(load_config(saved->string(), {}).model.n_layers, 2);
+  EXPECT_NE(r.err.find("left as it is"), std::string::npos) << r.err;
 }

@@ -39,4 +39,10 @@ double flops_per_token(const ModelConfig& cfg, int64_t seq_len);
 // `tokens_per_second` with flops_per_token FLOPs per token.
 double mfu(double tokens_per_second, double flops_per_token, double peak_flops);
 
+// Bytes that training the model holds at least, from its shapes alone (no topology built,
+// so it is cheap and safe at absurd sizes): float32 weights, gradients and AdamW's two
+// moments, 16 bytes per parameter of the embeddings, blocks and head. Activations come on
+// top. A double, since absurd configs overflow 64-bit integers.
+double training_state_bytes(const ModelConfig& cfg);
+
 }  // namespace siamese::model

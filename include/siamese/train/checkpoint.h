@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "siamese/config/config.h"
 #include "siamese/train/optimizer.h"
@@ -47,5 +48,13 @@ std::optional<std::string> checkpoint_problem(const std::filesystem::path& folde
 // memory/kernel switches may differ.
 TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, AdamW* optim,
                            const ModelConfig* same_model = nullptr);
+
+struct SettingChange {
+  std::string key, was, now;  // dotted key, values as YAML text
+};
+// The settings of `now` that differ from the config the checkpoint in `folder` was trained
+// with (learning rate, batch size, schedule, duration, ...), so that a resumed run can say
+// what it changed; where the run lives (save_folder, load_path) is left out.
+std::vector<SettingChange> changed_settings(const std::filesystem::path& folder, const TrainConfig& now);
 
 }  // namespace siamese::train

@@ -19,6 +19,11 @@ void configure_cpu_runtime();
 // allow_tf32; PyTorch leaves matmuls in full fp32 by default).
 void configure_cuda_runtime(torch::Device device, bool allow_tf32);
 
+// Refuses (siamese::Error naming the size keys, the bytes needed and the bytes the device
+// has) a model whose weights, gradients and optimizer state alone exceed the memory of
+// `device`: the process would otherwise grow until the allocator or the kernel kills it.
+void check_model_fits(const ModelConfig& model, torch::Device device);
+
 // model.flash_attention: true restricts at::scaled_dot_product_attention to its flash
 // kernel (OLMo then calls the flash-attn package) in the training step; false lets it pick
 // any kernel, flash included when the inputs allow. Evaluation and generation always let it

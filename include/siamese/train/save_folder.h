@@ -36,10 +36,17 @@ void clean_save_folder(const std::filesystem::path& save_folder, const SaveFolde
 void prune_checkpoints(const std::filesystem::path& save_folder, int64_t keep, int64_t resumed_step,
                        const std::set<int64_t>& written);
 
-// Writes save_folder/config.yaml (temporary file + rename) when a run starts, so a run
-// that stops before its first checkpoint (a diverged one) still says what it trained;
-// `siamese report` falls back to it. A resumed run rewrites it with its own config.
-void write_run_config(const std::filesystem::path& save_folder, const std::string& config_yaml);
+// Writes the run's resolved config when it starts, so a run that stops before its first
+// checkpoint (a diverged one) still says what it trained; `siamese report` falls back to
+// it. A resumed run rewrites it with its own config. It goes to save_folder/config.yaml
+// unless a config.yaml there was not written by a run (OLMo's default save_folder is ./,
+// where the user's own config.yaml often is): that file is left alone and the run's config
+// goes to save_folder/siamese_run_config.yaml. Returns the path written.
+std::filesystem::path write_run_config(const std::filesystem::path& save_folder,
+                                       const std::string& config_yaml);
+
+// The run config write_run_config wrote under save_folder, if any.
+std::optional<std::filesystem::path> run_config_path(const std::filesystem::path& save_folder);
 
 // The step<N> folders under save_folder, oldest first (folders whose name is not a step
 // number that fits in 64 bits are skipped with a warning). Complete or not: see verify.

@@ -12,11 +12,12 @@
 // 2: simple_value float}.
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "siamese/common/durable_file.h"
 #include "siamese/common/metrics_row.h"
 
 namespace siamese::train {
@@ -43,7 +44,7 @@ class TensorBoardWriter {
   void record(const std::string& event);
 
   std::filesystem::path path_;
-  std::ofstream out_;
+  std::unique_ptr<FileSink> out_;
 };
 
 }  // namespace siamese::train

@@ -1,0 +1,19 @@
+#pragma once
+// Ranks launched with different configs (a stale file on one node, an environment variable
+// that differs) would otherwise meet in the first collective with tensors of different
+// shapes, where Gloo aborts the process and NCCL hangs until the timeout. Before any
+// collective that depends on the config, every rank checks that all ranks resolved the same
+// value for every config key and see the same world, and all refuse together naming the keys
+// that differ.
+#include <torch/torch.h>
+
+#include "siamese/config/config.h"
+#include "siamese/dist/gradient_sync.h"
+
+namespace siamese::train {
+
+// Throws siamese::Error on every rank when any key (or the world size, or the device kind)
+// differs between ranks. A world of one returns at once.
+void check_ranks_agree(GradientSync& sync, const TrainConfig& cfg, torch::Device device);
+
+}  // namespace siamese::train
