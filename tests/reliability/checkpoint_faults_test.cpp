@@ -92,10 +92,8 @@ TEST(FullDisk, SaveFailsCleanlyAndTheRunResumesExactly) {
   const auto model_bytes = fs::file_size(ref_step / "model.pt");
   const auto optim_bytes = fs::file_size(ref_step / "optim.pt");
   ASSERT_LT(model_bytes, optim_bytes);
-  for (const auto& [limit, failing] :
-       std::vector<std::pair<long, std::string>>{{1000, "config.yaml"},
-                                                 {long(model_bytes / 2), "model.pt"},
-                                                 {long(model_bytes + 1), "optim.pt"}}) {
+  for (const auto& [limit, failing] : std::vector<std::pair<long, std::string>>{
+           {1000, "config.yaml"}, {long(model_bytes / 2), "model.pt"}, {long(model_bytes + 1), "optim.pt"}}) {
     SCOPED_TRACE(failing);
     auto c = tiny_saving(root / ("run_" + failing));
     c.save_interval = 2;
