@@ -136,7 +136,7 @@ class RemoveScratchOnSuccess : public ::testing::Environment {
 inline ::testing::Environment* const kRemoveScratch =
     ::testing::AddGlobalTestEnvironment(new RemoveScratchOnSuccess);
 
-// The tiny run (tests/train/tiny_run.h) saving every step into `folder`, keeping all.
+// The tiny run (tests/support/tiny_configs.h) saving every step into `folder`, keeping all.
 inline TrainConfig tiny_saving(const fs::path& folder) {
   TrainConfig c = tiny(folder);
   c.save_interval = 1;

@@ -16,8 +16,9 @@ enum class ParamKind { Embedding, Linear, Norm, Bias };
 ParamKind param_kind(const std::string& name);
 const char* param_kind_name(ParamKind kind);
 
-// Parameter counts per component, for `siamese inspect`. Computed from the config with one
-// block and the topology built (never the full model), so it is cheap at any size.
+// Parameter counts per component, for `siamese inspect` and the trainer's start-up line.
+// Blocks are counted from their shapes (none is built); only the topology is built, since
+// each topology decides its own norms and vectors.
 struct ParamCounts {
   int64_t embedding = 0;  // wte, wpe, emb_norm
   int64_t attention = 0;  // att_proj, attn_out and the QKV norms

@@ -9,7 +9,8 @@
 //     for (s = 0; s < 2 * n_layers; ++s) topo->leave(st, dropout(F_s(topo->enter(st, s))), s);
 //     logits = head(topo->finish(st));
 //
-// Writing a topology (one file in src/model/topologies/, one row in topologies.h):
+// Writing a topology (one file in src/model/topologies/, one row in topology_table.h; docs/architecture.md
+// lists the rest):
 //   * derive from TopologyImpl, build norms with add_sublayer_norms (one per sublayer),
 //     block_norm(layer, "name") / top_norm("name") and vectors with block_param(layer,
 //     "name", init): they then carry OLMo's state_dict names (transformer.blocks.{i}.name /

@@ -71,7 +71,8 @@ class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const ModelConfig& cfg);
 
-  // input_ids [B, T] int64 -> logits [B, T, embedding_size] in the parameters' dtype.
+  // input_ids [B, T] int64 -> logits [B, T, embedding_size] in the parameters' dtype, or in
+  // autocast's half type under autocast (the head is a matmul).
   torch::Tensor forward(const torch::Tensor& input_ids);
   torch::Tensor forward(const torch::Tensor& input_ids, const ForwardOptions& opts);
 
@@ -82,9 +83,12 @@ class TransformerImpl : public torch::nn::Module {
   // divided by sqrt(d) when scale_logits).
   torch::Tensor head(const torch::Tensor& hidden);
 
-  // OLMo's initialization for init_fn normal / mitchell / full_megatron (see the .cpp),
-  // then the topology's init_gain. Norm weights start at 1, biases at 0. Uses torch's
-  // global generator: seed with torch::manual_seed first for a reproducible model.
+  // Redraws the embeddings, the blocks' projections and the LM head by OLMo's rules for
+  // init_fn normal / mitchell / full_megatron (listed in the .cpp), zeroes their biases, then
+  // applies the topology's init_gain. Norms and topology-owned vectors (c1, hyper-connection
+  // weights) are not touched: they have no random initialisation and are built at their start
+  // values (norm weights 1, biases 0). Uses torch's global generator: seed with
+  // torch::manual_seed first for a reproducible model.
   void reset_parameters();
 
   // Use reference_attention instead of the library kernel in every block (tests).

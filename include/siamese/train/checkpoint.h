@@ -1,11 +1,13 @@
 #pragma once
-// Checkpoints: save_folder/step<N>/ holding model.pt, optim.pt, train_state.pt (step,
-// tokens, skipped bad steps, RNG states), train_state.json (the same, for people),
-// config.yaml (the resolved config) and, written last, manifest.json (the step, the config
-// and each file's size and sha256). A checkpoint is written into a temporary folder,
-// fsynced, then renamed into place; loading verifies the manifest, so a folder whose save or
-// pruning was cut short, or whose bytes changed on disk, is never loaded. The folder that
-// holds checkpoints (lock, clean-up, pruning, the newest one) is save_folder.h.
+// The format of one checkpoint: save_folder/step<N>/ holding model.pt, optim.pt,
+// train_state.pt (step, tokens, skipped bad steps, amp_fp16's loss scale, RNG states),
+// train_state.json (the same without the RNG states, for people), config.yaml (the resolved
+// config) and, written last, manifest.json (the step, the config and each file's size and
+// sha256). The files are written into .step<N>.tmp-<pid>/ (scratch_path, durable_file.h),
+// each fsynced, then the folder is fsynced and renamed into place: a save cut short never
+// leaves a folder named step<N>, nor does a pruning (save_folder.h renames before deleting),
+// and loading verifies the manifest, so bytes that changed on disk are refused. The folder
+// that holds checkpoints (lock, clean-up, pruning, the newest one) is save_folder.h.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -30,22 +32,30 @@ struct TrainState {
   int64_t loss_scale_good_steps = 0;
 };
 
-// Writes step<state.step> under save_folder. Any write error (a full disk) throws
-// siamese::Error naming the file and the free space, after removing the temporary folder;
-// existing checkpoints are untouched. Called on rank 0 only: every rank holds the same weights.
+// Writes step<state.step> under save_folder; config_yaml is the resolved config (to_yaml).
+// A step<N> that already exists (a resumed run saving the same step again) is renamed to
+// .step<N>.old-<pid> first and removed once the new one is in place, so a complete copy
+// exists at every moment. Any write error (a full disk) throws siamese::Error naming the
+// file and the free space, after removing the temporary folder; the other checkpoints are
+// untouched. Called on rank 0 only: every rank holds the same weights.
 std::filesystem::path save_checkpoint(const std::filesystem::path& save_folder, torch::nn::Module& model,
                                       AdamW& optim, const TrainState& state, const std::string& config_yaml);
 
-// Why `folder` is not a complete, intact checkpoint (missing manifest, a file missing, of
-// another size or another sha256), or nullopt when it is one.
+// Why `folder` is not a complete, intact checkpoint (no manifest or one that does not parse,
+// a file missing, of another size or another sha256, no model.pt / train_state.pt /
+// config.yaml listed, a config in the manifest that differs from config.yaml), or nullopt
+// when it is one. Reads every file whole to hash it.
 std::optional<std::string> checkpoint_problem(const std::filesystem::path& folder);
 
-// Verifies the manifest, then restores model, optimizer and RNG states; returns the train
-// state. Throws siamese::Error naming the folder when it is not an intact checkpoint or does
-// not match the model. With `same_model` (resuming a run), it also refuses a checkpoint
-// whose saved model config differs in anything that changes what the weights compute
-// (shapes, heads, topology, norms), naming the keys; dropout, initialisation and
-// memory/kernel switches may differ.
+// Verifies the manifest (checkpoint_problem), then restores the model, the optimizer (when
+// `optim` is not null) and the CPU and CUDA RNG states; returns the train state. Throws
+// siamese::Error naming the folder when it is not an intact checkpoint or does not match the
+// model. With `same_model` (resuming a run), it first reads the saved config.yaml through
+// load_config (no launch settings, so the caller's MODEL_TYPE cannot change it) and refuses
+// the checkpoint when any model.* key of the schema differs, naming each key with both
+// values, except the keys marked changeable_on_resume() in schema.cpp (dropout,
+// initialisation, flash_attention, init_device), which change how the weights are trained
+// or computed, not what they mean.
 TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, AdamW* optim,
                            const ModelConfig* same_model = nullptr);
 

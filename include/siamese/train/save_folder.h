@@ -49,7 +49,8 @@ std::filesystem::path write_run_config(const std::filesystem::path& save_folder,
 std::optional<std::filesystem::path> run_config_path(const std::filesystem::path& save_folder);
 
 // The step<N> folders under save_folder, oldest first (folders whose name is not a step
-// number that fits in 64 bits are skipped with a warning). Complete or not: see verify.
+// number that fits in 64 bits are skipped with a warning). Complete or not: see checkpoint_problem
+// (checkpoint.h).
 std::vector<std::pair<int64_t, std::filesystem::path>> checkpoint_folders(
     const std::filesystem::path& save_folder);
 

@@ -2,8 +2,8 @@
 // Training via Hybrid Normalization", arXiv 2503.04598; official code
 // BryceZhuo/HybridNorm dense_model/olmo/model.py with attn_norm=False, ffn_norm=True,
 // ffn_residual_after_norm=True). Attention takes the raw stream and normalizes Q, K, V
-// per head inside (model.use_{query,key,value}_norm, which the registry turns on); the FFN is post-norm with
-// the residual taken after the norm:
+// per head inside (model.use_{query,key,value}_norm, which its row in topology_table.h turns on); the FFN is
+// post-norm with the residual taken after the norm:
 //   x = x + Attn(x);  x = LN(x);  x = x + FFN(x);  out = LN_f(x).
 #include "siamese/model/topology.h"
 

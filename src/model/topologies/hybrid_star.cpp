@@ -3,7 +3,7 @@
 // Pre-Norm. Official switch: norm_pos_special_config "_{0:{'attn_norm':True,
 // 'ffn_residual':False}}_" (BryceZhuo/HybridNorm), i.e. block 0 normalizes the attention
 // input and takes the FFN residual before its norm. Per-head Q/K/V norms stay on in every
-// block (model.use_{query,key,value}_norm, which the registry turns on):
+// block (model.use_{query,key,value}_norm, which its row in topology_table.h turns on):
 //   block 0:   x = x + Attn(LN_a(x));     x = x + FFN(LN_ff(x))
 //   block l>0: x = x + Attn(x);           x = LN_ff(x);  x = x + FFN(x)
 //   out = LN_f(x).
