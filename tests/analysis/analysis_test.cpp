@@ -9,6 +9,7 @@
 #include "siamese/analysis/magnitude.h"
 #include "siamese/analysis/stream_mixing.h"
 #include "siamese/common/json_line.h"
+#include "support/tiny_configs.h"
 
 using namespace siamese;
 using namespace siamese::analysis;
@@ -17,19 +18,10 @@ namespace {
 
 model::Transformer tiny(const std::string& residual, int64_t layers = 4) {
   torch::manual_seed(7);
-  ModelConfig cfg;
-  cfg.d_model = 32;
-  cfg.n_heads = 2;
-  cfg.n_layers = layers;
-  cfg.vocab_size = 60;
-  cfg.embedding_size = 64;
-  cfg.max_sequence_length = 16;
+  ModelConfig cfg = siamese::testing::tiny_model(residual, {32, 2, layers, 60, 64, 16});
   cfg.rope = true;
   cfg.layer_norm_type = "rms";
   cfg.include_bias = false;
-  cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0;
-  cfg.residual = residual;
-  if (residual == "hybrid_pre") cfg.use_query_norm = cfg.use_key_norm = cfg.use_value_norm = true;
   model::Transformer m(cfg);
   m->eval();
   return m;

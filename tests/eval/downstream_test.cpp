@@ -8,6 +8,7 @@
 #include "siamese/model/accounting.h"
 #include "siamese/model/topology_table.h"
 #include "support/files.h"
+#include "support/tiny_configs.h"
 
 using siamese::testing::tokenizer_path;
 
@@ -137,18 +138,9 @@ class SharedContexts : public ::testing::TestWithParam<std::string> {};
 TEST_P(SharedContexts, ScoreAsReadingEachOptionWhole) {
   for (const bool rope : {true, false}) {  // contexts of several lengths share a pass with RoPE only
     SCOPED_TRACE(rope ? "rope" : "learned positions");
-    ModelConfig cfg;
-    cfg.d_model = 32;
-    cfg.n_heads = 4;
+    ModelConfig cfg = siamese::testing::tiny_model(GetParam(), {32, 4, 3, 50, 64, 24});
     cfg.n_kv_heads = 2;
-    cfg.n_layers = 3;
-    cfg.vocab_size = 50;
-    cfg.embedding_size = 64;
-    cfg.max_sequence_length = 24;
     cfg.rope = rope;
-    cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0;
-    cfg.residual = GetParam();
-    model::apply_required_settings(cfg);
     torch::manual_seed(0);
     model::Transformer m(cfg);
     m->eval();
@@ -210,15 +202,8 @@ INSTANTIATE_TEST_SUITE_P(Downstream, SharedContexts, ::testing::ValuesIn(model::
 TEST(Downstream, RandomModelScoresAtChance) {
   auto tok = tokenizer::Tokenizer::from_file(tokenizer_path("olmo-gpt-neox-20b-pii-special"));
   torch::manual_seed(1234);
-  ModelConfig cfg;
-  cfg.d_model = 64;
-  cfg.n_heads = 4;
-  cfg.n_layers = 2;
-  cfg.vocab_size = 50280;
-  cfg.embedding_size = 50304;
-  cfg.max_sequence_length = 128;
+  ModelConfig cfg = siamese::testing::tiny_model("pre", {64, 4, 2, 50280, 50304, 128});
   cfg.rope = true;
-  cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0;
   model::Transformer m(cfg);
   DownstreamOptions opt;
   opt.batch_size = 32;

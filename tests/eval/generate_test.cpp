@@ -53,17 +53,24 @@ std::vector<int64_t> prompt(int64_t n) {
 
 double max_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
+// Greedy decoding of at most `tokens` after a prompt of `prompt_length` gives the same tokens
+// with and without the KV cache; returns them.
+std::vector<int64_t> expect_cache_keeps_greedy(model::TransformerImpl& m, int64_t prompt_length,
+                                               int64_t tokens) {
+  Sampling s;
+  s.max_tokens = tokens;
+  s.use_cache = false;
+  const auto reference = generate(m, prompt(prompt_length), s);
+  s.use_cache = true;
+  EXPECT_EQ(generate(m, prompt(prompt_length), s), reference);
+  return reference;
+}
+
 class EveryTopology : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryTopology, CachedGreedyGivesTheTokensOfUncachedGreedy) {
   auto m = build(small(GetParam()));
-  Sampling s;
-  s.max_tokens = 24;
-  s.use_cache = false;
-  const auto reference = generate(*m, prompt(9), s);
-  s.use_cache = true;
-  EXPECT_EQ(generate(*m, prompt(9), s), reference);
-  ASSERT_EQ(reference.size(), 24u);
+  EXPECT_EQ(expect_cache_keeps_greedy(*m, 9, 24).size(), 24u);
 }
 
 TEST_P(EveryTopology, CachedLogitsEqualFullSequenceLogits) {
@@ -88,12 +95,7 @@ INSTANTIATE_TEST_SUITE_P(Generate, EveryTopology, ::testing::ValuesIn(model::top
 
 TEST(Generate, LearnedPositionsFollowTheCache) {
   auto m = build(small("pre", /*rope=*/false));
-  Sampling s;
-  s.max_tokens = 16;
-  s.use_cache = false;
-  const auto reference = generate(*m, prompt(5), s);
-  s.use_cache = true;
-  EXPECT_EQ(generate(*m, prompt(5), s), reference);
+  expect_cache_keeps_greedy(*m, 5, 16);
 }
 
 TEST(Generate, SamplingIsReproducibleAndItsLimitsAreGreedy) {

@@ -9,21 +9,13 @@
 #include "siamese/common/error.h"
 #include "siamese/eval/perplexity.h"
 #include "siamese/model/topology_table.h"
+#include "support/tiny_configs.h"
 
 namespace siamese::eval {
 namespace {
 
 model::Transformer tiny(const std::string& residual) {
-  ModelConfig c;
-  c.d_model = 32;
-  c.n_heads = 4;
-  c.n_layers = 2;
-  c.vocab_size = 40;
-  c.embedding_size = 48;
-  c.max_sequence_length = 8;
-  c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.0;
-  c.residual = residual;
-  model::apply_required_settings(c);
+  const ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 2, 40, 48, 8});
   torch::manual_seed(0);
   model::Transformer m(c);
   m->eval();

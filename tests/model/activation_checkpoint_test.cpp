@@ -8,25 +8,18 @@
 
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
+#include "support/tiny_configs.h"
 
 namespace siamese::model {
 namespace {
 
 ModelConfig config(const std::string& residual, const std::string& checkpointing) {
-  ModelConfig c;
-  c.residual = residual;
-  c.d_model = 32;
-  c.n_heads = 4;
-  c.n_layers = 4;
-  c.vocab_size = 61;
-  c.embedding_size = 64;
-  c.max_sequence_length = 16;
+  ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 4, 61, 64, 16});
   c.rope = true;
   c.layer_norm_type = "rms";
   c.include_bias = false;
   c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.1;
   c.activation_checkpointing = checkpointing;
-  apply_required_settings(c);
   return c;
 }
 

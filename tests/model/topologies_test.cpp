@@ -16,6 +16,7 @@
 #include "siamese/model/lm_loss.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
+#include "support/tiny_configs.h"
 
 namespace siamese::model {
 namespace {
@@ -29,22 +30,13 @@ struct Shape {
 };
 
 ModelConfig tiny_config(const std::string& residual, const Shape& s) {
-  ModelConfig c;
-  c.residual = residual;
-  c.d_model = s.d_model;
-  c.n_heads = s.n_heads;
+  ModelConfig c = siamese::testing::tiny_model(residual, {s.d_model, s.n_heads, s.n_layers, 61, 64, 32});
   c.n_kv_heads = s.n_kv_heads;
-  c.n_layers = s.n_layers;
   c.mlp_ratio = 4;
-  c.vocab_size = 61;
-  c.embedding_size = 64;
-  c.max_sequence_length = 32;
   c.rope = true;
-  c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.0;
   c.layer_norm_type = s.norm_type;
   c.include_bias = s.norm_type != "rms";
   c.weight_tying = s.tied;
-  apply_required_settings(c);
   return c;
 }
 

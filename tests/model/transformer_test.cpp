@@ -18,6 +18,7 @@
 #include "siamese/model/olmo_names.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
+#include "support/tiny_configs.h"
 
 namespace siamese::model {
 namespace {
@@ -25,22 +26,12 @@ namespace {
 namespace fs = std::filesystem;
 
 ModelConfig small(const std::string& residual = "pre") {
-  ModelConfig c;
-  c.d_model = 32;
-  c.n_heads = 4;
-  c.n_layers = 3;
+  ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 3, 50, 64, 32});
   c.mlp_ratio = 4;
   c.rope = true;
-  c.vocab_size = 50;
-  c.embedding_size = 64;
-  c.max_sequence_length = 32;
-  c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.0;
   c.layer_norm_type = "rms";
   c.include_bias = false;
   c.weight_tying = false;
-  c.residual = residual;
-  if (residual == "hybrid" || residual == "hybrid_pre")
-    c.use_query_norm = c.use_key_norm = c.use_value_norm = true;
   return c;
 }
 

@@ -1,12 +1,42 @@
 #pragma once
-// The tiny training run the end-to-end tests start from: a 2-layer hybrid_pre model with
-// dropout on the built-in arithmetic corpus, 8 steps of 4 sequences on the CPU.
+// The small configs tests build models and runs from.
+#include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "siamese/config/config.h"
+#include "siamese/model/topology_table.h"
 
 namespace siamese::testing {
 
+// The sizes of a small test model; each test picks the ones it is about.
+struct TinyShape {
+  int64_t d_model = 32;
+  int64_t n_heads = 4;
+  int64_t n_layers = 2;
+  int64_t vocab_size = 61;
+  int64_t embedding_size = 64;
+  int64_t max_sequence_length = 32;
+};
+
+// A model of `shape` with dropout off and the settings `residual` is defined with turned on;
+// every other key keeps its default (tests set norm type, biases or RoPE themselves).
+inline ModelConfig tiny_model(const std::string& residual, const TinyShape& shape = {}) {
+  ModelConfig c;
+  c.residual = residual;
+  c.d_model = shape.d_model;
+  c.n_heads = shape.n_heads;
+  c.n_layers = shape.n_layers;
+  c.vocab_size = shape.vocab_size;
+  c.embedding_size = shape.embedding_size;
+  c.max_sequence_length = shape.max_sequence_length;
+  c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.0;
+  model::apply_required_settings(c);
+  return c;
+}
+
+// The tiny training run the end-to-end tests start from: a 2-layer hybrid_pre model with
+// dropout on the built-in arithmetic corpus, 8 steps of 4 sequences on the CPU.
 inline TrainConfig tiny(const std::filesystem::path& folder) {
   TrainConfig c;
   c.model.d_model = 32;

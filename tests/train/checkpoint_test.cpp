@@ -9,24 +9,14 @@
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/save_folder.h"
+#include "support/tiny_configs.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;
 
 namespace {
 
-ModelConfig small() {
-  ModelConfig c;
-  c.d_model = 16;
-  c.n_heads = 2;
-  c.n_layers = 1;
-  c.vocab_size = 64;
-  c.embedding_size = 64;
-  c.max_sequence_length = 8;
-  c.residual = "pre";
-  c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0;
-  return c;
-}
+ModelConfig small() { return siamese::testing::tiny_model("pre", {16, 2, 1, 64, 64, 8}); }
 
 fs::path fresh_dir(const std::string& name) {
   auto d = fs::temp_directory_path() / ("siamese_ckpt_test_" + std::to_string(::getpid())) / name;

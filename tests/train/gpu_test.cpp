@@ -33,19 +33,10 @@ fs::path fresh_dir(const std::string& name) {
 }
 
 ModelConfig small_model(const std::string& residual) {
-  ModelConfig c;
-  c.residual = residual;
-  c.d_model = 64;
-  c.n_heads = 4;
-  c.n_layers = 3;
-  c.vocab_size = 100;
-  c.embedding_size = 128;
-  c.max_sequence_length = 32;
+  ModelConfig c = siamese::testing::tiny_model(residual, {64, 4, 3, 100, 128, 32});
   c.rope = true;
   c.layer_norm_type = "rms";
   c.include_bias = false;
-  c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.0;
-  model::apply_required_settings(c);
   return c;
 }
 
