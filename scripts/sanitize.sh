@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# Builds the project with sanitizers in folders of their own and runs the tests that matter
-# for each (docs/build.md, "Sanitizers"):
-#   asan  build-asan/, -DSIAMESE_SANITIZE="address;undefined": AddressSanitizer, LeakSanitizer
-#         and UBSan on the CPU tests of common, config, data and tokenizer (and the CLI they run)
+# Builds the project with sanitizers in folders of their own and runs what matters for each
+# (docs/build.md, "Sanitizers"):
+#   asan  build-asan/, -DSIAMESE_SANITIZE="address;undefined": AddressSanitizer (with leak
+#         checking) and UBSan on every CPU test of common, config, data and tokenizer, and on
+#         the `siamese` processes those tests start
 #   tsan  build-tsan/, -DSIAMESE_SANITIZE=thread: ThreadSanitizer on the threaded code: the
-#         batch prefetcher, the tokenizer's encode pool, the data-parallel gradient hooks
-#         (2 Gloo ranks under torchrun)
+#         batch prefetcher (Prefetcher.*), the tokenizer's encode pool (TokenizeCorpus.*), the
+#         data-parallel gradient hooks (DataParallel.*: 2 Gloo ranks under torchrun), and one
+#         short `siamese train` with data.num_workers=3 (the trainer's loader threads)
 # Usage: scripts/sanitize.sh [asan] [tsan]   (both when none is named). Needs what
-# scripts/setup.sh installs; LibTorch and the Debian libraries are not instrumented.
+# scripts/setup.sh installs. LibTorch and the Debian libraries are not instrumented.
 #
 # Environment: SIAMESE_JOBS (nproc), SIAMESE_TEST_JOBS (2), SIAMESE_ASAN_LABELS and
-# SIAMESE_TSAN_TESTS (the ctest selections below, to widen or narrow them).
+# SIAMESE_TSAN_TESTS (the ctest selections below, to narrow them).
 #
-# Every report is written to <build folder>/sanitizer-reports/ (log_path), also those of
-# the `siamese` processes tests start and expect to fail, so a report fails the run even when
-# the test that caused it passed; the reports are printed at the end.
+# ASan and TSan write their reports into <build folder>/sanitizer-reports/ (log_path), those
+# of `siamese` processes that tests start and expect to fail included: a report fails the
+# step even when its test passed, and the reports are printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,27 +36,38 @@ asan_labels=${SIAMESE_ASAN_LABELS:-^(common|config|data|tokenizer)$}
 tsan_tests=${SIAMESE_TSAN_TESTS:-^(Prefetcher|TokenizeCorpus|DataParallel)\.}
 root=$PWD
 
-# configure FOLDER SANITIZERS: a unity build (each folder's sources compiled together, which
-# divides the build's time by about three on 2 cores) with one CUDA architecture (the kernels
-# are not instrumented and no sanitizer run uses a GPU).
-configure() {
-  if [ ! -f "$1/build.ninja" ]; then
+# build FOLDER SANITIZERS TARGET...: configures the folder once, then builds the targets
+# (test executables; those that run the CLI bring the siamese binary). A unity build (each
+# component's sources compiled together) takes about a third of the time of one file at a
+# time on 2 cores; one CUDA architecture, as the kernels are neither instrumented nor run.
+build() {
+  local dir=$1 sanitizers=$2
+  shift 2
+  if [ ! -f "$dir/build.ninja" ]; then
     local torch_prefix
     torch_prefix=$("$SIAMESE_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')
-    TORCH_CUDA_ARCH_LIST=8.0 cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    mkdir -p "$dir"
+    TORCH_CUDA_ARCH_LIST=8.0 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$torch_prefix" -DSIAMESE_PYTHON="$SIAMESE_PYTHON" \
-      -DSIAMESE_CUDA_ARCHS=8.0 -DCMAKE_UNITY_BUILD=ON -DSIAMESE_SANITIZE="$2" >"$1-configure.log" 2>&1 ||
-      { cat "$1-configure.log" >&2; exit 1; }
-    mv "$1-configure.log" "$1/configure.log"
+      -DSIAMESE_CUDA_ARCHS=8.0 -DCMAKE_UNITY_BUILD=ON -DSIAMESE_SANITIZE="$sanitizers" \
+      >"$dir/configure.log" 2>&1 || { cat "$dir/configure.log" >&2; return 1; }
   fi
+  echo "sanitize: building $* in $dir"
+  cmake --build "$dir" -j "$jobs" --target "$@"
+}
+
+# reports_dir FOLDER: an empty folder for the reports of this run.
+reports_dir() {
+  rm -rf "$1/sanitizer-reports"
+  mkdir -p "$1/sanitizer-reports"
 }
 
 # check_reports FOLDER NAME: fails, printing them, when the run left sanitizer reports.
 check_reports() {
-  local reports=("$1"/sanitizer-reports/*)
-  if [ -e "${reports[0]}" ]; then
-    echo "sanitize: $2 found problems (${#reports[@]} reports in $1/sanitizer-reports):" >&2
-    for r in "${reports[@]}"; do
+  local found=("$1"/sanitizer-reports/*)
+  if [ -e "${found[0]}" ]; then
+    echo "sanitize: $2 found problems (${#found[@]} reports in $1/sanitizer-reports):" >&2
+    for r in "${found[@]}"; do
       echo "=== $r" >&2
       cat "$r" >&2
     done
@@ -63,51 +76,60 @@ check_reports() {
   echo "sanitize: $2: no reports"
 }
 
-# run_step NAME FOLDER SANITIZERS "TARGETS" CTEST_SELECTION...: configure, build only the
-# test executables the selection needs (and the siamese binary they run), test, check reports.
-status=0
-run_step() {
-  local name=$1 dir=$2 sanitizers=$3 targets
-  read -ra targets <<<"$4"
-  shift 4
-  local start=$SECONDS ok=0
-  configure "$dir" "$sanitizers"
-  # Reports of the build's test discovery (it runs the executables) count too.
-  rm -rf "$dir/sanitizer-reports"
-  mkdir -p "$dir/sanitizer-reports"
-  echo "sanitize: $name: building ${targets[*]} in $dir"
-  cmake --build "$dir" -j "$jobs" --target "${targets[@]}" || ok=1
-  local built=$SECONDS
+run_asan() {
+  local dir=build-asan ok=0 start=$SECONDS built
+  local reports=$root/$dir/sanitizer-reports
+  reports_dir "$dir"  # the build's test discovery runs the executables: its reports count
+  # GCC links UBSan as a runtime of its own, which prints to stderr whatever log_path says,
+  # so a UBSan error aborts the process (a test whose `siamese` should fail then sees a
+  # signal, not its exit code). ASan reads UBSAN_OPTIONS too, hence log_path in both.
+  export ASAN_OPTIONS=log_path=$reports/asan:detect_leaks=1:protect_shadow_gap=0:strict_string_checks=1
+  export UBSAN_OPTIONS=log_path=$reports/asan:print_stacktrace=1:halt_on_error=1:abort_on_error=1
+  build "$dir" "address;undefined" test_common test_config test_data test_tokenizer || ok=1
+  built=$SECONDS
   if ((ok == 0)); then
-    echo "sanitize: $name: ctest $*"
-    ctest --test-dir "$dir" --output-on-failure -j "$test_jobs" -LE gpu "$@" || ok=1
+    ctest --test-dir "$dir" --output-on-failure -j "$test_jobs" -LE gpu -L "$asan_labels" || ok=1
   fi
-  check_reports "$dir" "$name" || ok=1
-  echo "sanitize: $name: build $((built - start)) s, tests $((SECONDS - built)) s"
-  ((ok == 0)) || status=1
+  check_reports "$dir" asan || ok=1
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+  echo "sanitize: asan: build $((built - start)) s, tests $((SECONDS - built)) s"
+  return "$ok"
+}
+
+run_tsan() {
+  local dir=build-tsan ok=0 start=$SECONDS built
+  local reports=$root/$dir/sanitizer-reports
+  reports_dir "$dir"
+  export TSAN_OPTIONS=log_path=$reports/tsan:second_deadlock_stack=1:suppressions=$root/scripts/sanitizers/tsan.supp
+  # One OpenMP/MKL thread: LibTorch's uninstrumented pools would only add noise.
+  export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+  build "$dir" thread test_data test_tokenizer test_dist || ok=1
+  built=$SECONDS
+  if ((ok == 0)); then
+    ctest --test-dir "$dir" --output-on-failure -j "$test_jobs" -LE gpu -R "$tsan_tests" || ok=1
+    # The trainer's loader threads (data.num_workers) feeding real training steps.
+    local run=$dir/sanitizer-train
+    rm -rf "$run"
+    echo "sanitize: tsan: siamese train configs/tiny/quickstart.yaml --data.num_workers=3"
+    if ! "$dir/siamese" train configs/tiny/quickstart.yaml --data.num_workers=3 --max_duration=12 \
+      --save_interval=1000 --eval_interval=1000 --save_folder="$run" >"$run.log" 2>&1; then
+      cat "$run.log" >&2
+      ok=1
+    fi
+  fi
+  check_reports "$dir" tsan || ok=1
+  unset TSAN_OPTIONS OMP_NUM_THREADS MKL_NUM_THREADS
+  echo "sanitize: tsan: build $((built - start)) s, tests $((SECONDS - built)) s"
+  return "$ok"
 }
 
 steps=("$@")
 ((${#steps[@]})) || steps=(asan tsan)
+status=0
 for step in "${steps[@]}"; do
   case $step in
-    asan)
-      report_dir=$root/build-asan/sanitizer-reports
-      # GCC links UBSan as its own runtime: its reports go to stderr whatever log_path says
-      # (ASan reads UBSAN_OPTIONS too, hence log_path in both), so a UBSan error aborts the
-      # process; a test whose `siamese` is expected to fail sees a signal instead of its code.
-      ASAN_OPTIONS=log_path=$report_dir/asan:detect_leaks=1:protect_shadow_gap=0:strict_string_checks=1 \
-      UBSAN_OPTIONS=log_path=$report_dir/asan:print_stacktrace=1:halt_on_error=1:abort_on_error=1 \
-        run_step asan build-asan "address;undefined" "test_common test_config test_data test_tokenizer" \
-        -L "$asan_labels"
-      ;;
-    tsan)
-      report_dir=$root/build-tsan/sanitizer-reports
-      # One OpenMP/MKL thread: LibTorch's uninstrumented thread pools would only add noise.
-      OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
-      TSAN_OPTIONS=log_path=$report_dir/tsan:second_deadlock_stack=1:suppressions=$root/scripts/sanitizers/tsan.supp \
-        run_step tsan build-tsan thread "test_data test_tokenizer test_dist" -R "$tsan_tests"
-      ;;
+    asan) run_asan || status=1 ;;
+    tsan) run_tsan || status=1 ;;
     *)
       echo "sanitize: unknown step $step (asan or tsan)" >&2
       exit 2

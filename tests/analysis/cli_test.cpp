@@ -72,8 +72,6 @@ overrides:
 TempDir* CliWorkflow::dir_ = nullptr;
 int CliWorkflow::sweep_rc_ = -1;
 
-}  // namespace
-
 TEST_F(CliWorkflow, SweepTrainsEveryRunAndReportMarksTheDivergedOnes) {
   ASSERT_EQ(sweep_rc_, 0) << log("sweep.log");
   for (const char* name : {"pre-lr0.003", "hybrid_pre-lr0.003", "pre-lr10000", "hybrid_pre-lr10000"})
@@ -192,3 +190,5 @@ TEST_F(CliWorkflow, AnalyzeMeasuresEveryStreamOfTheTopology) {
                 1e-9 * a["effective_depth"][0]["perplexity"].get<double>());
   }
 }
+
+}  // namespace

@@ -12,24 +12,19 @@
 #include "siamese/config/load.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
+#include "support/free_port.h"
 #include "support/run_files.h"
+#include "support/temp_dir.h"
+
+using siamese::testing::fresh_dir;
 
 namespace fs = std::filesystem;
 using namespace siamese;
+using siamese::testing::free_port;
 using siamese::testing::losses;
 using siamese::testing::read_all;
 
 namespace {
-
-fs::path fresh_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("siamese_dp_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d.parent_path());
-  return d;
-}
-
-// A distinct port per test process so parallel ctest runs do not collide.
-int port(int offset) { return 20000 + static_cast<int>(::getpid() % 20000) + offset; }
 
 // The tiny hybrid_pre model every test trains; dropout off so ranks and a single process
 // draw no random numbers that could differ.
@@ -69,9 +64,9 @@ std::vector<torch::Tensor> final_weights(const fs::path& checkpoint) {
 }  // namespace
 
 TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
-  auto one = fresh_dir("one_rank"), two = fresh_dir("two_ranks");
+  auto one = fresh_dir("dp_test", "one_rank"), two = fresh_dir("dp_test", "two_ranks");
   ASSERT_EQ(run_single(one, 4), 0) << read_all(one.string() + ".log");
-  ASSERT_EQ(run_torchrun(two, 2, port(0)), 0) << read_all(two.string() + ".log");
+  ASSERT_EQ(run_torchrun(two, 2, free_port()), 0) << read_all(two.string() + ".log");
 
   auto l1 = losses(one), l2 = losses(two);
   ASSERT_EQ(l1.size(), 20u);
@@ -97,12 +92,12 @@ TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
 }
 
 TEST(DataParallel, StoppedAndResumedUnderTorchrunContinuesExactly) {
-  auto a = fresh_dir("uninterrupted"), b = fresh_dir("resumed");
-  ASSERT_EQ(run_torchrun(a, 2, port(1)), 0) << read_all(a.string() + ".log");
-  ASSERT_EQ(run_torchrun(b, 2, port(2), "--stop-at 7"), 0) << read_all(b.string() + ".log");
+  auto a = fresh_dir("dp_test", "uninterrupted"), b = fresh_dir("dp_test", "resumed");
+  ASSERT_EQ(run_torchrun(a, 2, free_port()), 0) << read_all(a.string() + ".log");
+  ASSERT_EQ(run_torchrun(b, 2, free_port(), "--stop-at 7"), 0) << read_all(b.string() + ".log");
   ASSERT_TRUE(fs::exists(b / "step7"));
   ASSERT_EQ(losses(b).size(), 7u);
-  ASSERT_EQ(run_torchrun(b, 2, port(3)), 0) << read_all(b.string() + ".log");
+  ASSERT_EQ(run_torchrun(b, 2, free_port()), 0) << read_all(b.string() + ".log");
   EXPECT_EQ(losses(a), losses(b));
   EXPECT_EQ(losses(a).size(), 20u);
 }
@@ -110,9 +105,9 @@ TEST(DataParallel, StoppedAndResumedUnderTorchrunContinuesExactly) {
 // The global order of instances does not depend on the world size, so a 2-rank run may
 // continue as 1 process: same data, same numbers up to summation order.
 TEST(DataParallel, ResumesWithADifferentWorldSize) {
-  auto a = fresh_dir("ws_reference"), b = fresh_dir("ws_changed");
+  auto a = fresh_dir("dp_test", "ws_reference"), b = fresh_dir("dp_test", "ws_changed");
   ASSERT_EQ(run_single(a, 4), 0) << read_all(a.string() + ".log");
-  ASSERT_EQ(run_torchrun(b, 2, port(5), "--stop-at 7"), 0) << read_all(b.string() + ".log");
+  ASSERT_EQ(run_torchrun(b, 2, free_port(), "--stop-at 7"), 0) << read_all(b.string() + ".log");
   ASSERT_EQ(run_single(b, 4), 0) << read_all(b.string() + ".log");
   auto la = losses(a), lb = losses(b);
   ASSERT_EQ(lb.size(), 20u);
@@ -120,10 +115,10 @@ TEST(DataParallel, ResumesWithADifferentWorldSize) {
 }
 
 TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
-  auto dir = fresh_dir("killed");
+  auto dir = fresh_dir("dp_test", "killed");
   const int timeout_s = 20;
   const std::string env =
-      "OMP_NUM_THREADS=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port(4));
+      "OMP_NUM_THREADS=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port());
   const std::string args =
       train_args(dir, 2, "--max_duration=100000 --distributed.timeout_seconds=" + std::to_string(timeout_s));
   // Rank 1 is killed with SIGKILL (no chance to say goodbye) once training is under way.
@@ -148,10 +143,10 @@ TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
 // asserted (noisy machines); what must hold is the table's arithmetic and that the
 // 2-rank setups really communicated while the 1-rank baseline did not.
 TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
-  auto dir = fresh_dir("bench");
+  auto dir = fresh_dir("dp_test", "bench");
   const std::string cmd =
       std::string(SIAMESE_TORCHRUN) + " --no_python --nproc_per_node 2 " + "--master_port " +
-      std::to_string(port(6)) + " " + SIAMESE_BINARY + " bench " + SIAMESE_SOURCE_DIR +
+      std::to_string(free_port()) + " " + SIAMESE_BINARY + " bench " + SIAMESE_SOURCE_DIR +
       "/configs/tiny/quickstart.yaml --model.d_model=32 --model.n_heads=2 --model.n_layers=2"
       " --model.max_sequence_length=32 --global_train_batch_size=8"
       " --device_train_microbatch_size=2 --distributed.bucket_mb=0.01 --steps 3 --warmup 1"
@@ -182,9 +177,9 @@ TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
 // parameter shapes differ) refuse together before the first collective, naming the key,
 // instead of aborting inside Gloo or waiting for the timeout.
 TEST(DataParallel, RanksWithDifferentConfigsRefuseTogetherNamingTheKey) {
-  auto dir = fresh_dir("disagree");
-  const int rc =
-      run_torchrun(dir, 2, port(7), "'--model.n_layers=1${oc.env:RANK}' --distributed.timeout_seconds=60");
+  auto dir = fresh_dir("dp_test", "disagree");
+  const int rc = run_torchrun(dir, 2, free_port(),
+                              "'--model.n_layers=1${oc.env:RANK}' --distributed.timeout_seconds=60");
   const std::string log = read_all(dir.string() + ".log");
   EXPECT_NE(rc, 0) << log;
   EXPECT_NE(log.find("launched with different settings: model.n_layers"), std::string::npos) << log;

@@ -35,7 +35,7 @@ ModelConfig small(const std::string& residual = "pre") {
   return c;
 }
 
-Transformer build(const ModelConfig& c, uint64_t seed = 0) {
+Transformer build_model(const ModelConfig& c, uint64_t seed = 0) {
   torch::manual_seed(seed);
   Transformer m(c);
   m->eval();
@@ -62,7 +62,7 @@ TEST(Transformer, AttentionKernelMatchesReferenceWithGradients) {
       SCOPED_TRACE(topo + " kv " + std::to_string(kv.value_or(4)));
       auto c = small(topo);
       c.n_kv_heads = kv;
-      auto m = build(c);
+      auto m = build_model(c);
       auto x = ids(c, 2, 11);
       auto fused = m->forward(x);
       fused.pow(2).mean().backward();
@@ -80,7 +80,7 @@ TEST(Transformer, AttentionKernelMatchesReferenceWithGradients) {
 
 TEST(Transformer, LogitsAreCausal) {
   auto c = small("hybrid_pre");
-  auto m = build(c);
+  auto m = build_model(c);
   auto x = ids(c, 1, 12);
   auto before = m->forward(x);
   x[0][7] = (x[0][7].item<int64_t>() + 1) % c.vocab_size;
@@ -94,10 +94,10 @@ TEST(Transformer, LogitsAreCausal) {
 TEST(Transformer, GroupedQueryAttentionEqualsMhaWithRepeatedHeads) {
   auto c = small("hybrid");
   c.n_kv_heads = 2;
-  auto gqa = build(c, 3);
+  auto gqa = build_model(c, 3);
   auto mc = c;
   mc.n_kv_heads.reset();
-  auto mha = build(mc, 4);
+  auto mha = build_model(mc, 4);
   const int64_t d = c.d_model, hd = d / c.n_heads, kv = 2 * hd;
   torch::NoGradGuard g;
   auto gp = gqa->named_parameters();
@@ -335,7 +335,7 @@ TEST(Transformer, HeadHonorsTyingPaddingAndScaling) {
   auto c = small("pre");
   c.weight_tying = true;
   c.scale_logits = true;
-  auto m = build(c);
+  auto m = build_model(c);
   EXPECT_FALSE(m->named_parameters().contains("ff_out.weight"));
   auto x = ids(c, 2, 5);
   auto logits = m->forward(x);
@@ -346,7 +346,7 @@ TEST(Transformer, HeadHonorsTyingPaddingAndScaling) {
 
 TEST(Transformer, ProbeSeesEveryStreamAndTruncationStopsEarly) {
   auto c = small("hybrid_pre");
-  auto m = build(c);
+  auto m = build_model(c);
   auto x = ids(c, 2, 6);
   std::map<std::pair<int64_t, std::string>, torch::Tensor> seen;
   const Probe probe = [&](int64_t l, const std::string& s, const torch::Tensor& t) {
@@ -377,7 +377,7 @@ TEST(Transformer, ProbeSeesEveryStreamAndTruncationStopsEarly) {
 TEST(Transformer, DropoutOnlyInTraining) {
   auto c = small("pre");
   c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.1;
-  auto m = build(c);
+  auto m = build_model(c);
   auto x = ids(c, 2, 8);
   EXPECT_TRUE(m->forward(x).equal(m->forward(x)));
   m->train();
@@ -388,7 +388,7 @@ TEST(Transformer, OlmoAttentionLayerNormIsFullWidth) {
   auto c = small("pre");
   c.attention_layer_norm = true;
   c.n_kv_heads = 2;
-  auto m = build(c);
+  auto m = build_model(c);
   auto p = m->named_parameters();
   EXPECT_EQ(p["blocks.0.attn.q_norm.weight"].size(0), c.d_model);
   EXPECT_EQ(p["blocks.0.attn.k_norm.weight"].size(0), 2 * c.d_model / c.n_heads);
@@ -435,7 +435,7 @@ TEST(OlmoNames, RoundTripAndLoadChecks) {
   EXPECT_THROW(from_olmo_key("lm_head.weight"), Error);
 
   auto c = small("hybrid_pre");
-  auto a = build(c, 1), b = build(c, 2);
+  auto a = build_model(c, 1), b = build_model(c, 2);
   for (auto& p : a->named_parameters()) EXPECT_EQ(from_olmo_key(to_olmo_key(p.key())), p.key());
   load_olmo_state(*b, olmo_state(*a), "test");
   auto x = ids(c, 1, 4);

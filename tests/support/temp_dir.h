@@ -9,6 +9,17 @@
 
 namespace siamese::testing {
 
+// <temp>/siamese_<suite>_<pid>/<name>, removed if it exists, its parent created: a path a
+// test may hand to code that creates the folder itself. The pid keeps parallel ctest
+// processes apart.
+inline std::filesystem::path fresh_dir(const std::string& suite, const std::string& name) {
+  auto d =
+      std::filesystem::temp_directory_path() / ("siamese_" + suite + "_" + std::to_string(::getpid())) / name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d.parent_path());
+  return d;
+}
+
 class TempDir {
  public:
   TempDir() {

@@ -9,7 +9,10 @@
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/save_folder.h"
+#include "support/temp_dir.h"
 #include "support/tiny_configs.h"
+
+using siamese::testing::fresh_dir;
 
 namespace fs = std::filesystem;
 using namespace siamese;
@@ -18,16 +21,10 @@ namespace {
 
 ModelConfig small() { return siamese::testing::tiny_model("pre", {16, 2, 1, 64, 64, 8}); }
 
-fs::path fresh_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("siamese_ckpt_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  return d;
-}
-
 }  // namespace
 
 TEST(Checkpoint, RoundTripsModelOptimizerStateAndRng) {
-  auto dir = fresh_dir("roundtrip");
+  auto dir = fresh_dir("ckpt_test", "roundtrip");
   torch::manual_seed(1);
   model::Transformer m(small());
   OptimizerConfig oc;
@@ -58,7 +55,7 @@ TEST(Checkpoint, RoundTripsModelOptimizerStateAndRng) {
 }
 
 TEST(Checkpoint, KeepsNewestAndIgnoresIncompleteFolders) {
-  auto dir = fresh_dir("keep");
+  auto dir = fresh_dir("ckpt_test", "keep");
   model::Transformer m(small());
   auto opt = train::build_optimizer(OptimizerConfig{}, m->named_parameters());
   std::set<int64_t> written;

@@ -13,8 +13,12 @@
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/trainer.h"
+#include "support/free_port.h"
 #include "support/run_files.h"
+#include "support/temp_dir.h"
 #include "support/tiny_configs.h"
+
+using siamese::testing::fresh_dir;
 
 namespace fs = std::filesystem;
 using namespace siamese;
@@ -25,12 +29,6 @@ namespace {
 #define REQUIRE_GPU()               \
   if (!torch::cuda::is_available()) \
   GTEST_SKIP() << "no CUDA device: GPU tests run on the GPU machine (scripts/gpu_check.sh)"
-
-fs::path fresh_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("siamese_gpu_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  return d;
-}
 
 ModelConfig small_model(const std::string& residual) {
   ModelConfig c = siamese::testing::tiny_model(residual, {64, 4, 3, 100, 128, 32});
@@ -83,7 +81,7 @@ TEST(GpuParity, EveryTopologyOnCudaMatchesCpuInFloat32) {
 
 TEST(GpuTrainer, AmpBf16StaysWithinTwoPercentOfFloat32Over20Steps) {
   REQUIRE_GPU();
-  auto fp32 = gpu_run(fresh_dir("fp32")), bf16 = gpu_run(fresh_dir("bf16"));
+  auto fp32 = gpu_run(fresh_dir("gpu_test", "fp32")), bf16 = gpu_run(fresh_dir("gpu_test", "bf16"));
   bf16.precision = "amp_bf16";
   ASSERT_EQ(train::train(fp32), 0);
   ASSERT_EQ(train::train(bf16), 0);
@@ -100,7 +98,7 @@ TEST(GpuTrainer, AmpBf16StaysWithinTwoPercentOfFloat32Over20Steps) {
 
 TEST(GpuTrainer, CheckpointSavedOnTheGpuResumesBitExact) {
   REQUIRE_GPU();
-  auto whole = gpu_run(fresh_dir("whole")), parts = gpu_run(fresh_dir("parts"));
+  auto whole = gpu_run(fresh_dir("gpu_test", "whole")), parts = gpu_run(fresh_dir("gpu_test", "parts"));
   whole.max_duration = parts.max_duration = "8";
   whole.model.attention_dropout = parts.model.attention_dropout = 0.1;  // the CUDA RNG too
   whole.model.residual_dropout = parts.model.residual_dropout = 0.1;
@@ -115,7 +113,7 @@ TEST(GpuTrainer, CheckpointSavedOnTheGpuResumesBitExact) {
 TEST(GpuDist, NcclProcessGroupOnOneRankAllReduces) {
   REQUIRE_GPU();
   World world;
-  world.master_port = 29000 + ::getpid() % 1000;
+  world.master_port = siamese::testing::free_port();
   Communicator comm(world, torch::Device(torch::kCUDA, 0), std::chrono::seconds(60));
   auto t = torch::arange(10, torch::dtype(torch::kFloat).device(torch::kCUDA));
   comm.all_reduce_sum(t);

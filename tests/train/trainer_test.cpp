@@ -20,6 +20,8 @@
 #include "support/temp_dir.h"
 #include "support/tiny_configs.h"
 
+using siamese::testing::fresh_dir;
+
 namespace fs = std::filesystem;
 using namespace siamese;
 using siamese::testing::losses;
@@ -30,12 +32,6 @@ namespace {
 
 // One thread: tests share a busy machine, where OpenMP's spinning threads slow tiny models.
 const bool kOneThread = [] { return ::setenv("OMP_NUM_THREADS", "1", 0) == 0; }();
-
-fs::path fresh_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("siamese_trainer_test_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  return d;
-}
 
 }  // namespace
 
@@ -61,8 +57,8 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
 void expect_exact_resume(const std::string& dropout) {
   for (const char* topology : {"pre", "hybrid_pre"}) {
     SCOPED_TRACE(topology);
-    auto a = fresh_dir(std::string("uninterrupted_") + topology + dropout);
-    auto b = fresh_dir(std::string("resumed_") + topology + dropout);
+    auto a = fresh_dir("trainer_test", std::string("uninterrupted_") + topology + dropout);
+    auto b = fresh_dir("trainer_test", std::string("resumed_") + topology + dropout);
     fs::create_directories(a.parent_path());
     ASSERT_EQ(run_cli(a, topology, "", dropout), 0) << read_all(a.string() + ".log");
     ASSERT_EQ(run_cli(b, topology, "--stop-at 3", dropout), 0) << read_all(b.string() + ".log");
@@ -85,7 +81,7 @@ TEST(Trainer, StoppedAndResumedRunMatchesUninterruptedRunBitForBit) { expect_exa
 TEST(Trainer, StoppedAndResumedRunWithDropoutMatchesBitForBit) { expect_exact_resume("0.1"); }
 
 TEST(Trainer, MicroBatchingKeepsTheLossNormalisedOverTheGlobalBatch) {
-  auto whole = tiny(fresh_dir("micro4")), split = tiny(fresh_dir("micro1"));
+  auto whole = tiny(fresh_dir("trainer_test", "micro4")), split = tiny(fresh_dir("trainer_test", "micro1"));
   for (auto* c : {&whole, &split}) {
     c->model.attention_dropout = c->model.residual_dropout = 0;
     c->max_duration = "2";
@@ -101,7 +97,7 @@ TEST(Trainer, MicroBatchingKeepsTheLossNormalisedOverTheGlobalBatch) {
 // amp_bf16 autocasts matmuls to bfloat16 while weights, gradients and AdamW state stay
 // float32, so a short run follows the float32 loss curve closely but not exactly.
 TEST(Trainer, AmpBf16FollowsTheFloat32LossCurve) {
-  auto fp32 = tiny(fresh_dir("fp32")), bf16 = tiny(fresh_dir("bf16"));
+  auto fp32 = tiny(fresh_dir("trainer_test", "fp32")), bf16 = tiny(fresh_dir("trainer_test", "bf16"));
   for (auto* c : {&fp32, &bf16}) {
     c->model.attention_dropout = c->model.residual_dropout = 0;
     c->max_duration = "20";
@@ -126,7 +122,8 @@ TEST(Trainer, AmpBf16FollowsTheFloat32LossCurve) {
 // skipped (not counted as bad steps) and halve the scale until the gradients fit; training
 // then goes on at that scale, and a run stopped and resumed repeats every loss and scale.
 TEST(Trainer, AmpFp16LossScaleBacksOffFromOverflowsAndResumesExactly) {
-  auto full = tiny(fresh_dir("fp16_full")), resumed = tiny(fresh_dir("fp16_resumed"));
+  auto full = tiny(fresh_dir("trainer_test", "fp16_full")),
+       resumed = tiny(fresh_dir("trainer_test", "fp16_resumed"));
   for (auto* c : {&full, &resumed}) {
     c->precision = "amp_fp16";
     c->fp16_initial_loss_scale = 0x1p30;
@@ -186,7 +183,8 @@ TEST(Trainer, AmpFp16LossScaleBacksOffFromOverflowsAndResumesExactly) {
 // data.num_workers loads batches on background threads; the batches, and so the run, are
 // the same as loading on the training thread.
 TEST(Trainer, LoaderThreadsGiveTheSameRunBitForBit) {
-  auto inline_load = tiny(fresh_dir("workers0")), threads = tiny(fresh_dir("workers3"));
+  auto inline_load = tiny(fresh_dir("trainer_test", "workers0")),
+       threads = tiny(fresh_dir("trainer_test", "workers3"));
   threads.data.num_workers = 3;
   ASSERT_EQ(train::train(inline_load), 0);
   ASSERT_EQ(train::train(threads), 0);
@@ -195,7 +193,7 @@ TEST(Trainer, LoaderThreadsGiveTheSameRunBitForBit) {
 }
 
 TEST(Trainer, NonFiniteLossStopsWithExitCodeAndLeavesLastCheckpointIntact) {
-  auto dir = fresh_dir("nonfinite");
+  auto dir = fresh_dir("trainer_test", "nonfinite");
   auto c = tiny(dir);
   c.save_interval = 1;
   c.max_grad_norm.reset();
@@ -216,7 +214,7 @@ TEST(Trainer, NonFiniteLossStopsWithExitCodeAndLeavesLastCheckpointIntact) {
 }
 
 TEST(Trainer, SkipsUpToMaxBadStepsThenStops) {
-  auto dir = fresh_dir("skip");
+  auto dir = fresh_dir("trainer_test", "skip");
   auto c = tiny(dir);
   c.max_duration = "6";
   c.optimizer.learning_rate = 1e37;  // Adam's first update (lr / (1 - beta1)) must fit a float
@@ -230,7 +228,7 @@ TEST(Trainer, SkipsUpToMaxBadStepsThenStops) {
 }
 
 TEST(Trainer, EvaluatesHeldOutArithmeticWithExactMatch) {
-  auto dir = fresh_dir("eval");
+  auto dir = fresh_dir("trainer_test", "eval");
   auto c = tiny(dir);
   c.max_duration = "2";
   ASSERT_EQ(train::train(c), 0);
