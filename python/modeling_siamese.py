@@ -26,23 +26,38 @@ class SiameseConfig(PretrainedConfig):
 
 
 class Norm(nn.Module):
-    """RMSNorm (OLMo's: x * rsqrt(mean(x^2) + eps)) or LayerNorm, optional affine/bias."""
+    """OLMo's RMSNorm (x * rsqrt(mean(x^2) + eps)), LayerNorm, or the point-wise DyT
+    (weight * tanh(alpha x) + bias) and Derf (weight * erf(alpha x + shift) + bias), with an
+    optional affine weight and bias: `kind` is layer_norm_type."""
 
-    def __init__(self, rms, dim, eps, affine, bias):
+    def __init__(self, kind, dim, eps, affine, bias):
         super().__init__()
-        self.rms, self.dim, self.eps = rms, dim, eps
+        self.kind, self.dim, self.eps = kind, dim, eps
         self.weight = nn.Parameter(torch.ones(dim)) if affine else None
         self.bias = nn.Parameter(torch.zeros(dim)) if affine and bias else None
+        pointwise = kind in ("dyt", "derf")
+        self.alpha = nn.Parameter(torch.ones(1)) if pointwise else None
+        self.shift = nn.Parameter(torch.zeros(1)) if kind == "derf" else None
 
     def forward(self, x):
-        if not self.rms:
+        if self.kind not in ("rms", "dyt", "derf"):
             return F.layer_norm(x, (self.dim,), self.weight, self.bias, self.eps)
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.kind == "rms":
+            h = x.float()
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        else:
+            h = self.alpha * x
+            h = torch.tanh(h) if self.kind == "dyt" else torch.erf(h + self.shift)
         if self.weight is not None:
             h = h * self.weight
         h = h.to(x.dtype)
         return h + self.bias if self.bias is not None else h
+
+
+def make_norm(c, dim, affine=None):
+    """The norm every part of the model builds from the config (src/model/norm.cpp)."""
+    affine = c["layer_norm_with_affine"] if affine is None else affine
+    return Norm(c["layer_norm_type"], dim, c["layer_norm_eps"], affine, c["bias_for_layer_norm"])
 
 
 def rotate_half(t):
@@ -60,10 +75,9 @@ class Attention(nn.Module):
         self.attn_out = nn.Linear(d, d, bias=c["include_bias"])
         self.clip = c["clip_qkv"]
         self.full_width = c["attention_layer_norm"]
-        rms, eps = c["layer_norm_type"] == "rms", c["layer_norm_eps"]
-        affine = c["attention_layer_norm_with_affine"]
-        bias = affine and c["bias_for_layer_norm"]
-        norm = lambda dim: Norm(rms, dim, eps, affine, bias)
+        def norm(dim):
+            return make_norm(c, dim, c["attention_layer_norm_with_affine"])
+
         self.q_norm = self.k_norm = self.v_norm = None
         if self.full_width:
             self.q_norm, self.k_norm = norm(d), norm(kv)
@@ -148,9 +162,7 @@ class Topology(nn.Module):
         self.blocks = nn.ModuleList(nn.Module() for _ in range(c["n_layers"]))
 
     def norm(self, dim=None):
-        c = self.c
-        return Norm(c["layer_norm_type"] == "rms", dim or c["d_model"], c["layer_norm_eps"],
-                    c["layer_norm_with_affine"], c["bias_for_layer_norm"])
+        return make_norm(self.c, dim or self.c["d_model"])
 
     def block_norm(self, l, name):
         self.blocks[l].add_module(name, self.norm())
@@ -174,7 +186,7 @@ class Pre(Topology):
             self.block_norm(l, "ff_norm")
         self.ln_f = self.norm()
         # pre_embednorm: a parameter-free RMSNorm on the embeddings.
-        self.emb_norm = Norm(True, c["d_model"], c["layer_norm_eps"], False, False) if emb_norm else None
+        self.emb_norm = Norm("rms", c["d_model"], c["layer_norm_eps"], False, False) if emb_norm else None
 
     def begin(self, e):
         return [self.emb_norm(e) if self.emb_norm is not None else e]
@@ -235,6 +247,19 @@ class Peri(Pre):
 
     def leave(self, st, f, s):
         st[0] = st[0] + self.sub_norm(s, "_out_norm")(f)
+
+
+class Reordered(Pre):  # OLMo-2: the norm on each sublayer's output
+    def enter(self, st, s):
+        return st[0]
+
+    def leave(self, st, f, s):
+        st[0] = st[0] + self.sub_norm(s, "_norm")(f)
+
+
+class LayerNormScaling(Pre):
+    def enter(self, st, s):
+        return self.sub_norm(s, "_norm")(st[0]) * (1.0 / math.sqrt(s // 2 + 1))
 
 
 class MixLN(Pre):
@@ -400,6 +425,8 @@ TOPOLOGIES = {
     "hc": HyperConnections,
     "post_pre": PostPre,
     "hybrid_pre": HybridPre,
+    "reordered": Reordered,
+    "lns": LayerNormScaling,
 }
 
 
@@ -417,8 +444,7 @@ class SiameseForCausalLM(PreTrainedModel, GenerationMixin):
         self.wpe = None if c["rope"] else nn.Embedding(c["max_sequence_length"], d)
         self.emb_norm = None
         if c["embedding_layer_norm"]:
-            self.emb_norm = Norm(c["layer_norm_type"] == "rms", d, c["layer_norm_eps"],
-                                 c["layer_norm_with_affine"], c["bias_for_layer_norm"])
+            self.emb_norm = make_norm(c, d)
         self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
         self.topology = TOPOLOGIES[c["residual"]](c)
         self.ff_out = None if c["weight_tying"] else nn.Linear(d, c["embedding_size"], bias=c["include_bias"])

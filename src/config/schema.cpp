@@ -183,9 +183,12 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           .changeable_on_resume(),
       field<T>("model.embedding_layer_norm", "Layer norm on the embeddings (OLMo's switch).", &T::model,
                &M::embedding_layer_norm),
-      field<T>("model.layer_norm_type", "LayerNorm (default, low_precision) or RMSNorm (rms).", &T::model,
-               &M::layer_norm_type)
-          .one_of({"default", "low_precision", "rms"}),
+      field<T>("model.layer_norm_type",
+               "Every norm of the model: LayerNorm (default, low_precision), RMSNorm (rms), or a point-wise "
+               "stand-in: DyT (dyt, weight * tanh(alpha x) + bias) or Derf (derf, weight * erf(alpha x + "
+               "shift) + bias).",
+               &T::model, &M::layer_norm_type)
+          .one_of({"default", "low_precision", "rms", "dyt", "derf"}),
       field<T>("model.layer_norm_with_affine", "Norms have a learnable weight.", &T::model,
                &M::layer_norm_with_affine),
       field<T>("model.layer_norm_eps", "Epsilon of every norm.", &T::model, &M::layer_norm_eps).positive(),
@@ -250,6 +253,16 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           .positive(),
       ours<T>("model.hc_dynamic", "Hyper-Connections: dynamic (DHC) rather than static (SHC).", &T::model,
               &M::hc_dynamic),
+      ours<T>("model.dyt_alpha_init",
+              "DyT (arXiv 2503.10622): initial alpha of every norm; the paper's default is 0.5 and it "
+              "tunes lower values for wider LLMs.",
+              &T::model, &M::dyt_alpha_init)
+          .positive(),
+      ours<T>("model.derf_alpha_init", "Derf (arXiv 2512.10938): initial alpha of every norm.", &T::model,
+              &M::derf_alpha_init)
+          .positive(),
+      ours<T>("model.derf_shift_init", "Derf: initial shift s inside erf(alpha x + s).", &T::model,
+              &M::derf_shift_init),
 
       field<T>("optimizer.name", "Optimizer.", &T::optimizer, &O::name).one_of({"adamw"}),
       field<T>("optimizer.learning_rate", "Peak learning rate.", &T::optimizer, &O::learning_rate).positive(),
@@ -359,7 +372,7 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"try_load_latest_save", "not supported"},
       {"model.alibi", "positions are RoPE or learned"},
       {"model.alibi_bias_max", "positions are RoPE or learned"},
-      {"model.norm_after", "the topology is model.residual"},
+      {"model.norm_after", "the topology is model.residual (OLMo-2's norm_after block: reordered)"},
       {"model.attn_norm", "the topology is model.residual (HybridNorm: hybrid)"},
       {"model.ffn_norm", "the topology is model.residual (HybridNorm: hybrid)"},
       {"model.attn_residual_after_norm", "the topology is model.residual (HybridNorm: hybrid)"},

@@ -11,7 +11,7 @@
 #include "siamese/common/error.h"
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
-#include "siamese/export/hf_llama.h"
+#include "siamese/export/hf_stock.h"
 #include "siamese/export/safetensors.h"
 #include "siamese/model/attention.h"
 #include "siamese/model/mlp.h"
@@ -120,7 +120,8 @@ std::string export_model(const TrainConfig& config, model::TransformerImpl& mode
   }
   NamedTensors ours;
   for (const auto& p : model.named_parameters()) ours.emplace_back(p.key(), p.value().detach().contiguous());
-  const std::string why = not_llama(c);
+  std::string why;
+  const StockClass* stock = stock_class_of(c, &why);
 
   if (!out.parent_path().empty()) fs::create_directories(out.parent_path());
   const fs::path tmp = scratch_path(out, "tmp"), old = scratch_path(out, "old");
@@ -128,10 +129,10 @@ std::string export_model(const TrainConfig& config, model::TransformerImpl& mode
   try {
     fs::create_directories(tmp);
     // The whole run config rides along, so that `siamese import` restores it as it was.
-    json cfg = why.empty() ? llama_config(c) : siamese_config(config);
+    json cfg = stock ? stock_config(*stock, c) : siamese_config(config);
     cfg["siamese_run_config"] = to_yaml(config);
-    if (why.empty()) {
-      write_weights(tmp, llama_tensors(c, ours), options.max_shard_bytes);
+    if (stock) {
+      write_weights(tmp, stock_tensors(*stock, c, ours), options.max_shard_bytes);
     } else {
       write_weights(tmp, ours, options.max_shard_bytes);
       write_file_atomically(tmp / "modeling_siamese.py", kModelingSiamesePy, kExportFix);
@@ -141,7 +142,7 @@ std::string export_model(const TrainConfig& config, model::TransformerImpl& mode
     write_json(tmp / "generation_config.json", {{"eos_token_id", c.eos_token_id},
                                                 {"pad_token_id", c.pad_token_id},
                                                 {"do_sample", false},
-                                                {"use_cache", why.empty()}});
+                                                {"use_cache", stock != nullptr}});
     if (tok) {
       std::ifstream in(options.tokenizer, std::ios::binary);
       write_file_atomically(tmp / "tokenizer.json", std::string(std::istreambuf_iterator<char>(in), {}),
@@ -165,7 +166,7 @@ std::string export_model(const TrainConfig& config, model::TransformerImpl& mode
     remove_quietly(tmp);
     throw;
   }
-  return why.empty() ? "LlamaForCausalLM" : "SiameseForCausalLM (" + why + ")";
+  return stock ? stock->architecture : "SiameseForCausalLM (" + why + ")";
 }
 
 ImportedModel import_model(const fs::path& dir) {
@@ -182,23 +183,27 @@ ImportedModel import_model(const fs::path& dir) {
     }
   }
   const std::string type = j.value("model_type", "");
+  // A folder `siamese export` wrote as a stock class carries the run config too: its weights
+  // still have the stock names.
+  const StockClass* stock = stock_class_named(type);
   ImportedModel m;
   if (j.contains("siamese_run_config") && j["siamese_run_config"].is_string()) {
     m.config = load_config_text(j["siamese_run_config"].get<std::string>(),
                                 config_path.string() + " (siamese_run_config)");
-  } else if (type == "llama") {
-    m.config = config_from_llama(j, dir);
+  } else if (stock) {
+    m.config = config_from_stock(*stock, j, dir);
   } else {
-    throw Error("model_type \"" + type + "\" cannot be imported", config_path.string(),
-                "import a folder written by `siamese export` or a LlamaForCausalLM folder");
+    throw Error(
+        "model_type \"" + type + "\" cannot be imported", config_path.string(),
+        "import a folder written by `siamese export`, or a LlamaForCausalLM or Olmo2ForCausalLM folder");
   }
   model::apply_required_settings(m.config.model);
   m.model = model::Transformer(m.config.model);
   auto tensors = read_weights(dir);
   const std::string where = dir.string();
   NamedTensors ours;
-  if (type == "llama") {
-    ours = ours_from_llama(m.config.model, std::move(tensors), where);
+  if (stock) {
+    ours = ours_from_stock(*stock, m.config.model, std::move(tensors), where);
   } else {
     for (auto& [name, t] : tensors) ours.emplace_back(name, t);
   }

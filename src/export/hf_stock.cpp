@@ -1,4 +1,4 @@
-#include "siamese/export/hf_llama.h"
+#include "siamese/export/hf_stock.h"
 
 #include <fmt/format.h>
 
@@ -23,22 +23,49 @@ ordered_json common_hf_config(const ModelConfig& c) {
           {"torch_dtype", "float32"}};
 }
 
-// Why the model is not exactly a stock LlamaForCausalLM, or "" when it is.
-std::string not_llama(const ModelConfig& c) {
-  if (c.residual != "pre") return "topology " + c.residual;
-  if (c.layer_norm_type != "rms") return "LayerNorm";
-  if (!c.layer_norm_with_affine || c.bias_for_layer_norm.value_or(c.include_bias)) return "norm affine/bias";
-  if (c.activation_type != "swiglu") return "activation " + c.activation_type;
-  if (!c.rope) return "learned positions";
-  if (c.include_bias) return "biases";
-  if (c.clip_qkv || c.attention_layer_norm || c.use_query_norm || c.use_key_norm || c.use_value_norm)
-    return "Q/K/V clipping or norms";
-  if (c.embedding_layer_norm || c.scale_logits) return "embedding norm or scaled logits";
-  return "";
+namespace {
+
+const std::vector<StockClass>& stock_classes() {
+  static const std::vector<StockClass> classes = {
+      {"LlamaForCausalLM", "llama", "pre", "input_layernorm", "post_attention_layernorm", false},
+      {"Olmo2ForCausalLM", "olmo2", "reordered", "post_attention_layernorm", "post_feedforward_layernorm",
+       true},
+  };
+  return classes;
 }
 
-// Llama's names; att_proj splits into q/k/v, ff_proj's halves are (value, gate) = (up, gate).
-NamedTensors llama_tensors(const ModelConfig& c, const NamedTensors& ours) {
+}  // namespace
+
+const StockClass* stock_class_named(const std::string& model_type) {
+  for (const auto& cls : stock_classes())
+    if (cls.model_type == model_type) return &cls;
+  return nullptr;
+}
+
+const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not) {
+  const StockClass* cls = nullptr;
+  for (const auto& candidate : stock_classes())
+    if (candidate.topology == c.residual) cls = &candidate;
+  auto no = [&](const std::string& why) -> const StockClass* {
+    *why_not = why;
+    return nullptr;
+  };
+  if (!cls) return no("topology " + c.residual);
+  if (c.layer_norm_type != "rms") return no("layer_norm_type " + c.layer_norm_type);
+  if (!c.layer_norm_with_affine || c.bias_for_layer_norm.value_or(c.include_bias))
+    return no("norm affine/bias");
+  if (c.activation_type != "swiglu") return no("activation " + c.activation_type);
+  if (!c.rope) return no("learned positions");
+  if (c.include_bias) return no("biases");
+  if (c.clip_qkv || c.use_query_norm || c.use_key_norm || c.use_value_norm)
+    return no("Q/K/V clipping or norms");
+  if (c.attention_layer_norm != cls->qk_norm || (cls->qk_norm && !c.attention_layer_norm_with_affine))
+    return no(cls->qk_norm ? "Q/K norms without weights" : "Q/K norms");
+  if (c.embedding_layer_norm || c.scale_logits) return no("embedding norm or scaled logits");
+  return cls;
+}
+
+NamedTensors stock_tensors(const StockClass& cls, const ModelConfig& c, const NamedTensors& ours) {
   const int64_t d = c.d_model, kv = model::kv_head_count(c) * (d / c.n_heads),
                 inner = model::mlp_inner_size(c);
   NamedTensors out;
@@ -59,16 +86,18 @@ NamedTensors llama_tensors(const ModelConfig& c, const NamedTensors& ours) {
         out.emplace_back(p + "mlp.gate_proj.weight", t.narrow(0, inner, inner));
       } else if (r == "ff_out.weight") {
         out.emplace_back(p + "mlp.down_proj.weight", t);
+      } else if (cls.qk_norm && (r == "q_norm.weight" || r == "k_norm.weight")) {
+        out.emplace_back(p + "self_attn." + r, t);
       } else {
-        throw Error("no Llama name for " + name, "export");
+        throw Error("no " + cls.architecture + " name for " + name, "export");
       }
     } else if (n.owner == Owner::Topology && n.layer) {
       if (r == "attn_norm.weight")
-        out.emplace_back(p + "input_layernorm.weight", t);
+        out.emplace_back(p + cls.attn_norm + ".weight", t);
       else if (r == "ff_norm.weight")
-        out.emplace_back(p + "post_attention_layernorm.weight", t);
+        out.emplace_back(p + cls.ff_norm + ".weight", t);
       else
-        throw Error("no Llama name for " + name, "export");
+        throw Error("no " + cls.architecture + " name for " + name, "export");
     } else if (name == "wte.weight") {
       out.emplace_back("model.embed_tokens.weight", t);
     } else if (name == "topology.ln_f.weight") {
@@ -76,15 +105,15 @@ NamedTensors llama_tensors(const ModelConfig& c, const NamedTensors& ours) {
     } else if (name == "ff_out.weight") {
       out.emplace_back("lm_head.weight", t);
     } else {
-      throw Error("no Llama name for " + name, "export");
+      throw Error("no " + cls.architecture + " name for " + name, "export");
     }
   }
   for (auto& [name, t] : out) t = t.contiguous();
   return out;
 }
 
-// Our parameters from Llama's tensors; a key that has no place here is an Error naming it.
-NamedTensors ours_from_llama(const ModelConfig& c, TensorMap hf, const std::string& where) {
+NamedTensors ours_from_stock(const StockClass& cls, const ModelConfig& c, TensorMap hf,
+                             const std::string& where) {
   NamedTensors out;
   auto take = [&](const std::string& key) {
     auto it = hf.find(key);
@@ -104,20 +133,24 @@ NamedTensors ours_from_llama(const ModelConfig& c, TensorMap hf, const std::stri
     out.emplace_back(b + "mlp.ff_proj.weight",
                      torch::cat({take(p + "mlp.up_proj.weight"), take(p + "mlp.gate_proj.weight")}));
     out.emplace_back(b + "mlp.ff_out.weight", take(p + "mlp.down_proj.weight"));
-    out.emplace_back("topology." + b + "attn_norm.weight", take(p + "input_layernorm.weight"));
-    out.emplace_back("topology." + b + "ff_norm.weight", take(p + "post_attention_layernorm.weight"));
+    if (cls.qk_norm) {
+      out.emplace_back(b + "attn.q_norm.weight", take(p + "self_attn.q_norm.weight"));
+      out.emplace_back(b + "attn.k_norm.weight", take(p + "self_attn.k_norm.weight"));
+    }
+    out.emplace_back("topology." + b + "attn_norm.weight", take(p + cls.attn_norm + ".weight"));
+    out.emplace_back("topology." + b + "ff_norm.weight", take(p + cls.ff_norm + ".weight"));
   }
   out.emplace_back("topology.ln_f.weight", take("model.norm.weight"));
   if (!c.weight_tying) out.emplace_back("ff_out.weight", take("lm_head.weight"));
   if (!hf.empty())
-    throw Error("tensor " + hf.begin()->first + " has no place in a Pre-Norm model" +
+    throw Error("tensor " + hf.begin()->first + " has no place in a " + cls.architecture +
                     (hf.size() > 1 ? fmt::format(" ({} more)", hf.size() - 1) : ""),
-                where, "only LlamaForCausalLM-shaped weights can be imported as Llama");
+                where, "check that config.json's model_type describes these weights");
   return out;
 }
 
-ordered_json llama_config(const ModelConfig& c) {
-  ordered_json j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}};
+ordered_json stock_config(const StockClass& cls, const ModelConfig& c) {
+  ordered_json j = {{"architectures", {cls.architecture}}, {"model_type", cls.model_type}};
   j.update(common_hf_config(c));
   j.update({{"intermediate_size", model::mlp_inner_size(c)},
             {"num_key_value_heads", model::kv_head_count(c)},
@@ -127,15 +160,14 @@ ordered_json llama_config(const ModelConfig& c) {
             {"rope_theta", c.rope_theta},
             {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rope_theta}}},
             {"attention_bias", false},
-            {"mlp_bias", false},
             {"attention_dropout", 0.0},
             {"tie_word_embeddings", c.weight_tying},
             {"use_cache", true}});
+  if (cls.model_type == "llama") j["mlp_bias"] = false;
   return j;
 }
 
-// The run config of a stock Llama folder: Pre-Norm, RMSNorm, SwiGLU, RoPE, no biases.
-TrainConfig config_from_llama(const nlohmann::json& j, const fs::path& dir) {
+TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, const fs::path& dir) {
   const std::string where = (dir / "config.json").string();
   auto need = [&](const char* key) {
     if (!j.contains(key)) throw Error(std::string("missing key ") + key, where);
@@ -143,7 +175,8 @@ TrainConfig config_from_llama(const nlohmann::json& j, const fs::path& dir) {
   };
   auto refuse = [&](const char* key, const std::string& why) {
     throw Error(fmt::format("config key {} ({}) cannot be represented: {}", key, j.at(key).dump(), why),
-                where, "only a plain Pre-Norm Llama can be imported");
+                where,
+                "only configs the stock " + cls.architecture + " computes without options can be imported");
   };
   if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) refuse("rope_scaling", "RoPE scaling");
   if (j.contains("rope_parameters") && j.at("rope_parameters").value("rope_type", "default") != "default")
@@ -153,7 +186,8 @@ TrainConfig config_from_llama(const nlohmann::json& j, const fs::path& dir) {
   if (j.value("hidden_act", "silu") != "silu") refuse("hidden_act", "SwiGLU uses silu");
   TrainConfig cfg;
   auto& m = cfg.model;
-  m.residual = "pre";
+  m.residual = cls.topology;
+  m.attention_layer_norm = cls.qk_norm;
   m.layer_norm_type = "rms";
   m.activation_type = "swiglu";
   m.rope = true;

@@ -46,14 +46,14 @@ ParamCounts count_parameters(const ModelConfig& cfg) {
   check_model_config(cfg);
   const int64_t d = cfg.d_model, head_dim = d / cfg.n_heads;
   const int64_t kv = kv_head_count(cfg) * head_dim;
-  const bool norm_bias = cfg.bias_for_layer_norm.value_or(cfg.include_bias);
-  auto norm = [](int64_t dim, bool affine, bool bias) { return affine ? dim * (bias ? 2 : 1) : 0; };
   auto linear = [&](int64_t in, int64_t out) { return in * out + (cfg.include_bias ? out : 0); };
-  auto qkv_norm = [&](int64_t dim) { return norm(dim, cfg.attention_layer_norm_with_affine, norm_bias); };
+  auto qkv_norm = [&](int64_t dim) {
+    return norm_parameter_count(cfg, dim, cfg.attention_layer_norm_with_affine);
+  };
 
   ParamCounts c;
   c.embedding = cfg.embedding_size * d + (cfg.rope ? 0 : cfg.max_sequence_length * d);
-  if (cfg.embedding_layer_norm) c.embedding += norm(d, cfg.layer_norm_with_affine, norm_bias);
+  if (cfg.embedding_layer_norm) c.embedding += norm_parameter_count(cfg, d);
   int64_t attention = linear(d, d + 2 * kv) + linear(d, d);
   if (cfg.attention_layer_norm) attention += qkv_norm(d) + qkv_norm(kv);
   for (bool on : {cfg.use_query_norm, cfg.use_key_norm, cfg.use_value_norm})

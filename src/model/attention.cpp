@@ -31,11 +31,8 @@ AttentionImpl::AttentionImpl(const ModelConfig& cfg)
       "att_proj", torch::nn::Linear(torch::nn::LinearOptions(d, d + 2 * kv).bias(cfg.include_bias)));
   attn_out =
       register_module("attn_out", torch::nn::Linear(torch::nn::LinearOptions(d, d).bias(cfg.include_bias)));
-  const auto kind = cfg.layer_norm_type == "rms" ? NormKind::RMS : NormKind::LayerNorm;
-  const bool affine = cfg.attention_layer_norm_with_affine;
-  const bool bias = affine && cfg.bias_for_layer_norm.value_or(cfg.include_bias);
   auto norm = [&](const char* name, int64_t dim) {
-    return register_module(name, Norm(kind, dim, cfg.layer_norm_eps, affine, bias));
+    return register_module(name, make_norm(cfg, dim, cfg.attention_layer_norm_with_affine));
   };
   if (cfg.attention_layer_norm) {
     q_norm = norm("q_norm", d);

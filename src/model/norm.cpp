@@ -42,15 +42,27 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
 
 }  // namespace
 
-NormImpl::NormImpl(NormKind kind, int64_t dim, double eps, bool affine, bool bias)
+NormImpl::NormImpl(NormKind kind, int64_t dim, double eps, bool affine, bool bias, double alpha_init,
+                   double shift_init)
     : kind_(kind), dim_(dim), eps_(eps) {
   if (affine) {
     weight = register_parameter("weight", torch::ones({dim}));
     if (bias) this->bias = register_parameter("bias", torch::zeros({dim}));
   }
+  if (kind == NormKind::DyT || kind == NormKind::Derf)
+    alpha = register_parameter("alpha", torch::full({1}, alpha_init));
+  if (kind == NormKind::Derf) shift = register_parameter("shift", torch::full({1}, shift_init));
 }
 
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
+  if (kind_ == NormKind::DyT || kind_ == NormKind::Derf) {
+    // Point-wise: float32 for half inputs (the [1] scalars promote them), returned in x's dtype
+    // as RMSNorm does.
+    auto h = kind_ == NormKind::DyT ? torch::tanh(alpha * x) : torch::erf(alpha * x + shift);
+    if (weight.defined()) h = h * weight;
+    if (bias.defined()) h = h + bias;
+    return h.to(x.scalar_type());
+  }
   // Half inputs (autocast) are normalized in float32 with the float32 affine parameters,
   // as CUDA autocast does for layer_norm; CPU kernels reject the mixed dtypes otherwise.
   if (kind_ == NormKind::LayerNorm)
@@ -64,13 +76,26 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   return bias.defined() ? h + bias : h;
 }
 
-static NormKind kind_of(const ModelConfig& cfg) {
-  return cfg.layer_norm_type == "rms" ? NormKind::RMS : NormKind::LayerNorm;
+NormKind norm_kind(const ModelConfig& cfg) {
+  if (cfg.layer_norm_type == "rms") return NormKind::RMS;
+  if (cfg.layer_norm_type == "dyt") return NormKind::DyT;
+  if (cfg.layer_norm_type == "derf") return NormKind::Derf;
+  return NormKind::LayerNorm;
 }
 
-Norm make_norm(const ModelConfig& cfg, int64_t dim) {
-  return Norm(kind_of(cfg), dim, cfg.layer_norm_eps, cfg.layer_norm_with_affine,
-              cfg.bias_for_layer_norm.value_or(cfg.include_bias));
+Norm make_norm(const ModelConfig& cfg, int64_t dim, std::optional<bool> affine) {
+  const NormKind kind = norm_kind(cfg);
+  const bool with_weight = affine.value_or(cfg.layer_norm_with_affine);
+  return Norm(kind, dim, cfg.layer_norm_eps, with_weight, cfg.bias_for_layer_norm.value_or(cfg.include_bias),
+              kind == NormKind::DyT ? cfg.dyt_alpha_init : cfg.derf_alpha_init, cfg.derf_shift_init);
+}
+
+int64_t norm_parameter_count(const ModelConfig& cfg, int64_t dim, std::optional<bool> affine) {
+  const NormKind kind = norm_kind(cfg);
+  int64_t n = kind == NormKind::DyT ? 1 : kind == NormKind::Derf ? 2 : 0;
+  if (affine.value_or(cfg.layer_norm_with_affine))
+    n += dim * (cfg.bias_for_layer_norm.value_or(cfg.include_bias) ? 2 : 1);
+  return n;
 }
 
 Norm make_plain_rms_norm(const ModelConfig& cfg, int64_t dim) {

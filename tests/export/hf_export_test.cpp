@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -23,6 +24,7 @@
 #include "siamese/train/save_folder.h"
 #include "support/cli.h"
 #include "support/file_size_limit.h"
+#include "support/run_files.h"
 #include "support/temp_dir.h"
 
 using siamese::testing::FileSizeLimit;
@@ -79,9 +81,23 @@ model::Transformer save_run(const TrainConfig& cfg, const std::string& run) {
 
 class HfExport : public ::testing::TestWithParam<std::string> {};
 
+// A topology name, or "topology:layer_norm_type".
+TrainConfig tiny_of(const std::string& spec) {
+  const auto colon = spec.find(':');
+  TrainConfig cfg = tiny(spec.substr(0, colon));
+  if (colon != std::string::npos) cfg.model.layer_norm_type = spec.substr(colon + 1);
+  return cfg;
+}
+
+std::vector<std::string> export_cases() {
+  std::vector<std::string> cases = model::topology_names();
+  for (const char* extra : {"pre:dyt", "hybrid_pre:derf"}) cases.push_back(extra);
+  return cases;
+}
+
 TEST_P(HfExport, TransformersComputesTheSameLogitsAndGreedyTokens) {
   TempDir dir;
-  const auto cfg = tiny(GetParam());
+  const auto cfg = tiny_of(GetParam());
   const auto run = dir.file("run");
   auto m = save_run(cfg, run);
 
@@ -103,14 +119,20 @@ TEST_P(HfExport, TransformersComputesTheSameLogitsAndGreedyTokens) {
   const std::string export_cmd =
       std::string(SIAMESE_BINARY) + " export " + run + " --out " + dir.file("hf") + " > " + log + " 2>&1";
   ASSERT_EQ(std::system(export_cmd.c_str()), 0) << read_all(log);
-  EXPECT_EQ(fs::exists(dir.file("hf") + "/modeling_siamese.py"), GetParam() != "pre");
+  // pre and reordered are stock classes (Llama, Olmo2): no remote code.
+  const bool stock = GetParam() == "pre" || GetParam() == "reordered";
+  EXPECT_EQ(fs::exists(dir.file("hf") + "/modeling_siamese.py"), !stock);
   const std::string check = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
                             "/tests/export/hf_parity.py " + dir.file("hf") + " " + dir.file("ids.npy") + " " +
                             dir.file("logits.npy") + " " + dir.file("greedy.npy") + " > " + log + " 2>&1";
   EXPECT_EQ(std::system(check.c_str()), 0) << read_all(log);
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryTopology, HfExport, ::testing::ValuesIn(model::topology_names()));
+INSTANTIATE_TEST_SUITE_P(EveryTopology, HfExport, ::testing::ValuesIn(export_cases()), [](const auto& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), ':', '_');
+  return name;
+});
 
 std::map<std::string, torch::Tensor> weights(const std::string& run) {
   const auto cfg = load_config(train::latest_checkpoint(run)->string() + "/config.yaml", {});
@@ -219,30 +241,58 @@ TEST_P(HfRoundTrip, ExportThenImportIsBitExact) {
 
 INSTANTIATE_TEST_SUITE_P(LlamaAndSiamese, HfRoundTrip, ::testing::Values("pre", "hybrid_pre", "hc"));
 
-TEST(HfImport, StockLlamaFolderComputesTheSameLogits) {
+// A random stock model made by transformers imports and computes transformers' logits, and
+// training on from it starts at transformers' loss on the same batch: the data file holds
+// exactly one batch, so the first step's loss (a mean over the batch, whatever its order) is
+// that loss.
+class HfImportStock : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfImportStock, ComputesTheSameLogitsAndTrainsOnFromTheSameLoss) {
   TempDir dir;
   const std::string py = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR + "/tests/export/",
                     bin = SIAMESE_BINARY, log = dir.file("log");
-  ASSERT_EQ(sh(py + "hf_make_llama.py " + dir.file("llama") + " " + dir.file("ids.npy") + " " +
-                   dir.file("logits.npy"),
+  ASSERT_EQ(sh(py + "hf_make_stock.py " + GetParam() + " " + dir.file("hf") + " " + dir.file("ids.npy") +
+                   " " + dir.file("logits.npy"),
                log),
             0)
       << read_all(log);
-  ASSERT_EQ(sh(bin + " import " + dir.file("llama") + " --out " + dir.file("run"), log), 0) << read_all(log);
+  const std::string made = read_all(log);
+  const double hf_loss = std::stod(made.substr(made.rfind("loss ") + 5));
+  ASSERT_EQ(sh(bin + " import " + dir.file("hf") + " --out " + dir.file("run"), log), 0) << read_all(log);
   const auto cfg = load_config(dir.file("run") + "/step0/config.yaml", {});
+  EXPECT_EQ(cfg.model.residual, GetParam() == "llama" ? "pre" : "reordered");
   model::Transformer m(cfg.model);
   train::load_checkpoint(dir.file("run") + "/step0", *m, nullptr);
   m->eval();
-  torch::NoGradGuard g;
-  const auto logits = m->forward(read_npy(dir.file("ids.npy")));
-  EXPECT_LT((logits - read_npy(dir.file("logits.npy"))).abs().max().item<double>(), 1e-4);
+  {
+    torch::NoGradGuard g;
+    const auto logits = m->forward(read_npy(dir.file("ids.npy")));
+    EXPECT_LT((logits - read_npy(dir.file("logits.npy"))).abs().max().item<double>(), 1e-4);
+  }
+  const std::string train_cmd =
+      bin + " train " + dir.file("run") + "/step0/config.yaml --load_path=" + dir.file("run") +
+      "/step0 --save_folder=" + dir.file("ft") + " --data.paths=[" + dir.file("ids.tokens") +
+      "] --data.memmap_dtype=uint16"
+      " --global_train_batch_size=4 --device_train_microbatch_size=4 --max_duration=1 "
+      "--optimizer.learning_rate=1e-3"
+      " --scheduler.t_warmup=0 --eval_interval=1000 --save_interval=1000 --device=cpu";
+  ASSERT_EQ(sh(train_cmd, log), 0) << read_all(log);
+  const auto losses = siamese::testing::losses(dir.file("ft"));
+  ASSERT_EQ(losses.size(), 1u) << read_all(log);
+  const double ours = std::stod(losses.begin()->second);
+  std::cout << "[import " << GetParam() << "] first training step's loss " << ours << ", transformers' "
+            << hf_loss << "\n";
+  EXPECT_NEAR(ours, hf_loss, 1e-5) << read_all(log);
 }
+
+INSTANTIATE_TEST_SUITE_P(LlamaAndOlmo2, HfImportStock, ::testing::Values("llama", "olmo2"),
+                         [](const auto& info) { return info.param; });
 
 TEST(HfImport, WhatCannotBeRepresentedIsNamed) {
   TempDir dir;
   const std::string py = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR + "/tests/export/",
                     bin = SIAMESE_BINARY, log = dir.file("log");
-  ASSERT_EQ(sh(py + "hf_make_llama.py " + dir.file("llama") + " " + dir.file("ids.npy") + " " +
+  ASSERT_EQ(sh(py + "hf_make_stock.py llama " + dir.file("llama") + " " + dir.file("ids.npy") + " " +
                    dir.file("logits.npy") + " '{\"attention_bias\": true}'",
                log),
             0)
@@ -250,6 +300,28 @@ TEST(HfImport, WhatCannotBeRepresentedIsNamed) {
   EXPECT_NE(sh(bin + " import " + dir.file("llama") + " --out " + dir.file("run"), log), 0);
   EXPECT_NE(read_all(log).find("attention_bias"), std::string::npos) << read_all(log);
 }
+
+// OLMo-core (AllenAI's reference implementation, ai2-olmo-core 3.0.0 in a folder of its own:
+// scripts/requirements-olmo-core.txt) builds each topology out of its own block class
+// (default, default_scaled, reordered_norm, peri_norm), copies in the weights of the exported
+// folder and must agree with our transformers twin on logits and on the gradient of every
+// parameter (tests/export/olmo_core_parity.py). HfExport above ties the twin to this model's
+// logits, so the chain C++ == twin == OLMo-core is what the two show together.
+class OlmoCoreParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OlmoCoreParity, OlmoCoresBlocksComputeTheSameLogitsAndGradients) {
+  TempDir dir;
+  save_run(tiny(GetParam()), dir.file("run"));
+  const std::string bin = SIAMESE_BINARY, log = dir.file("log");
+  ASSERT_EQ(sh(bin + " export " + dir.file("run") + " --out " + dir.file("hf"), log), 0) << read_all(log);
+  const int status = sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
+                            "/tests/export/olmo_core_parity.py " + dir.file("hf") + " " + GetParam(),
+                        log);
+  std::cout << read_all(log);
+  EXPECT_EQ(status, 0) << read_all(log);
+}
+
+INSTANTIATE_TEST_SUITE_P(Blocks, OlmoCoreParity, ::testing::Values("pre", "lns", "reordered", "peri"));
 
 }  // namespace
 }  // namespace siamese

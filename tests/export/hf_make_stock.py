@@ -1,26 +1,36 @@
-"""Saves a small random stock LlamaForCausalLM and its logits, for `siamese import`.
+"""Saves a small random stock transformers model, a batch and what transformers computes on
+it, for `siamese import`.
 
-usage: hf_make_llama.py OUT_DIR IDS.npy LOGITS.npy [EXTRA_CONFIG_JSON]
+usage: hf_make_stock.py llama|olmo2 OUT_DIR IDS.npy LOGITS.npy [EXTRA_CONFIG_JSON]
+Also writes IDS.tokens (the batch as raw uint16 tokens, a data file for `siamese train`) and
+prints "loss <value>": transformers' mean next-token loss on the batch (labels = ids).
 """
 import json
 import sys
 
 import numpy as np
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Olmo2Config, Olmo2ForCausalLM
 
+kind, out, ids_path, logits_path = sys.argv[1:5]
+extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
+classes = {"llama": (LlamaConfig, LlamaForCausalLM), "olmo2": (Olmo2Config, Olmo2ForCausalLM)}
+config_class, model_class = classes[kind]
 torch.manual_seed(0)
-extra = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
-config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                     rms_norm_eps=1e-5, tie_word_embeddings=False, **extra)
-model = LlamaForCausalLM(config).eval()
+config = config_class(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      rms_norm_eps=1e-5, tie_word_embeddings=False, pad_token_id=0, eos_token_id=1,
+                      **extra)
+model = model_class(config).eval()
 with torch.no_grad():
     for name, p in model.named_parameters():
         if "norm" in name:
             p.copy_(1.0 + 0.3 * torch.randn_like(p))
-model.save_pretrained(sys.argv[1])
-ids = torch.randint(96, (2, 10))
-np.save(sys.argv[2], ids.numpy())
+model.save_pretrained(out)
+ids = torch.randint(2, 256, (4, 64))  # 4 sequences of max_position_embeddings
+np.save(ids_path, ids.numpy())
+ids.numpy().astype("<u2").tofile(ids_path.removesuffix(".npy") + ".tokens")
 with torch.no_grad():
-    np.save(sys.argv[3], model(input_ids=ids).logits.numpy())
+    result = model(input_ids=ids, labels=ids)
+np.save(logits_path, result.logits.numpy())
+print(f"loss {result.loss.item():.9f}")

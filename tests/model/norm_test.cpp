@@ -1,5 +1,6 @@
 // RMSNorm's hand-written backward against the composite formula under autograd, in
-// float64, with and without the affine weight and bias.
+// float64, with and without the affine weight and bias; DyT and Derf against their formulas
+// and finite differences.
 #include <gtest/gtest.h>
 
 #include "siamese/model/norm.h"
@@ -55,4 +56,68 @@ TEST(Norm, RmsNormOfBfloat16InputComputesInFloat32AndReturnsBfloat16) {
   EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
   auto expected = composite_rms(x.to(torch::kBFloat16).to(torch::kFloat), norm->weight, {}, 1e-5);
   EXPECT_LT((y.to(torch::kFloat) - expected).abs().max().item<double>(), 1e-2);
+}
+
+// DyT and Derf as their papers write them, and float64 central differences for the gradient
+// of every input: x, weight, bias, alpha and (Derf) shift.
+TEST(Norm, PointwiseNormsMatchTheirFormulasAndFiniteDifferenceGradients) {
+  torch::manual_seed(4);
+  for (NormKind kind : {NormKind::DyT, NormKind::Derf}) {
+    SCOPED_TRACE(kind == NormKind::DyT ? "dyt" : "derf");
+    Norm norm(kind, 12, 1e-5, /*affine=*/true, /*bias=*/true, /*alpha_init=*/0.7, /*shift_init=*/0.1);
+    norm->to(torch::kDouble);
+    EXPECT_FLOAT_EQ(norm->alpha.item<float>(), 0.7f);
+    if (kind == NormKind::Derf) {
+      EXPECT_FLOAT_EQ(norm->shift.item<float>(), 0.1f);
+    } else {
+      EXPECT_FALSE(norm->shift.defined());
+    }
+    {
+      torch::NoGradGuard no_grad;
+      norm->weight.uniform_(0.5, 1.5);
+      norm->bias.uniform_(-0.5, 0.5);
+    }
+    auto x = (torch::randn({2, 3, 12}, torch::kDouble) * 2).requires_grad_();
+    auto formula = [&](const torch::Tensor& in) {
+      auto a = norm->alpha * in;
+      auto h = kind == NormKind::DyT ? torch::tanh(a) : torch::erf(a + norm->shift);
+      return h * norm->weight + norm->bias;
+    };
+    auto y = norm(x);
+    EXPECT_LT((y - formula(x)).abs().max().item<double>(), 1e-15);
+    auto dy = torch::randn_like(y);
+    (y * dy).sum().backward();
+    auto objective = [&] {
+      torch::NoGradGuard no_grad;
+      return (norm(x) * dy).sum().item<double>();
+    };
+    std::vector<std::pair<std::string, torch::Tensor>> inputs = {{"x", x}};
+    for (auto& p : norm->named_parameters()) inputs.emplace_back(p.key(), p.value());
+    EXPECT_EQ(inputs.size(), kind == NormKind::DyT ? 4u : 5u);
+    for (auto& [name, t] : inputs) {
+      auto flat = t.detach().view(-1);
+      auto grad = t.grad().view(-1);
+      for (int64_t i = 0; i < std::min<int64_t>(flat.numel(), 6); ++i) {
+        const double h = 1e-6, v = flat[i].item<double>();
+        flat[i] = v + h;
+        const double up = objective();
+        flat[i] = v - h;
+        const double down = objective();
+        flat[i] = v;
+        EXPECT_NEAR(grad[i].item<double>(), (up - down) / (2 * h), 1e-7) << name << "[" << i << "]";
+      }
+    }
+  }
+}
+
+TEST(Norm, PointwiseNormsOfBfloat16InputReturnBfloat16) {
+  for (NormKind kind : {NormKind::DyT, NormKind::Derf}) {
+    Norm norm(kind, 8, 1e-5, true, false);
+    auto x = torch::randn({4, 8});
+    auto y = norm(x.to(torch::kBFloat16));
+    EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+    EXPECT_LT(
+        (y.to(torch::kFloat) - norm(x.to(torch::kBFloat16).to(torch::kFloat))).abs().max().item<double>(),
+        1e-2);
+  }
 }

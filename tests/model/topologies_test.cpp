@@ -208,10 +208,15 @@ double gradcheck(Transformer& m, const torch::Tensor& ids, double* max_abs_err) 
 }
 
 TEST(Topologies, FiniteDifferenceGradientsFloat64) {
-  for (const std::string name : {"post", "hc", "post_pre", "pre", "hybrid_pre", "residual", "deepnorm",
-                                 "mixln", "peri", "hybrid_star"}) {
-    SCOPED_TRACE(name);
-    auto c = tiny_config(name, {8, 2, std::nullopt, 2, 4, false, "rms"});
+  // A topology name, or "pre:dyt" for Pre-Norm with that layer_norm_type.
+  for (const std::string spec :
+       {"post", "hc", "post_pre", "pre", "hybrid_pre", "residual", "deepnorm", "mixln", "peri", "hybrid_star",
+        "reordered", "lns", "pre:dyt", "post_pre:derf"}) {
+    SCOPED_TRACE(spec);
+    const auto colon = spec.find(':');
+    const std::string name = spec.substr(0, colon);
+    auto c = tiny_config(
+        name, {8, 2, std::nullopt, 2, 4, false, colon == std::string::npos ? "rms" : spec.substr(colon + 1)});
     c.mixln_alpha = 0.5;  // one Post-LN and one Pre-LN layer
     auto m = build(c, 21);
     m->to(torch::kDouble);
@@ -220,7 +225,7 @@ TEST(Topologies, FiniteDifferenceGradientsFloat64) {
     if (name == "hc") perturb_hc(m);
     double abs_err = 0.0;
     const double rel = gradcheck(m, random_ids(c, 2, 4, 9), &abs_err);
-    std::cout << "[gradcheck] " << name << ": max abs err " << abs_err << ", max rel err " << rel << "\n";
+    std::cout << "[gradcheck] " << spec << ": max abs err " << abs_err << ", max rel err " << rel << "\n";
   }
 }
 
@@ -443,6 +448,21 @@ TEST_F(TopologyFormula, PeriLN) {
   auto x = emb_;
   for (int64_t s = 0; s < 2 * kLayers; ++s)
     x = x + rms(F(rms(x, blk(s, "attn_norm", "ff_norm")), s), blk(s, "attn_out_norm", "ff_out_norm"));
+  expect_matches(rms(x, "ln_f"));
+}
+
+TEST_F(TopologyFormula, ReorderedNorm) {
+  build("reordered");
+  auto x = emb_;
+  for (int64_t s = 0; s < 2 * kLayers; ++s) x = x + rms(F(x, s), blk(s, "attn_norm", "ff_norm"));
+  expect_matches(rms(x, "ln_f"));
+}
+
+TEST_F(TopologyFormula, LayerNormScaling) {
+  build("lns");
+  auto x = emb_;
+  for (int64_t s = 0; s < 2 * kLayers; ++s)
+    x = x + F(rms(x, blk(s, "attn_norm", "ff_norm")) / std::sqrt(double(s / 2 + 1)), s);
   expect_matches(rms(x, "ln_f"));
 }
 

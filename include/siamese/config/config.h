@@ -40,7 +40,7 @@ struct ModelConfig {
   double residual_dropout = 0.1;
   double embedding_dropout = 0.1;
   bool embedding_layer_norm = false;
-  std::string layer_norm_type = "default";  // default | low_precision (LayerNorm) | rms
+  std::string layer_norm_type = "default";  // default | low_precision (LayerNorm) | rms | dyt | derf
   bool layer_norm_with_affine = true;
   double layer_norm_eps = 1e-5;
   bool attention_layer_norm_with_affine = true;
@@ -70,6 +70,10 @@ struct ModelConfig {
   double mixln_alpha = 0.25;  // Mix-LN: first floor(alpha*L) layers are Post-Norm
   int64_t hc_rate = 2;        // Hyper-Connections expansion rate n
   bool hc_dynamic = true;     // DHC (dynamic) vs SHC (static)
+  // The learnable scalars of the point-wise norms (layer_norm_type dyt / derf) start here.
+  double dyt_alpha_init = 0.5;   // DyT: weight * tanh(alpha x) + bias
+  double derf_alpha_init = 0.5;  // Derf: weight * erf(alpha x + shift) + bias
+  double derf_shift_init = 0.0;
 };
 
 struct OptimizerConfig {

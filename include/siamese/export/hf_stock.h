@@ -1,8 +1,10 @@
 #pragma once
-// The one correspondence between a siamese Pre-Norm model and Hugging Face's
-// LlamaForCausalLM, in both directions (export writes it, import reads it).
-// att_proj's rows are [q | k | v]; ff_proj's first half is SwiGLU's value (Llama's up_proj),
-// its second the gate (gate_proj).
+// The correspondence between siamese models and the stock Hugging Face classes that compute
+// the same maths, in both directions (export writes it, import reads it):
+//   pre       (RMSNorm, SwiGLU, RoPE, no biases)                      <-> LlamaForCausalLM
+//   reordered (the same, full-width Q/K RMSNorms with weights: OLMo-2) <-> Olmo2ForCausalLM
+// att_proj's rows are [q | k | v]; ff_proj's first half is SwiGLU's value (up_proj), its
+// second the gate (gate_proj).
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -13,23 +15,37 @@
 
 namespace siamese::hf {
 
-// Why the model is not exactly a stock LlamaForCausalLM, or "" when it is.
-std::string not_llama(const ModelConfig& c);
+struct StockClass {
+  std::string architecture;  // config.json "architectures": LlamaForCausalLM
+  std::string model_type;    // config.json "model_type": llama
+  std::string topology;      // model.residual it computes
+  // The HF names (under model.layers.{l}.) of the topology's attn_norm and ff_norm.
+  std::string attn_norm, ff_norm;
+  bool qk_norm;  // self_attn.q_norm / k_norm over the full projection width
+};
 
-// Llama's names; att_proj splits into q/k/v, ff_proj's halves are (value, gate) = (up, gate).
-NamedTensors llama_tensors(const ModelConfig& c, const NamedTensors& ours);
+// The stock class that computes `c`, or nullptr with the reason in `why_not`.
+const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not);
 
-// Our parameters from Llama's tensors; a key that has no place here is an Error naming it.
-NamedTensors ours_from_llama(const ModelConfig& c, TensorMap hf, const std::string& where);
+// The stock class of a config.json model_type ("llama", "olmo2"), or nullptr.
+const StockClass* stock_class_named(const std::string& model_type);
+
+// The stock class's tensor names for our parameters.
+NamedTensors stock_tensors(const StockClass& cls, const ModelConfig& c, const NamedTensors& ours);
+
+// Our parameters from the stock class's tensors; a key that has no place here is an Error naming it.
+NamedTensors ours_from_stock(const StockClass& cls, const ModelConfig& c, TensorMap hf,
+                             const std::string& where);
 
 // The config.json keys every exported model has (sizes, vocabulary, special tokens).
 nlohmann::ordered_json common_hf_config(const ModelConfig& c);
 
-// config.json of a stock LlamaForCausalLM for `c` (not_llama(c) must be "").
-nlohmann::ordered_json llama_config(const ModelConfig& c);
+// config.json of the stock class for `c` (stock_class_of(c) must be &cls).
+nlohmann::ordered_json stock_config(const StockClass& cls, const ModelConfig& c);
 
-// The run config of a stock Llama folder's config.json: Pre-Norm, RMSNorm, SwiGLU, RoPE, no
-// biases; anything else is an Error naming the config key.
-TrainConfig config_from_llama(const nlohmann::json& j, const std::filesystem::path& dir);
+// The run config of a stock folder's config.json (RMSNorm, SwiGLU, RoPE, no biases, the
+// class's topology); anything else is an Error naming the config key.
+TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j,
+                              const std::filesystem::path& dir);
 
 }  // namespace siamese::hf

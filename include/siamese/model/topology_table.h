@@ -25,6 +25,8 @@ std::shared_ptr<TopologyImpl> make_mixln(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_hybrid_star(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_hc(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_post_pre(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_reordered(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_lns(const ModelConfig&);
 
 struct TopologySpec {
   std::string name;
@@ -85,6 +87,12 @@ inline const std::vector<TopologySpec>& topologies() {
        make_post_pre,
        {},
        {"x", "y"}},
+      {"reordered",
+       "OLMo-2 reordered norm: x += LN(F_qknorm(x)); out = LN_f(x)",
+       make_reordered,
+       {"model.attention_layer_norm"},
+       {"x"}},
+      {"lns", "LayerNorm Scaling: x += F(LN(x) / sqrt(layer)); out = LN_f(x)", make_lns, {}, {"x"}},
   };
   return table;
 }
