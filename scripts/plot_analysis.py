@@ -19,6 +19,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 
+def log_axes(ax, xlabel, ylabel, title):
+    """A log-scale y axis with the labels, grid and legend every figure here uses."""
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    ax.set_title(title)
+
+
 def name_of(path, doc):
     return f"{doc['topology']} ({os.path.basename(os.path.dirname(doc['checkpoint'])) or path})"
 
@@ -40,12 +50,7 @@ def main():
         for j, (stream, values) in enumerate(sorted(d["magnitude"]["streams"].items())):
             ax.plot(range(-1, len(values) - 1), values, marker="o", ms=3, color=cmap(i % 10),
                     ls=["-", "--", ":"][j % 3], label=f"{name} stream {stream}")
-    ax.set_yscale("log")
-    ax.set_xlabel("layer (-1 = embeddings)")
-    ax.set_ylabel("mean L2 norm of the residual stream")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
-    ax.set_title("Hidden-state magnitude by depth")
+    log_axes(ax, "layer (-1 = embeddings)", "mean L2 norm of the residual stream", "Hidden-state magnitude by depth")
     fig.tight_layout()
     fig.savefig(a.out + "_magnitude.png", dpi=120)
 
@@ -54,12 +59,7 @@ def main():
         pts = d["effective_depth"]
         ax.plot([q["dropped"] for q in pts], [q["perplexity"] for q in pts], marker="o", ms=3,
                 color=cmap(i % 10), label=name)
-    ax.set_yscale("log")
-    ax.set_xlabel("last blocks dropped (k)")
-    ax.set_ylabel("validation perplexity")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
-    ax.set_title("Effective depth: perplexity after dropping the last k blocks")
+    log_axes(ax, "last blocks dropped (k)", "validation perplexity", "Effective depth: perplexity after dropping the last k blocks")
     fig.tight_layout()
     fig.savefig(a.out + "_pruning.png", dpi=120)
 

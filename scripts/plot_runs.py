@@ -21,6 +21,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 
+def log_axes(ax, xlabel, ylabel, title):
+    """A log-scale y axis with the labels, grid and legend every figure here uses."""
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title(title)
+
+
 def read_run(run):
     steps, loss, gnorm, layer = [], [], [], []
     with open(os.path.join(run, "metrics.jsonl")) as f:
@@ -73,12 +83,7 @@ def draw_layer_grad_norms(ax, layered, cmap):
         n = len(rows[0])
         mean = [sum(row[k] for row in rows if row[k] is not None) / len(rows) for k in range(n)]
         ax.plot(range(n), mean, marker="o", ms=3, label=label_of(r), color=cmap(i % cmap.N))
-    ax.set_yscale("log")
-    ax.set_xlabel("layer")
-    ax.set_ylabel("gradient norm (mean over logged steps)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_title("Per-layer gradient norm")
+    log_axes(ax, "layer", "gradient norm (mean over logged steps)", "Per-layer gradient norm")
 
 
 def main():
@@ -103,12 +108,7 @@ def main():
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for i, (r, (s, _, g, _)) in enumerate(data.items()):
         ax.plot(s, g, label=label_of(r), color=cmap(i % cmap.N), lw=0.9)
-    ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("global gradient norm (before clipping)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_title("Gradient norm")
+    log_axes(ax, "step", "global gradient norm (before clipping)", "Gradient norm")
     fig.tight_layout()
     fig.savefig(a.out + "_grad_norm.png", dpi=120)
 

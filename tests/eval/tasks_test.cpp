@@ -29,78 +29,88 @@ std::string error_of(const std::string& task, const std::string& dir) {
 
 }  // namespace
 
-TEST(Tasks, ArcWithDigitKey) {
+// One row per task: a JSONL line, the fields of some options as OLMo formats them, and the
+// gold index.
+struct Field {
+  size_t option;
+  std::string Option::*member;
+  std::string want;
+};
+struct FormatCase {
+  std::string task, line;
+  std::vector<Field> fields;
+  int64_t gold;
+  size_t n_options;
+};
+
+TEST(Tasks, EachTaskIsFormattedAsOlmoFormatsIt) {
+  const auto C = &Option::context, K = &Option::continuation, D = &Option::dc_context;
+  const std::vector<FormatCase> cases = {
+      {"arc_easy",
+       R"({"id":"x","question":"Which?","choices":{"text":["a","b","c"],"label":["1","2","3"]},"answerKey":"2"})",
+       {{0, C, "Question: Which?\nAnswer:"}, {2, K, " c"}, {0, D, "Answer:"}},
+       1,
+       3},
+      {"openbookqa",
+       R"({"id":"8-376","question_stem":"Frilled sharks and angler fish live far beneath the surface of the ocean, which is why they are known as","choices":{"text":["Deep sea animals","fish","Long Sea Fish","Far Sea Animals"],"label":["A","B","C","D"]},"answerKey":"A"})",
+       {{0, C,
+         "Frilled sharks and angler fish live far beneath the surface of the ocean, which is why they are "
+         "known as"},
+        {0, K, " Deep sea animals"},
+        {0, D, "as"}},
+       0,
+       4},
+      // Two contexts, one continuation.
+      {"winogrande",
+       R"({"sentence":"Sarah was a much better surgeon than Maria so _ always got the easier cases.","option1":"Sarah","option2":"Maria","answer":"2"})",
+       {{0, C, "Sarah was a much better surgeon than Maria so Sarah"},
+        {1, C, "Sarah was a much better surgeon than Maria so Maria"},
+        {0, K, " always got the easier cases."},
+        {1, K, " always got the easier cases."},
+        {1, D, "Maria"}},
+       1,
+       2},
+      {"copa",
+       R"({"premise":"The man turned on the faucet.","choice1":"The toilet filled with water.","choice2":"Water flowed from the spout.","question":"effect","idx":0,"label":1})",
+       {{0, C, "The man turned on the faucet therefore"}, {1, K, " water flowed from the spout."}},
+       1,
+       2},
+      {"sciq",
+       R"({"question":"Who?","distractor3":"Scopes","distractor1":"Linnaeus","distractor2":"shaw","correct_answer":"darwin","support":""})",
+       {{0, C, "\nQuestion: Who?\nAnswer:"}, {0, K, " Linnaeus"}, {2, K, " Scopes"}, {3, K, " darwin"}},
+       3,
+       4},
+      {"boolq",
+       R"({"question":"is it","answer":false,"passage":"P."})",
+       {{0, C, "P.\nQuestion: is it?\nAnswer:"}, {0, K, " yes"}},
+       1,
+       2},
+      {"social_iqa",
+       R"({"context":"Tracy left.","question":"Why?","answerA":"a","answerB":"b","answerC":"c","label":"3"})",
+       {{0, C, "Question: Tracy left. Why?\nAnswer:"}},
+       2,
+       3},
+      {"piqa",
+       R"({"goal":"G","sol1":"s1","sol2":"s2","label":0})",
+       {{1, C, "Question: G\nAnswer:"}, {1, K, " s2"}},
+       0,
+       2},
+  };
   TempDir dir;
-  auto d = one(
-      dir, "arc_easy",
-      R"({"id":"x","question":"Which?","choices":{"text":["a","b","c"],"label":["1","2","3"]},"answerKey":"2"})");
-  ASSERT_EQ(d.options.size(), 3u);
-  EXPECT_EQ(d.options[0].context, "Question: Which?\nAnswer:");
-  EXPECT_EQ(d.options[2].continuation, " c");
-  EXPECT_EQ(d.options[0].dc_context, "Answer:");
-  EXPECT_EQ(d.gold, 1);
-}
-
-TEST(Tasks, OpenBookQa) {
-  TempDir dir;
-  auto d = one(
-      dir, "openbookqa",
-      R"({"id":"8-376","question_stem":"Frilled sharks and angler fish live far beneath the surface of the ocean, which is why they are known as","choices":{"text":["Deep sea animals","fish","Long Sea Fish","Far Sea Animals"],"label":["A","B","C","D"]},"answerKey":"A"})");
-  EXPECT_EQ(d.options[0].context,
-            "Frilled sharks and angler fish live far beneath the surface of the ocean, which is "
-            "why they are known as");
-  EXPECT_EQ(d.options[0].continuation, " Deep sea animals");
-  EXPECT_EQ(d.options[0].dc_context, "as");
-  EXPECT_EQ(d.gold, 0);
-  EXPECT_EQ(load_task("openbookqa", dir.file("")).label, "openbook_qa");
-  EXPECT_EQ(load_task("openbook_qa", dir.file("")).name, "openbookqa");
-}
-
-TEST(Tasks, WinograndeHasTwoContextsOneContinuation) {
-  TempDir dir;
-  auto d = one(
-      dir, "winogrande",
-      R"({"sentence":"Sarah was a much better surgeon than Maria so _ always got the easier cases.","option1":"Sarah","option2":"Maria","answer":"2"})");
-  EXPECT_EQ(d.options[0].context, "Sarah was a much better surgeon than Maria so Sarah");
-  EXPECT_EQ(d.options[1].context, "Sarah was a much better surgeon than Maria so Maria");
-  EXPECT_EQ(d.options[0].continuation, " always got the easier cases.");
-  EXPECT_EQ(d.options[1].continuation, d.options[0].continuation);
-  EXPECT_EQ(d.options[1].dc_context, "Maria");
-  EXPECT_EQ(d.gold, 1);
-}
-
-TEST(Tasks, CopaSciqBoolqSocialPiqa) {
-  TempDir dir;
-  auto copa = one(
-      dir, "copa",
-      R"({"premise":"The man turned on the faucet.","choice1":"The toilet filled with water.","choice2":"Water flowed from the spout.","question":"effect","idx":0,"label":1})");
-  EXPECT_EQ(copa.options[0].context, "The man turned on the faucet therefore");
-  EXPECT_EQ(copa.options[1].continuation, " water flowed from the spout.");
-  EXPECT_EQ(copa.gold, 1);
-
-  auto sciq = one(
-      dir, "sciq",
-      R"({"question":"Who?","distractor3":"Scopes","distractor1":"Linnaeus","distractor2":"shaw","correct_answer":"darwin","support":""})");
-  EXPECT_EQ(sciq.options[0].context, "\nQuestion: Who?\nAnswer:");
-  EXPECT_EQ(sciq.options[0].continuation, " Linnaeus");
-  EXPECT_EQ(sciq.options[2].continuation, " Scopes");
-  EXPECT_EQ(sciq.options[3].continuation, " darwin");
-  EXPECT_EQ(sciq.gold, 3);
-
-  auto boolq = one(dir, "boolq", R"({"question":"is it","answer":false,"passage":"P."})");
-  EXPECT_EQ(boolq.options[0].context, "P.\nQuestion: is it?\nAnswer:");
-  EXPECT_EQ(boolq.options[0].continuation, " yes");
-  EXPECT_EQ(boolq.gold, 1);
-
-  auto siqa = one(
-      dir, "social_iqa",
-      R"({"context":"Tracy left.","question":"Why?","answerA":"a","answerB":"b","answerC":"c","label":"3"})");
-  EXPECT_EQ(siqa.options[0].context, "Question: Tracy left. Why?\nAnswer:");
-  EXPECT_EQ(siqa.gold, 2);
-
-  auto piqa = one(dir, "piqa", R"({"goal":"G","sol1":"s1","sol2":"s2","label":0})");
-  EXPECT_EQ(piqa.options[1].context, "Question: G\nAnswer:");
-  EXPECT_EQ(piqa.options[1].continuation, " s2");
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.task);
+    const Document d = one(dir, c.task, c.line);
+    ASSERT_EQ(d.options.size(), c.n_options);
+    for (const auto& f : c.fields) {
+      ASSERT_LT(f.option, d.options.size());
+      EXPECT_EQ(d.options[f.option].*f.member, f.want) << "option " << f.option;
+    }
+    EXPECT_EQ(d.gold, c.gold);
+  }
+  TempDir obqa;
+  one(obqa, "openbookqa", cases[1].line);
+  EXPECT_EQ(load_task("openbookqa", obqa.file("")).label, "openbook_qa");
+  EXPECT_EQ(load_task("openbook_qa", obqa.file("")).name, "openbookqa");
 }
 
 TEST(Tasks, MalformedLinesNameFileAndLine) {
