@@ -17,16 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-
-
-def log_axes(ax, xlabel, ylabel, title):
-    """A log-scale y axis with the labels, grid and legend every figure here uses."""
-    ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
-    ax.set_title(title)
+from plot_style import log_axes
 
 
 def name_of(path, doc):

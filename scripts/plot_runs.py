@@ -19,16 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-
-
-def log_axes(ax, xlabel, ylabel, title):
-    """A log-scale y axis with the labels, grid and legend every figure here uses."""
-    ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_title(title)
+from plot_style import log_axes
 
 
 def read_run(run):
@@ -83,7 +74,7 @@ def draw_layer_grad_norms(ax, layered, cmap):
         n = len(rows[0])
         mean = [sum(row[k] for row in rows if row[k] is not None) / len(rows) for k in range(n)]
         ax.plot(range(n), mean, marker="o", ms=3, label=label_of(r), color=cmap(i % cmap.N))
-    log_axes(ax, "layer", "gradient norm (mean over logged steps)", "Per-layer gradient norm")
+    log_axes(ax, "layer", "gradient norm (mean over logged steps)", "Per-layer gradient norm", legend_columns=2)
 
 
 def main():
@@ -108,7 +99,7 @@ def main():
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for i, (r, (s, _, g, _)) in enumerate(data.items()):
         ax.plot(s, g, label=label_of(r), color=cmap(i % cmap.N), lw=0.9)
-    log_axes(ax, "step", "global gradient norm (before clipping)", "Gradient norm")
+    log_axes(ax, "step", "global gradient norm (before clipping)", "Gradient norm", legend_columns=2)
     fig.tight_layout()
     fig.savefig(a.out + "_grad_norm.png", dpi=120)
 
