@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
+#include "siamese/common/user_path.h"
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
 #include "siamese/model/topology_table.h"
@@ -34,7 +35,7 @@ void add_config_args(CLI::App* cmd, ConfigArgs& args) {
 
 void write_output(const std::string& path, const std::string& text) {
   const auto folder = std::filesystem::path(path).parent_path();
-  if (!folder.empty()) std::filesystem::create_directories(folder);
+  if (!folder.empty()) create_folder(folder, "the folder of " + path);
   write_file_atomically(path, text);
   spdlog::info("wrote {}", path);
 }

@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
+#include "siamese/common/user_path.h"
 #include "siamese/dist/world.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
@@ -106,7 +107,7 @@ void write_scripts(const SweepArgs& a, const std::vector<const runs::SweepRun*>&
   if (a.launcher != "torchrun" && a.launcher != "slurm")
     throw Error(fmt::format("unknown launcher \"{}\"", a.launcher), "--launcher", "use torchrun or slurm");
   const fs::path dir = a.scripts;
-  fs::create_directories(dir);
+  create_folder(dir, "--scripts");
   std::string submit = "#!/usr/bin/env bash\n# Every run of " + a.file + ".\nset -euo pipefail\n";
   for (const auto* r : runs) {
     const fs::path path = dir / (r->name + ".sh");
@@ -130,7 +131,7 @@ bool finished(const runs::SweepRun& r) {
 // A child `siamese train` with its own share of the cores; its output goes to
 // <save_folder>/train.log.
 pid_t start_child(const runs::SweepRun& r, int threads) {
-  fs::create_directories(r.save_folder);
+  create_folder(r.save_folder, "the save_folder of run " + r.name);
   const std::string log = (fs::path(r.save_folder) / "train.log").string();
   std::vector<std::string> args = {own_binary(), "train", r.base};
   args.insert(args.end(), r.overrides.begin(), r.overrides.end());

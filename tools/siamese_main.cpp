@@ -7,6 +7,7 @@
 #include "siamese/common/build_info.h"
 #include "siamese/common/error.h"
 #include "siamese/common/logging.h"
+#include "siamese/common/user_path.h"
 #include "siamese/dist/world.h"
 #include "siamese/train/provenance.h"
 
@@ -56,6 +57,10 @@ int main(int argc, char** argv) {
     return run ? run() : 1;
   } catch (const siamese::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path no command checked by itself: still named, with a fix, never the raw text.
+    std::cerr << "error: " << siamese::path_error(e).what() << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -80,7 +80,15 @@ std::string resolve(const std::string& expr, const Lookup& lookup) {
   if (name == "oc.env") {
     if (args.size() > 2 || args[0].empty())
       throw Error("malformed ${" + expr + "}", "", "write ${oc.env:VAR} or ${oc.env:VAR,default}");
-    if (const char* value = std::getenv(args[0].c_str())) return value;
+    const char* value = std::getenv(args[0].c_str());
+    // Set but empty: OmegaConf substitutes the empty text, not the default, which turns
+    // `${oc.env:SIAMESE_RUNS,runs}/${run_name}` into a folder at the filesystem root. Neither
+    // reading is safe to guess, so a default given means the empty value is refused.
+    if (value && !*value && args.size() == 2 && !args[1].empty())
+      throw Error("environment variable " + args[0] + " is set but empty (${" + expr + "})", "",
+                  "unset " + args[0] + " to use the default \"" + args[1] + "\" (`unset " + args[0] +
+                      "` or `env -u " + args[0] + " siamese ...`), or set it to a value");
+    if (value) return value;
     if (args.size() == 2) return args[1];
     throw Error("environment variable " + args[0] + " is not set (${" + expr + "})", "",
                 "export " + args[0] + "=... or give a default: ${oc.env:" + args[0] + ",default}");

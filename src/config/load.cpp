@@ -1,5 +1,6 @@
 #include "siamese/config/load.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
@@ -17,6 +18,7 @@
 #include <type_traits>
 
 #include "siamese/common/error.h"
+#include "siamese/common/user_path.h"
 #include "siamese/config/interpolate.h"
 #include "siamese/config/schema.h"
 
@@ -140,8 +142,69 @@ struct Raw {
   std::string where;  // "configs/x.yaml:12", "command line (--k=v)", "MODEL_TYPE"
 };
 
+// yaml-cpp quotes the offending character of a binary file raw; a NUL would end the
+// message before its fix.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const unsigned char c : text)
+    if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += char(c);
+  return out;
+}
+
 std::string file_line(const std::string& path, const YAML::Mark& mark) {
   return mark.line >= 0 ? path + ":" + std::to_string(mark.line + 1) : path;
+}
+
+// A plain (unquoted) `<<` key: YAML's merge key, which OmegaConf (PyYAML) applies and
+// yaml-cpp leaves as an ordinary key.
+bool is_merge_key(const YAML::Node& key) {
+  return key.IsScalar() && key.Scalar() == "<<" && key.Tag() == "?";
+}
+
+// Applies YAML merge keys in place, as PyYAML does: `<<: *base` (or `<<: [*a, *b]`) adds
+// each key of the merged mappings that the mapping does not set itself; earlier mappings in
+// the list win over later ones. Merged keys keep the position where they are written (the
+// anchor), so messages about them point there.
+void apply_merges(YAML::Node node, const std::string& path, int depth = 0) {
+  if (depth > 256)
+    throw Error("YAML nested deeper than 256 levels (or an alias that contains itself)",
+                file_line(path, node.Mark()), "flatten the config");
+  if (node.IsSequence()) {
+    for (auto child : node) apply_merges(child, path, depth + 1);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::vector<YAML::Node> merge_keys, sources;
+  for (auto item : node) {
+    if (!is_merge_key(item.first)) {
+      apply_merges(item.second, path, depth + 1);
+      continue;
+    }
+    merge_keys.push_back(item.first);
+    const YAML::Node& value = item.second;
+    const bool list = value.IsSequence();
+    for (size_t i = 0; i < (list ? value.size() : 1); ++i) {
+      const YAML::Node source = list ? value[i] : value;
+      if (!source.IsMap())
+        throw Error("a merge key `<<` takes a mapping or a list of mappings, got " + describe(source),
+                    file_line(path, item.first.Mark()),
+                    "write `<<: *name` where `&name` marks a mapping (or `<<: [*a, *b]`), or quote the key "
+                    "(\"<<\") if it is not a merge");
+      apply_merges(source, path, depth + 1);
+      sources.push_back(source);
+    }
+  }
+  if (merge_keys.empty()) return;
+  for (const auto& key : merge_keys) node.remove(key);
+  for (const auto& source : sources)
+    for (const auto& item : source) {
+      bool set = false;
+      for (const auto& own : node) set = set || own.first.Scalar() == item.first.Scalar();
+      if (!set) node.force_insert(item.first, item.second);
+    }
 }
 
 // The value at dotted `key` ("model.d_model") under `root` and the position of its key, or
@@ -229,9 +292,22 @@ class Loader {
  private:
   // Reads the file whole (pipes such as /dev/stdin included), then parses it.
   void read_file() {
+    namespace fs = std::filesystem;
     std::error_code ec;
-    if (!std::filesystem::exists(path_, ec) || std::filesystem::is_directory(path_, ec))
-      throw Error("config file not found", path_, "check the path (configs/ holds the shipped configs)");
+    const auto status = fs::status(path_, ec);
+    if (ec && ec.value() != ENOENT)  // a symbolic link loop, a file where a folder must be, ...
+      throw Error("cannot open the config file: " + ec.message(), path_, path_fix(ec));
+    if (status.type() == fs::file_type::not_found) {
+      std::error_code link_ec;
+      const bool dangling = fs::is_symlink(fs::symlink_status(path_, link_ec));
+      throw Error(dangling ? "config file not found (a symbolic link to " +
+                                 fs::read_symlink(path_, link_ec).string() + ", which does not exist)"
+                           : "config file not found",
+                  path_, "check the path (configs/ holds the shipped configs)");
+    }
+    if (status.type() == fs::file_type::directory)
+      throw Error("config file not found: this is a folder", path_,
+                  "name a YAML file in it (configs/ holds the shipped configs)");
     std::ifstream in(path_, std::ios::binary);
     std::stringstream text;
     if (!in || !(text << in.rdbuf()))
@@ -244,10 +320,11 @@ class Loader {
     try {
       root_ = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
-      throw Error("invalid YAML: " + e.msg, file_line(path_, e.mark),
+      throw Error("invalid YAML: " + printable(e.msg), file_line(path_, e.mark),
                   "fix the YAML syntax (indentation, a missing ':' or an unclosed quote or bracket)");
     }
     if (root_.IsNull()) root_ = YAML::Node(YAML::NodeType::Map);
+    apply_merges(root_, path_);
     if (!root_.IsMap())
       throw Error("a config must be a mapping of keys, got " + describe(root_), path_,
                   "start the file with top-level keys such as run_name: and model:");

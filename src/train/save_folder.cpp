@@ -16,6 +16,7 @@
 #include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
 #include "siamese/common/step_folder.h"
+#include "siamese/common/user_path.h"
 #include "siamese/train/checkpoint.h"
 
 namespace siamese::train {
@@ -46,7 +47,7 @@ void remove_checkpoint(const fs::path& dir) {
 }  // namespace
 
 SaveFolderLock::SaveFolderLock(const fs::path& save_folder) {
-  fs::create_directories(save_folder);
+  create_folder(save_folder, "save_folder");
   const fs::path path = save_folder / ".lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0)
@@ -117,7 +118,7 @@ bool written_by_a_run(const fs::path& file) {
 }  // namespace
 
 fs::path write_run_config(const fs::path& save_folder, const std::string& config_yaml) {
-  fs::create_directories(save_folder);
+  create_folder(save_folder, "save_folder");
   fs::path path = save_folder / "config.yaml";
   if (fs::exists(path) && !written_by_a_run(path)) {
     path = save_folder / "siamese_run_config.yaml";
