@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -50,20 +53,32 @@ struct EvalArgs {
 };
 
 std::vector<eval::TextDocument> read_documents(const EvalArgs& a, const eval::TextCodec& codec) {
-  std::vector<std::string> texts;
+  std::vector<eval::TextDocument> docs;
   for (const auto& path : a.text) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw Error("--text names a folder, not a text file", path, "pass the text files in it");
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("cannot read the text file", path, "check the path");
-    if (a.doc_per_line) {
-      for (std::string line; std::getline(in, line);)
-        if (!line.empty()) texts.push_back(line);
-    } else {
-      texts.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!in)
+      throw Error(std::string("cannot read the text file: ") + std::strerror(errno), path, "check the path");
+    std::stringstream whole;
+    if (!(whole << in.rdbuf()) && in.bad())
+      throw Error(std::string("cannot read the text file: ") + std::strerror(errno), path, "check the path");
+    const std::string text = whole.str();
+    auto add = [&](const std::string& t, int64_t offset, int64_t line) {
+      if (!t.empty()) docs.push_back({codec.encode(t, path, offset, line), int64_t(t.size())});
+    };
+    if (!a.doc_per_line) {
+      add(text, 0, 1);
+      continue;
+    }
+    int64_t line = 1;
+    for (size_t start = 0; start < text.size(); ++line) {
+      const size_t end = std::min(text.find('\n', start), text.size());
+      add(text.substr(start, end - start), int64_t(start), line);
+      start = end + 1;
     }
   }
-  std::vector<eval::TextDocument> docs;
-  for (const auto& t : texts)
-    if (!t.empty()) docs.push_back({codec.encode(t), int64_t(t.size())});
   if (docs.empty())
     throw Error("no text to score", fmt::format("{}", fmt::join(a.text, ", ")), "pass non-empty files");
   return docs;

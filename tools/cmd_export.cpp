@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "siamese/export/hf_folder.h"
+#include "siamese/tokenizer/tokenizer.h"
 #include "siamese/train/checkpoint_model.h"
 
 namespace siamese::cli {
@@ -22,6 +23,10 @@ int run_export(const ExportArgs& a) {
   hf::ExportOptions options = a.options;
   if (ck.config.data.synthetic.empty())
     options.tokenizer = a.tokenizer.empty() ? ck.config.tokenizer.identifier : a.tokenizer;
+  // A tokenizer that does not load would be shipped as it is, to fail only in transformers;
+  // a --tokenizer given for a run that ships none is a mistake as well.
+  if (const std::string& given = options.tokenizer.empty() ? a.tokenizer : options.tokenizer; !given.empty())
+    tokenizer::Tokenizer::from_file(given);
   const std::string architecture = hf::export_model(ck.config, *ck.model, a.out, options);
   spdlog::info("exported {} (step {}, {}) to {} as {}", ck.dir.string(), ck.step, ck.config.model.residual,
                a.out, architecture);

@@ -49,9 +49,15 @@ torch::Tensor read_npy(const std::string& path) {
   const Descr* found = nullptr;
   for (const auto& d : kDescrs)
     if (descr == d.code) found = &d;
-  if (!found)
+  if (!found) {
+    // Floats stay floats, everything else becomes int64; big-endian becomes little-endian.
+    const bool floating = descr.size() > 1 && (descr[1] == 'f' || descr[1] == 'c');
+    const std::string target =
+        floating ? (descr.size() > 2 && descr.substr(2) == "8" ? "<f8" : "<f4") : "<i8";
     throw Error("unsupported NPY dtype '" + descr + "' (need <f4, <f8, <i4 or <i8)", path,
-                "save the array as little-endian float32/float64/int32/int64");
+                "convert it in place with numpy: python3 -c \"import numpy as np; np.save('" + path +
+                    "', np.load('" + path + "').astype('" + target + "'))\"");
+  }
   if (header_value(header, "fortran_order", "(True|False)", path) == "True")
     throw Error("NPY array is in Fortran order", path, "save it with numpy.ascontiguousarray");
   std::vector<int64_t> shape;

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
@@ -22,12 +23,22 @@ void check_complete(void* gz, const std::string& path) {
     throw Error("gzip file is truncated (it ends inside its compressed stream)", path,
                 "download or copy the file again (gzip -t checks it)");
 }
+// gzopen opens a folder and fails only at the first read ("Is a directory"), whose message
+// would blame the gzip file: a folder or a missing file is named as such.
+gzFile open_input(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error("input is a folder, not a file", path, "name the files in it one by one");
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw Error(std::string("cannot open input: ") + std::strerror(errno), path, "check the path");
+  return f;
+}
+
 }  // namespace
 
 LineReader::LineReader(const std::string& path) : path_(path) {
   // gzopen reads uncompressed files transparently.
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw Error(std::string("cannot open input: ") + std::strerror(errno), path);
+  gzFile f = open_input(path);
   gzbuffer(f, kChunk);
   gz_ = f;
 }
@@ -82,8 +93,7 @@ bool LineReader::next(std::string& line) {
 }
 
 std::string read_text_file(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw Error(std::string("cannot open input: ") + std::strerror(errno), path);
+  gzFile f = open_input(path);
   gzbuffer(f, kChunk);
   std::string out;
   for (;;) {

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <regex>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -30,6 +32,53 @@ namespace {
 
 constexpr std::string_view kNpyMagic = "\x93NUMPY";
 
+// numpy's name of an NPY descr: "<f4" float32, ">u2" uint16 (big-endian), "<i8" int64.
+std::string numpy_name(const std::string& descr) {
+  if (descr.size() < 3) return "'" + descr + "'";
+  static const std::map<char, std::string> kinds = {
+      {'u', "uint"}, {'i', "int"}, {'f', "float"}, {'b', "bool"}, {'c', "complex"}};
+  const auto kind = kinds.find(descr[1]);
+  const int bits = std::atoi(descr.c_str() + 2) * 8;
+  if (kind == kinds.end() || bits == 0) return "'" + descr + "'";
+  return kind->second + (kind->second == "bool" ? "" : std::to_string(bits)) +
+         (descr[0] == '>' ? " big-endian" : "");
+}
+
+// Token ids are little-endian unsigned integers of data.memmap_dtype's width. Another
+// unsigned width is a setting to change; anything else (float32, int64, big-endian) needs
+// the file converted, which the fix spells out as a command that works.
+void check_npy_dtype(const std::string& header, const std::string& path, const std::string& dtype) {
+  std::smatch m;
+  if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([^']*)'")))
+    throw Error("NPY header has no dtype (header: " + header + ")", path,
+                "re-create the file with numpy.save");
+  const std::string descr = m[1];
+  const int width = dtype_width(dtype);
+  const bool little_unsigned = descr.size() == 3 && descr[1] == 'u' && (descr[0] == '<' || descr[0] == '|') &&
+                               (descr[2] == '1' || descr[2] == '2' || descr[2] == '4' || descr[2] == '8');
+  if (little_unsigned && descr[2] - '0' == width) return;
+  if (little_unsigned) {
+    const std::string held = "uint" + std::to_string((descr[2] - '0') * 8);
+    throw Error("the file holds " + held + " tokens ('" + descr + "'), data.memmap_dtype is " + dtype, path,
+                "set data.memmap_dtype: " + held);
+  }
+  const std::string target = "<u" + std::to_string(width);
+  const std::string out = (std::filesystem::path(path).parent_path() /
+                           (std::filesystem::path(path).stem().string() + "." + dtype + ".npy"))
+                              .string();
+  const bool fractional = descr.size() > 1 && (descr[1] == 'f' || descr[1] == 'c');
+  throw Error(
+      "token ids must be little-endian unsigned integers (data.memmap_dtype " + dtype + ", '" + target +
+          "'), the file holds " + numpy_name(descr) + " ('" + descr + "')",
+      path,
+      fmt::format(
+          "convert it with numpy, then use {} in data.paths: python3 -c \"import numpy as np; "
+          "a = np.load('{}'); assert a.min() >= 0 and a.max() < 2**{}{}; np.save('{}', a.astype('{}'))\" "
+          "(or re-run `siamese tokenize` on the text; a tokenizer with 65536 ids or more needs "
+          "data.memmap_dtype: uint32)",
+          out, path, width * 8, fractional ? " and (a == a.round()).all()" : "", out, target));
+}
+
 // Returns the byte offset of the array data in an NPY file and checks its dtype.
 size_t npy_data_offset(const unsigned char* bytes, size_t n, size_t n_file, const std::string& path,
                        const std::string& dtype) {
@@ -46,13 +95,7 @@ size_t npy_data_offset(const unsigned char* bytes, size_t n, size_t n_file, cons
   }
   if (prefix + header_len > n) throw Error("NPY header is truncated", path, "re-create the file");
   const std::string header(reinterpret_cast<const char*>(bytes + prefix), header_len);
-  const std::string descr = "<u" + std::to_string(dtype_width(dtype));
-  const std::string descr1 = "|u1";
-  const bool ok = header.find("'" + descr + "'") != std::string::npos ||
-                  (dtype == "uint8" && header.find("'" + descr1 + "'") != std::string::npos);
-  if (!ok)
-    throw Error("NPY dtype does not match data.memmap_dtype=" + dtype + " (header: " + header + ")", path,
-                "set data.memmap_dtype to the file's dtype");
+  check_npy_dtype(header, path, dtype);
   if (header.find("'fortran_order': True") != std::string::npos)
     throw Error("NPY file is in Fortran order", path, "save a 1-D C-order array");
   // The element count the header promises must be what the file holds: a header that

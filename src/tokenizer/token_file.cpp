@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -103,8 +104,13 @@ TokenFileInfo read_sidecar(const std::string& token_path) {
 std::vector<int32_t> read_raw_tokens(const std::string& token_path, const std::string& dtype, int64_t offset,
                                      int64_t count) {
   const int width = width_of(dtype);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(token_path, ec) && std::filesystem::exists(token_path, ec))
+    throw Error("token file is not a regular file (a folder or a device)", token_path,
+                "name a token file written by `siamese tokenize`");
   std::ifstream in(token_path, std::ios::binary | std::ios::ate);
-  if (!in) throw Error("cannot open token file", token_path);
+  if (!in)
+    throw Error(std::string("cannot open token file: ") + std::strerror(errno), token_path, "check the path");
   const auto size = static_cast<int64_t>(in.tellg());
   if (size % width != 0) {
     throw Error("file size " + std::to_string(size) + " is not a multiple of " + dtype + "'s " +

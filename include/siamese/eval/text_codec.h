@@ -21,6 +21,11 @@ class TextCodec {
   TextCodec(const TrainConfig& config, const std::string& config_file, const std::string& tokenizer_override);
   bool byte_level() const { return !tok_; }
   std::vector<int64_t> encode(const std::string& text) const;
+  // `text` as read from `file` at byte `offset` (line `line`). Bytes are a byte-level
+  // model's tokens as they are; a tokenizer reads UTF-8 only, and invalid UTF-8 is an Error
+  // naming the file, the line and the byte offset in the file.
+  std::vector<int64_t> encode(const std::string& text, const std::string& file, int64_t offset,
+                              int64_t line) const;
   std::string decode(const std::vector<int64_t>& ids) const;
 
  private:
