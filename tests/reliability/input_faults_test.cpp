@@ -6,7 +6,11 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <random>
+#include <set>
 
 #include "siamese/common/json_line.h"
 #include "siamese/common/shared_dir.h"
@@ -194,4 +198,289 @@ TEST(Metrics, LabelsWithQuotesStayValidJson) {
   const auto j = nlohmann::json::parse(json_line(r.to_row(7)));
   EXPECT_EQ(j["label"], "va\"l\\id");
   EXPECT_EQ(j["step"], 7);
+}
+
+namespace {
+
+// A refusal that names `path`, says how to fix it, and shows no raw library text.
+void expect_clear(const Outcome& out, const std::string& path) {
+  EXPECT_NE(out.exit_code, 0) << out.output;
+  EXPECT_EQ(out.signal, 0) << out.output;
+  EXPECT_NE(out.output.find(path), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("fix: "), std::string::npos) << out.output;
+  for (const char* raw : {"what():", "terminate called", "Exception raised from", "filesystem error"})
+    EXPECT_EQ(out.output.find(raw), std::string::npos) << raw << " in\n" << out.output;
+}
+
+// An NPY file of `n` zero elements of `descr` (e.g. "<f4", ">u2"), `width` bytes each.
+fs::path npy_file(const fs::path& path, const std::string& descr, size_t n, size_t width) {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += char(header.size() & 0xff);
+  bytes += char(header.size() >> 8);
+  write_file(path, bytes + header + std::string(n * width, '\0'));
+  return path;
+}
+
+// Sets an environment variable for one scope (the child inherits it).
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() { old_ ? (void)::setenv(name_, old_->c_str(), 1) : (void)::unsetenv(name_); }
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+// A save_folder that is a file, one under a file, an output under a file, a config that is a
+// loop of symbolic links: std::filesystem's raw "filesystem error" used to be all the user
+// saw (exit 1). Each is now named with a fix, exit 2, and nothing is created or changed.
+TEST(UserPaths, FilesWhereFoldersMustBeAndSymlinkLoopsAreNamedTouchingNothing) {
+  const auto root = scratch("user_paths");
+  const fs::path file = root / "notes.txt";
+  write_file(file, "the user's own notes\n");
+  const fs::path logs = root / "logs";
+  fs::create_directories(logs);
+  auto c = tiny(root / "run");
+  c.max_duration = "1";
+  const auto args = train_args(c);  // writes run.yaml beside run/
+  ASSERT_EQ(run_siamese(args, logs / "train.log").exit_code, 0);
+  const auto before = entries(root);
+
+  int cases = 0;
+  auto refused = [&](const std::vector<std::string>& a, const std::string& named,
+                     const std::string& message) {
+    SCOPED_TRACE(message);
+    const auto out = run_siamese(a, logs / ("case" + std::to_string(cases++) + ".log"));
+    expect_clear(out, named);
+    EXPECT_EQ(out.exit_code, 2) << out.output;
+    EXPECT_NE(out.output.find(message), std::string::npos) << out.output;
+  };
+  refused(train_args(c, {"--save_folder=" + file.string()}), file.string(),
+          "save_folder is a file, not a folder");
+  refused(train_args(c, {"--save_folder=" + (file / "run").string()}), (file / "run").string(),
+          "save_folder cannot be created: " + file.string() + " is a file, not a folder");
+  refused({"report", c.save_folder, "--out", (file / "table.md").string()}, file.string(),
+          "is a file, not a folder");
+  const fs::path loop_a = root / "loop_a.yaml", loop_b = root / "loop_b.yaml";
+  fs::create_symlink(loop_b.filename(), loop_a);
+  fs::create_symlink(loop_a.filename(), loop_b);
+  for (const char* command : {"train", "config", "inspect"})
+    refused({command, loop_a.string()}, loop_a.string(),
+            "cannot open the config file: Too many levels of symbolic links");
+  EXPECT_EQ(cases, 6);
+
+  EXPECT_EQ(read_all(file), "the user's own notes\n");
+  auto after = entries(root);
+  after.erase(
+      std::remove_if(after.begin(), after.end(), [](const auto& n) { return n.rfind("loop_", 0) == 0; }),
+      after.end());
+  EXPECT_EQ(after, before);
+}
+
+// yaml-cpp leaves `<<` as an ordinary key (it was "unknown key <<"); merges now apply as in
+// PyYAML, which OmegaConf reads OLMo's configs with, and a bad merge names its line.
+TEST(ConfigFiles, YamlMergeKeysApplyAsInPyYaml) {
+  const auto root = scratch("merge_keys");
+  const fs::path config = root / "merged.yaml";
+  write_file(config,
+             "run_name: merged\n"
+             "model: &shape\n"
+             "  d_model: 48\n"
+             "  n_heads: 4\n"
+             "evaluators:\n"
+             "  - &held_out\n"
+             "    label: first\n"
+             "    type: lm\n"
+             "    subset_num_batches: 3\n"
+             "  - <<: *held_out\n"
+             "    label: second\n"
+             "  - <<: [{label: third, subset_num_batches: 5}, *held_out]\n");
+  const auto out = run_siamese({"config", config.string()}, root / "merged.log");
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  const TrainConfig resolved = load_config(config.string(), {}, {}, nullptr);
+  EXPECT_EQ(resolved.model.d_model, 48);
+  ASSERT_EQ(resolved.evaluators.size(), 3u);
+  EXPECT_EQ(resolved.evaluators[1].label, "second");  // its own key wins over the merged one
+  EXPECT_EQ(resolved.evaluators[1].type, "lm");
+  EXPECT_EQ(resolved.evaluators[1].subset_num_batches, 3);
+  EXPECT_EQ(resolved.evaluators[2].label, "third");  // the first mapping of a list wins
+  EXPECT_EQ(resolved.evaluators[2].subset_num_batches, 5);
+
+  // A merged key is checked where the anchor writes it; `<<` of a scalar names its own line.
+  write_file(config, "model: &shape\n  d_model: 48\noptimizer:\n  <<: *shape\n");
+  auto bad = run_siamese({"config", config.string()}, root / "bad_key.log");
+  expect_refused(bad, config.string() + ":2 (optimizer.d_model): unknown key optimizer.d_model");
+  write_file(config, "run_name: x\nmodel:\n  <<: 5\n");
+  bad = run_siamese({"config", config.string()}, root / "bad_merge.log");
+  expect_refused(bad,
+                 config.string() + ":3: a merge key `<<` takes a mapping or a list of mappings, got \"5\"");
+}
+
+// `SIAMESE_RUNS=` (set, empty) with the quickstart used to save to /quickstart-pre at the
+// filesystem root: OmegaConf substitutes "" rather than the default. Refused, naming the
+// variable, the file and line, before anything is written.
+TEST(ConfigFiles, EmptyEnvironmentVariableWithADefaultIsRefused) {
+  const auto root = scratch("empty_env");
+  const bool existed = fs::exists("/quickstart-pre");
+  const std::string config = std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/quickstart.yaml";
+  ScopedEnv empty("SIAMESE_RUNS", "");
+  for (const char* command : {"train", "config"}) {
+    const auto out = run_siamese({command, config}, root / (std::string(command) + ".log"));
+    expect_refused(out, "environment variable SIAMESE_RUNS is set but empty (${oc.env:SIAMESE_RUNS,runs})");
+    EXPECT_NE(out.output.find(config + ":"), std::string::npos) << out.output;
+    EXPECT_NE(out.output.find("(save_folder)"), std::string::npos) << out.output;
+    EXPECT_NE(out.output.find("unset SIAMESE_RUNS"), std::string::npos) << out.output;
+  }
+  EXPECT_EQ(fs::exists("/quickstart-pre"), existed);
+}
+
+// A token file of another dtype used to be told "set data.memmap_dtype to the file's dtype",
+// which cannot work for float32, int64 or big-endian files. Another unsigned width is a
+// setting; the rest get a numpy command that converts them (and re-tokenizing).
+TEST(TokenDataset, NpyFilesOfAnotherDtypeAreRefusedWithAConversionThatWorks) {
+  const auto root = scratch("npy_dtypes");
+  struct Case {
+    std::string descr;
+    size_t width;
+    std::string message, fix;
+  };
+  const std::vector<Case> cases = {
+      {"<f4", 4, "the file holds float32 ('<f4')", "and (a == a.round()).all(); np.save("},
+      {"<i8", 8, "the file holds int64 ('<i8')", "assert a.min() >= 0 and a.max() < 2**16; np.save("},
+      {">u2", 2, "the file holds uint16 big-endian ('>u2')", "astype('<u2')"},
+      {"<u4", 4, "the file holds uint32 tokens ('<u4'), data.memmap_dtype is uint16",
+       "set data.memmap_dtype: uint32"},
+  };
+  for (const auto& k : cases) {
+    SCOPED_TRACE(k.descr);
+    const std::string name = k.descr.substr(1) + (k.descr[0] == '>' ? "_big" : "");
+    const fs::path data = npy_file(root / (name + ".npy"), k.descr, 1000, k.width);
+    const auto out =
+        run_siamese(train_args(on_files(root / ("run_" + name), {data.string()})), root / (name + ".log"));
+    expect_refused(out, data.string() + ": ");
+    EXPECT_NE(out.output.find(k.message), std::string::npos) << out.output;
+    EXPECT_NE(out.output.find(k.fix), std::string::npos) << out.output;
+    if (k.descr != "<u4") {
+      EXPECT_NE(out.output.find("np.load('" + data.string() + "')"), std::string::npos) << out.output;
+      EXPECT_NE(out.output.find("astype('<u2')"), std::string::npos) << out.output;
+      EXPECT_NE(out.output.find("siamese tokenize"), std::string::npos) << out.output;
+    }
+    EXPECT_FALSE(fs::exists(root / ("run_" + name))) << "nothing is written for a refused run";
+  }
+}
+
+// Invalid UTF-8 in `eval --text` for a run with a tokenizer gave the tokenizer's own message
+// without the file ("Tokenizer::encode: invalid UTF-8 at byte 3"); a folder gave a raw
+// basic_filebuf error with exit 1. A byte-level run scores the bytes as its tokens.
+TEST(EvalText, InvalidUtf8AndFoldersAreNamedWithLineAndByte) {
+  if (!fs::exists(tokenizer_file())) GTEST_SKIP() << "no " << tokenizer_file();
+  const auto root = scratch("eval_utf8");
+  const fs::path data = token_file(root / "train.npy", 4096);
+  auto c = on_files(root / "run", {data.string()});
+  c.max_duration = "1";
+  ASSERT_EQ(run_siamese(train_args(c), root / "train.log").exit_code, 0);
+  const fs::path text = root / "latin1.txt";
+  write_file(text, "first line\nsecond caf\xe9 line\n");
+  for (const bool per_line : {false, true}) {
+    std::vector<std::string> args = {"eval",           c.save_folder, "--tokenizer",
+                                     tokenizer_file(), "--text",      text.string()};
+    if (per_line) args.push_back("--doc-per-line");
+    const auto out = run_siamese(args, root / "utf8.log");
+    expect_refused(out, text.string() + ":2: invalid UTF-8 at byte 21 of the file (0xE9)");
+    EXPECT_NE(out.output.find("iconv -f latin1 -t utf-8"), std::string::npos) << out.output;
+  }
+  expect_refused(
+      run_siamese({"eval", c.save_folder, "--tokenizer", tokenizer_file(), "--text", root.string()},
+                  root / "folder.log"),
+      root.string() + ": --text names a folder, not a text file");
+
+  auto bytes = tiny(root / "bytes");  // byte-level: every byte is a token
+  bytes.max_duration = "1";
+  ASSERT_EQ(run_siamese(train_args(bytes), root / "bytes_train.log").exit_code, 0);
+  const auto scored = run_siamese({"eval", bytes.save_folder, "--text", text.string()}, root / "bytes.log");
+  EXPECT_EQ(scored.exit_code, 0) << scored.output;
+}
+
+// Every subcommand that reads a file, given a bad one (garbage, cut short, a folder, a link
+// loop): a non-zero exit, the file's path, a fix, and no raw library text. `info` and
+// `commcheck` read no file. Bad option values: ConfigCommand.OptionValuesOutsideTheirRange*.
+TEST(EverySubcommand, ABadFileIsNamedWithAFix) {
+  if (!fs::exists(tokenizer_file())) GTEST_SKIP() << "no " << tokenizer_file();
+  const auto root = scratch("every_subcommand");
+  auto c = tiny(root / "run");
+  c.max_duration = "1";
+  c.save_interval = 1;
+  ASSERT_EQ(run_siamese(train_args(c), root / "train.log").exit_code, 0);
+  const fs::path run = c.save_folder;
+
+  std::string garbage(3000, '\0');
+  std::mt19937 rng(7);
+  for (auto& b : garbage) b = char(rng());
+  const std::string binary_yaml = write_file(root / "binary.yaml", garbage);
+  const std::string cut_yaml = write_file(root / "cut.yaml", "model:\n  d_model: [32, 64\n");
+  const fs::path loop = root / "loop.yaml";
+  fs::create_symlink("loop2.yaml", loop);
+  fs::create_symlink("loop.yaml", root / "loop2.yaml");
+  const fs::path folder_yaml = root / "folder.yaml";
+  fs::create_directories(folder_yaml);
+  const std::string sweep = write_file(root / "sweep.yaml", "base: [\n");
+  // A run whose checkpoint files are all cut short.
+  const fs::path cut_run = root / "cut_run";
+  fs::copy(run, cut_run, fs::copy_options::recursive);
+  for (const auto& [step, dir] : train::checkpoint_folders(cut_run))
+    for (const auto& f : fs::directory_iterator(dir)) fs::resize_file(f.path(), fs::file_size(f.path()) / 2);
+  // A run whose metrics log has a cut line before its last (a cut last line is a kill's,
+  // skipped with a warning).
+  const fs::path cut_log = root / "cut_log";
+  fs::copy(run, cut_log, fs::copy_options::recursive);
+  write_file(cut_log / "metrics.jsonl", "{\"step\": 0, \"loss\": \n" + read_all(cut_log / "metrics.jsonl"));
+  const std::string bad_tokenizer =
+      write_file(root / "tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab");
+  const fs::path hf = root / "hf";
+  fs::create_directories(hf);
+  write_file(hf / "config.json", "{\"model_type\": \"llama\", \"hidden_");
+  const std::string odd_tokens = write_file(root / "odd.npy", std::string(1001, '\1'));
+  const fs::path golden = root / "golden";
+  fs::create_directories(golden);
+  write_file(golden / "config.json", garbage.substr(0, 100));
+
+  struct Case {
+    std::vector<std::string> args;
+    std::string named;
+  };
+  const std::vector<Case> cases = {
+      {{"train", binary_yaml}, binary_yaml},
+      {{"config", cut_yaml}, cut_yaml},
+      {{"inspect", loop.string()}, loop.string()},
+      {{"bench", folder_yaml.string(), "--steps", "1"}, folder_yaml.string()},
+      {{"sweep", sweep}, sweep},
+      {{"eval", cut_run.string(), "--tasks", "piqa"}, cut_run.string()},
+      {{"generate", cut_run.string(), "--prompt", "1+1="}, cut_run.string()},
+      {{"export", run.string(), "--out", (root / "export").string(), "--tokenizer", bad_tokenizer},
+       bad_tokenizer},
+      {{"import", hf.string(), "--out", (root / "imported").string()}, (hf / "config.json").string()},
+      {{"analyze", run.string(), "--data", odd_tokens}, odd_tokens},
+      {{"detokenize", root.string(), "--tokenizer", tokenizer_file(), "--dtype", "uint16"}, root.string()},
+      {{"tokenize", root.string(), "--tokenizer", tokenizer_file(), "-o", (root / "out.npy").string()},
+       root.string()},
+      {{"report", cut_log.string()}, (cut_log / "metrics.jsonl").string()},
+      {{"parity", golden.string()}, golden.string()},
+  };
+  std::set<std::string> covered;
+  for (const auto& k : cases) {
+    SCOPED_TRACE(k.args[0]);
+    expect_clear(run_siamese(k.args, root / ("bad_" + k.args[0] + ".log")), k.named);
+    covered.insert(k.args[0]);
+  }
+  EXPECT_EQ(covered.size(), 14u);
+  EXPECT_FALSE(fs::exists(root / "export")) << "nothing exported with a tokenizer that does not load";
+  EXPECT_FALSE(fs::exists(root / "imported"));
+  EXPECT_FALSE(fs::exists(root / "out.npy"));
 }
