@@ -93,11 +93,13 @@ int run_text_eval(const EvalArgs& a) {
   o.window = a.window;
   o.stride = a.stride;
   if (ck.config.model.eos_token_id < ck.config.model.vocab_size) o.bos = ck.config.model.eos_token_id;
-  ProgressBar bar("text", int64_t(docs.size()), "documents");
-  const auto start = std::chrono::steady_clock::now();
+  // Counted in scored tokens (each document's first token is scored only after a BOS), so
+  // that one long document shows progress as well as many short ones.
+  int64_t scored = 0;
+  for (const auto& d : docs) scored += int64_t(d.ids.size()) - (o.bos ? 0 : 1);
+  ProgressBar bar("text", scored, "tokens");
   o.progress = [&](int64_t d, int64_t t) {
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    bar.update(d, fmt::format(", {:.0f} tokens/s", double(t) / std::max(secs, 1e-9)));
+    bar.update(t, fmt::format(", {} of {} documents", d, docs.size()));
   };
   const auto s = eval::score_text(*ck.model, docs, o);
   std::cout << fmt::format("{:<10} {:>8} {:>10} {:>10} {:>8} {:>11} {:>13}\n", "", "documents", "tokens",

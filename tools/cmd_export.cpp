@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "siamese/eval/run_tokenizer.h"
 #include "siamese/export/hf_folder.h"
 #include "siamese/tokenizer/tokenizer.h"
 #include "siamese/train/checkpoint_model.h"
@@ -21,8 +22,7 @@ struct ExportArgs {
 int run_export(const ExportArgs& a) {
   auto ck = train::load_checkpoint_model(a.checkpoint, torch::kCPU);
   hf::ExportOptions options = a.options;
-  if (ck.config.data.synthetic.empty())
-    options.tokenizer = a.tokenizer.empty() ? ck.config.tokenizer.identifier : a.tokenizer;
+  options.tokenizer = eval::run_tokenizer_path(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
   // A tokenizer that does not load would be shipped as it is, to fail only in transformers;
   // a --tokenizer given for a run that ships none is a mistake as well.
   if (const std::string& given = options.tokenizer.empty() ? a.tokenizer : options.tokenizer; !given.empty())

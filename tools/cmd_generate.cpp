@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -27,7 +28,8 @@ struct GenerateArgs {
   std::string tokenizer;
   std::string device = "auto";
   eval::Sampling sampling;
-  int64_t eos = -1;  // -1: the config's
+  bool max_tokens_given = false;  // else up to the default, as far as the model's context allows
+  int64_t eos = -1;               // -1: the config's
   bool no_cache = false;
   bool bench = false;
 };
@@ -117,12 +119,27 @@ int run_generate(const GenerateArgs& a) {
   std::vector<std::vector<int64_t>> prompts;
   for (const auto& p : read_prompts(a)) prompts.push_back(codec.encode(p));
   if (a.bench) return run_bench(ck, prompts, s);
+  const int64_t context = ck.config.model.max_sequence_length;
   for (const auto& p : prompts) {
-    std::cout << codec.decode(p) << std::flush;
+    eval::Sampling each = s;
+    if (!a.max_tokens_given) each.max_tokens = std::min(s.max_tokens, context - int64_t(p.size()));
+    if (each.max_tokens < 1)
+      throw Error(fmt::format("the prompt is {} tokens, the model's context (max_sequence_length) {}",
+                              p.size(), context),
+                  "siamese generate", "shorten the prompt");
+    // eval::generate checks the lengths before the first token: the prompt is echoed only then,
+    // so that an error does not follow half a line.
+    bool echoed = false;
+    auto echo = [&] {
+      if (!echoed) std::cout << codec.decode(p) << std::flush;
+      echoed = true;
+    };
     StreamPrinter printer(codec);
-    eval::generate(*ck.model, p, s, [&](int64_t id) {
-      if (!(s.eos && id == *s.eos)) printer.add(id);
+    eval::generate(*ck.model, p, each, [&](int64_t id) {
+      echo();
+      if (!(each.eos && id == *each.eos)) printer.add(id);
     });
+    echo();
     printer.finish();
   }
   return 0;
@@ -137,8 +154,10 @@ void add_generate_command(CLI::App& app, Handler& run) {
       ->required();
   cmd->add_option("--prompt", a->prompts, "prompt text (repeatable)");
   cmd->add_option("--prompt-file", a->prompt_file, "file with one prompt per line");
-  cmd->add_option("--max-tokens", a->sampling.max_tokens, "tokens to generate at most")
-      ->check(CLI::PositiveNumber);
+  auto* max_tokens = cmd->add_option("--max-tokens", a->sampling.max_tokens,
+                                     "tokens to generate at most (default: 64, or what the model's context "
+                                     "leaves after the prompt)")
+                         ->check(CLI::PositiveNumber);
   cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy, else in [1e-3, 1e3]")
       ->check(
           number_in([](double t) { return t == 0 || (t >= 1e-3 && t <= 1e3); }, "0 (greedy) or [1e-3, 1e3]"));
@@ -153,7 +172,10 @@ void add_generate_command(CLI::App& app, Handler& run) {
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
   cmd->add_flag("--no-cache", a->no_cache, "re-read the whole sequence for every token");
   cmd->add_flag("--bench", a->bench, "print greedy tokens/s with and without the KV cache");
-  cmd->callback([&run, a] { run = [a] { return run_generate(*a); }; });
+  cmd->callback([&run, a, max_tokens] {
+    a->max_tokens_given = max_tokens->count() > 0;
+    run = [a] { return run_generate(*a); };
+  });
 }
 
 }  // namespace siamese::cli

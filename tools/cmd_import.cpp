@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "siamese/eval/run_tokenizer.h"
 #include "siamese/export/hf_folder.h"
 #include "siamese/train/checkpoint.h"
 
@@ -23,6 +24,7 @@ int run_import(const std::string& folder, const std::string& out) {
         std::filesystem::absolute(std::filesystem::path(folder) / "tokenizer.json").string();
   train::AdamW optim(imported.model->parameters(), torch::optim::AdamWOptions(cfg.optimizer.learning_rate));
   const auto step = train::save_checkpoint(out, *imported.model, optim, train::TrainState{}, to_yaml(cfg));
+  eval::keep_run_tokenizer(out, cfg);  // the run works once the HF folder is gone
   spdlog::info("imported {} ({}) into {}", folder, cfg.model.residual, step.string());
   return 0;
 }

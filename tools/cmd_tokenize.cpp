@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <optional>
 
 #include <fstream>
@@ -33,9 +34,18 @@ struct TokenizeArgs {
   bool force = false;
 };
 
+// The folder -o names is created, as every other output's is (write_output).
+void create_output_folder(const std::string& output) {
+  const auto folder = std::filesystem::path(output).parent_path();
+  std::error_code ec;
+  if (!folder.empty() && !std::filesystem::create_directories(folder, ec) && ec)
+    throw write_error(folder, ec.value(), "pass -o in a folder that can be created and written");
+}
+
 int run_tokenize(const TokenizeArgs& a) {
   using namespace siamese::tokenizer;
   const Tokenizer tok = Tokenizer::from_file(a.tokenizer);
+  if (!a.output.empty()) create_output_folder(a.output);
   if (!a.encode_jsonl.empty()) {
     if (a.output.empty()) {
       encode_jsonl(tok, a.encode_jsonl, std::cout, a.text_field);
@@ -63,9 +73,10 @@ int run_tokenize(const TokenizeArgs& a) {
   o.threads = a.threads;
   o.force = a.force;
   std::optional<ProgressBar> bar;  // the total is known once the inputs are opened
+  const auto started = std::chrono::steady_clock::now();
   o.progress = [&](int64_t done, int64_t total, int64_t tokens) {
     if (total <= 0) return;  // inputs without a size (a pipe): no bar
-    if (!bar) bar.emplace("tokenize", total, "MB", 1e6);
+    if (!bar) bar.emplace("tokenize", total, "MB", 1e6, started);
     bar->update(done, fmt::format(", {} tokens", tokens));
   };
   const TokenizeReport r = tokenize_corpus(tok, o);

@@ -18,6 +18,13 @@ void add_train_command(CLI::App& app, Handler& run) {
                   "Stop after this step with a checkpoint, as if preempted (the run resumes later)")
       ->check(CLI::PositiveNumber);
   add_config_args(cmd, *args);
+  cmd->footer(
+      "Where the run goes: the config's save_folder (configs/tiny: runs/<run_name>), with its\n"
+      "checkpoints, metrics.jsonl and TensorBoard events; a folder with checkpoints is resumed.\n"
+      "MODEL_TYPE (environment) picks the topology, model.residual, as in the official code;\n"
+      "an override (--model.residual=...) beats it. Every key with its default and range:\n"
+      "docs/configuration.md or `siamese config --schema`. Several processes: launch under\n"
+      "scripts/torchrun or srun (docs/distributed.md).");
   cmd->callback([&run, args, stop_at] {
     run = [args, stop_at] {
       const TrainConfig cfg = load_run_config(*args);

@@ -16,13 +16,16 @@ namespace siamese {
 class ProgressBar {
  public:
   // `unit` names what is counted; `scale` divides the counts for display (1e6 for MB).
-  ProgressBar(std::string label, int64_t total, std::string unit, double scale = 1)
+  // `started` is when the counted work began: a bar made once the total is known, after some
+  // of the work, still shows the true rate.
+  ProgressBar(std::string label, int64_t total, std::string unit, double scale = 1,
+              std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now())
       : label_(std::move(label)),
         unit_(std::move(unit)),
         total_(total),
         scale_(scale),
         terminal_(::isatty(STDERR_FILENO) == 1),
-        start_(std::chrono::steady_clock::now()) {}
+        start_(started) {}
 
   // `extra` is appended after the rate (e.g. ", 12,345 tokens/s").
   void update(int64_t done, const std::string& extra = "") {

@@ -56,6 +56,7 @@ TextScore score_text(model::TransformerImpl& model, const std::vector<TextDocume
       score.nll += model::nll_sum(logits, targets).item<double>();
       score.tokens += end - first;
       first = end;
+      if (o.progress) o.progress(score.documents, score.tokens);
     }
     score.bytes += doc.bytes;
     ++score.documents;

@@ -7,22 +7,21 @@
 
 #include "../tokenizer/unicode.h"  // find_invalid_utf8, as Tokenizer::encode checks it
 #include "siamese/common/error.h"
+#include "siamese/eval/run_tokenizer.h"
 
 namespace siamese::eval {
 
 tokenizer::Tokenizer load_run_tokenizer(const TrainConfig& config, const std::string& config_file,
                                         const std::string& override_path) {
-  const std::string path = override_path.empty() ? config.tokenizer.identifier : override_path;
-  if (!std::filesystem::exists(path))
-    throw Error(fmt::format("tokenizer file \"{}\" not found", path),
-                override_path.empty() ? config_file + " (tokenizer.identifier)" : "--tokenizer",
-                "pass --tokenizer PATH/tokenizer.json");
-  return tokenizer::Tokenizer::from_file(path);
+  TrainConfig with_tokenizer = config;
+  with_tokenizer.data.synthetic.clear();  // callers that ask want a tokenizer whatever the data
+  with_tokenizer.data.paths.clear();
+  return tokenizer::Tokenizer::from_file(run_tokenizer_path(with_tokenizer, config_file, override_path));
 }
 
 TextCodec::TextCodec(const TrainConfig& config, const std::string& config_file,
                      const std::string& tokenizer_override) {
-  if (config.data.synthetic.empty()) tok_ = load_run_tokenizer(config, config_file, tokenizer_override);
+  if (uses_tokenizer(config)) tok_ = load_run_tokenizer(config, config_file, tokenizer_override);
 }
 
 std::vector<int64_t> TextCodec::encode(const std::string& text) const {

@@ -24,6 +24,7 @@
 #include "siamese/data/prefetcher.h"
 #include "siamese/data/token_dataset.h"
 #include "siamese/eval/evaluators.h"
+#include "siamese/eval/run_tokenizer.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/device_clock.h"
@@ -46,6 +47,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The longest silence between console progress lines of a running train.
+constexpr double kConsoleSeconds = 30.0;
 
 std::string format_eta(double seconds) {
   const auto s = static_cast<int64_t>(seconds);
@@ -173,6 +177,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   std::optional<TensorBoardWriter> tensorboard;  // the same rows, for TensorBoard and W&B
   if (main_rank) {
     write_run_config(run_dir, config_yaml);
+    eval::keep_run_tokenizer(run_dir, cfg);
     write_provenance(run_dir, {max_steps, state.step, sync.world_size()});
     metrics.emplace(run_dir / "metrics.jsonl", state.step);
     tensorboard.emplace(run_dir / "tensorboard");
@@ -217,8 +222,9 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   };
   auto evaluate = [&] {
     for (const auto& r : evaluators.run(*model)) {
-      spdlog::info("eval {} at step {}: loss {:.4f} ppl {:.3f}{}", r.label, state.step, r.loss,
-                   r.perplexity(), r.exact_match ? fmt::format(" exact-match {:.3f}", *r.exact_match) : "");
+      spdlog::info("eval {} at step {}: loss {:.4f} nats/token, ppl {:.3f}{}", r.label, state.step, r.loss,
+                   r.perplexity(),
+                   r.exact_match ? fmt::format(", exact match {:.1f}%", 100 * *r.exact_match) : "");
       log_event(r.to_row(state.step));
     }
   };
@@ -244,6 +250,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   DeviceClock clock(device);
   const int64_t read_interval = device.is_cuda() ? cfg.console_log_interval : 1;
   const auto start = Clock::now();
+  auto last_console = start;
   const int64_t first_step = state.step;
   // Writes the pending steps' metrics. A non-finite step was already skipped on the device
   // (its update cancelled); here it is counted, and past max_bad_steps the run stops.
@@ -301,12 +308,24 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       if (scaler.enabled()) m.loss_scale = loss_scale;
       log_event(m.to_row());
       if (m.loss_spike) spdlog::warn("step {}: loss spike {:.4f}", p.step, loss);
-      if (p.step % cfg.console_log_interval == 0 || p.step == max_steps) {
+      // A console line after the first step (with the run's expected length), then every
+      // console_log_interval steps or kConsoleSeconds, whichever comes first, and at the end.
+      const bool first = p.step == first_step + 1;
+      if (first || p.step % cfg.console_log_interval == 0 || p.step == max_steps ||
+          seconds_since(last_console) >= kConsoleSeconds) {
+        last_console = Clock::now();
         const double per_step = m.elapsed / double(p.step - first_step);
-        spdlog::info("[{}/{}] loss {:.4f} lr {:.3e} grad_norm {:.3f} tok/s {:.0f}{} mem {:.0f} MiB ETA {}",
-                     p.step, max_steps, loss, p.lr, grad_norm, m.tokens_per_sec(),
-                     m.mfu() ? fmt::format(" MFU {:.1f}%", 100 * *m.mfu()) : "", peak_mib,
-                     format_eta(per_step * double(max_steps - p.step)));
+        spdlog::info(
+            "[{}/{}] loss {:.4f} nats/token, lr {:.3e}, grad_norm {:.3f}, {:.0f} tokens/s{}, mem {:.0f} MiB, "
+            "ETA {}",
+            p.step, max_steps, loss, p.lr, grad_norm, m.tokens_per_sec(),
+            m.mfu() ? fmt::format(", MFU {:.1f}%", 100 * *m.mfu()) : "", peak_mib,
+            format_eta(per_step * double(max_steps - p.step)));
+        if (first && max_steps > p.step)
+          spdlog::info(
+              "expected duration at the first step's speed: {} for {} steps (the first step includes "
+              "warm-up)",
+              format_eta(per_step * double(max_steps - first_step)), max_steps - first_step);
       }
     }
     pending.clear();

@@ -2,6 +2,7 @@
 // byte-level model on the built-in arithmetic corpus (trained once for the suite).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -69,6 +70,25 @@ TEST_F(GenerateAndScore, GeneratesFromPromptsAndAPromptFile) {
   EXPECT_EQ(read_all(file("g3")), two);  // same seed, same text
 }
 
+// The model reads 96 positions. Without --max-tokens, a 90-token prompt gets what the context
+// leaves (the README's command on the quickstart model failed before); an explicit
+// --max-tokens past the context is refused before anything is printed.
+TEST_F(GenerateAndScore, TheDefaultLengthFitsTheContextAndTooMuchIsRefusedCleanly) {
+  ASSERT_EQ(train_rc_, 0) << read_all(file("train.log.err"));
+  std::string prompt;
+  while (prompt.size() < 90) prompt += "12+34=46 ";
+  prompt.resize(90);
+  const auto prompts = dir_->write("long.txt", prompt + "\n");
+  ASSERT_EQ(run_cli("generate " + run() + " --prompt-file " + prompts + " --eos 1000", file("d")), 0)
+      << read_all(file("d.err"));
+  EXPECT_EQ(read_all(file("d")).size(), 96u + 1) << read_all(file("d"));  // 90 + 6 bytes, then "\n"
+
+  EXPECT_NE(run_cli("generate " + run() + " --prompt-file " + prompts + " --max-tokens 7", file("e")), 0);
+  EXPECT_EQ(read_all(file("e")), "");
+  EXPECT_NE(read_all(file("e.err")).find("exceed the model's max_sequence_length 96"), std::string::npos)
+      << read_all(file("e.err"));
+}
+
 TEST_F(GenerateAndScore, BenchReportsTokensPerSecondWithAndWithoutTheCache) {
   ASSERT_EQ(train_rc_, 0) << read_all(file("train.log.err"));
   ASSERT_EQ(run_cli("generate " + run() + " --prompt 1+2=3 --bench --max-tokens 16", file("b")), 0)
@@ -96,8 +116,10 @@ TEST_F(GenerateAndScore, ScoresTextFilesPerFileAndPerLine) {
   EXPECT_EQ(per_file["tokens"], int64_t(text.size()));
   const double bpb = per_file["bits_per_byte"];
   EXPECT_NEAR(bpb, double(per_file["loss"]) / std::log(2.0), 1e-9);
-  EXPECT_LT(double(per_file["perplexity"]), 256.0);                            // learned something about sums
-  EXPECT_NE(read_all(file("t1.err")).find("documents/s"), std::string::npos);  // the progress bar
+  EXPECT_LT(double(per_file["perplexity"]), 256.0);  // learned something about sums
+  // The progress bar, in scored tokens.
+  EXPECT_NE(read_all(file("t1.err")).find(fmt::format("{0}/{0} tokens", text.size())), std::string::npos)
+      << read_all(file("t1.err"));
 
   ASSERT_EQ(
       run_cli("eval " + run() + " --text " + path + " --doc-per-line --out " + file("t2.json"), file("t2")),
@@ -118,3 +140,48 @@ TEST_F(GenerateAndScore, ScoresTextFilesPerFileAndPerLine) {
 }
 
 }  // namespace
+
+// A run started with a tokenizer path relative to its working folder works from any other
+// folder, even once that path is gone: the run folder keeps a copy (siamese_tokenizer.json),
+// which generate, eval and export fall back to.
+TEST(SelfContainedRun, GenerateEvalAndExportWorkFromElsewhereAfterTheTokenizerMoves) {
+  TempDir dir;
+  fs::create_directories(dir.file("work/tok"));
+  fs::copy_file(siamese::testing::tokenizer_path("olmo-gpt-neox-20b-pii-special"),
+                dir.file("work/tok/t.json"));
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "The cat sat on the mat number " + std::to_string(i) + ".\n";
+  dir.write("work/corpus.txt", text);
+  const auto in_work = [&](const std::string& args) {
+    return siamese::testing::run_siamese(args, dir.path(), "", dir.file("work"));
+  };
+  auto r = in_work("tokenize --tokenizer tok/t.json corpus.txt -o data/corpus.npy");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  r = in_work("train " + std::string(SIAMESE_SOURCE_DIR) +
+              "/configs/tiny/base.yaml --tokenizer.identifier=tok/t.json --data.paths=[data/corpus.npy]"
+              " --model.d_model=16 --model.n_heads=2 --model.n_layers=1 --model.max_sequence_length=32"
+              " --global_train_batch_size=2 --device_train_microbatch_size=2 --max_duration=2"
+              " --save_interval=2 --eval_interval=1000 --evaluators=[] --save_folder=run");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(dir.file("work/run/siamese_tokenizer.json")));
+  fs::remove_all(dir.file("work/tok"));
+
+  const std::string run = dir.file("work/run");
+  r = siamese::testing::run_siamese("generate " + run + " --prompt 'The cat' --max-tokens 3", dir.path(), "",
+                                    "/");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("The cat", 0), 0u) << r.out;
+  const auto doc = dir.write("doc.txt", "The cat sat on the mat.\n");
+  r = siamese::testing::run_siamese("eval " + run + " --text " + doc, dir.path(), "", "/");
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = siamese::testing::run_siamese("export " + run + " --out " + dir.file("hf"), dir.path(), "", "/");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_all(dir.file("hf/tokenizer.json")), read_all(dir.file("work/run/siamese_tokenizer.json")));
+
+  // Without the copy the message names the config key and the fix.
+  fs::remove(dir.file("work/run/siamese_tokenizer.json"));
+  r = siamese::testing::run_siamese("generate " + run + " --prompt x", dir.path(), "", "/");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("tokenizer.identifier"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--tokenizer"), std::string::npos) << r.err;
+}

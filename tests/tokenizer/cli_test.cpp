@@ -37,7 +37,7 @@ TEST(Cli, TokenizeThenDetokenize) {
   const std::string jsonl =
       dir.write("a.jsonl", "{\"text\": \"Hello  world\"}\n{\"text\": \"e\\u0301 <|endoftext|>\"}\n");
   const std::string txt = dir.write("b.txt", "Second file.\nTwo lines.\n");
-  const std::string out = dir.file("out.npy");
+  const std::string out = dir.file("data/train/out.npy");  // its folders are created
   const Result r = run("tokenize --tokenizer " + kNeox + " " + jsonl + " " + txt + " -o " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("MB/s"), std::string::npos) << r.output;

@@ -36,7 +36,8 @@ struct TextOptions {
   int64_t window = 0;          // 0: the model's max_sequence_length
   int64_t stride = 0;          // 0: window / 2
   std::optional<int64_t> bos;  // token put before each document (the model's EOS)
-  // Called after each document with (documents done, tokens done).
+  // Called after each window and each document with (documents done, tokens scored): a long
+  // document shows progress too.
   std::function<void(int64_t, int64_t)> progress;
 };
 

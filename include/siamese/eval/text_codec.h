@@ -11,8 +11,8 @@
 
 namespace siamese::eval {
 
-// `override_path` (--tokenizer) or the config's tokenizer.identifier; `config_file` names
-// where that came from in the error when the file is missing.
+// The tokenizer of run_tokenizer_path (run_tokenizer.h): --tokenizer, the config's
+// tokenizer.identifier, or the run folder's copy.
 tokenizer::Tokenizer load_run_tokenizer(const TrainConfig& config, const std::string& config_file,
                                         const std::string& override_path);
 
