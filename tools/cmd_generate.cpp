@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -65,6 +66,8 @@ class StreamPrinter {
 std::vector<std::string> read_prompts(const GenerateArgs& a) {
   std::vector<std::string> prompts = a.prompts;
   if (!a.prompt_file.empty()) {
+    if (std::filesystem::is_directory(a.prompt_file))
+      throw Error("the prompt file is a folder", a.prompt_file, "pass a text file with one prompt per line");
     std::ifstream in(a.prompt_file);
     if (!in) throw Error("cannot read the prompt file", a.prompt_file, "check the path");
     for (std::string line; std::getline(in, line);)

@@ -463,6 +463,7 @@ TEST(EverySubcommand, ABadFileIsNamedWithAFix) {
       {{"sweep", sweep}, sweep},
       {{"eval", cut_run.string(), "--tasks", "piqa"}, cut_run.string()},
       {{"generate", cut_run.string(), "--prompt", "1+1="}, cut_run.string()},
+      {{"generate", run.string(), "--prompt-file", root.string()}, root.string()},
       {{"export", run.string(), "--out", (root / "export").string(), "--tokenizer", bad_tokenizer},
        bad_tokenizer},
       {{"import", hf.string(), "--out", (root / "imported").string()}, (hf / "config.json").string()},
@@ -479,7 +480,7 @@ TEST(EverySubcommand, ABadFileIsNamedWithAFix) {
     expect_clear(run_siamese(k.args, root / ("bad_" + k.args[0] + ".log")), k.named);
     covered.insert(k.args[0]);
   }
-  EXPECT_EQ(covered.size(), 14u);
+  EXPECT_EQ(covered.size(), 14u);  // generate twice: a cut checkpoint, a folder as its prompt file
   EXPECT_FALSE(fs::exists(root / "export")) << "nothing exported with a tokenizer that does not load";
   EXPECT_FALSE(fs::exists(root / "imported"));
   EXPECT_FALSE(fs::exists(root / "out.npy"));
