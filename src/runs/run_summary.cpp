@@ -55,6 +55,11 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
       if (event == k::kNonfiniteEvent) {
         s.nonfinite = true;
         if (!s.nonfinite_step) s.nonfinite_step = j.value(k::kStep, int64_t(0));
+      } else if (event == k::kResumeEvent && j.contains("changed") && j["changed"].is_object()) {
+        RunSummary::Resume resume{j.value(k::kStep, int64_t(0)), {}};
+        for (const auto& [key, change] : j["changed"].items())
+          resume.changed.push_back({key, change.value("was", ""), change.value("now", "")});
+        s.resumes.push_back(resume);
       } else if (event == k::kEvalEvent) {
         if (j.contains(k::kLabel) && j.contains(k::kPerplexity) && j[k::kPerplexity].is_number())
           s.eval_perplexity[j[k::kLabel].get<std::string>()] = j[k::kPerplexity].get<double>();
@@ -103,6 +108,12 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     s.learning_rate = c.optimizer.learning_rate;
     s.seed = c.seed;
   }
+  for (const auto& resume : s.resumes)
+    for (const auto& change : resume.changed)
+      if (change.key == "optimizer.learning_rate" && s.learning_rate) {
+        s.learning_rate = std::stod(change.was);
+        break;
+      }
   if (s.topology.empty()) {
     fs::path folder = fs::path(run_dir).lexically_normal();
     if (folder.filename().empty()) folder = folder.parent_path();  // "runs/x/"
@@ -195,7 +206,13 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
            " |";
     out += fmt::format(" {}{} |\n", mark, r.spikes ? fmt::format(" ({} spikes)", r.spikes) : "");
   }
-  return out;
+  // Runs resumed with other settings: the LR column is the first segment's; here is the rest.
+  std::string notes;
+  for (const auto& r : runs)
+    for (const auto& resume : r.resumes)
+      for (const auto& c : resume.changed)
+        notes += fmt::format("- {}: {} {} -> {} from step {}\n", r.run, c.key, c.was, c.now, resume.step);
+  return notes.empty() ? out : out + "\nResumed with changed settings:\n" + notes;
 }
 
 namespace {
@@ -285,6 +302,11 @@ nlohmann::json run_json(const RunSummary& r) {
       {"spikes", r.spikes},
       {"steps_per_second", number(r.train_seconds > 0 ? double(r.timed_steps) / r.train_seconds : NAN)},
   };
+  for (const auto& resume : r.resumes) {
+    nlohmann::json changed = nlohmann::json::object();
+    for (const auto& c : resume.changed) changed[c.key] = {{"was", c.was}, {"now", c.now}};
+    j["resumes"].push_back({{"step", resume.step}, {"changed", changed}});
+  }
   for (const auto& [k, v] : r.eval_perplexity) j["perplexity"][k] = number(v);
   for (const auto& [k, v] : r.eval_exact_match) j["exact_match"][k] = number(v);
   for (const auto& [k, v] : r.downstream) j["downstream"][k] = number(v);

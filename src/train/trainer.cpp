@@ -190,7 +190,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     // The values each segment of the run trained with, for whoever reads the log later.
     nlohmann::ordered_json changed = nlohmann::ordered_json::object();
     for (const auto& c : changes) changed[c.key] = {{"was", c.was}, {"now", c.now}};
-    log_event(metrics_row(state.step, "resume", {{"changed", changed}}));
+    log_event(metrics_row(state.step, metric::kResumeEvent, {{"changed", changed}}));
   }
 
   const auto params = model->parameters();

@@ -7,6 +7,7 @@
 #include "siamese/common/error.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
+#include "support/cli.h"
 #include "support/temp_dir.h"
 
 #include <filesystem>
@@ -176,4 +177,37 @@ TEST(RunSummary, SeedsAggregateAndEveryRunExportsAsCsvAndJson) {
   EXPECT_NE(csv.find("\"runs/pre, \"\"seed\"\" 1\",pre,0.001,1,finished,100,100,0,1.0,false,0,,0.25"),
             std::string::npos)
       << csv;
+}
+
+// A run resumed with another learning rate: the summary keeps the first segment's rate and
+// lists the change with its step (the config on disk holds only the last segment's), in the
+// table and in JSON.
+TEST(RunSummary, AResumeWithChangedSettingsShowsEachSegmentsValues) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const std::string train =
+      "train " + std::string(SIAMESE_SOURCE_DIR) +
+      "/configs/tiny/quickstart.yaml --model.n_layers=1 --max_duration=6 --save_interval=3"
+      " --eval_interval=1000 --save_folder=" +
+      run;
+  auto r = siamese::testing::run_siamese(train + " --optimizer.learning_rate=3e-3 --stop-at 3", dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = siamese::testing::run_siamese(train + " --optimizer.learning_rate=1e-3", dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const RunSummary s = summarize_run(run);
+  EXPECT_EQ(s.steps, 6);
+  ASSERT_TRUE(s.learning_rate);
+  EXPECT_DOUBLE_EQ(*s.learning_rate, 3e-3);
+  ASSERT_EQ(s.resumes.size(), 1u);
+  EXPECT_EQ(s.resumes[0].step, 3);
+  ASSERT_EQ(s.resumes[0].changed.size(), 1u);
+  EXPECT_EQ(s.resumes[0].changed[0].key, "optimizer.learning_rate");
+  EXPECT_DOUBLE_EQ(std::stod(s.resumes[0].changed[0].now), 1e-3);
+  const std::string table = markdown_table({s});
+  EXPECT_NE(table.find("optimizer.learning_rate " + s.resumes[0].changed[0].was + " -> " +
+                       s.resumes[0].changed[0].now + " from step 3"),
+            std::string::npos)
+      << table;
+  const auto json = nlohmann::json::parse(runs_json({s}));
+  EXPECT_EQ(json[0]["resumes"][0]["step"], 3);
 }

@@ -29,6 +29,8 @@ inline constexpr const char* kExactMatch = "exact_match";
 // Events.
 inline constexpr const char* kEvalEvent = "eval";
 inline constexpr const char* kNonfiniteEvent = "nonfinite";
+// A resumed run that trains on with changed settings: {"changed": {key: {"was", "now"}}}.
+inline constexpr const char* kResumeEvent = "resume";
 // OLMo's downstream keys: eval/downstream/<label>_<metric>, and <label>_documents.
 inline constexpr const char* kDownstreamPrefix = "eval/downstream/";
 inline constexpr const char* kDocumentsSuffix = "_documents";

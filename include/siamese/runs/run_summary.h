@@ -37,6 +37,16 @@ struct RunSummary {
   double train_seconds = 0;                        // sum of the logged steps' step_seconds
   int64_t timed_steps = 0;                         // logged steps with a step time
   std::map<std::string, double> downstream;        // "eval/downstream/<label>_<metric>" -> last
+  // Resumes that changed settings, in order: the values each segment of the run trained
+  // with (the config read above holds only the last segment's).
+  struct SettingChange {
+    std::string key, was, now;
+  };
+  struct Resume {
+    int64_t step;
+    std::vector<SettingChange> changed;
+  };
+  std::vector<Resume> resumes;
 };
 
 struct SummaryOptions {
@@ -45,7 +55,8 @@ struct SummaryOptions {
 };
 
 // Reads run_dir/metrics.jsonl, run.json and, for topology / learning rate / seed, the
-// config.yaml of the newest step<N> checkpoint. A folder without metrics is a run that never
+// config.yaml of the newest step<N> checkpoint; the learning rate is the first segment's when
+// a resume changed it (the resumes list the rest). A folder without metrics is a run that never
 // started; a missing folder or a malformed line throws siamese::Error "file:line".
 RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& options = {});
 
