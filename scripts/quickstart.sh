@@ -4,7 +4,8 @@
 # shows how they differ: a table (siamese report), one figure (loss curves and per-layer
 # gradient norms) and answers each model gives to held-out problems.
 # Needs no data files. Runs go to $SIAMESE_RUNS (default runs/); a finished run is reused
-# (delete runs/quickstart-* to train again). QUICKSTART_TOPOLOGIES picks other topologies.
+# (delete runs/quickstart-* to train again). QUICKSTART_TOPOLOGIES picks other topologies;
+# QUICKSTART_STEPS=N trains N steps instead of 1000 (a quick look at every piece).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,7 +18,8 @@ read -r -a topologies <<<"${QUICKSTART_TOPOLOGIES:-post pre hybrid_pre}"
 runs=()
 for topology in "${topologies[@]}"; do
   echo "== training $topology"
-  "$siamese" train configs/tiny/quickstart.yaml --model.residual="$topology"
+  "$siamese" train configs/tiny/quickstart.yaml --model.residual="$topology" \
+    ${QUICKSTART_STEPS:+--max_duration="$QUICKSTART_STEPS"}
   runs+=("$SIAMESE_RUNS/quickstart-$topology")
 done
 

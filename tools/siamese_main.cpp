@@ -2,6 +2,8 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <set>
+#include <string>
 
 #include "commands.h"
 #include "siamese/common/build_info.h"
@@ -10,8 +12,14 @@
 #include "siamese/common/user_path.h"
 #include "siamese/dist/world.h"
 #include "siamese/train/provenance.h"
+#include "siamese/train/runtime.h"
 
 int main(int argc, char** argv) {
+  // The subcommands whose work is OpenMP-parallel tensor code choose its wait policy; the
+  // others skip the restart that choice costs (about a LibTorch load).
+  static const std::set<std::string> kRunsModels = {"train",   "bench", "eval",  "generate",
+                                                    "analyze", "sweep", "parity"};
+  if (argc > 1 && kRunsModels.count(argv[1])) siamese::train::restart_with_passive_openmp_wait(argv);
   // Under torchrun or srun only rank 0 logs progress; a malformed launcher environment is
   // reported by the command that needs the world, so here it just means rank 0.
   int rank = 0;

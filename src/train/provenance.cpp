@@ -1,5 +1,6 @@
 #include "siamese/train/provenance.h"
 
+#include <ATen/Parallel.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -64,6 +65,9 @@ void write_provenance(const fs::path& save_folder, const LaunchFacts& facts) {
       {"world_size", facts.world_size},
       {"launcher", detect_world().launcher},
       {"host", host},
+      // Both change step times, and the thread count changes the bits of reductions.
+      {"intra_op_threads", at::get_num_threads()},
+      {"omp_wait_policy", env_or_empty("OMP_WAIT_POLICY")},
       // Every host of a Slurm job; under torchrun the ranks' hosts are those of the launch.
       {"slurm_job_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
       {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},

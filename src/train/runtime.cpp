@@ -10,6 +10,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -30,6 +31,15 @@ void configure_cpu_runtime() {
     at::set_num_threads(cores);
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+void restart_with_passive_openmp_wait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+  const char* threads = std::getenv("OMP_NUM_THREADS");
+  if ((threads && std::string(threads) == "1") || std::thread::hardware_concurrency() <= 1) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  ::execv("/proc/self/exe", argv);
+  ::unsetenv("OMP_WAIT_POLICY");  // exec failed: this process keeps libgomp's default
 }
 
 void configure_cuda_runtime(torch::Device device, bool allow_tf32) {

@@ -14,6 +14,16 @@ namespace siamese::train {
 // faulting them back in cost ~30% of a step (docs/results.md).
 void configure_cpu_runtime();
 
+// OpenMP workers that wait by spinning take the time slices their busy siblings need when
+// other processes share the cores (a shared CI runner, a laptop, a login node): 10-30x
+// slower steps there (docs/results.md, "Threads on a busy machine"). libgomp reads its wait
+// policy once, when it loads before main, so the only way to choose it is the environment of
+// a new process image: this re-executes the process (same pid, same argv) with
+// OMP_WAIT_POLICY=PASSIVE, unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, or
+// OMP_NUM_THREADS=1 leaves nothing to wait. Call first thing in main, before any file,
+// thread or socket exists. Returns only when no restart was needed (or exec failed).
+void restart_with_passive_openmp_wait(char** argv);
+
 // CUDA: makes `device` the current one (its RNG is the one checkpoints save) and uses TF32
 // tensor cores for fp32 matmuls and cuDNN convolutions when `allow_tf32` (the config's
 // allow_tf32; PyTorch leaves matmuls in full fp32 by default).
