@@ -23,7 +23,7 @@ head -c 1713 README.md >"$scratch/text.txt"
 workloads=(quickstart base eval)
 run_workload() {
   case $1 in
-    quickstart) "$siamese" train configs/tiny/quickstart.yaml --max_duration=60 --eval_interval=1000 \
+    quickstart) "$siamese" train configs/tiny/quickstart.yaml --max_duration=30 --eval_interval=1000 \
       --save_interval=1000 --save_folder="$scratch/q$RANDOM" ;;
     base) "$siamese" bench configs/tiny/base.yaml --steps 3 --warmup 1 ;;
     eval) "$siamese" eval "$scratch/run" --text "$scratch/text.txt" --no-metrics ;;

@@ -79,6 +79,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("load_path", "Checkpoint to resume from (empty or null: start fresh).", &T::load_path),
       field<T>("max_duration", "Training length: steps (1000, 739_328, 1e4), tokens (2e9T) or epochs (1ep).",
                &T::max_duration),
+      field<T>("time_limit",
+               "Wall-clock seconds from start-up: training saves a checkpoint and stops, exit code 0, "
+               "when the next check would come after them (null: no limit).",
+               &T::time_limit)
+          .positive(),
       field<T>("global_train_batch_size", "Sequences per optimizer step, summed over all ranks.",
                &T::global_train_batch_size)
           .positive(),
@@ -363,7 +368,6 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"auxiliary_loss_multiplier", "not supported"},
       {"fused_loss", "the loss implementation is fixed"},
       {"gen1_gc_interval", "no Python garbage collector"},
-      {"time_limit", "not supported"},
       {"stop_at", "use max_duration"},
       {"stop_after", "use max_duration"},
       {"python_profiling", "not supported"},

@@ -75,6 +75,7 @@ int64_t total_steps(const Duration& d, int64_t tokens_per_step, int64_t steps_pe
 
 int train(const TrainConfig& cfg, const RunControl& control) {
   // ---- setup -------------------------------------------------------------------------
+  const auto started = Clock::now();  // time_limit counts from here
   GradientSync single_process;
   GradientSync& sync = control.sync ? *control.sync : single_process;
   const bool main_rank = sync.rank() == 0;
@@ -197,7 +198,9 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   // Rank 0 writes (every rank holds the same weights); the others wait so nobody runs
   // ahead of, or exits before, a checkpoint that is still being written. Weights that are
   // no longer finite are never saved: every rank sees the same ones and stops alike.
+  double longest_save_seconds = 0;  // what time_limit keeps in hand for the final save
   auto save = [&]() -> int {
+    const auto save_start = Clock::now();
     std::vector<torch::Tensor> finite;
     for (const auto& p : params) finite.push_back(torch::isfinite(p).all());
     if (!torch::stack(finite).all().item<bool>()) {
@@ -218,6 +221,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       spdlog::info("saved checkpoint {}", dir.string());
     }
     sync.barrier();
+    longest_save_seconds = std::max(longest_save_seconds, seconds_since(save_start));
     return 0;
   };
   auto evaluate = [&] {
@@ -379,6 +383,22 @@ int train(const TrainConfig& cfg, const RunControl& control) {
         if (state.step != last_saved)
           if (const int rc = save(); rc != 0) return rc;
         return kExitStopped;
+      }
+      // time_limit: stop while a checkpoint still fits, judged at the last check before the
+      // limit (the next one is read_interval steps away at the mean step time so far).
+      if (cfg.time_limit) {
+        const double per_step = seconds_since(start) / double(state.step - first_step);
+        const double at_next_check = seconds_since(started) + per_step * double(read_interval);
+        if (sync.sum(at_next_check + longest_save_seconds >= *cfg.time_limit ? 1.0 : 0.0) > 0) {
+          spdlog::info(
+              "stopping at step {}: time_limit {} s would pass before the next check; resume with "
+              "the same command",
+              state.step, *cfg.time_limit);
+          log_event(metrics_row(state.step, metric::kTimeLimitEvent, {{"time_limit", *cfg.time_limit}}));
+          if (state.step != last_saved)
+            if (const int rc = save(); rc != 0) return rc;
+          return 0;
+        }
       }
     }
     if (eval_due) evaluate();

@@ -213,6 +213,33 @@ TEST(Trainer, NonFiniteLossStopsWithExitCodeAndLeavesLastCheckpointIntact) {
   for (auto& p : m->parameters()) EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
 }
 
+// OLMo's time_limit: the run saves where it is and ends cleanly (exit 0) before the limit;
+// started again, it resumes from that checkpoint and goes on.
+TEST(Trainer, TimeLimitStopsWithACheckpointAndTheRunResumesFromIt) {
+  auto dir = fresh_dir("trainer_test", "time_limit");
+  auto c = tiny(dir);
+  c.max_duration = "1000000";
+  c.save_interval = 1000000;
+  c.time_limit = 2.0;
+  ASSERT_EQ(train::train(c), 0);
+  const auto first = losses(dir);
+  ASSERT_FALSE(first.empty());
+  const int64_t stopped_at = first.rbegin()->first;
+  EXPECT_LT(stopped_at, 1000000);
+  EXPECT_TRUE(fs::exists(dir / ("step" + std::to_string(stopped_at)) / "config.yaml"));
+  const std::string log = read_all(dir / "metrics.jsonl");
+  EXPECT_NE(
+      log.find("{\"step\": " + std::to_string(stopped_at) + ", \"event\": \"time_limit\", \"time_limit\": 2"),
+      std::string::npos)
+      << log;
+
+  ASSERT_EQ(train::train(c), 0);
+  const auto both = losses(dir);
+  EXPECT_GT(both.rbegin()->first, stopped_at);
+  EXPECT_EQ(both.at(stopped_at), first.at(stopped_at));  // the first segment is kept, not redone
+  EXPECT_TRUE(both.count(stopped_at + 1));
+}
+
 TEST(Trainer, SkipsUpToMaxBadStepsThenStops) {
   auto dir = fresh_dir("trainer_test", "skip");
   auto c = tiny(dir);

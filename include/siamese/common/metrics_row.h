@@ -31,6 +31,8 @@ inline constexpr const char* kEvalEvent = "eval";
 inline constexpr const char* kNonfiniteEvent = "nonfinite";
 // A resumed run that trains on with changed settings: {"changed": {key: {"was", "now"}}}.
 inline constexpr const char* kResumeEvent = "resume";
+// A run that stopped with a checkpoint before its time_limit: {"time_limit": seconds}.
+inline constexpr const char* kTimeLimitEvent = "time_limit";
 // OLMo's downstream keys: eval/downstream/<label>_<metric>, and <label>_documents.
 inline constexpr const char* kDownstreamPrefix = "eval/downstream/";
 inline constexpr const char* kDocumentsSuffix = "_documents";

@@ -139,6 +139,7 @@ struct TrainConfig {
   bool save_overwrite = false;
   std::string load_path = "";
   std::string max_duration = "10000";  // steps "1000", tokens "2e9T", epochs "1ep"
+  std::optional<double> time_limit;    // seconds from start-up; then a checkpoint and a clean stop
   int64_t global_train_batch_size = 512;
   int64_t device_train_microbatch_size = 16;
   int64_t device_eval_batch_size = 16;
