@@ -89,6 +89,7 @@ class Attention(nn.Module):
             self.v_norm = norm(self.hd)
         self.rope = c["rope"]
         self.theta = c["rope_theta"]
+        self.hooks = None  # the topology's sublayer hooks (nGPT)
 
     def forward(self, x):
         B, T, d = x.shape
@@ -99,6 +100,8 @@ class Attention(nn.Module):
         q, k, v = qkv.split([d, kv, kv], -1)
         if self.full_width:
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.hooks is not None:
+            q, k = self.hooks.qk(q, k)
         q = q.view(B, T, self.n_heads, self.hd).transpose(1, 2)
         k = k.view(B, T, self.n_kv, self.hd).transpose(1, 2)
         v = v.view(B, T, self.n_kv, self.hd).transpose(1, 2)
@@ -119,7 +122,8 @@ class Attention(nn.Module):
         if self.n_kv != self.n_heads:
             k = k.repeat_interleave(self.n_heads // self.n_kv, 1)
             v = v.repeat_interleave(self.n_heads // self.n_kv, 1)
-        ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        scale = self.hooks.softmax_scale if self.hooks is not None else None
+        ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
         return self.attn_out(ctx.transpose(1, 2).reshape(B, T, d))
 
 
@@ -131,11 +135,14 @@ class Mlp(nn.Module):
         inner = hidden // 2 if self.act == "swiglu" else hidden
         self.ff_proj = nn.Linear(c["d_model"], hidden, bias=c["include_bias"])
         self.ff_out = nn.Linear(inner, c["d_model"], bias=c["include_bias"])
+        self.hooks = None  # the topology's sublayer hooks (nGPT)
 
     def forward(self, x):
         h = self.ff_proj(x)
         if self.act == "swiglu":
             value, gate = h.chunk(2, -1)
+            if self.hooks is not None:
+                value, gate = self.hooks.swiglu(value, gate)
             h = F.silu(gate) * value
         elif self.act == "gelu":
             h = F.gelu(h)
@@ -176,6 +183,12 @@ class Topology(nn.Module):
 
     def sub_norm(self, s, prefix=""):  # attn_norm / ff_norm of sublayer s
         return self.bp(s // 2, ("attn" if s % 2 == 0 else "ff") + prefix)
+
+    def sublayer_hooks(self, l):  # what block l's attention and MLP do differently
+        return None
+
+    def scale_logits(self, logits):
+        return logits
 
 
 class Pre(Topology):
@@ -412,6 +425,59 @@ class HybridPre(SiameseStreams):
         return self.bp(l, "ff_input_norm")(x + y) if self.fused_input_norm else x + y
 
 
+def l2_normalize(x):
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=torch.promote_types(x.dtype, torch.float32))
+    return x / norm.to(x.dtype)
+
+
+class NormalizedHooks:
+    """nGPT's attention and MLP (src/model/topologies/ngpt.cpp, sublayer_hooks)."""
+
+    def __init__(self, topo, l, softmax_scale):
+        self.topo, self.l, self.softmax_scale = topo, l, softmax_scale
+
+    def qk(self, q, k):
+        sq, sk, r = self.topo.bp(self.l, "sq"), self.topo.bp(self.l, "sk"), self.topo.sqrt_d
+        return (l2_normalize(q) * (sq * r)).to(q.dtype), (l2_normalize(k) * (sk * r)).to(k.dtype)
+
+    def swiglu(self, value, gate):
+        su, sv = self.topo.bp(self.l, "su"), self.topo.bp(self.l, "sv")
+        return (value * su).to(value.dtype), (gate * (sv * self.topo.sqrt_d)).to(gate.dtype)
+
+
+class Normalized(Topology):  # nGPT: x = Norm(x + alpha (Norm(F(x)) - x)), scaled q/k, SwiGLU, logits
+    def __init__(self, c):
+        super().__init__(c)
+        d = c["d_model"]
+        self.sqrt_d = math.sqrt(d)
+        kv, inner = c["n_kv_heads"] * (d // c["n_heads"]), c["mlp_hidden_size"] // 2
+        for l in range(c["n_layers"]):
+            for name, size in (("attn_alpha", d), ("ff_alpha", d), ("sq", d), ("sk", kv)):
+                self.block_param(l, name, torch.full((size,), 1.0 / self.sqrt_d))
+            self.block_param(l, "su", torch.ones(inner))
+            self.block_param(l, "sv", torch.ones(inner))
+        self.sz = nn.Parameter(torch.full((c["embedding_size"],), 1.0 / self.sqrt_d))
+
+    def sublayer_hooks(self, l):
+        return NormalizedHooks(self, l, math.sqrt(self.c["d_model"] // self.c["n_heads"]))
+
+    def begin(self, e):
+        return [e]
+
+    def enter(self, st, s):
+        return st[0]
+
+    def leave(self, st, f, s):
+        alpha = (self.bp(s // 2, "attn_alpha" if s % 2 == 0 else "ff_alpha") * (0.05 * self.sqrt_d)).abs()
+        st[0] = l2_normalize(st[0] + alpha * (l2_normalize(f) - st[0]))
+
+    def finish(self, st):
+        return st[0]
+
+    def scale_logits(self, logits):
+        return logits * (self.sz * self.sqrt_d).to(logits.dtype)
+
+
 TOPOLOGIES = {
     "pre": Pre,
     "pre_embednorm": lambda c: Pre(c, emb_norm=True),
@@ -427,6 +493,7 @@ TOPOLOGIES = {
     "hybrid_pre": HybridPre,
     "reordered": Reordered,
     "lns": LayerNormScaling,
+    "ngpt": Normalized,
 }
 
 
@@ -447,6 +514,8 @@ class SiameseForCausalLM(PreTrainedModel, GenerationMixin):
             self.emb_norm = make_norm(c, d)
         self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
         self.topology = TOPOLOGIES[c["residual"]](c)
+        for l, block in enumerate(self.blocks):
+            block.attn.hooks = block.mlp.hooks = self.topology.sublayer_hooks(l)
         self.ff_out = None if c["weight_tying"] else nn.Linear(d, c["embedding_size"], bias=c["include_bias"])
         self.post_init()
 
@@ -477,6 +546,7 @@ class SiameseForCausalLM(PreTrainedModel, GenerationMixin):
         logits = F.linear(h, self.wte.weight) if self.ff_out is None else self.ff_out(h)
         if self.c["scale_logits"]:
             logits = logits / math.sqrt(self.c["d_model"])
+        logits = topo.scale_logits(logits)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten())

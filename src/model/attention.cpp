@@ -10,22 +10,23 @@ int64_t kv_head_count(const ModelConfig& cfg) {
 }
 
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  double dropout_p, bool training) {
+                                  double dropout_p, bool training, std::optional<double> scale) {
   const int64_t T = q.size(-2), S = k.size(-2);
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
   auto future = torch::ones({T, S}, torch::dtype(torch::kBool).device(q.device())).triu(S - T + 1);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   auto weights = torch::dropout(torch::softmax(scores, -1), dropout_p, training);
   return torch::matmul(weights, v);
 }
 
-AttentionImpl::AttentionImpl(const ModelConfig& cfg)
+AttentionImpl::AttentionImpl(const ModelConfig& cfg, SublayerHooks hooks)
     : n_heads_(cfg.n_heads),
       n_kv_heads_(kv_head_count(cfg)),
       head_dim_(cfg.d_model / cfg.n_heads),
       full_width_qk_norm_(cfg.attention_layer_norm),
       clip_qkv_(cfg.clip_qkv),
-      dropout_(cfg.attention_dropout) {
+      dropout_(cfg.attention_dropout),
+      hooks_(std::move(hooks)) {
   const int64_t d = cfg.d_model, kv = n_kv_heads_ * head_dim_;
   att_proj = register_module(
       "att_proj", torch::nn::Linear(torch::nn::LinearOptions(d, d + 2 * kv).bias(cfg.include_bias)));
@@ -63,6 +64,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache) 
     q = q_norm(q);
     k = k_norm(k);
   }
+  if (hooks_.qk) std::tie(q, k) = hooks_.qk(q, k);
   auto heads = [&](const torch::Tensor& t, int64_t h) {
     return t.view({B, T, h, head_dim_}).transpose(1, 2);
   };
@@ -108,9 +110,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache) 
   } else if (past > 0 && T > 1) {
     mask = torch::ones({T, past + T}, flags).tril(past);
   }
-  auto context = reference_ ? reference_attention(q, k, v, p, is_training())
-                            : at::scaled_dot_product_attention(q, k, v, mask, p,
-                                                               /*is_causal=*/past == 0 && !mask);
+  auto context =
+      reference_ ? reference_attention(q, k, v, p, is_training(), hooks_.softmax_scale)
+                 : at::scaled_dot_product_attention(q, k, v, mask, p,
+                                                    /*is_causal=*/past == 0 && !mask, hooks_.softmax_scale);
   return attn_out(context.transpose(1, 2).reshape({B, T, d}));
 }
 

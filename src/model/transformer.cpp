@@ -8,9 +8,9 @@
 
 namespace siamese::model {
 
-BlockImpl::BlockImpl(const ModelConfig& cfg) {
-  attn = register_module("attn", Attention(cfg));
-  mlp = register_module("mlp", Mlp(cfg));
+BlockImpl::BlockImpl(const ModelConfig& cfg, const SublayerHooks& hooks) {
+  attn = register_module("attn", Attention(cfg, hooks));
+  mlp = register_module("mlp", Mlp(cfg, hooks));
 }
 
 TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg) {
@@ -18,12 +18,15 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg) {
   wte = register_module("wte", torch::nn::Embedding(cfg.embedding_size, cfg.d_model));
   if (!cfg.rope) wpe = register_module("wpe", torch::nn::Embedding(cfg.max_sequence_length, cfg.d_model));
   if (cfg.embedding_layer_norm) emb_norm = register_module("emb_norm", make_norm(cfg, cfg.d_model));
+  // Built before the blocks, whose sublayers take its hooks; registered after them, so that
+  // parameters keep their order.
+  auto topology = make_topology(cfg);
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    block_list_.emplace_back(cfg);
+    block_list_.emplace_back(cfg, topology->sublayer_hooks(i));
     blocks->push_back(block_list_.back());
   }
-  topology_ = register_module("topology", make_topology(cfg));
+  topology_ = register_module("topology", topology);
   if (!cfg.weight_tying)
     ff_out = register_module(
         "ff_out",
@@ -90,7 +93,8 @@ void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_
 
 torch::Tensor TransformerImpl::head(const torch::Tensor& h) {
   auto logits = cfg_.weight_tying ? torch::linear(h, wte->weight) : ff_out(h);
-  return cfg_.scale_logits ? logits / std::sqrt(double(cfg_.d_model)) : logits;
+  if (cfg_.scale_logits) logits = logits / std::sqrt(double(cfg_.d_model));
+  return topology_->scale_logits(logits);
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids) { return head(hidden(input_ids)); }
@@ -181,6 +185,7 @@ void TransformerImpl::reset_parameters() {
     blk->mlp->ff_proj->weight.mul_(topology_->init_gain(Projection::FfProj, l));
     blk->mlp->ff_out->weight.mul_(topology_->init_gain(Projection::FfOut, l));
   }
+  topology_->project_weights(*this);
 }
 
 }  // namespace siamese::model

@@ -57,6 +57,7 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const std::func
       torch::logical_not(torch::isfinite(loss).logical_and(torch::isfinite(grad_norm))).to(torch::kFloat);
   set_learning_rate(optim_, lr);
   optim_.update(skip);
+  model_.topology().project_weights(model_);
   StepResult result{loss, grad_norm.to(torch::kFloat64), scaler_.scale_tensor()};
   scaler_.update(torch::logical_not(torch::isfinite(grad_norm)));
   return result;

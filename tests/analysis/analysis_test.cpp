@@ -53,6 +53,19 @@ TEST(Magnitude, EveryStreamEveryLayer) {
   EXPECT_EQ(stream_magnitudes(*tiny("pre"), b).by_stream.size(), 1u);
 }
 
+// nGPT's state lives on the unit sphere: the probes see norm 1 after the embedding (unit rows),
+// after every block and at the head's input; its logit lens agrees with itself.
+TEST(Magnitude, NgptStateStaysOnTheUnitSphere) {
+  auto m = tiny("ngpt");
+  auto b = batches();
+  auto mag = stream_magnitudes(*m, b);
+  ASSERT_EQ(mag.by_stream.size(), 1u);
+  ASSERT_EQ(mag.by_stream.at("x").size(), 5u);
+  for (double norm : mag.by_stream.at("x")) EXPECT_NEAR(norm, 1.0, 1e-6);
+  EXPECT_NEAR(mag.final_norm, 1.0, 1e-6);
+  EXPECT_DOUBLE_EQ(logit_lens(*m, b).agreement.at("x"), 1.0);
+}
+
 TEST(LogitLens, SingleStreamAgreesWithItself) {
   auto m = tiny("pre");
   auto lens = logit_lens(*m, batches());

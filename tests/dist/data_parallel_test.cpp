@@ -26,11 +26,13 @@ using siamese::testing::read_all;
 
 namespace {
 
-// The tiny hybrid_pre model every test trains; dropout off so ranks and a single process
-// draw no random numbers that could differ.
-std::string train_args(const fs::path& folder, int micro, const std::string& extra) {
+// The tiny hybrid_pre model (or `topology`) every test trains; dropout off so ranks and a
+// single process draw no random numbers that could differ.
+std::string train_args(const fs::path& folder, int micro, const std::string& extra,
+                       const std::string& topology = "hybrid_pre") {
   return std::string(" train ") + SIAMESE_SOURCE_DIR + "/configs/tiny/quickstart.yaml" +
-         " --model.residual=hybrid_pre --model.use_query_norm=true --model.use_key_norm=true"
+         " --model.residual=" + topology +
+         " --model.use_query_norm=true --model.use_key_norm=true"
          " --model.use_value_norm=true --model.d_model=32 --model.n_heads=2 --model.n_layers=2"
          " --model.max_sequence_length=32 --model.attention_dropout=0 --model.residual_dropout=0"
          " --global_train_batch_size=4 --device_train_microbatch_size=" +
@@ -41,16 +43,18 @@ std::string train_args(const fs::path& folder, int micro, const std::string& ext
          folder.string() + " " + extra;
 }
 
-int run_single(const fs::path& folder, int micro, const std::string& extra = "") {
-  std::string cmd = "OMP_NUM_THREADS=1 " + std::string(SIAMESE_BINARY) + train_args(folder, micro, extra) +
-                    " > " + folder.string() + ".log 2>&1";
+int run_single(const fs::path& folder, int micro, const std::string& extra = "",
+               const std::string& topology = "hybrid_pre") {
+  std::string cmd = "OMP_NUM_THREADS=1 " + std::string(SIAMESE_BINARY) +
+                    train_args(folder, micro, extra, topology) + " > " + folder.string() + ".log 2>&1";
   return std::system(cmd.c_str());
 }
 
-int run_torchrun(const fs::path& folder, int micro, int master_port, const std::string& extra = "") {
+int run_torchrun(const fs::path& folder, int micro, int master_port, const std::string& extra = "",
+                 const std::string& topology = "hybrid_pre") {
   std::string cmd = std::string(SIAMESE_TORCHRUN) + " --no_python --nproc_per_node 2 --master_port " +
-                    std::to_string(master_port) + " " + SIAMESE_BINARY + train_args(folder, micro, extra) +
-                    " > " + folder.string() + ".log 2>&1";
+                    std::to_string(master_port) + " " + SIAMESE_BINARY +
+                    train_args(folder, micro, extra, topology) + " > " + folder.string() + ".log 2>&1";
   return std::system(cmd.c_str());
 }
 
@@ -84,6 +88,26 @@ TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   EXPECT_EQ(done_lines, 1u) << log;
 
   auto w1 = final_weights(one / "step20"), w2 = final_weights(two / "step20");
+  ASSERT_EQ(w1.size(), w2.size());
+  for (size_t i = 0; i < w1.size(); ++i) {
+    const double scale = w1[i].abs().max().item<double>() + 1e-12;
+    EXPECT_LT((w1[i] - w2[i]).abs().max().item<double>() / scale, 1e-4) << "parameter " << i;
+  }
+}
+
+// nGPT re-normalizes its weights after each step on every rank: the ranks stay identical
+// and follow the single process.
+TEST(DataParallel, NgptTwoRanksMatchOneProcess) {
+  auto one = fresh_dir("dp_test", "ngpt_one_rank"), two = fresh_dir("dp_test", "ngpt_two_ranks");
+  ASSERT_EQ(run_single(one, 4, "--max_duration=8", "ngpt"), 0) << read_all(one.string() + ".log");
+  ASSERT_EQ(run_torchrun(two, 2, free_port(), "--max_duration=8", "ngpt"), 0)
+      << read_all(two.string() + ".log");
+  auto l1 = losses(one), l2 = losses(two);
+  ASSERT_EQ(l1.size(), 8u);
+  ASSERT_EQ(l2.size(), 8u) << read_all(two.string() + ".log");
+  for (auto& [step, loss] : l1) EXPECT_NEAR(std::stod(loss), std::stod(l2[step]), 1e-5) << "step " << step;
+  EXPECT_GT(std::stod(l1[1]) - std::stod(l1[8]), 0.05);  // it trained (0.09 in 8 steps)
+  auto w1 = final_weights(one / "step8"), w2 = final_weights(two / "step8");
   ASSERT_EQ(w1.size(), w2.size());
   for (size_t i = 0; i < w1.size(); ++i) {
     const double scale = w1[i].abs().max().item<double>() + 1e-12;

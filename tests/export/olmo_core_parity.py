@@ -4,10 +4,11 @@ usage: olmo_core_parity.py HF_DIR TOPOLOGY
 
 HF_DIR is a folder written by `siamese export` (a stock LlamaForCausalLM for `pre`, a stock
 Olmo2ForCausalLM for `reordered`, our modeling_siamese.py otherwise); TOPOLOGY is the one it
-was exported from (pre, lns, reordered or peri). The folder is loaded with transformers
+was exported from (pre, lns, reordered, peri or ngpt). The folder is loaded with transformers
 (the twin) and the same model is built with OLMo-core's TransformerConfig.llama_like and the
 block class of the topology (default, default_scaled, reordered_norm, peri_norm: RMSNorm,
-SwiGLU, RoPE, no biases), every weight copied in. Both run one batch on the CPU in float32;
+SwiGLU, RoPE, no biases), or for ngpt with TransformerConfig.ngpt_like (the normalized block,
+attention, feed-forward and LM head; L2 Q/K norms), every weight copied in. Both run one batch on the CPU in float32;
 the logits and the gradient of every parameter of sum(logits * R), R a fixed random tensor,
 must agree to 1e-5 relative (max |a - b| / max |b|). The twin is itself checked against the
 C++ model's logits to 1e-4 (tests/export/hf_export_test.cpp, HfExport.*), so the chain
@@ -27,7 +28,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 TOLERANCE = 1e-5
-BLOCKS = {"pre": "default", "lns": "default_scaled", "reordered": "reordered_norm", "peri": "peri_norm"}
+BLOCKS = {"pre": "default", "lns": "default_scaled", "reordered": "reordered_norm", "peri": "peri_norm",
+          "ngpt": "normalized"}
 
 folder, topology = sys.argv[1], sys.argv[2]
 olmo_core_dir = os.environ.get("SIAMESE_OLMO_CORE") or os.path.expanduser("~/.cache/siamese/olmo-core")
@@ -71,6 +73,11 @@ if cfg.model_type == "siamese":
     qk_norm, tied = c["attention_layer_norm"], c["weight_tying"]
     kv = n_kv * (d // n_heads)
     names = {"embeddings.weight": ("wte.weight", None), "lm_head.norm.weight": ("topology.ln_f.weight", None)}
+    if topology == "ngpt":
+        if tied:
+            fail("OLMo-core's normalized transformer refuses tied embeddings: export an untied ngpt model")
+        del names["lm_head.norm.weight"]
+        names["lm_head.sz"] = ("topology.sz", None)
     if not tied:
         names["lm_head.w_out.weight"] = ("ff_out.weight", None)
     for l in range(n_layers):
@@ -93,6 +100,11 @@ if cfg.model_type == "siamese":
         if topology == "peri":
             names[o + "post_attention_norm.weight"] = (t + "attn_out_norm.weight", None)
             names[o + "post_feed_forward_norm.weight"] = (t + "ff_out_norm.weight", None)
+        if topology == "ngpt":  # no norms; learned scales: OLMo-core's sw1 is the gate's, sw3 the value's
+            del names[o + "attention_norm.weight"], names[o + "feed_forward_norm.weight"]
+            names.update({o + "attn_alpha": (t + "attn_alpha", None), o + "mlp_alpha": (t + "ff_alpha", None),
+                          o + "attention.sq": (t + "sq", None), o + "attention.sk": (t + "sk", None),
+                          o + "feed_forward.sw1": (t + "sv", None), o + "feed_forward.sw3": (t + "su", None)})
 elif cfg.model_type in ("llama", "olmo2"):
     stock_topology = "pre" if cfg.model_type == "llama" else "reordered"
     if stock_topology != topology:
@@ -143,10 +155,15 @@ print(f"{topology}: d_model {d}, {n_heads} heads ({n_kv} kv), {n_layers} layers,
 
 
 def olmo_core_model(block):
-    config = TransformerConfig.llama_like(
-        d_model=d, vocab_size=vocab, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv,
-        qk_norm=qk_norm, layer_norm_eps=eps, rope_theta=int(theta), block_name=block,
-        feed_forward=FeedForwardConfig(hidden_size=inner, bias=False), tie_word_embeddings=tied)
+    if block == "normalized":
+        config = TransformerConfig.ngpt_like(d_model=d, vocab_size=vocab, n_layers=n_layers, n_heads=n_heads,
+                                             n_kv_heads=n_kv, rope_theta=int(theta))
+        config.block.feed_forward.hidden_size = inner
+    else:
+        config = TransformerConfig.llama_like(
+            d_model=d, vocab_size=vocab, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv,
+            qk_norm=qk_norm, layer_norm_eps=eps, rope_theta=int(theta), block_name=block,
+            feed_forward=FeedForwardConfig(hidden_size=inner, bias=False), tie_word_embeddings=tied)
     model = config.build(init_device="cpu")
     params = dict(model.named_parameters())
     if set(params) != set(names):

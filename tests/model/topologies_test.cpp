@@ -211,7 +211,7 @@ TEST(Topologies, FiniteDifferenceGradientsFloat64) {
   // A topology name, or "pre:dyt" for Pre-Norm with that layer_norm_type.
   for (const std::string spec :
        {"post", "hc", "post_pre", "pre", "hybrid_pre", "residual", "deepnorm", "mixln", "peri", "hybrid_star",
-        "reordered", "lns", "pre:dyt", "post_pre:derf"}) {
+        "reordered", "lns", "ngpt", "pre:dyt", "post_pre:derf"}) {
     SCOPED_TRACE(spec);
     const auto colon = spec.find(':');
     const std::string name = spec.substr(0, colon);
@@ -547,6 +547,92 @@ TEST_F(TopologyFormula, SiameseNormPostPreEverySwitchSetting) {
       y = y + o;
     }
     expect_matches(rms(rms(x, "ln_f") + rms(y, "ln_y_f"), "ln_final_f"));
+  }
+}
+
+// nGPT end to end, written out from the paper (arXiv 2410.01131, Sec. 2) with plain ops in
+// float64 on a model whose learned scales are all random: q = Norm(W_q h) s_q sqrt(d),
+// k likewise, RoPE, softmax(q.k sqrt(head_dim)), h_A = Norm(Attn(h)),
+// h = Norm(h + |alpha_A 0.05 sqrt(d)| (h_A - h)); u = s_u W_u h, v = s_v sqrt(d) W_v h,
+// h_M = Norm(W_o (u silu(v))), h = Norm(h + |alpha_M 0.05 sqrt(d)| (h_M - h)); logits
+// s_z sqrt(d) E h. Norm is taken over the full q/k width (OLMo-core's choice; the paper takes
+// it per head) with separate s_q, s_k (the paper shares one s_qk). GQA: 4 query heads, 2 kv.
+TEST(NgptFormula, WholeModelFollowsThePapersEquations) {
+  const int64_t d = 16, H = 4, Hkv = 2, hd = 4, B = 2, T = 6;
+  auto c = tiny_config("ngpt", {d, H, Hkv, 2, T, false, "rms"});
+  auto m = build(c, 13);
+  m->to(torch::kDouble);
+  randomize_topology(m);
+  auto P = [&](const std::string& n) { return param(m, n).detach(); };
+  auto unit = [](const torch::Tensor& v) { return v / v.norm(2, -1, true); };
+  const double r = std::sqrt(double(d));
+  // RoPE's tables are float32 in the model too (as OLMo builds them).
+  const auto inv_freq = 1.0 / torch::pow(c.rope_theta, torch::arange(0, hd, 2, torch::kFloat) / double(hd));
+  const auto angles = torch::outer(torch::arange(T, torch::kFloat), inv_freq).repeat({1, 2});
+  const auto cos = angles.cos().to(torch::kDouble), sin = angles.sin().to(torch::kDouble);
+  auto rope = [&](const torch::Tensor& t) {
+    auto half = t.chunk(2, -1);
+    return t * cos + torch::cat({-half[1], half[0]}, -1) * sin;
+  };
+  auto heads = [&](const torch::Tensor& t, int64_t n) { return t.view({B, T, n, hd}).transpose(1, 2); };
+  const auto ids = random_ids(c, B, T, 3);
+  auto h = P("wte.weight").index_select(0, ids.flatten()).view({B, T, d});
+  const auto future = torch::ones({T, T}, torch::kBool).triu(1);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".", t = "topology." + b;
+    const auto w = P(b + "attn.att_proj.weight").split_with_sizes({d, Hkv * hd, Hkv * hd});
+    auto q = rope(heads(unit(torch::linear(h, w[0])) * P(t + "sq") * r, H));
+    auto k = rope(heads(unit(torch::linear(h, w[1])) * P(t + "sk") * r, Hkv)).repeat_interleave(H / Hkv, 1);
+    auto v = heads(torch::linear(h, w[2]), Hkv).repeat_interleave(H / Hkv, 1);
+    auto scores = torch::matmul(q, k.transpose(-1, -2)) * std::sqrt(double(hd));
+    auto att = torch::softmax(scores.masked_fill(future, -INFINITY), -1)
+                   .matmul(v)
+                   .transpose(1, 2)
+                   .reshape({B, T, d});
+    auto h_a = unit(torch::linear(att, P(b + "attn.attn_out.weight")));
+    h = unit(h + (P(t + "attn_alpha") * 0.05 * r).abs() * (h_a - h));
+    const auto up = P(b + "mlp.ff_proj.weight").chunk(2, 0);  // value rows, then gate rows
+    auto u = torch::linear(h, up[0]) * P(t + "su");
+    auto nu = torch::linear(h, up[1]) * P(t + "sv") * r;
+    auto h_m = unit(torch::linear(u * torch::silu(nu), P(b + "mlp.ff_out.weight")));
+    h = unit(h + (P(t + "ff_alpha") * 0.05 * r).abs() * (h_m - h));
+  }
+  const auto want = torch::linear(h, P("ff_out.weight")) * P("topology.sz") * r;
+  torch::NoGradGuard g;
+  const double diff = (m->forward(ids) - want).abs().max().item<double>();
+  std::cout << "[ngpt formula] max |logit diff| " << diff << " (max |logit| "
+            << want.abs().max().item<double>() << ")\n";
+  EXPECT_LT(diff, 1e-12);
+}
+
+// A fresh nGPT model starts where the paper (Sec. 2.6) and OLMo-core start: unit-norm
+// embedding and head rows, unit-norm input rows of att_proj and ff_proj and output columns of
+// attn_out and ff_out; eigen learning rates 0.05, s_q = s_k = s_u = s_v = s_z = 1 in effect
+// (stored divided by their restore factors: 1/sqrt(d) for alpha / 0.05, s_q, s_k, s_z).
+TEST(NgptFormula, FreshModelStartsOnTheSphereWithThePapersScales) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    auto c = tiny_config("ngpt", {32, 4, 2, 2, 4, tied, "rms"});
+    auto m = build(c, 2);
+    const double inv_sqrt_d = 1.0 / std::sqrt(32.0);
+    std::vector<std::pair<std::string, int64_t>> unit_norm = {{"wte.weight", 1}};
+    if (!tied) unit_norm.push_back({"ff_out.weight", 1});
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const std::string b = "blocks." + std::to_string(l) + ".";
+      unit_norm.insert(unit_norm.end(), {{b + "attn.att_proj.weight", 1},
+                                         {b + "attn.attn_out.weight", 0},
+                                         {b + "mlp.ff_proj.weight", 1},
+                                         {b + "mlp.ff_out.weight", 0}});
+      for (const char* s : {"attn_alpha", "ff_alpha", "sq", "sk"})
+        EXPECT_TRUE(torch::allclose(param(m, "topology." + b + s), torch::full({1}, inv_sqrt_d))) << s;
+      for (const char* s : {"su", "sv"})
+        EXPECT_TRUE(torch::equal(param(m, "topology." + b + s), torch::ones({64}))) << s;
+    }
+    EXPECT_TRUE(torch::allclose(param(m, "topology.sz"), torch::full({1}, inv_sqrt_d)));
+    for (const auto& [name, dim] : unit_norm) {
+      const double err = (param(m, name).norm(2, dim) - 1).abs().max().item<double>();
+      EXPECT_LT(err, 1e-6) << name;
+    }
   }
 }
 

@@ -1,10 +1,15 @@
 // The one training step (train_step.h) that train and bench run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "siamese/dist/gradient_sync.h"
 #include "siamese/model/lm_loss.h"
@@ -82,6 +87,51 @@ TEST(TrainStep, NonFiniteLossLeavesTheWeightsAlone) {
   EXPECT_FALSE(std::isfinite(r.loss.item<double>()));
   for (const auto& kv : s.model->named_parameters())
     EXPECT_TRUE(torch::equal(kv.value().nan_to_num(), before[kv.key()].nan_to_num())) << kv.key();
+}
+
+// nGPT keeps its matrices on the unit sphere: the step's AdamW update moves them off, and the
+// topology's project_weights, which the step calls after the optimizer, brings every
+// embedding and head row, att_proj and ff_proj row and attn_out and ff_out column back.
+TEST(TrainStep, NgptWeightsAreUnitNormAfterTheOptimizerStep) {
+  auto c = no_dropout();
+  c.model.residual = "ngpt";
+  c.model.use_query_norm = c.model.use_key_norm = c.model.use_value_norm = false;
+  c.model.weight_tying = false;
+  Subject s(c);
+  std::vector<std::pair<std::string, int64_t>> matrices = {{"wte.weight", 1}, {"ff_out.weight", 1}};
+  for (int64_t l = 0; l < c.model.n_layers; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    matrices.insert(matrices.end(), {{b + "attn.att_proj.weight", 1},
+                                     {b + "attn.attn_out.weight", 0},
+                                     {b + "mlp.ff_proj.weight", 1},
+                                     {b + "mlp.ff_out.weight", 0}});
+  }
+  auto params = s.model->named_parameters();
+  std::map<std::string, torch::Tensor> before;
+  for (const auto& [name, dim] : matrices) before[name] = params[name].detach().clone();
+  auto step = s.step(c, 2);
+  for (int i = 0; i < 3; ++i) step.run(batch_of(c), 1e-2);
+  double worst = 0.0, least_moved = 1.0;
+  for (const auto& [name, dim] : matrices) {
+    const auto& w = params[name];
+    const double off = (w.norm(2, dim) - 1).abs().max().item<double>();
+    const double moved = (w - before[name]).abs().max().item<double>();
+    EXPECT_LT(off, 1e-6) << name;
+    EXPECT_GT(moved, 1e-3) << name << " did not train";
+    worst = std::max(worst, off);
+    least_moved = std::min(least_moved, moved);
+  }
+  // Control: the optimizer's update alone leaves the sphere.
+  s.optim->zero_grad();
+  model::lm_loss_sum(*s.model, batch_of(c)).backward();
+  s.optim->update();
+  double off_without = 0.0;
+  for (const auto& [name, dim] : matrices)
+    off_without = std::max(off_without, (params[name].norm(2, dim) - 1).abs().max().item<double>());
+  EXPECT_GT(off_without, 1e-3);
+  std::cout << "[ngpt step] after 3 steps at lr 1e-2: max | ||row|| - 1 | = " << worst
+            << ", every matrix moved by at least " << least_moved << "; a bare AdamW update: " << off_without
+            << "\n";
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ const bool kOneThread = [] { return ::setenv("OMP_NUM_THREADS", "1", 0) == 0; }(
 // Separate processes through the CLI, as a preempted cluster job is resumed.
 int run_cli(const fs::path& folder, const std::string& topology, const std::string& extra,
             const std::string& dropout) {
-  // QKV norms on for both: hybrid_pre requires them, and the test is about resuming.
+  // QKV norms on for all: hybrid_pre requires them, and the test is about resuming.
   const std::string qkv =
       " --model.use_query_norm=true --model.use_key_norm=true --model.use_value_norm=true";
   const std::string cmd =
@@ -55,7 +55,8 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
 }
 
 void expect_exact_resume(const std::string& dropout) {
-  for (const char* topology : {"pre", "hybrid_pre"}) {
+  // ngpt: its weights are re-normalized after every step, which a resume must reproduce.
+  for (const char* topology : {"pre", "hybrid_pre", "ngpt"}) {
     SCOPED_TRACE(topology);
     auto a = fresh_dir("trainer_test", std::string("uninterrupted_") + topology + dropout);
     auto b = fresh_dir("trainer_test", std::string("resumed_") + topology + dropout);

@@ -9,17 +9,20 @@
 #include "siamese/config/config.h"
 #include "siamese/model/norm.h"
 #include "siamese/model/rope.h"
+#include "siamese/model/sublayer_hooks.h"
 
 namespace siamese::model {
 
 // Key/value heads: 1 with multi_query_attention, else n_kv_heads (GQA), else n_heads.
 int64_t kv_head_count(const ModelConfig& cfg);
 
-// softmax(q k^T / sqrt(hd) + causal mask) v written out with plain ops: the reference the
-// fused kernel is tested against. q: [B,H,T,hd]; k, v: [B,H,S,hd] (S >= T): the queries are
-// the last T of the S positions (S > T when earlier keys come from a KV cache).
+// softmax(scale q k^T + causal mask) v written out with plain ops, scale 1/sqrt(hd) unless
+// given: the reference the fused kernel is tested against. q: [B,H,T,hd]; k, v: [B,H,S,hd]
+// (S >= T): the queries are the last T of the S positions (S > T when earlier keys come from
+// a KV cache).
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  double dropout_p, bool training);
+                                  double dropout_p, bool training,
+                                  std::optional<double> scale = std::nullopt);
 
 // One layer's keys and values (after norms and RoPE, before GQA's repeat) of the positions
 // already read, so that decoding one more token reads them instead of recomputing the
@@ -36,7 +39,8 @@ struct LayerCache {
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  explicit AttentionImpl(const ModelConfig& cfg);
+  // `hooks`: what the residual topology changes in it (topology.h, sublayer_hooks).
+  explicit AttentionImpl(const ModelConfig& cfg, SublayerHooks hooks = {});
 
   // x: [B, T, d]. With a cache, x holds the positions after the cached ones; their keys and
   // values are appended to it.
@@ -62,6 +66,7 @@ class AttentionImpl : public torch::nn::Module {
   double dropout_;
   bool reference_ = false;
   std::optional<Rope> rope_;
+  SublayerHooks hooks_;
 };
 TORCH_MODULE(Attention);
 

@@ -5,12 +5,14 @@
 #include <torch/torch.h>
 
 #include "siamese/config/config.h"
+#include "siamese/model/sublayer_hooks.h"
 
 namespace siamese::model {
 
 class MlpImpl : public torch::nn::Module {
  public:
-  explicit MlpImpl(const ModelConfig& cfg);
+  // `hooks`: what the residual topology changes in it (topology.h, sublayer_hooks).
+  explicit MlpImpl(const ModelConfig& cfg, SublayerHooks hooks = {});
 
   torch::Tensor forward(const torch::Tensor& x);
 
@@ -18,6 +20,7 @@ class MlpImpl : public torch::nn::Module {
 
  private:
   std::string activation_;
+  SublayerHooks hooks_;
 };
 TORCH_MODULE(Mlp);
 

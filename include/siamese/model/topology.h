@@ -20,7 +20,10 @@
 //   * name the streams in State (analysis reads them through the probe hook: "x", "y", ...)
 //     and list them in its row; anything enter computes for leave goes in State::carry;
 //   * override init_gain() if the topology needs it; settings it needs from the rest of
-//     the model (HybridNorm's Q/K/V norms) are its row's required settings.
+//     the model (HybridNorm's Q/K/V norms) are its row's required settings;
+//   * a topology that also changes what happens inside the sublayers and the head, or
+//     constrains the weights (nGPT), overrides sublayer_hooks, scale_logits and
+//     project_weights; their defaults leave the model as it is.
 #include <torch/torch.h>
 
 #include <initializer_list>
@@ -29,6 +32,7 @@
 
 #include "siamese/config/config.h"
 #include "siamese/model/norm.h"
+#include "siamese/model/sublayer_hooks.h"
 
 namespace siamese::model {
 
@@ -70,6 +74,8 @@ class SublayerNorms {
 // The weight matrices of a block, for topologies that change their initialization.
 enum class Projection { Query, Key, Value, AttnOut, FfProj, FfOut };
 
+class TransformerImpl;
+
 class TopologyImpl : public torch::nn::Module {
  public:
   explicit TopologyImpl(const ModelConfig& cfg);
@@ -85,6 +91,14 @@ class TopologyImpl : public torch::nn::Module {
 
   // Factor applied to a projection's weight after the config's init (DeepNorm's beta).
   virtual double init_gain(Projection p, int64_t layer) const { return 1.0; }
+
+  // What block `layer`'s attention and MLP do differently; asked once, when they are built.
+  virtual SublayerHooks sublayer_hooks(int64_t layer) { return {}; }
+  // The LM head's logits [.., embedding_size], rescaled.
+  virtual torch::Tensor scale_logits(const torch::Tensor& logits) { return logits; }
+  // Puts the model's weights back where the topology confines them: called after the
+  // initialization and after every optimizer step (the trainer's), skipped or not.
+  virtual void project_weights(TransformerImpl& model) {}
 
   static int64_t layer_of(int64_t s) { return s / 2; }
   static bool is_attention(int64_t s) { return s % 2 == 0; }

@@ -27,6 +27,7 @@ std::shared_ptr<TopologyImpl> make_hc(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_post_pre(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_reordered(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_lns(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_ngpt(const ModelConfig&);
 
 struct TopologySpec {
   std::string name;
@@ -93,6 +94,11 @@ inline const std::vector<TopologySpec>& topologies() {
        {"model.attention_layer_norm"},
        {"x"}},
       {"lns", "LayerNorm Scaling: x += F(LN(x) / sqrt(layer)); out = LN_f(x)", make_lns, {}, {"x"}},
+      {"ngpt",
+       "nGPT: x = Norm(x + alpha (Norm(F(x)) - x)), unit-norm weight rows; logits s_z W x",
+       make_ngpt,
+       {},
+       {"x"}},
   };
   return table;
 }

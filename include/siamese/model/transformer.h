@@ -61,7 +61,7 @@ struct ForwardOptions {
 
 class BlockImpl : public torch::nn::Module {
  public:
-  explicit BlockImpl(const ModelConfig& cfg);
+  BlockImpl(const ModelConfig& cfg, const SublayerHooks& hooks);
   Attention attn{nullptr};
   Mlp mlp{nullptr};
 };
@@ -80,15 +80,15 @@ class TransformerImpl : public torch::nn::Module {
   // in chunks instead of materializing every logit at once.
   torch::Tensor hidden(const torch::Tensor& input_ids, const ForwardOptions& opts = {});
   // LM head: hidden [.., d] -> logits [.., embedding_size] (tied to wte when weight_tying;
-  // divided by sqrt(d) when scale_logits).
+  // divided by sqrt(d) when scale_logits; then the topology's scale_logits).
   torch::Tensor head(const torch::Tensor& hidden);
 
   // Redraws the embeddings, the blocks' projections and the LM head by OLMo's rules for
   // init_fn normal / mitchell / full_megatron (listed in the .cpp), zeroes their biases, then
-  // applies the topology's init_gain. Norms and topology-owned vectors (c1, hyper-connection
-  // weights) are not touched: they have no random initialisation and are built at their start
-  // values (norm weights 1, biases 0). Uses torch's global generator: seed with
-  // torch::manual_seed first for a reproducible model.
+  // applies the topology's init_gain, then its project_weights. Norms and topology-owned
+  // vectors (c1, hyper-connection weights) are not touched: they have no random
+  // initialisation and are built at their start values (norm weights 1, biases 0). Uses
+  // torch's global generator: seed with torch::manual_seed first for a reproducible model.
   void reset_parameters();
 
   // Use reference_attention instead of the library kernel in every block (tests).
