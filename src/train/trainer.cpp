@@ -97,6 +97,11 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   check_ranks_agree(sync, cfg, device);
   sync.attach(model->parameters());
   auto optim = build_optimizer(cfg.optimizer, model->named_parameters());
+  if (const Muon* muon = optim->muon())
+    spdlog::info(
+        "optimizer muon: {} hidden matrices with Muon (peak lr {:.3e}, adjust_lr {}), the other "
+        "parameters with AdamW (peak lr {:.3e})",
+        muon->params().size(), muon->options().lr, muon->options().adjust_lr, cfg.optimizer.learning_rate);
 
   data::TokenDataset dataset = data::train_dataset(cfg);
   const int64_t T = cfg.model.max_sequence_length;

@@ -195,5 +195,43 @@ TEST(Muon, SkipFlagCancelsTheUpdateAndTheMomentum) {
   EXPECT_TRUE(torch::equal(skipped.momentum_buffer(w), plain.momentum_buffer(reference)));
 }
 
+// On CUDA the Newton-Schulz matmuls run in cuBLAS's bfloat16, so the updates agree with the
+// CPU's to bfloat16's precision, not bit for bit; the skip flag stays on the device.
+TEST(GpuMuon, CudaMatchesTheCpuPathAndSkipsOnTheDevice) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(8);
+  std::vector<torch::Tensor> start = {torch::randn({64, 32}), torch::randn({32, 96})}, cpu, gpu;
+  for (const auto& w : start) {
+    cpu.push_back(w.clone().requires_grad_());
+    gpu.push_back(w.cuda().requires_grad_());
+  }
+  MuonOptions o;
+  o.lr = 1e-2;
+  o.adjust_lr = "match_rms_adamw";
+  Muon on_cpu(cpu, o), on_gpu(gpu, o);
+  for (int step = 0; step < 5; ++step) {
+    for (size_t i = 0; i < start.size(); ++i) {
+      const auto g = torch::randn(start[i].sizes());
+      cpu[i].mutable_grad() = g;
+      gpu[i].mutable_grad() = g.cuda();
+    }
+    on_cpu.update(torch::zeros({}));
+    on_gpu.update(torch::zeros({}, torch::kCUDA));
+    if (step == 2) {
+      std::vector<torch::Tensor> before;
+      for (auto& w : gpu) {
+        before.push_back(w.detach().clone());
+        w.mutable_grad() = torch::full_like(w, std::numeric_limits<float>::quiet_NaN());
+      }
+      on_gpu.update(torch::ones({}, torch::kCUDA));
+      for (size_t i = 0; i < gpu.size(); ++i) EXPECT_TRUE(torch::equal(gpu[i], before[i])) << "matrix " << i;
+    }
+  }
+  for (size_t i = 0; i < start.size(); ++i) {
+    const auto moved_cpu = cpu[i].detach() - start[i], moved_gpu = gpu[i].detach().cpu() - start[i];
+    EXPECT_LT(((moved_gpu - moved_cpu).norm() / moved_cpu.norm()).item<double>(), 2e-2) << "matrix " << i;
+  }
+}
+
 }  // namespace
 }  // namespace siamese::train
