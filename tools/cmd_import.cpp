@@ -22,8 +22,8 @@ int run_import(const std::string& folder, const std::string& out) {
   if (std::filesystem::exists(std::filesystem::path(folder) / "tokenizer.json"))
     cfg.tokenizer.identifier =
         std::filesystem::absolute(std::filesystem::path(folder) / "tokenizer.json").string();
-  train::AdamW optim(imported.model->parameters(), torch::optim::AdamWOptions(cfg.optimizer.learning_rate));
-  const auto step = train::save_checkpoint(out, *imported.model, optim, train::TrainState{}, to_yaml(cfg));
+  const auto optim = train::build_optimizer(cfg.optimizer, imported.model->named_parameters());
+  const auto step = train::save_checkpoint(out, *imported.model, *optim, train::TrainState{}, to_yaml(cfg));
   eval::keep_run_tokenizer(out, cfg);  // the run works once the HF folder is gone
   spdlog::info("imported {} ({}) into {}", folder, cfg.model.residual, step.string());
   return 0;

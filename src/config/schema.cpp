@@ -57,6 +57,7 @@ using T = TrainConfig;
 using M = ModelConfig;
 using S = SiameseConfig;
 using O = OptimizerConfig;
+using Mu = MuonConfig;
 using Sc = SchedulerConfig;
 using D = DataConfig;
 using Tk = TokenizerConfig;
@@ -108,6 +109,13 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("max_grad_norm", "Clip the global gradient norm to this (null: no clipping).",
                &T::max_grad_norm)
           .positive(),
+      field<T>("softmax_auxiliary_loss",
+               "Add OLMo's z-loss, auxiliary_loss_multiplier * mean(logsumexp(logits)^2), to the training "
+               "loss; logged as z_loss.",
+               &T::softmax_auxiliary_loss),
+      field<T>("auxiliary_loss_multiplier", "The z-loss's weight (with softmax_auxiliary_loss).",
+               &T::auxiliary_loss_multiplier)
+          .at_least(0),
       field<T>("eval_interval", "Run the evaluators every this many steps.", &T::eval_interval).positive(),
       field<T>("eval_subset_num_batches", "Batches per LM evaluator (-1: the whole set).",
                &T::eval_subset_num_batches),
@@ -269,9 +277,16 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       ours<T>("model.derf_shift_init", "Derf: initial shift s inside erf(alpha x + s).", &T::model,
               &M::derf_shift_init),
 
-      field<T>("optimizer.name", "Optimizer.", &T::optimizer, &O::name).one_of({"adamw"}),
-      field<T>("optimizer.learning_rate", "Peak learning rate.", &T::optimizer, &O::learning_rate).positive(),
-      field<T>("optimizer.weight_decay", "Decoupled weight decay.", &T::optimizer, &O::weight_decay)
+      field<T>("optimizer.name",
+               "adamw: AdamW for every parameter. muon: Muon for the hidden layers' matrices, AdamW (the "
+               "keys below) for embeddings, the LM head, norms and biases.",
+               &T::optimizer, &O::name)
+          .one_of({"adamw", "muon"}),
+      field<T>("optimizer.learning_rate", "Peak learning rate (of AdamW's parameters with muon).",
+               &T::optimizer, &O::learning_rate)
+          .positive(),
+      field<T>("optimizer.weight_decay", "Decoupled weight decay (AdamW's parameters with muon).",
+               &T::optimizer, &O::weight_decay)
           .at_least(0),
       field<T>("optimizer.betas", "Adam betas [beta1, beta2].", &T::optimizer, &O::betas)
           .within(0, 1, false, true),
@@ -284,6 +299,32 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                "Log per-parameter optimizer metrics every N steps (null: never).", &T::optimizer,
                &O::metrics_log_interval)
           .positive(),
+      ours<T>("optimizer.muon.learning_rate",
+              "muon: peak learning rate of the matrices, scaled by the schedule as learning_rate is "
+              "(null: learning_rate).",
+              &T::optimizer, &O::muon, &Mu::learning_rate)
+          .positive(),
+      ours<T>(
+          "optimizer.muon.weight_decay",
+          "muon: decoupled weight decay of the matrices, lr * weight_decay per step (null: weight_decay).",
+          &T::optimizer, &O::muon, &Mu::weight_decay)
+          .at_least(0),
+      ours<T>("optimizer.muon.momentum", "muon: momentum buffer B = momentum * B + (1 - momentum) * grad.",
+              &T::optimizer, &O::muon, &Mu::momentum)
+          .within(0, 1, false, true),
+      ours<T>("optimizer.muon.nesterov",
+              "muon: orthogonalise (1 - momentum) * grad + momentum * B rather than B.", &T::optimizer,
+              &O::muon, &Mu::nesterov),
+      ours<T>("optimizer.muon.ns_steps", "muon: Newton-Schulz iterations (bfloat16) per update.",
+              &T::optimizer, &O::muon, &Mu::ns_steps)
+          .within(1, 99)
+          .fixed_by("use 5, Muon's default"),
+      ours<T>(
+          "optimizer.muon.adjust_lr",
+          "muon: a [A, B] matrix's step size: original lr * sqrt(max(1, A/B)), match_rms_adamw lr * 0.2 * "
+          "sqrt(max(A, B)) (the update's RMS of AdamW's, so AdamW's learning rate carries over).",
+          &T::optimizer, &O::muon, &Mu::adjust_lr)
+          .one_of({"original", "match_rms_adamw"}),
 
       field<T>("scheduler.name", "Learning-rate schedule (OLMo's schedulers).", &T::scheduler, &Sc::name)
           .one_of({"constant", "constant_with_warmup", "cosine_with_warmup", "linear_with_warmup",
@@ -364,8 +405,6 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"sharded_checkpointer", "checkpoints are never sharded"},
       {"remote_save_folder", "not supported"},
       {"max_grad_norm_ratio", "not supported"},
-      {"softmax_auxiliary_loss", "not supported"},
-      {"auxiliary_loss_multiplier", "not supported"},
       {"fused_loss", "the loss implementation is fixed"},
       {"gen1_gc_interval", "no Python garbage collector"},
       {"stop_at", "use max_duration"},

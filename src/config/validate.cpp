@@ -159,12 +159,21 @@ void validate_optimizer(const OptimizerConfig& o, const Rules& r) {
             fmt::format("optimizer.betas needs two values, got {}", o.betas.size()),
             "write betas: [0.9, 0.95]");
   // AdamW applies lr / (1 - beta1) (its first step) and lr * weight_decay to float32
-  // weights; past float32's range LibTorch fails mid-step with an overflow error.
+  // weights, Muon lr * weight_decay; past float32's range LibTorch fails mid-step with an
+  // overflow error.
   const double step = std::max(o.learning_rate / (1 - o.betas.front()), o.learning_rate * o.weight_decay);
   r.require(step <= std::numeric_limits<float>::max(), "optimizer.learning_rate",
             fmt::format("optimizer.learning_rate {} is too large for float32 weights: AdamW's first "
                         "step would be {:.3g} (float32 ends at 3.4e38)",
                         o.learning_rate, step),
+            "use a learning rate such as 1e-3");
+  const double muon_decay =
+      o.muon.learning_rate.value_or(o.learning_rate) * o.muon.weight_decay.value_or(o.weight_decay);
+  r.require(o.name != "muon" || muon_decay <= std::numeric_limits<float>::max(),
+            "optimizer.muon.learning_rate",
+            fmt::format("Muon's lr * weight_decay {:.3g} is too large for float32 weights (float32 ends at "
+                        "3.4e38)",
+                        muon_decay),
             "use a learning rate such as 1e-3");
 }
 

@@ -2,11 +2,19 @@
 
 namespace siamese::model {
 
-torch::Tensor nll_sum(const torch::Tensor& logits, const torch::Tensor& targets) {
+LossSums loss_sums(const torch::Tensor& logits, const torch::Tensor& targets,
+                   std::optional<double> z_loss_multiplier) {
   const auto wide = logits.scalar_type() == torch::kFloat64 ? logits : logits.to(torch::kFloat32);
-  return torch::nn::functional::cross_entropy(
-      wide.reshape({-1, wide.size(-1)}), targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  const auto rows = wide.reshape({-1, wide.size(-1)});
+  LossSums sums;
+  sums.nll = torch::nn::functional::cross_entropy(
+      rows, targets.reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  if (z_loss_multiplier) sums.z = *z_loss_multiplier * rows.logsumexp(-1).pow(2).sum();
+  return sums;
+}
+
+torch::Tensor nll_sum(const torch::Tensor& logits, const torch::Tensor& targets) {
+  return loss_sums(logits, targets).nll;
 }
 
 torch::Tensor next_token_nll_sum(const torch::Tensor& logits, const torch::Tensor& ids) {
@@ -14,9 +22,14 @@ torch::Tensor next_token_nll_sum(const torch::Tensor& logits, const torch::Tenso
   return nll_sum(logits.slice(1, 0, T - 1), ids.slice(1, 1, T));
 }
 
-torch::Tensor lm_loss_sum(TransformerImpl& model, const torch::Tensor& ids) {
+LossSums lm_loss_sums(TransformerImpl& model, const torch::Tensor& ids,
+                      std::optional<double> z_loss_multiplier) {
   const int64_t T = ids.size(1);
-  return nll_sum(model.forward(ids.narrow(1, 0, T - 1)), ids.narrow(1, 1, T - 1));
+  return loss_sums(model.forward(ids.narrow(1, 0, T - 1)), ids.narrow(1, 1, T - 1), z_loss_multiplier);
+}
+
+torch::Tensor lm_loss_sum(TransformerImpl& model, const torch::Tensor& ids) {
+  return lm_loss_sums(model, ids).nll;
 }
 
 }  // namespace siamese::model

@@ -27,7 +27,7 @@ namespace {
 struct Subject {
   TopologyTiming timing;
   model::Transformer model{nullptr};
-  std::unique_ptr<AdamW> optim;
+  std::unique_ptr<Optimizer> optim;
   std::unique_ptr<LossScaler> scaler;
   int64_t step = 0;
 };

@@ -56,12 +56,19 @@ void load_tensors(torch::nn::Module& model, const fs::path& file) {
   for (auto& kv : model.named_buffers()) restore(kv.key(), kv.value(), true);
 }
 
-// AdamW moments by parameter name. LibTorch's own optimizer archive keys state by tensor
-// addresses and did not restore a run bit for bit here; names also keep the file readable.
-void save_adamw(torch::nn::Module& model, AdamW& optim, FileSink& file) {
+// Optimizer state by parameter name: AdamW's step and moments, Muon's momentum buffer.
+// LibTorch's own optimizer archive keys state by tensor addresses and did not restore a run
+// bit for bit here; names also keep the file readable.
+void save_optimizer(torch::nn::Module& model, Optimizer& optim, FileSink& file) {
   torch::serialize::OutputArchive a;
-  auto& state = optim.state();
+  auto& state = optim.adamw().state();
+  Muon* muon = optim.muon();
   for (const auto& kv : model.named_parameters()) {
+    if (muon && muon->owns(kv.value())) {
+      const torch::Tensor& buffer = muon->momentum_buffer(kv.value());
+      if (buffer.defined()) a.write(kv.key() + ".momentum_buffer", buffer, true);
+      continue;
+    }
     auto it = state.find(kv.value().unsafeGetTensorImpl());
     if (it == state.end()) continue;
     const auto& s = static_cast<const AdamWState&>(*it->second);
@@ -72,17 +79,27 @@ void save_adamw(torch::nn::Module& model, AdamW& optim, FileSink& file) {
   save_archive(a, file);
 }
 
-void load_adamw(torch::nn::Module& model, AdamW& optim, const fs::path& file) {
+// A parameter without state in the file (never updated, or updated by the other optimizer
+// before optimizer.name changed) starts afresh.
+void load_optimizer(torch::nn::Module& model, Optimizer& optim, const fs::path& file) {
   torch::serialize::InputArchive a;
   a.load_from(file.string());
-  auto& state = optim.state();
+  auto& state = optim.adamw().state();
   state.clear();
+  Muon* muon = optim.muon();
   for (const auto& kv : model.named_parameters()) {
+    if (muon && muon->owns(kv.value())) {
+      torch::Tensor buffer;
+      muon->momentum_buffer(kv.value()) = a.try_read(kv.key() + ".momentum_buffer", buffer, true)
+                                              ? buffer.to(kv.value().device())
+                                              : torch::Tensor();
+      continue;
+    }
     torch::Tensor step, exp_avg, exp_avg_sq;
-    if (!a.try_read(kv.key() + ".step", step)) continue;  // never updated (no gradient yet)
+    if (!a.try_read(kv.key() + ".step", step)) continue;
     a.read(kv.key() + ".exp_avg", exp_avg, true);
     a.read(kv.key() + ".exp_avg_sq", exp_avg_sq, true);
-    auto& s = optim.state_of(kv.value());
+    auto& s = optim.adamw().state_of(kv.value());
     s.step_count.fill_(static_cast<double>(step.item<int64_t>()));
     s.exp_avg(exp_avg.to(kv.value().device()));
     s.exp_avg_sq(exp_avg_sq.to(kv.value().device()));
@@ -91,7 +108,7 @@ void load_adamw(torch::nn::Module& model, AdamW& optim, const fs::path& file) {
 
 }  // namespace
 
-fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, AdamW& optim,
+fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, Optimizer& optim,
                          const TrainState& state, const std::string& config_yaml) {
   const fs::path final_dir = save_folder / step_folder_name(state.step);
   const fs::path tmp = scratch_path(final_dir, "tmp");
@@ -107,7 +124,7 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, 
       files[name] = {{"bytes", sink.bytes()}, {"sha256", sink.sha256()}};
     };
     write_file("model.pt", [&](FileSink& f) { save_tensors(model, f); });
-    write_file("optim.pt", [&](FileSink& f) { save_adamw(model, optim, f); });
+    write_file("optim.pt", [&](FileSink& f) { save_optimizer(model, optim, f); });
     write_file("train_state.pt", [&](FileSink& f) {
       torch::serialize::OutputArchive a;
       a.write("step", scalar(state.step));
@@ -222,7 +239,7 @@ void check_same_model(const fs::path& folder, const ModelConfig& model) {
 
 }  // namespace
 
-TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, AdamW* optim,
+TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Optimizer* optim,
                            const ModelConfig* same_model) {
   if (const auto problem = checkpoint_problem(folder))
     throw Error("not an intact checkpoint: " + *problem, folder.string(),
@@ -230,7 +247,7 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Ada
   if (same_model) check_same_model(folder, *same_model);
   try {
     load_tensors(model, folder / "model.pt");
-    if (optim) load_adamw(model, *optim, folder / "optim.pt");
+    if (optim) load_optimizer(model, *optim, folder / "optim.pt");
     torch::serialize::InputArchive a;
     a.load_from((folder / "train_state.pt").string());
     // read() into a defined tensor would set_() it, so every read gets a fresh one.

@@ -44,6 +44,7 @@ MetricsRow StepMetrics::to_row() const {
                                 {"comm_seconds", comm_seconds},
                                 {"comm_share", step_seconds > 0 ? comm_seconds / step_seconds : 0.0},
                                 {"peak_memory_mib", peak_memory_mib}});
+  if (z_loss) row[metric::kZLoss] = *z_loss;
   if (loss_scale) row["loss_scale"] = *loss_scale;
   return row;
 }

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "siamese/common/error.h"
+#include "siamese/model/olmo_names.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::train {
@@ -16,8 +17,16 @@ ParamGroups param_groups(const OptimizerConfig& cfg,
   ParamGroups g;
   for (const auto& item : params) {
     if (!item.value().requires_grad()) continue;
+    const ParamKind kind = model::param_kind(item.key());
+    // Muon's matrices are the hidden layers': the LM head (untied; tied, it is the
+    // embedding) maps to the vocabulary and stays with AdamW, as in Keller Jordan's setup.
+    if (cfg.name == "muon" && kind == ParamKind::Linear && item.value().dim() == 2 &&
+        model::parse_param_name(item.key()).owner != model::ParamName::Owner::Head) {
+      g.muon.push_back(item.key());
+      continue;
+    }
     bool decay = false;
-    switch (model::param_kind(item.key())) {
+    switch (kind) {
       case ParamKind::Linear:
         decay = true;
         break;
@@ -33,13 +42,14 @@ ParamGroups param_groups(const OptimizerConfig& cfg,
   }
   std::sort(g.decay.begin(), g.decay.end());
   std::sort(g.no_decay.begin(), g.no_decay.end());
+  std::sort(g.muon.begin(), g.muon.end());
   return g;
 }
 
-std::unique_ptr<AdamW> build_optimizer(const OptimizerConfig& cfg,
-                                       const torch::OrderedDict<std::string, torch::Tensor>& params) {
-  if (cfg.name != "adamw")
-    throw Error("optimizer '" + cfg.name + "' is not implemented", "optimizer.name", "use adamw");
+Optimizer::Optimizer(const OptimizerConfig& cfg,
+                     const torch::OrderedDict<std::string, torch::Tensor>& params) {
+  if (cfg.name != "adamw" && cfg.name != "muon")
+    throw Error("optimizer '" + cfg.name + "' is not implemented", "optimizer.name", "use adamw or muon");
   if (cfg.betas.size() != 2) throw Error("betas needs two values", "optimizer.betas", "e.g. [0.9, 0.95]");
   auto options = [&](double weight_decay) {
     return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(cfg.learning_rate)
@@ -48,15 +58,48 @@ std::unique_ptr<AdamW> build_optimizer(const OptimizerConfig& cfg,
                                                             .weight_decay(weight_decay));
   };
   const ParamGroups g = param_groups(cfg, params);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
   auto tensors = [&](const std::vector<std::string>& names) {
     std::vector<torch::Tensor> out;
     for (const auto& n : names) out.push_back(params[n]);
     return out;
   };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
   if (!g.decay.empty()) groups.emplace_back(tensors(g.decay), options(cfg.weight_decay));
   if (!g.no_decay.empty()) groups.emplace_back(tensors(g.no_decay), options(0.0));
-  return std::make_unique<AdamW>(std::move(groups), torch::optim::AdamWOptions(cfg.learning_rate));
+  adamw_ = std::make_unique<AdamW>(std::move(groups), torch::optim::AdamWOptions(cfg.learning_rate));
+  if (!g.muon.empty()) {
+    const MuonConfig& m = cfg.muon;
+    MuonOptions o;
+    o.lr = m.learning_rate.value_or(cfg.learning_rate);
+    o.weight_decay = m.weight_decay.value_or(cfg.weight_decay);
+    o.momentum = m.momentum;
+    o.nesterov = m.nesterov;
+    o.ns_steps = m.ns_steps;
+    o.adjust_lr = m.adjust_lr;
+    muon_lr_ratio_ = o.lr / cfg.learning_rate;
+    muon_ = std::make_unique<Muon>(tensors(g.muon), o);
+  }
+  for (const auto& item : params)
+    if (item.value().requires_grad()) params_.push_back(item.value());
+}
+
+void Optimizer::zero_grad() {
+  for (auto& p : params_) p.mutable_grad().reset();
+}
+
+void Optimizer::set_learning_rate(double lr) {
+  train::set_learning_rate(*adamw_, lr);
+  if (muon_) muon_->set_lr(lr * muon_lr_ratio_);
+}
+
+void Optimizer::update(const std::optional<torch::Tensor>& skip) {
+  adamw_->update(skip);
+  if (muon_) muon_->update(skip);
+}
+
+std::unique_ptr<Optimizer> build_optimizer(const OptimizerConfig& cfg,
+                                           const torch::OrderedDict<std::string, torch::Tensor>& params) {
+  return std::make_unique<Optimizer>(cfg, params);
 }
 
 void set_learning_rate(torch::optim::Optimizer& optim, double lr) {

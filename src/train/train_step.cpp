@@ -8,8 +8,8 @@
 
 namespace siamese::train {
 
-TrainStep::TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, AdamW& optim, GradientSync& sync,
-                     LossScaler& scaler, torch::Device device, int64_t micro_batch)
+TrainStep::TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim,
+                     GradientSync& sync, LossScaler& scaler, torch::Device device, int64_t micro_batch)
     : model_(model),
       optim_(optim),
       sync_(sync),
@@ -20,29 +20,33 @@ TrainStep::TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Adam
       micro_batch_(micro_batch),
       predicted_tokens_(double(cfg.global_train_batch_size) * double(cfg.model.max_sequence_length - 1)),
       max_grad_norm_(cfg.max_grad_norm.value_or(std::numeric_limits<double>::infinity())),
+      z_loss_multiplier_(cfg.softmax_auxiliary_loss ? std::optional<double>(cfg.auxiliary_loss_multiplier)
+                                                    : std::nullopt),
       params_(model.parameters()) {}
 
 StepResult TrainStep::run(const torch::Tensor& batch, double lr, const std::function<void()>& before_clip,
                           DeviceClock* clock, StepMarks* marks) {
   auto mark = [&] { return clock ? clock->mark() : size_t(0); };
   optim_.zero_grad();
-  auto loss = torch::zeros({}, torch::dtype(torch::kFloat64).device(device_));
+  // The global batch's mean cross-entropy and z-loss, summed over micro-batches, then ranks.
+  auto losses = torch::zeros({2}, torch::dtype(torch::kFloat64).device(device_));
   const int64_t n_micro = (batch.size(0) + micro_batch_ - 1) / micro_batch_;
   {
     const AttentionKernelScope kernels(flash_attention_);
     for (int64_t m = 0; m < n_micro; ++m) {
       auto ids = batch.narrow(0, m * micro_batch_, std::min(micro_batch_, batch.size(0) - m * micro_batch_));
       const size_t forward_start = mark();
-      torch::Tensor micro_loss;
+      model::LossSums sums;
       {
         std::optional<AutocastGuard> amp;
         if (autocast_) amp.emplace(device_, *autocast_);
-        micro_loss = model::lm_loss_sum(model_, ids) / predicted_tokens_;
+        sums = model::lm_loss_sums(model_, ids, z_loss_multiplier_);
       }
       const size_t backward_start = mark();
       sync_.before_backward(m == n_micro - 1);
-      scaler_.scaled(micro_loss).backward();
-      loss.add_(micro_loss.detach());
+      scaler_.scaled(sums.total() / predicted_tokens_).backward();
+      losses.select(0, 0).add_(sums.nll.detach() / predicted_tokens_);
+      if (sums.z.defined()) losses.select(0, 1).add_(sums.z.detach() / predicted_tokens_);
       if (m == n_micro - 1) sync_.after_backward();
       if (marks) marks->micro_batches.push_back({forward_start, backward_start, mark()});
     }
@@ -50,15 +54,16 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const std::func
   if (marks) marks->update_start = mark();
   scaler_.unscale_(params_);
   if (before_clip) before_clip();
-  sync_.sum_(loss);
+  sync_.sum_(losses);
   const torch::Tensor grad_norm = clip_grad_norm(params_, max_grad_norm_);
   // A non-finite loss or gradient never reaches the weights.
   const torch::Tensor skip =
-      torch::logical_not(torch::isfinite(loss).logical_and(torch::isfinite(grad_norm))).to(torch::kFloat);
-  set_learning_rate(optim_, lr);
+      torch::logical_not(torch::isfinite(losses).all().logical_and(torch::isfinite(grad_norm)))
+          .to(torch::kFloat);
+  optim_.set_learning_rate(lr);
   optim_.update(skip);
   model_.topology().project_weights(model_);
-  StepResult result{loss, grad_norm.to(torch::kFloat64), scaler_.scale_tensor()};
+  StepResult result{losses[0], grad_norm.to(torch::kFloat64), scaler_.scale_tensor(), losses[1]};
   scaler_.update(torch::logical_not(torch::isfinite(grad_norm)));
   return result;
 }

@@ -98,6 +98,11 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   check_ranks_agree(sync, cfg, device);
   sync.attach(model->parameters());
   auto optim = build_optimizer(cfg.optimizer, model->named_parameters());
+  if (const Muon* muon = optim->muon())
+    spdlog::info(
+        "optimizer muon: {} hidden matrices with Muon (peak lr {:.3e}, adjust_lr {}), the other "
+        "parameters with AdamW (peak lr {:.3e})",
+        muon->params().size(), muon->options().lr, muon->options().adjust_lr, cfg.optimizer.learning_rate);
 
   data::TokenDataset dataset = data::train_dataset(cfg);
   const int64_t T = cfg.model.max_sequence_length;
@@ -247,7 +252,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   struct PendingStep {
     int64_t step, tokens;
     double lr, elapsed, comm_seconds;
-    torch::Tensor loss_norm_scale;  // float64 [3] on the device: loss, grad norm, loss scale
+    torch::Tensor values;  // float64 [4] on the device: loss, grad norm, loss scale, z-loss
     size_t start_mark, end_mark;
   };
   std::vector<PendingStep> pending;
@@ -261,16 +266,18 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   auto read_pending = [&]() -> int {
     if (pending.empty()) return 0;
     std::vector<torch::Tensor> values;
-    for (const auto& p : pending) values.push_back(p.loss_norm_scale);
+    for (const auto& p : pending) values.push_back(p.values);
     const auto host = torch::stack(values).cpu();
     const auto v = host.accessor<double, 2>();
     const double peak_mib = peak_memory_mib(device);
     for (size_t i = 0; i < pending.size(); ++i) {
       const PendingStep& p = pending[i];
-      const double loss = v[i][0], grad_norm = v[i][1], loss_scale = v[i][2];
+      const double loss = v[i][0], grad_norm = v[i][1], loss_scale = v[i][2], z_loss = v[i][3];
+      // The step was skipped on the device when either loss was not finite (train_step.cpp).
+      const bool finite_loss = std::isfinite(loss) && std::isfinite(z_loss);
       // An fp16 overflow is routine while the scale settles: skipped, not a bad step. With
       // no scaling left (S <= 1) the gradients themselves overflow, and it is one.
-      if (scaler.enabled() && std::isfinite(loss) && !std::isfinite(grad_norm) && loss_scale > 1) {
+      if (scaler.enabled() && finite_loss && !std::isfinite(grad_norm) && loss_scale > 1) {
         spdlog::info(
             "step {}: fp16 gradients overflowed at loss scale {}; step skipped, scale "
             "now {}",
@@ -278,10 +285,12 @@ int train(const TrainConfig& cfg, const RunControl& control) {
         log_event(metrics_row(p.step, "overflow", {{"loss", loss}, {"loss_scale", loss_scale}}));
         continue;
       }
-      if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-        const std::string cause = !std::isfinite(loss) ? "loss" : "grad_norm";
-        log_event(metrics_row(p.step, metric::kNonfiniteEvent,
-                              {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}}));
+      if (!finite_loss || !std::isfinite(grad_norm)) {
+        const std::string cause = !finite_loss ? "loss" : "grad_norm";
+        MetricsRow row = metrics_row(p.step, metric::kNonfiniteEvent,
+                                     {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}});
+        if (cfg.softmax_auxiliary_loss) row[metric::kZLoss] = z_loss;
+        log_event(row);
         if (state.bad_steps < cfg.max_bad_steps) {
           state.bad_steps += 1;
           spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)", p.step,
@@ -299,6 +308,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       m.step = p.step;
       m.tokens = p.tokens;
       m.loss = loss;
+      if (cfg.softmax_auxiliary_loss) m.z_loss = z_loss;
       m.lr = p.lr;
       m.grad_norm = grad_norm;
       m.step_seconds = clock.seconds(p.start_mark, p.end_mark);
@@ -320,11 +330,12 @@ int train(const TrainConfig& cfg, const RunControl& control) {
         last_console = Clock::now();
         const double per_step = m.elapsed / double(p.step - first_step);
         spdlog::info(
-            "[{}/{}] loss {:.4f} nats/token, lr {:.3e}, grad_norm {:.3f}, {:.0f} tokens/s{}, mem {:.0f} MiB, "
+            "[{}/{}] loss {:.4f} nats/token{}, lr {:.3e}, grad_norm {:.3f}, {:.0f} tokens/s{}, mem {:.0f} "
+            "MiB, "
             "ETA {}",
-            p.step, max_steps, loss, p.lr, grad_norm, m.tokens_per_sec(),
-            m.mfu() ? fmt::format(", MFU {:.1f}%", 100 * *m.mfu()) : "", peak_mib,
-            format_eta(per_step * double(max_steps - p.step)));
+            p.step, max_steps, loss, m.z_loss ? fmt::format(", z_loss {:.3e}", *m.z_loss) : "", p.lr,
+            grad_norm, m.tokens_per_sec(), m.mfu() ? fmt::format(", MFU {:.1f}%", 100 * *m.mfu()) : "",
+            peak_mib, format_eta(per_step * double(max_steps - p.step)));
         if (first && max_steps > p.step)
           spdlog::info(
               "expected duration at the first step's speed: {} for {} steps (the first step includes "
@@ -366,9 +377,9 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       if (log_layer_grads)
         log_event(analysis::layer_grad_norms_row(state.step, analysis::per_layer_grad_norms(*model)));
     });
-    const torch::Tensor loss_norm_scale = torch::stack({r.loss, r.grad_norm, r.loss_scale});
-    pending.push_back({state.step, state.tokens, lr, seconds_since(start), sync.take_comm_seconds(),
-                       loss_norm_scale, start_mark, clock.mark()});
+    const torch::Tensor values = torch::stack({r.loss, r.grad_norm, r.loss_scale, r.z_loss});
+    pending.push_back({state.step, state.tokens, lr, seconds_since(start), sync.take_comm_seconds(), values,
+                       start_mark, clock.mark()});
 
     // Read points, evaluation, checkpoints, stops.
     const bool eval_due =

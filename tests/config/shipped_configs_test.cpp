@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "siamese/common/shared_dir.h"
 #include "siamese/config/load.h"
@@ -27,13 +28,15 @@ void expect_same(const TrainConfig& a, const TrainConfig& b, const std::string& 
 }
 
 // Every run config: configs/ except sweeps/, whose files describe grids of runs (their
-// own schema, tested with the sweep command).
+// own schema, tested with the sweep command), and lm_eval/, lm-eval's task files (tested
+// by tests/eval/lm_eval_test.cpp).
 std::vector<std::string> shipped_configs() {
   std::vector<std::string> paths;
   const std::filesystem::path root = std::string(SIAMESE_SOURCE_DIR) + "/configs";
+  const std::set<std::string> other_schema = {"sweeps", "lm_eval"};
   for (const auto& e : std::filesystem::recursive_directory_iterator(root))
     if (e.is_regular_file() && e.path().extension() == ".yaml" &&
-        e.path().lexically_relative(root).begin()->string() != "sweeps")
+        !other_schema.count(e.path().lexically_relative(root).begin()->string()))
       paths.push_back(e.path().string());
   std::sort(paths.begin(), paths.end());
   return paths;

@@ -75,8 +75,8 @@ model::Transformer save_run(const TrainConfig& cfg, const std::string& run) {
       if (model::param_kind(p.key()) == model::ParamKind::Norm)
         p.value().copy_(1.0 + 0.3 * torch::randn_like(p.value()));
   }
-  train::AdamW optim(m->parameters(), torch::optim::AdamWOptions(1e-3));
-  train::save_checkpoint(run, *m, optim, train::TrainState{}, to_yaml(cfg));
+  const auto optim = train::build_optimizer(cfg.optimizer, m->named_parameters());
+  train::save_checkpoint(run, *m, *optim, train::TrainState{}, to_yaml(cfg));
   return m;
 }
 

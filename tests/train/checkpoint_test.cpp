@@ -23,35 +23,41 @@ ModelConfig small() { return siamese::testing::tiny_model("pre", {16, 2, 1, 64, 
 
 }  // namespace
 
+// Both optimizers: AdamW's moments and step counts, Muon's momentum buffers.
 TEST(Checkpoint, RoundTripsModelOptimizerStateAndRng) {
-  auto dir = fresh_dir("ckpt_test", "roundtrip");
-  torch::manual_seed(1);
-  model::Transformer m(small());
-  OptimizerConfig oc;
-  auto opt = train::build_optimizer(oc, m->named_parameters());
-  auto ids = torch::randint(0, 64, {2, 8});
-  m->forward(ids).sum().backward();
-  opt->step();
-  train::save_checkpoint(dir, *m, *opt, {1, 16, 0}, "seed: 1\n");
-  const auto expected_rand = torch::rand({4});
+  for (const char* optimizer : {"adamw", "muon"}) {
+    SCOPED_TRACE(optimizer);
+    auto dir = fresh_dir("ckpt_test", std::string("roundtrip_") + optimizer);
+    torch::manual_seed(1);
+    model::Transformer m(small());
+    OptimizerConfig oc;
+    oc.name = optimizer;
+    auto opt = train::build_optimizer(oc, m->named_parameters());
+    EXPECT_EQ(opt->muon() != nullptr, oc.name == "muon");
+    auto ids = torch::randint(0, 64, {2, 8});
+    m->forward(ids).sum().backward();
+    opt->update();
+    train::save_checkpoint(dir, *m, *opt, {1, 16, 0}, "seed: 1\n");
+    const auto expected_rand = torch::rand({4});
 
-  torch::manual_seed(99);
-  model::Transformer m2(small());
-  auto opt2 = train::build_optimizer(oc, m2->named_parameters());
-  auto state = train::load_checkpoint(dir / "step1", *m2, opt2.get());
-  EXPECT_EQ(state.step, 1);
-  EXPECT_EQ(state.tokens, 16);
-  EXPECT_TRUE(torch::equal(torch::rand({4}), expected_rand));  // RNG restored
-  auto p1 = m->named_parameters(), p2 = m2->named_parameters();
-  for (const auto& kv : p1) EXPECT_TRUE(torch::equal(kv.value(), p2[kv.key()])) << kv.key();
-  // The same next step from both optimizers gives the same weights.
-  m->zero_grad();
-  m2->zero_grad();
-  m->forward(ids).sum().backward();
-  m2->forward(ids).sum().backward();
-  opt->step();
-  opt2->step();
-  for (const auto& kv : p1) EXPECT_TRUE(torch::equal(kv.value(), p2[kv.key()])) << kv.key();
+    torch::manual_seed(99);
+    model::Transformer m2(small());
+    auto opt2 = train::build_optimizer(oc, m2->named_parameters());
+    auto state = train::load_checkpoint(dir / "step1", *m2, opt2.get());
+    EXPECT_EQ(state.step, 1);
+    EXPECT_EQ(state.tokens, 16);
+    EXPECT_TRUE(torch::equal(torch::rand({4}), expected_rand));  // RNG restored
+    auto p1 = m->named_parameters(), p2 = m2->named_parameters();
+    for (const auto& kv : p1) EXPECT_TRUE(torch::equal(kv.value(), p2[kv.key()])) << kv.key();
+    // The same next step from both optimizers gives the same weights.
+    m->zero_grad();
+    m2->zero_grad();
+    m->forward(ids).sum().backward();
+    m2->forward(ids).sum().backward();
+    opt->update();
+    opt2->update();
+    for (const auto& kv : p1) EXPECT_TRUE(torch::equal(kv.value(), p2[kv.key()])) << kv.key();
+  }
 }
 
 TEST(Checkpoint, KeepsNewestAndIgnoresIncompleteFolders) {

@@ -143,6 +143,8 @@ TEST(Optimizer, OlmoParamGroups) {
   auto all = train::param_groups(oc, m->named_parameters());
   EXPECT_TRUE(all.no_decay.empty());
   auto opt = train::build_optimizer(OptimizerConfig{}, m->named_parameters());
-  ASSERT_EQ(opt->param_groups().size(), 2u);
-  EXPECT_EQ(static_cast<torch::optim::AdamWOptions&>(opt->param_groups()[1].options()).weight_decay(), 0.0);
+  ASSERT_EQ(opt->adamw().param_groups().size(), 2u);
+  EXPECT_EQ(static_cast<torch::optim::AdamWOptions&>(opt->adamw().param_groups()[1].options()).weight_decay(),
+            0.0);
+  EXPECT_EQ(opt->muon(), nullptr);
 }

@@ -1,6 +1,6 @@
 // TensorBoard event files: the CRC-32C that TFRecord framing uses, and a run's events read
 // back by the tensorboard package's own reader (EventAccumulator), value for value against
-// metrics.jsonl.
+// metrics.jsonl (the z-loss among them).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,10 +42,12 @@ TEST(TensorBoard, NonFiniteValuesAreNotWritten) {
 TEST(TensorBoard, TensorBoardReadsTheRunsEveryMetric) {
   TempDir dir;
   const std::string log = dir.file("log");
-  const std::string train = std::string("OMP_NUM_THREADS=1 ") + SIAMESE_BINARY + " train " +
-                            SIAMESE_SOURCE_DIR + "/configs/tiny/quickstart.yaml --model.n_layers=2 " +
-                            "--max_duration=4 --eval_interval=2 --eval_subset_num_batches=1 " +
-                            "--save_interval=100 --save_folder=" + dir.file("run") + " > " + log + " 2>&1";
+  const std::string train =
+      std::string("OMP_NUM_THREADS=1 ") + SIAMESE_BINARY + " train " + SIAMESE_SOURCE_DIR +
+      "/configs/tiny/quickstart.yaml --model.n_layers=2 " +
+      "--max_duration=4 --eval_interval=2 --eval_subset_num_batches=1 " +
+      "--save_interval=100 --softmax_auxiliary_loss=true --save_folder=" + dir.file("run") + " > " + log +
+      " 2>&1";
   ASSERT_EQ(std::system(train.c_str()), 0) << read_all(log);
   const std::string read = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
                            "/tests/train/tensorboard_read.py " + dir.file("run") + " > " + log + " 2>&1";

@@ -24,7 +24,7 @@ namespace {
 
 struct Subject {
   model::Transformer model{nullptr};
-  std::unique_ptr<AdamW> optim;
+  std::unique_ptr<Optimizer> optim;
   GradientSync sync;
   std::unique_ptr<LossScaler> scaler;
 
@@ -132,6 +132,49 @@ TEST(TrainStep, NgptWeightsAreUnitNormAfterTheOptimizerStep) {
   std::cout << "[ngpt step] after 3 steps at lr 1e-2: max | ||row|| - 1 | = " << worst
             << ", every matrix moved by at least " << least_moved << "; a bare AdamW update: " << off_without
             << "\n";
+}
+
+// OLMo's z-loss (softmax_auxiliary_loss): its gradient joins the cross-entropy's, and the
+// step reports it apart, the loss staying the cross-entropy alone. Both against the
+// formulas in float64 on the model's logits, over two micro-batches.
+TEST(TrainStep, ZLossJoinsTheGradientAndIsReportedApartFromTheCrossEntropy) {
+  auto plain = no_dropout();
+  auto c = plain;
+  c.softmax_auxiliary_loss = true;
+  c.auxiliary_loss_multiplier = 1e-2;
+  const auto batch = batch_of(c);
+  Subject with_z(c), without_z(plain), direct(c);
+  std::map<std::string, torch::Tensor> grads, plain_grads;
+  auto keep = [](Subject& s, std::map<std::string, torch::Tensor>& into) {
+    return [&s, &into] {
+      for (const auto& kv : s.model->named_parameters()) into[kv.key()] = kv.value().grad().clone();
+    };
+  };
+  const auto r = with_z.step(c, 2).run(batch, 1e-3, keep(with_z, grads));
+  const auto r0 = without_z.step(plain, 2).run(batch, 1e-3, keep(without_z, plain_grads));
+  EXPECT_EQ(r.loss.item<double>(), r0.loss.item<double>());
+  EXPECT_EQ(r0.z_loss.item<double>(), 0.0);
+
+  const int64_t T = batch.size(1);
+  const auto logits = direct.model->forward(batch.narrow(1, 0, T - 1)).to(torch::kFloat64);
+  const auto rows = logits.reshape({-1, logits.size(-1)});
+  const double n = double(rows.size(0));
+  const auto nll = torch::nn::functional::cross_entropy(rows, batch.narrow(1, 1, T - 1).reshape({-1}));
+  const auto z = c.auxiliary_loss_multiplier * rows.exp().sum(-1).log().pow(2).sum() / n;
+  EXPECT_NEAR(r.loss.item<double>(), nll.item<double>(), 1e-6);
+  EXPECT_NEAR(r.z_loss.item<double>() / z.item<double>(), 1.0, 1e-6);
+  (nll + z).backward();
+  double z_effect = 0, grad_diff = 0;
+  for (const auto& kv : direct.model->named_parameters()) {
+    EXPECT_TRUE(torch::allclose(grads[kv.key()], kv.value().grad(), 1e-4, 1e-7)) << kv.key();
+    grad_diff = std::max(grad_diff, (grads[kv.key()] - kv.value().grad()).abs().max().item<double>());
+    z_effect = std::max(z_effect, (grads[kv.key()] - plain_grads[kv.key()]).abs().max().item<double>());
+  }
+  EXPECT_GT(z_effect, 1e-4);  // the z-loss's share of the gradient is far above the tolerance
+  std::cout << "[z-loss] " << r.z_loss.item<double>() << ", relative difference from float64 "
+            << std::abs(r.z_loss.item<double>() / z.item<double>() - 1)
+            << "; max |gradient - float64 gradient| " << grad_diff << ", the z-loss's share up to "
+            << z_effect << "\n";
 }
 
 }  // namespace

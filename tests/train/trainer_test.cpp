@@ -26,6 +26,7 @@ namespace fs = std::filesystem;
 using namespace siamese;
 using siamese::testing::losses;
 using siamese::testing::read_all;
+using siamese::testing::step_values;
 using siamese::testing::tiny;
 
 namespace {
@@ -54,24 +55,28 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
   return std::system(cmd.c_str());
 }
 
-void expect_exact_resume(const std::string& dropout) {
+void expect_exact_resume(const std::string& dropout, const std::string& settings = "") {
+  const std::string tag = dropout + (settings.empty() ? "" : "_muon");
   // ngpt: its weights are re-normalized after every step, which a resume must reproduce.
   for (const char* topology : {"pre", "hybrid_pre", "ngpt"}) {
     SCOPED_TRACE(topology);
-    auto a = fresh_dir("trainer_test", std::string("uninterrupted_") + topology + dropout);
-    auto b = fresh_dir("trainer_test", std::string("resumed_") + topology + dropout);
+    auto a = fresh_dir("trainer_test", std::string("uninterrupted_") + topology + tag);
+    auto b = fresh_dir("trainer_test", std::string("resumed_") + topology + tag);
     fs::create_directories(a.parent_path());
-    ASSERT_EQ(run_cli(a, topology, "", dropout), 0) << read_all(a.string() + ".log");
-    ASSERT_EQ(run_cli(b, topology, "--stop-at 3", dropout), 0) << read_all(b.string() + ".log");
+    ASSERT_EQ(run_cli(a, topology, settings, dropout), 0) << read_all(a.string() + ".log");
+    ASSERT_EQ(run_cli(b, topology, "--stop-at 3 " + settings, dropout), 0) << read_all(b.string() + ".log");
     ASSERT_TRUE(fs::exists(b / "step3" / "config.yaml"));
     EXPECT_EQ(losses(b).size(), 3u);
-    ASSERT_EQ(run_cli(b, topology, "", dropout), 0) << read_all(b.string() + ".log");  // resumes itself
+    ASSERT_EQ(run_cli(b, topology, settings, dropout), 0) << read_all(b.string() + ".log");  // resumes itself
 
     auto la = losses(a), lb = losses(b);
     ASSERT_EQ(la.size(), 8u);
     EXPECT_EQ(la, lb);
     EXPECT_NE(la[1], la[8]);  // it did train
     EXPECT_TRUE(fs::exists(b / "step8"));
+    const auto za = step_values(a, "z_loss");
+    EXPECT_EQ(za, step_values(b, "z_loss"));
+    EXPECT_EQ(za.size(), settings.empty() ? 0u : 8u);
   }
 }
 
@@ -80,6 +85,11 @@ TEST(Trainer, StoppedAndResumedRunMatchesUninterruptedRunBitForBit) { expect_exa
 // Dropout draws from the global generator: the resumed run must restore it and nothing
 // may draw between the restore and the first resumed step.
 TEST(Trainer, StoppedAndResumedRunWithDropoutMatchesBitForBit) { expect_exact_resume("0.1"); }
+
+// Muon's momentum buffers are in the checkpoint; the z-loss is logged and resumed with it.
+TEST(Trainer, StoppedAndResumedMuonRunWithZLossMatchesBitForBit) {
+  expect_exact_resume("0.1", "--optimizer.name=muon --softmax_auxiliary_loss=true");
+}
 
 TEST(Trainer, MicroBatchingKeepsTheLossNormalisedOverTheGlobalBatch) {
   auto whole = tiny(fresh_dir("trainer_test", "micro4")), split = tiny(fresh_dir("trainer_test", "micro1"));

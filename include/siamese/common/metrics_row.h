@@ -20,6 +20,7 @@ inline constexpr const char* kStep = "step";
 inline constexpr const char* kEvent = "event";
 inline constexpr const char* kTokens = "tokens";
 inline constexpr const char* kLoss = "loss";
+inline constexpr const char* kZLoss = "z_loss";  // OLMo's z-loss, apart from the cross-entropy "loss"
 inline constexpr const char* kPerplexity = "perplexity";
 inline constexpr const char* kLearningRate = "lr";
 inline constexpr const char* kStepSeconds = "step_seconds";

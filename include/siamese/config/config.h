@@ -76,8 +76,19 @@ struct ModelConfig {
   double derf_shift_init = 0.0;
 };
 
+// ours: Muon's settings (optimizer.name muon: train/muon.h). The hidden layers' matrices are
+// Muon's; the other parameters keep AdamW with the settings of OptimizerConfig.
+struct MuonConfig {
+  std::optional<double> learning_rate;  // unset = optimizer.learning_rate
+  std::optional<double> weight_decay;   // unset = optimizer.weight_decay
+  double momentum = 0.95;
+  bool nesterov = true;
+  int64_t ns_steps = 5;
+  std::string adjust_lr = "match_rms_adamw";  // original | match_rms_adamw (torch's adjust_lr_fn)
+};
+
 struct OptimizerConfig {
-  std::string name = "adamw";
+  std::string name = "adamw";  // adamw | muon
   double learning_rate = 1e-4;
   double weight_decay = 0.01;
   std::vector<double> betas = {0.9, 0.95};
@@ -85,6 +96,7 @@ struct OptimizerConfig {
   bool decay_norm_and_bias = false;
   bool decay_embeddings = false;
   std::optional<int64_t> metrics_log_interval;
+  MuonConfig muon;  // ours
 };
 
 struct SchedulerConfig {
@@ -145,6 +157,10 @@ struct TrainConfig {
   int64_t device_eval_batch_size = 16;
   std::string precision = "fp32";  // fp32 | amp_bf16 | amp_fp16
   std::optional<double> max_grad_norm;
+  // OLMo's z-loss: auxiliary_loss_multiplier * mean over predicted tokens of
+  // logsumexp(logits)^2, added to the training loss.
+  bool softmax_auxiliary_loss = false;
+  double auxiliary_loss_multiplier = 1e-4;
   int64_t eval_interval = 1000;
   int64_t eval_subset_num_batches = -1;
   int64_t console_log_interval = 1;

@@ -39,7 +39,8 @@ struct TrainState {
 // file and the free space, after removing the temporary folder; the other checkpoints are
 // untouched. Called on rank 0 only: every rank holds the same weights.
 std::filesystem::path save_checkpoint(const std::filesystem::path& save_folder, torch::nn::Module& model,
-                                      AdamW& optim, const TrainState& state, const std::string& config_yaml);
+                                      Optimizer& optim, const TrainState& state,
+                                      const std::string& config_yaml);
 
 // Why `folder` is not a complete, intact checkpoint (no manifest or one that does not parse,
 // a file missing, of another size or another sha256, no model.pt / train_state.pt /
@@ -56,7 +57,7 @@ std::optional<std::string> checkpoint_problem(const std::filesystem::path& folde
 // values, except the keys marked changeable_on_resume() in schema.cpp (dropout,
 // initialisation, flash_attention, init_device), which change how the weights are trained
 // or computed, not what they mean.
-TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, AdamW* optim,
+TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, Optimizer* optim,
                            const ModelConfig* same_model = nullptr);
 
 struct SettingChange {

@@ -19,7 +19,8 @@ namespace siamese::train {
 struct StepMetrics {
   int64_t step = 0;
   int64_t tokens = 0;
-  double loss = 0;
+  double loss = 0;               // mean cross-entropy
+  std::optional<double> z_loss;  // softmax_auxiliary_loss only: the mean z-loss added to it
   double lr = 0;
   double grad_norm = 0;  // global norm before clipping
   double step_seconds = 0;

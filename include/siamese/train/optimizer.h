@@ -1,10 +1,13 @@
 #pragma once
-// AdamW with OLMo's two parameter groups (olmo/optim.py get_param_groups): Linear weights
+// The run's optimizer (optimizer.name): AdamW for every parameter, or Muon (muon.h) for the
+// hidden layers' matrices and AdamW for the rest (embeddings, the LM head, norms, biases).
+//
+// AdamW keeps OLMo's two parameter groups (olmo/optim.py get_param_groups): Linear weights
 // decay; biases and norm weights decay only with decay_norm_and_bias, embeddings only with
 // decay_embeddings. Names are sorted within each group, as OLMo does, so the optimizer
 // state lines up across runs and resumes.
 //
-// The update runs as multi-tensor kernels: at::_fused_adamw_ (one kernel for every
+// The AdamW update runs as multi-tensor kernels: at::_fused_adamw_ (one kernel for every
 // parameter) on CUDA, the _foreach_ ops on CPU (the same arithmetic as LibTorch's
 // per-parameter AdamW, bit for bit). The step counts live on the parameters' device, so a
 // step can be skipped on the device (a non-finite loss or gradient) without the host waiting.
@@ -16,11 +19,14 @@
 #include <vector>
 
 #include "siamese/config/config.h"
+#include "siamese/train/muon.h"
 
 namespace siamese::train {
 
+// Parameter names by group: AdamW's decayed and not decayed ones, and Muon's matrices
+// (optimizer.name muon: the attention and MLP weight matrices of the blocks).
 struct ParamGroups {
-  std::vector<std::string> decay, no_decay;
+  std::vector<std::string> decay, no_decay, muon;
 };
 
 ParamGroups param_groups(const OptimizerConfig& cfg,
@@ -44,8 +50,29 @@ class AdamW : public torch::optim::AdamW {
   AdamWState& state_of(const torch::Tensor& param);
 };
 
-std::unique_ptr<AdamW> build_optimizer(const OptimizerConfig& cfg,
-                                       const torch::OrderedDict<std::string, torch::Tensor>& params);
+class Optimizer {
+ public:
+  Optimizer(const OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params);
+
+  void zero_grad();
+  // `lr` is the schedule's value for optimizer.learning_rate: AdamW's groups take it, Muon's
+  // matrices the same fraction of their own peak (optimizer.muon.learning_rate).
+  void set_learning_rate(double lr);
+  // One update of every parameter with a gradient; `skip` as in AdamW::update.
+  void update(const std::optional<torch::Tensor>& skip = std::nullopt);
+
+  AdamW& adamw() { return *adamw_; }
+  Muon* muon() { return muon_.get(); }  // null unless optimizer.name is muon
+
+ private:
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<AdamW> adamw_;
+  std::unique_ptr<Muon> muon_;
+  double muon_lr_ratio_ = 1;  // optimizer.muon.learning_rate / optimizer.learning_rate
+};
+
+std::unique_ptr<Optimizer> build_optimizer(const OptimizerConfig& cfg,
+                                           const torch::OrderedDict<std::string, torch::Tensor>& params);
 
 void set_learning_rate(torch::optim::Optimizer& optim, double lr);
 

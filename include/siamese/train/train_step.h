@@ -1,8 +1,9 @@
 #pragma once
 // One optimizer step, the same for `siamese train`, `siamese bench` and the tests: forward
 // and backward over micro-batches (autocast, the flash-only attention scope, loss scaling,
-// gradient synchronisation), unscale, clip, and an update that a non-finite loss or
-// gradient cancels on the device. Nothing here waits for the device.
+// gradient synchronisation) of the cross-entropy plus, with softmax_auxiliary_loss, OLMo's
+// z-loss; unscale, clip, and an update that a non-finite loss or gradient cancels on the
+// device. Nothing here waits for the device.
 #include <torch/torch.h>
 
 #include <array>
@@ -24,6 +25,7 @@ struct StepResult {
   torch::Tensor loss;        // mean next-token loss over the global batch (summed over ranks)
   torch::Tensor grad_norm;   // global gradient norm before clipping
   torch::Tensor loss_scale;  // the scale this step's backward used (1 without amp_fp16)
+  torch::Tensor z_loss;      // mean z-loss, like `loss` (0 without softmax_auxiliary_loss)
 };
 
 // Device-clock marks of a step's phases (the bench's breakdown).
@@ -36,7 +38,7 @@ class TrainStep {
  public:
   // micro_batch: sequences per forward on this rank. Each micro-batch's loss is its share of
   // the mean over cfg.global_train_batch_size sequences (all ranks).
-  TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, AdamW& optim, GradientSync& sync,
+  TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim, GradientSync& sync,
             LossScaler& scaler, torch::Device device, int64_t micro_batch);
 
   // Runs one step on `batch` [rank's sequences, T] (already on the device) at learning rate
@@ -47,7 +49,7 @@ class TrainStep {
 
  private:
   model::TransformerImpl& model_;
-  AdamW& optim_;
+  Optimizer& optim_;
   GradientSync& sync_;
   LossScaler& scaler_;
   torch::Device device_;
@@ -56,6 +58,7 @@ class TrainStep {
   int64_t micro_batch_;
   double predicted_tokens_;  // B * (T - 1) of the global batch: the loss normaliser
   double max_grad_norm_;
+  std::optional<double> z_loss_multiplier_;  // set with softmax_auxiliary_loss
   std::vector<torch::Tensor> params_;
 };
 
