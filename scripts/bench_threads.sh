@@ -3,9 +3,10 @@
 # machine"): three workloads, each under three thread settings, alternating, on an idle
 # machine and with a second process keeping every core busy. Prints a Markdown table of
 # median wall seconds.
-#   before:   libgomp's default wait (workers spin ~300,000 times before sleeping), what
-#             siamese did until it chose a policy itself (GOMP_SPINCOUNT=300000 reproduces it)
-#   after:    siamese's default (it restarts itself with OMP_WAIT_POLICY=PASSIVE)
+#   before:   libgomp's default wait (workers spin 300,000 times before sleeping), what
+#             siamese did until it chose the count itself (GOMP_SPINCOUNT=300000 reproduces it)
+#   after:    siamese's default (it restarts itself with GOMP_SPINCOUNT=10000)
+#   passive:  OMP_WAIT_POLICY=PASSIVE (workers sleep at once)
 #   1 thread: OMP_NUM_THREADS=1
 # Usage: scripts/bench_threads.sh [ROUNDS (3)]   (SIAMESE_BUILD_DIR as scripts/setup.sh)
 set -euo pipefail
@@ -31,7 +32,7 @@ run_workload() {
 }
 export siamese scratch
 export -f run_workload
-settings=("before:GOMP_SPINCOUNT=300000" "after:" "1 thread:OMP_NUM_THREADS=1")
+settings=("before:GOMP_SPINCOUNT=300000" "after:" "passive:OMP_WAIT_POLICY=PASSIVE" "1 thread:OMP_NUM_THREADS=1")
 
 busy() {  # one busy loop per core: a second process's worth of load on every core
   for _ in $(seq "$(nproc)"); do
@@ -59,13 +60,15 @@ for load in idle busy; do
 done
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "| workload | load | before (s) | after (s) | 1 thread (s) | before / after |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| workload | load | before (s) | after (s) | passive (s) | 1 thread (s) | before / after |"
+echo "|---|---|---:|---:|---:|---:|---:|"
 for w in "${workloads[@]}"; do
   for load in idle busy; do
     b=$(echo "${times[$load/$w/before]}" | median)
     a=$(echo "${times[$load/$w/after]}" | median)
+    p=$(echo "${times[$load/$w/passive]}" | median)
     o=$(echo "${times[$load/$w/1 thread]}" | median)
-    printf '| %s | %s | %.1f | %.1f | %.1f | %.2f |\n' "$w" "$load" "$b" "$a" "$o" "$(awk "BEGIN {print $b / $a}")"
+    printf '| %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f |\n' "$w" "$load" "$b" "$a" "$p" "$o" \
+      "$(awk "BEGIN {print $b / $a}")"
   done
 done

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   // others skip the restart that choice costs (about a LibTorch load).
   static const std::set<std::string> kRunsModels = {"train",   "bench", "eval",  "generate",
                                                     "analyze", "sweep", "parity"};
-  if (argc > 1 && kRunsModels.count(argv[1])) siamese::train::restart_with_passive_openmp_wait(argv);
+  if (argc > 1 && kRunsModels.count(argv[1])) siamese::train::restart_with_short_openmp_spin(argv);
   // Under torchrun or srun only rank 0 logs progress; a malformed launcher environment is
   // reported by the command that needs the world, so here it just means rank 0.
   int rank = 0;

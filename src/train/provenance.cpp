@@ -68,6 +68,7 @@ void write_provenance(const fs::path& save_folder, const LaunchFacts& facts) {
       // Both change step times, and the thread count changes the bits of reductions.
       {"intra_op_threads", at::get_num_threads()},
       {"omp_wait_policy", env_or_empty("OMP_WAIT_POLICY")},
+      {"gomp_spincount", env_or_empty("GOMP_SPINCOUNT")},
       // Every host of a Slurm job; under torchrun the ranks' hosts are those of the launch.
       {"slurm_job_nodelist", env_or_empty("SLURM_JOB_NODELIST")},
       {"slurm_job_id", env_or_empty("SLURM_JOB_ID")},

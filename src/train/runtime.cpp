@@ -33,13 +33,13 @@ void configure_cpu_runtime() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
-void restart_with_passive_openmp_wait(char** argv) {
+void restart_with_short_openmp_spin(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
   const char* threads = std::getenv("OMP_NUM_THREADS");
   if ((threads && std::string(threads) == "1") || std::thread::hardware_concurrency() <= 1) return;
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  ::setenv("GOMP_SPINCOUNT", kOpenmpSpinCount, 1);
   ::execv("/proc/self/exe", argv);
-  ::unsetenv("OMP_WAIT_POLICY");  // exec failed: this process keeps libgomp's default
+  ::unsetenv("GOMP_SPINCOUNT");  // exec failed: this process keeps libgomp's default
 }
 
 void configure_cuda_runtime(torch::Device device, bool allow_tf32) {

@@ -15,14 +15,17 @@ namespace siamese::train {
 void configure_cpu_runtime();
 
 // OpenMP workers that wait by spinning take the time slices their busy siblings need when
-// other processes share the cores (a shared CI runner, a laptop, a login node): 10-30x
-// slower steps there (docs/results.md, "Threads on a busy machine"). libgomp reads its wait
-// policy once, when it loads before main, so the only way to choose it is the environment of
-// a new process image: this re-executes the process (same pid, same argv) with
-// OMP_WAIT_POLICY=PASSIVE, unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, or
+// other processes share the cores (a shared CI runner, a laptop, a login node): libgomp's
+// default of 300,000 spins before sleeping made steps up to 10x slower there, while a
+// passive wait (sleep at once) cost up to 30% on an idle machine (docs/results.md, "Threads
+// on a busy machine"). 10,000 spins keeps the idle speed and most of the passive gain.
+// libgomp reads the count once, when it loads before main, so the only way to choose it is
+// the environment of a new process image: this re-executes the process (same pid, same argv)
+// with GOMP_SPINCOUNT set, unless the user set GOMP_SPINCOUNT or OMP_WAIT_POLICY, or
 // OMP_NUM_THREADS=1 leaves nothing to wait. Call first thing in main, before any file,
 // thread or socket exists. Returns only when no restart was needed (or exec failed).
-void restart_with_passive_openmp_wait(char** argv);
+inline constexpr const char* kOpenmpSpinCount = "10000";
+void restart_with_short_openmp_spin(char** argv);
 
 // CUDA: makes `device` the current one (its RNG is the one checkpoints save) and uses TF32
 // tensor cores for fp32 matmuls and cuDNN convolutions when `allow_tf32` (the config's
