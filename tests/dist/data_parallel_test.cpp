@@ -66,6 +66,16 @@ std::vector<torch::Tensor> final_weights(const fs::path& checkpoint) {
   return m->parameters();
 }
 
+// The checkpoints' weights agree within 1e-4 of each tensor's largest entry.
+void expect_same_weights(const fs::path& a, const fs::path& b) {
+  auto w1 = final_weights(a), w2 = final_weights(b);
+  ASSERT_EQ(w1.size(), w2.size());
+  for (size_t i = 0; i < w1.size(); ++i) {
+    const double scale = w1[i].abs().max().item<double>() + 1e-12;
+    EXPECT_LT((w1[i] - w2[i]).abs().max().item<double>() / scale, 1e-4) << "parameter " << i;
+  }
+}
+
 }  // namespace
 
 TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
@@ -88,12 +98,7 @@ TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
     ++done_lines;
   EXPECT_EQ(done_lines, 1u) << log;
 
-  auto w1 = final_weights(one / "step20"), w2 = final_weights(two / "step20");
-  ASSERT_EQ(w1.size(), w2.size());
-  for (size_t i = 0; i < w1.size(); ++i) {
-    const double scale = w1[i].abs().max().item<double>() + 1e-12;
-    EXPECT_LT((w1[i] - w2[i]).abs().max().item<double>() / scale, 1e-4) << "parameter " << i;
-  }
+  expect_same_weights(one / "step20", two / "step20");
 }
 
 // nGPT re-normalizes its weights after each step on every rank: the ranks stay identical
@@ -108,12 +113,7 @@ TEST(DataParallel, NgptTwoRanksMatchOneProcess) {
   ASSERT_EQ(l2.size(), 8u) << read_all(two.string() + ".log");
   for (auto& [step, loss] : l1) EXPECT_NEAR(std::stod(loss), std::stod(l2[step]), 1e-5) << "step " << step;
   EXPECT_GT(std::stod(l1[1]) - std::stod(l1[8]), 0.05);  // it trained (0.09 in 8 steps)
-  auto w1 = final_weights(one / "step8"), w2 = final_weights(two / "step8");
-  ASSERT_EQ(w1.size(), w2.size());
-  for (size_t i = 0; i < w1.size(); ++i) {
-    const double scale = w1[i].abs().max().item<double>() + 1e-12;
-    EXPECT_LT((w1[i] - w2[i]).abs().max().item<double>() / scale, 1e-4) << "parameter " << i;
-  }
+  expect_same_weights(one / "step8", two / "step8");
 }
 
 // Muon's update runs on every rank from the all-reduced gradients, and the z-loss is summed
