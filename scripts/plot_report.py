@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Final training loss against learning rate, one line per topology (the paper's stability
-figure), from `siamese report RUNS... --json runs.json`. Seeds of one topology and learning
+"""Final training loss against learning rate, one line per model (the topology and the settings
+that set runs of it apart: the report's "Model"; the paper's stability figure), from
+`siamese report RUNS... --json runs.json`. Seeds of one model and learning
 rate are averaged (error bar: standard deviation); diverged runs are drawn as crosses at the
 top of the plot. Loss curves of the same runs: scripts/plot_runs.py.
 
@@ -29,9 +30,9 @@ def main():
         if r["learning_rate"] is None or r["state"] == "never started":
             continue
         if r["diverged"] or r["final_loss"] is None:
-            diverged[r["topology"]].add(r["learning_rate"])
+            diverged[r["model"]].add(r["learning_rate"])
         else:
-            ok[r["topology"]][r["learning_rate"]].append(r["final_loss"])
+            ok[r["model"]][r["learning_rate"]].append(r["final_loss"])
     finite = [v for by_lr in ok.values() for vs in by_lr.values() for v in vs]
     top = max(finite) * 1.05 if finite else 1.0
     fig, ax = plt.subplots(figsize=(7, 4.5))

@@ -1,7 +1,9 @@
 // `siamese bench CONFIG`: training-step throughput and where the time goes (data, forward,
 // backward, optimizer), peak memory and MFU. `--compare pre,hybrid_pre` builds one model
-// per topology and alternates them over several rounds in one process, so machine noise
-// hits both alike, then prints the step-time ratio.
+// per entry and alternates them over several rounds in one process, so machine noise hits
+// all alike, then prints the step-time ratios to the first. An entry may carry overrides of
+// its own after the topology (`pre:model.layer_norm_type=dyt:optimizer.name=muon`), so norm
+// types and optimizers are compared the same way.
 // Under torchrun / srun it measures data-parallel scaling instead (train/bench.h) and prints
 // tokens/s, scaling efficiency and the share of the step spent blocked on communication.
 #include <fmt/format.h>
@@ -11,6 +13,7 @@
 
 #include "commands.h"
 #include "siamese/common/error.h"
+#include "siamese/config/variant.h"
 #include "siamese/dist/world.h"
 #include "siamese/model/accounting.h"
 #include "siamese/train/bench.h"
@@ -92,23 +95,27 @@ int run_bench(const BenchArgs& a) {
   const TrainConfig base = load_run_config(a.config);
   const World world = detect_world();
   if (world.distributed()) return run_scaling_bench(a, base, world);
-  std::vector<std::string> topologies;
-  if (a.compare.empty()) {
-    topologies.push_back(base.model.residual);
-  } else {
-    std::stringstream ss(a.compare);
-    for (std::string t; std::getline(ss, t, ',');) topologies.push_back(t);
+  std::vector<train::BenchSubject> subjects;
+  if (a.compare.empty()) subjects.push_back({base.model.residual, base});
+  std::stringstream entries(a.compare);
+  for (std::string entry; std::getline(entries, entry, ',');) {
+    const Variant variant = parse_variant(entry, "--compare");
+    ConfigArgs args = a.config;
+    args.overrides.insert(args.overrides.end(), variant.overrides.begin(), variant.overrides.end());
+    args.overrides.push_back("--model.residual=" + variant.topology);
+    subjects.push_back({entry, load_run_config(args)});
   }
-  const torch::Device device = train::resolve_device(base.device);
-  const auto bench = train::bench_topologies(base, topologies, a.options, [&](const train::TopologyBench& b) {
+  const TrainConfig& first = subjects.front().config;
+  const torch::Device device = train::resolve_device(first.device);
+  const auto bench = train::bench_topologies(subjects, a.options, [&](const train::TopologyBench& b) {
     fmt::print(
         "bench: {} threads, device {}, precision {}, activation_checkpointing {}, batch {} x {} "
         "tokens in micro-batches of {}, {} warmup + {} timed steps x {} round(s); matmul "
         "measured at {:.1f} GFLOP/s\n",
-        at::get_num_threads(), device.str(), base.precision,
-        base.model.activation_checkpointing.empty() ? "off" : base.model.activation_checkpointing,
-        base.global_train_batch_size, base.model.max_sequence_length,
-        std::min(base.device_train_microbatch_size, base.global_train_batch_size), a.options.warmup,
+        at::get_num_threads(), device.str(), first.precision,
+        first.model.activation_checkpointing.empty() ? "off" : first.model.activation_checkpointing,
+        first.global_train_batch_size, first.model.max_sequence_length,
+        std::min(first.device_train_microbatch_size, first.global_train_batch_size), a.options.warmup,
         a.options.steps, b.rounds, b.matmul_flops / 1e9);
   });
   for (const auto& t : bench.timings) print_timing(t, device, bench.matmul_flops);
@@ -135,7 +142,9 @@ void add_bench_command(CLI::App& app, Handler& run) {
   cmd->add_option("--rounds", a->options.rounds,
                   "Alternating rounds in --compare mode and under torchrun (scaling)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--compare", a->compare, "Comma-separated topologies, e.g. pre,hybrid_pre");
+  cmd->add_option("--compare", a->compare,
+                  "Comma-separated TOPOLOGY[:dotted.key=value...] entries, e.g. "
+                  "pre,hybrid_pre,pre:model.layer_norm_type=dyt");
   add_config_args(cmd, a->config);
   cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });
 }

@@ -30,10 +30,11 @@ void write_file(const std::string& path, const std::string& text) {
 int run_report(const ReportArgs& a) {
   std::vector<runs::RunSummary> rows;
   for (const auto& r : a.runs) rows.push_back(runs::summarize_run(r, a.options));
+  runs::name_models(rows);
   std::string table = runs::markdown_table(rows);
   std::set<std::pair<std::string, std::optional<double>>> groups;
-  for (const auto& r : rows) groups.insert({r.topology, r.learning_rate});
-  if (groups.size() < rows.size())  // some topology and learning rate ran with several seeds
+  for (const auto& r : rows) groups.insert({r.model, r.learning_rate});
+  if (groups.size() < rows.size())  // some model and learning rate ran with several seeds
     table += "\nOver seeds (mean ± standard deviation):\n\n" + runs::markdown_seed_table(rows);
   std::cout << table;
   write_file(a.out, table);

@@ -15,6 +15,7 @@
 #include "siamese/common/step_folder.h"
 #include "siamese/config/duration.h"
 #include "siamese/config/load.h"
+#include "siamese/config/schema.h"
 #include "siamese/train/save_folder.h"
 
 namespace siamese::runs {
@@ -105,6 +106,7 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     const Duration planned = parse_duration(c.max_duration);
     if (!s.max_steps && planned.unit == Duration::Unit::Steps) s.max_steps = planned.value;
     s.topology = c.model.residual;
+    for (const auto& field : schema::train_fields()) s.settings[field.key] = schema::value_text(field, c);
     s.learning_rate = c.optimizer.learning_rate;
     s.seed = c.seed;
   }
@@ -119,7 +121,39 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     if (folder.filename().empty()) folder = folder.parent_path();  // "runs/x/"
     s.topology = folder.filename().string();
   }
+  s.model = s.topology;
   return s;
+}
+
+void name_models(std::vector<RunSummary>& runs) {
+  static const std::set<std::string> per_run = {"seed",     "data.seed",   "optimizer.learning_rate",
+                                                "run_name", "save_folder", "model.residual"};
+  std::map<std::string, std::map<std::string, std::set<std::string>>> values;  // topology -> key -> values
+  for (const auto& r : runs)
+    for (const auto& [key, value] : r.settings)
+      if (!per_run.count(key)) values[r.topology][key].insert(value);
+  std::set<std::string> telling;
+  for (const auto& [topology, keys] : values)
+    for (const auto& [key, seen] : keys)
+      if (seen.size() > 1) telling.insert(key);
+  // The value most runs share reads as the baseline and is left out (first seen on ties).
+  std::map<std::string, std::string> baseline;
+  for (const auto& key : telling) {
+    std::map<std::string, int> count;
+    int best = 0;
+    for (const auto& r : runs)
+      if (auto it = r.settings.find(key); it != r.settings.end() && ++count[it->second] > best) {
+        best = count[it->second];
+        baseline[key] = it->second;
+      }
+  }
+  for (auto& r : runs) {
+    r.model = r.topology;
+    for (const auto& field : schema::train_fields())
+      if (telling.count(field.key) && r.settings.count(field.key) &&
+          r.settings[field.key] != baseline[field.key])
+        r.model += "+" + r.settings[field.key];
+  }
 }
 
 namespace {
@@ -173,7 +207,7 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
   };
   for (const auto& r : runs) {
     const std::string mark = state_text(r) + (r.spikes ? "*" : "");
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |", r.topology,
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |", r.model,
                        r.learning_rate ? fmt::format("{:g}", *r.learning_rate) : "-",
                        r.seed ? std::to_string(*r.seed) : "-", r.steps, r.tokens,
                        r.diverged ? "diverged" : num(r.final_loss, "{:.3f}"),
@@ -251,7 +285,7 @@ std::string markdown_seed_table(const std::vector<RunSummary>& runs) {
   std::map<std::pair<std::string, std::optional<double>>, std::vector<const RunSummary*>> groups;
   std::set<std::string> evals, exact;
   for (const auto& r : runs) {
-    const auto key = std::make_pair(r.topology, r.learning_rate);
+    const auto key = std::make_pair(r.model, r.learning_rate);
     if (!groups.count(key)) keys.push_back(key);
     groups[key].push_back(&r);
     for (const auto& [k, v] : r.eval_perplexity) evals.insert(k);
@@ -291,6 +325,7 @@ nlohmann::json run_json(const RunSummary& r) {
   nlohmann::json j = {
       {"run", r.run},
       {"topology", r.topology},
+      {"model", r.model},
       {"learning_rate", r.learning_rate ? nlohmann::json(*r.learning_rate) : nlohmann::json(nullptr)},
       {"seed", r.seed ? nlohmann::json(*r.seed) : nlohmann::json(nullptr)},
       {"state", state_text(r)},
@@ -337,9 +372,9 @@ std::string runs_csv(const std::vector<RunSummary>& runs) {
       }
     rows.push_back(std::move(j));
   }
-  std::vector<std::string> columns = {"run",        "topology", "learning_rate", "seed",
-                                      "state",      "steps",    "max_steps",     "tokens",
-                                      "final_loss", "diverged", "spikes",        "steps_per_second"};
+  std::vector<std::string> columns = {
+      "run",       "topology", "model",      "learning_rate", "seed",   "state",           "steps",
+      "max_steps", "tokens",   "final_loss", "diverged",      "spikes", "steps_per_second"};
   columns.insert(columns.end(), extra.begin(), extra.end());
   auto cell = [](const nlohmann::json& v) {
     if (v.is_null()) return std::string();

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "siamese/common/error.h"
+#include "siamese/config/variant.h"
 
 namespace siamese::runs {
 
@@ -70,14 +71,17 @@ Sweep load_sweep(const std::string& path, const std::vector<int64_t>& seed_overr
   Sweep sweep{path, {}};
   std::vector<std::optional<int64_t>> seed_list(seeds.begin(), seeds.end());
   if (seed_list.empty()) seed_list.push_back(std::nullopt);
-  for (const auto& topo : topologies)
+  for (size_t i = 0; i < topologies.size(); ++i) {
+    const Variant variant =
+        parse_variant(topologies[i], fmt::format("{}:{}", path, root["topologies"][i].Mark().line + 1));
     for (double lr : lrs)
       for (const auto& seed : seed_list) {
         SweepRun r;
-        r.name = fmt::format("{}-lr{}{}", topo, lr_text(lr), seed ? fmt::format("-s{}", *seed) : "");
-        r.base = base_for.count(topo) ? base_for[topo] : base;
+        r.name = fmt::format("{}-lr{}{}", variant.name, lr_text(lr), seed ? fmt::format("-s{}", *seed) : "");
+        r.base = base_for.count(variant.topology) ? base_for[variant.topology] : base;
         r.overrides = overrides;
-        r.overrides.push_back("--model.residual=" + topo);
+        r.overrides.insert(r.overrides.end(), variant.overrides.begin(), variant.overrides.end());
+        r.overrides.push_back("--model.residual=" + variant.topology);
         r.overrides.push_back(fmt::format("--optimizer.learning_rate={}", lr_text(lr)));
         if (seed) r.overrides.push_back(fmt::format("--seed={}", *seed));
         r.overrides.push_back("--run_name=" + r.name);
@@ -85,6 +89,7 @@ Sweep load_sweep(const std::string& path, const std::vector<int64_t>& seed_overr
         r.overrides.push_back("--save_folder=" + r.save_folder);
         sweep.runs.push_back(std::move(r));
       }
+  }
   return sweep;
 }
 

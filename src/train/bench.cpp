@@ -32,17 +32,12 @@ struct Subject {
   int64_t step = 0;
 };
 
-std::unique_ptr<Subject> make_subject(const TrainConfig& base, const std::string& topology,
-                                      torch::Device device) {
+std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device device) {
   auto s = std::make_unique<Subject>();
-  s->timing.topology = topology;
+  s->timing.topology = subject.label;
   TrainConfig& cfg = s->timing.config;
-  cfg = base;
-  cfg.model.residual = topology;
-  // Topologies defined with per-head QKV norms (the HybridNorm family) get them; the
-  // others keep the config's setting, so one config serves every topology compared.
-  model::apply_required_settings(cfg.model);
-  torch::manual_seed(base.seed);
+  cfg = subject.config;
+  torch::manual_seed(cfg.seed);
   s->model = model::Transformer(cfg.model);
   s->model->to(device);
   s->model->train();
@@ -113,20 +108,20 @@ double median(std::vector<double> values) {
   return values.empty() ? 0 : values[values.size() / 2];
 }
 
-TopologyBench bench_topologies(const TrainConfig& base, const std::vector<std::string>& topologies,
-                               const BenchOptions& options,
+TopologyBench bench_topologies(const std::vector<BenchSubject>& compared, const BenchOptions& options,
                                const std::function<void(const TopologyBench&)>& started) {
+  const TrainConfig& base = compared.at(0).config;
   const torch::Device device = resolve_device(base.device);
   if (device.is_cuda()) configure_cuda_runtime(device, base.allow_tf32);
   check_flash_attention(base.model, device, autocast_dtype(base.precision));
   data::TokenDataset ds = data::train_dataset(base);
   std::vector<std::unique_ptr<Subject>> subjects;
-  for (const auto& topology : topologies) subjects.push_back(make_subject(base, topology, device));
+  for (const auto& subject : compared) subjects.push_back(make_subject(subject, device));
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
                          static_cast<uint64_t>(base.data.seed.value_or(base.seed)));
   TopologyBench bench;
   bench.matmul_flops = measured_matmul_flops(device, base.precision);
-  bench.rounds = topologies.size() > 1 ? options.rounds : 1;
+  bench.rounds = compared.size() > 1 ? options.rounds : 1;
   if (started) started(bench);
   // Each subject's peak is its own steps' (the counter is reset before them); it includes
   // every compared model's weights and optimizer state, which all stay resident.
@@ -152,7 +147,7 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
   validate_for_world_size(base, world.size);
   const torch::Device device = resolve_device(base.device, world.local_rank);
   Communicator comm(world, device, std::chrono::seconds(base.distributed.timeout_seconds));
-  auto subject = make_subject(base, base.model.residual, device);
+  auto subject = make_subject({base.model.residual, base}, device);
   Subject& s = *subject;
   DataParallelOptions overlapped_options;
   overlapped_options.bucket_bytes = static_cast<int64_t>(base.distributed.bucket_mb * (1 << 20));

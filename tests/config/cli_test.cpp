@@ -119,6 +119,8 @@ TEST_F(ConfigCommand, OptionValuesOutsideTheirRangeAreRefusedNamingTheOption) {
       {"eval runs/none --limit -5", "--limit"},
       {"eval runs/none --tasks ,", "--tasks"},
       {"bench configs/tiny/base.yaml --steps 0", "--steps"},
+      {"bench configs/tiny/base.yaml --compare pre,pre:model.d_model", "--compare"},
+      {"bench configs/tiny/base.yaml --compare pre:model.no_such_key=1", "model.no_such_key"},
       {"generate runs/none --prompt x --top-p 0", "--top-p"},
       {"generate runs/none --prompt x --temperature 1e-300", "--temperature"},
       {"detokenize --tokenizer t.json x.npy --offset -1", "--offset"},
@@ -131,6 +133,31 @@ TEST_F(ConfigCommand, OptionValuesOutsideTheirRangeAreRefusedNamingTheOption) {
     EXPECT_NE((r.out + r.err).find(option), std::string::npos) << args << "\n" << r.out << r.err;
     EXPECT_EQ((r.out + r.err).find("terminate called"), std::string::npos) << args;
   }
+}
+
+// `bench --compare` entries are whole configs: an entry's own overrides change only its model,
+// on top of the command line's, and the ratios are to the first entry.
+TEST_F(ConfigCommand, BenchCompareEntriesCarryTheirOwnOverrides) {
+  const CliResult r = run_siamese(
+      "bench configs/tiny/quickstart.yaml --model.n_layers=2 --model.max_sequence_length=16 "
+      "--global_train_batch_size=2 --device_train_microbatch_size=2 --steps 1 --warmup 0 --rounds 1 "
+      "--compare pre,pre:model.n_layers=1,pre:model.layer_norm_type=dyt",
+      dir_, "-u MODEL_TYPE -u WORLD_SIZE");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto params_of = [&](const std::string& label) {
+    const size_t line = r.out.find("\n" + label + " ");
+    EXPECT_NE(line, std::string::npos) << label << "\n" << r.out;
+    if (line == std::string::npos) return int64_t{-1};
+    const size_t count_end = r.out.find(" params,", line);
+    const size_t open = r.out.rfind('(', count_end) + 1;
+    return int64_t{std::stoll(r.out.substr(open, count_end - open))};
+  };
+  const int64_t pre = params_of("pre"), one_layer = params_of("pre:model.n_layers=1"),
+                dyt = params_of("pre:model.layer_norm_type=dyt");
+  EXPECT_LT(one_layer, pre);
+  EXPECT_GT(dyt, pre);  // DyT's alpha per norm
+  EXPECT_NE(r.out.find("ratio pre:model.n_layers=1/pre: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ratio pre:model.layer_norm_type=dyt/pre: "), std::string::npos) << r.out;
 }
 
 // A model that cannot fit is refused from its config, before anything is allocated, naming

@@ -5,6 +5,8 @@
 #include <fstream>
 
 #include "siamese/common/error.h"
+#include "siamese/config/schema.h"
+#include "siamese/model/topology_table.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
 #include "support/cli.h"
@@ -54,6 +56,61 @@ seeds: [1]
   EXPECT_EQ(s.runs[0].name, "pre-lr0.001-s7");
   EXPECT_EQ(s.runs[1].name, "pre-lr0.001-s8");
   EXPECT_EQ(s.runs[1].overrides[2], "--seed=8");
+}
+
+// A variant entry (TOPOLOGY:key=value...) sweeps like a topology: its overrides come after the
+// file's and before the sweep's own keys, and its values name the run.
+TEST(Sweep, VariantEntriesCarryTheirOverridesAndNameTheRun) {
+  TempDir dir;
+  const auto path = dir.write("s.yaml", R"(base: base.yaml
+base_for: {hybrid_pre: hybrid.yaml}
+topologies: [pre, "hybrid_pre:optimizer.name=muon:model.layer_norm_type=dyt"]
+learning_rates: [1.0e-3]
+overrides: [--model.n_layers=12]
+)");
+  const auto s = load_sweep(path);
+  ASSERT_EQ(s.runs.size(), 2u);
+  EXPECT_EQ(s.runs[1].name, "hybrid_pre+muon+dyt-lr0.001");
+  EXPECT_EQ(s.runs[1].base, dir.file("hybrid.yaml"));
+  const std::vector<std::string> expect = {"--model.n_layers=12",
+                                           "--optimizer.name=muon",
+                                           "--model.layer_norm_type=dyt",
+                                           "--model.residual=hybrid_pre",
+                                           "--optimizer.learning_rate=0.001",
+                                           "--run_name=hybrid_pre+muon+dyt-lr0.001",
+                                           "--save_folder=runs/sweep/hybrid_pre+muon+dyt-lr0.001"};
+  EXPECT_EQ(s.runs[1].overrides, expect);
+  for (const std::string bad : {"pre:model.layer_norm_type", ":model.n_layers=2", "pre:=dyt"}) {
+    const auto broken = dir.write(
+        "bad.yaml", "base: base.yaml\nlearning_rates: [1.0e-3]\ntopologies:\n  - \"" + bad + "\"\n");
+    try {
+      load_sweep(broken);
+      ADD_FAILURE() << bad;
+    } catch (const siamese::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(broken + ":4"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("dotted.key=value"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Every shipped sweep expands into runs whose configs load and validate as `siamese train`
+// would load them (world size 8 for the OLMo-1B grid, whose batches are sized for it).
+TEST(Sweep, EveryShippedSweepExpandsIntoValidRunConfigs) {
+  const std::filesystem::path folder = std::string(SIAMESE_SOURCE_DIR) + "/configs/sweeps";
+  int sweeps = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    SCOPED_TRACE(entry.path().string());
+    const auto s = load_sweep(entry.path().string());
+    ASSERT_FALSE(s.runs.empty());
+    for (const auto& run : s.runs) {
+      siamese::LaunchSettings launch;
+      launch.world_size = entry.path().filename().string().rfind("olmo", 0) == 0 ? 8 : 1;
+      const auto c = siamese::model::load_run_config(run.base, run.overrides, launch);
+      EXPECT_EQ(c.save_folder, run.save_folder);
+    }
+    ++sweeps;
+  }
+  EXPECT_GE(sweeps, 6);
 }
 
 TEST(Sweep, MissingKeyIsNamed) {
@@ -152,7 +209,7 @@ TEST(RunSummary, SeedsAggregateAndEveryRunExportsAsCsvAndJson) {
   for (int seed = 1; seed <= 4; ++seed) {
     RunSummary r;
     r.run = "runs/pre, \"seed\" " + std::to_string(seed);  // quotes and commas survive CSV
-    r.topology = "pre";
+    r.topology = r.model = "pre";
     r.learning_rate = 1e-3;
     r.seed = seed;
     r.steps = 100;
@@ -172,11 +229,45 @@ TEST(RunSummary, SeedsAggregateAndEveryRunExportsAsCsvAndJson) {
   EXPECT_DOUBLE_EQ(json[2]["exact_match"]["sums"].get<double>(), 0.75);
   const std::string csv = runs_csv(runs);
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
-            "run,topology,learning_rate,seed,state,steps,max_steps,tokens,final_loss,diverged,spikes,"
+            "run,topology,model,learning_rate,seed,state,steps,max_steps,tokens,final_loss,diverged,spikes,"
             "steps_per_second,exact_match:sums");
-  EXPECT_NE(csv.find("\"runs/pre, \"\"seed\"\" 1\",pre,0.001,1,finished,100,100,0,1.0,false,0,,0.25"),
+  EXPECT_NE(csv.find("\"runs/pre, \"\"seed\"\" 1\",pre,pre,0.001,1,finished,100,100,0,1.0,false,0,,0.25"),
             std::string::npos)
       << csv;
+}
+
+// The report's models: a setting that differs between runs of one topology names them apart
+// (its non-default values appended); one that differs only across topologies (HybridNorm's
+// Q/K/V norms, turned on by the topology) or per run (seed, learning rate) does not.
+TEST(RunSummary, SettingsThatTellRunsOfATopologyApartNameTheirModels) {
+  struct Made {
+    std::string topology, norm, optimizer;
+    int64_t seed;
+    double lr;
+  };
+  const Made made[] = {{"pre", "rms", "adamw", 1, 1e-3},        {"pre", "rms", "adamw", 2, 2e-3},
+                       {"pre", "dyt", "adamw", 1, 1e-3},        {"pre", "derf", "muon", 1, 1e-3},
+                       {"hybrid_pre", "rms", "adamw", 1, 1e-3}, {"hybrid_pre", "rms", "muon", 1, 1e-3}};
+  std::vector<RunSummary> runs;
+  for (const auto& m : made) {
+    siamese::TrainConfig c;
+    c.model.residual = m.topology;
+    c.model.layer_norm_type = m.norm;
+    c.model.use_query_norm = m.topology == "hybrid_pre";
+    c.optimizer.name = m.optimizer;
+    c.optimizer.learning_rate = m.lr;
+    c.seed = m.seed;
+    c.save_folder = "runs/" + std::to_string(runs.size());
+    RunSummary r;
+    r.topology = m.topology;
+    for (const auto& field : siamese::schema::train_fields())
+      r.settings[field.key] = siamese::schema::value_text(field, c);
+    runs.push_back(r);
+  }
+  name_models(runs);
+  const std::vector<std::string> models = {"pre",           "pre",        "pre+dyt",
+                                           "pre+derf+muon", "hybrid_pre", "hybrid_pre+muon"};
+  for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].model, models[i]) << i;
 }
 
 // A run resumed with another learning rate: the summary keeps the first segment's rate and

@@ -22,6 +22,10 @@ namespace siamese::runs {
 struct RunSummary {
   std::string run;  // folder
   std::string topology;
+  // What the tables call the run's model: the topology, then "+value" for each setting that
+  // tells runs of one topology apart in the same report (name_models), e.g. "pre+dyt".
+  std::string model;
+  std::map<std::string, std::string> settings;  // every schema key of the config read below
   std::optional<double> learning_rate;
   std::optional<int64_t> seed;
   int64_t steps = 0;        // last logged training step
@@ -61,6 +65,12 @@ struct SummaryOptions {
 RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& options = {});
 
 std::string state_text(const RunSummary& run);
+
+// Names each run's model among `runs`: a setting that differs between two runs of the same
+// topology (other than seed, learning rate, run name and folder) is part of the model, so
+// pre and pre with DyT norms, or AdamW and Muon, get rows and seed groups of their own. A
+// run's value of such a setting is appended unless it is the one most of `runs` share.
+void name_models(std::vector<RunSummary>& runs);
 
 // Table 1 of the paper as markdown: one row per run, columns for final training loss /
 // perplexity, each lm evaluator's perplexity (and exact match where one was logged), each

@@ -4,7 +4,8 @@
 //   base: ../tiny/base.yaml            # relative to the sweep file
 //   base_for: {hybrid: ../tiny/hybrid.yaml, hybrid_pre: ../tiny/hybrid.yaml}   # optional
 //   save_root: runs/sweep              # run folders: <save_root>/<topology>-lr<lr>-s<seed>
-//   topologies: [pre, post, hybrid, post_pre, hybrid_pre]
+//   topologies: [pre, post, hybrid, post_pre, hybrid_pre]   # or variants (config/variant.h):
+//                                      # "pre:model.layer_norm_type=dyt" runs as pre+dyt-lr...
 //   learning_rates: [5.0e-4, 1.0e-3, 2.0e-3]
 //   seeds: [6198]                      # optional, default: the base config's seed
 //   overrides: [--model.n_layers=12]   # optional, applied to every run before the sweep keys
@@ -19,7 +20,7 @@
 namespace siamese::runs {
 
 struct SweepRun {
-  std::string name;  // <topology>-lr<lr>[-s<seed>]
+  std::string name;  // <variant name>-lr<lr>[-s<seed>]
   std::string base;  // config file
   std::vector<std::string> overrides;
   std::string save_folder;  // <save_root>/<name>, also among the overrides

@@ -23,10 +23,16 @@ struct StepSplit {
   double total() const { return data + forward + backward + optimizer; }
 };
 
-// One topology's timed steps.
+// What one compared model is: a label to print and its full run config.
+struct BenchSubject {
+  std::string label;  // the --compare entry, e.g. "pre" or "pre:model.layer_norm_type=dyt"
+  TrainConfig config;
+};
+
+// One subject's timed steps.
 struct TopologyTiming {
-  std::string topology;
-  TrainConfig config;  // the base config with this topology and its required settings
+  std::string topology;  // the subject's label
+  TrainConfig config;
   std::vector<StepSplit> steps;
   double peak_memory_mib = 0;  // CUDA allocator on GPUs, process RSS on CPUs
 };
@@ -37,10 +43,11 @@ struct TopologyBench {
   std::vector<TopologyTiming> timings;  // in the order asked for
 };
 
-// Builds one model per topology from `base` (same seed) and alternates them over rounds.
-// `started` is called once the setup is known, before any step (the tool prints it).
-TopologyBench bench_topologies(const TrainConfig& base, const std::vector<std::string>& topologies,
-                               const BenchOptions& options,
+// Builds one model per subject (each with its config's seed) and alternates them over
+// rounds. Data, device, precision and the batch come from the first subject, so every model
+// sees the same batches. `started` is called once the setup is known, before any step (the
+// tool prints it).
+TopologyBench bench_topologies(const std::vector<BenchSubject>& subjects, const BenchOptions& options,
                                const std::function<void(const TopologyBench&)>& started = {});
 
 struct ScalingSetup {
