@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include "siamese/common/error.h"
 #include "siamese/model/olmo_names.h"
@@ -141,41 +140,13 @@ void AdamW::update(const std::optional<torch::Tensor>& skip) {
       steps.push_back(s.step_count);
     }
     if (params.empty()) continue;
-    if (params[0].is_cuda()) {
-      at::_foreach_add_(steps, 1.0);
-      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
-                        o.weight_decay(), o.eps(), /*amsgrad=*/false,
-                        /*maximize=*/false, /*grad_scale=*/std::nullopt, /*found_inf=*/skip);
-      if (skip) at::_foreach_add_(steps, *skip, -1.0);
-      continue;
-    }
-    // CPU: reading `skip` and the step counts costs nothing here. The arithmetic is
-    // LibTorch's AdamW (torch/csrc/api/src/optim/adamw.cpp) with one op per list.
-    if (skip && skip->item<double>() != 0) return;
+    // One fused kernel over the group on CPU and CUDA alike (torch.optim.AdamW(fused=True)'s);
+    // it leaves everything as it was when `skip` is 1, and the counts are taken back then.
     at::_foreach_add_(steps, 1.0);
-    // Parameters normally share one step count; a group of equal counts shares the bias
-    // corrections.
-    std::map<double, std::vector<size_t>> by_step;
-    for (size_t i = 0; i < steps.size(); ++i) by_step[steps[i].item<double>()].push_back(i);
-    for (const auto& [step, idx] : by_step) {
-      auto pick = [&](const std::vector<torch::Tensor>& v) {
-        std::vector<torch::Tensor> out;
-        for (size_t i : idx) out.push_back(v[i]);
-        return out;
-      };
-      auto p = pick(params), g = pick(grads), m = pick(exp_avgs), v = pick(exp_avg_sqs);
-      if (o.weight_decay() != 0) at::_foreach_mul_(p, 1 - lr * o.weight_decay());
-      at::_foreach_mul_(m, beta1);
-      at::_foreach_add_(m, g, 1 - beta1);
-      at::_foreach_mul_(v, beta2);
-      at::_foreach_addcmul_(v, g, g, 1 - beta2);
-      const double bias_correction1 = 1 - std::pow(beta1, step);
-      const double bias_correction2 = 1 - std::pow(beta2, step);
-      auto denom = at::_foreach_sqrt(v);
-      at::_foreach_div_(denom, std::sqrt(bias_correction2));
-      at::_foreach_add_(denom, o.eps());
-      at::_foreach_addcdiv_(p, m, denom, -lr / bias_correction1);
-    }
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                      o.weight_decay(), o.eps(), /*amsgrad=*/false,
+                      /*maximize=*/false, /*grad_scale=*/std::nullopt, /*found_inf=*/skip);
+    if (skip) at::_foreach_add_(steps, *skip, -1.0);
   }
 }
 

@@ -47,7 +47,7 @@ for group in spec["groups"]:
             betas=tuple(group["betas"]),
             eps=group["eps"],
             weight_decay=group["weight_decay"],
-            foreach=False,
+            fused=True,
         )
     optimizers.append((opt, group["lrs"]))
 

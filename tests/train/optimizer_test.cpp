@@ -1,6 +1,6 @@
-// The multi-tensor AdamW against LibTorch's per-parameter AdamW (bit for bit on CPU), its
-// device-side skip, the sync-free gradient clipping, and the fused CUDA kernel against the
-// CPU path (on a GPU).
+// The fused AdamW against LibTorch's per-parameter AdamW (to rounding; bit for bit against
+// torch.optim.AdamW(fused=True) in muon_test.cpp), its device-side skip, the sync-free
+// gradient clipping, and the CUDA kernel against the CPU one (on a GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,7 +45,7 @@ struct Problem {
   }
 };
 
-TEST(Optimizer, MultiTensorAdamWMatchesLibTorchAdamWBitForBit) {
+TEST(Optimizer, FusedAdamWMatchesLibTorchAdamWToRounding) {
   Problem ours, reference;
   auto a = ours.optimizer<train::AdamW>();
   auto b = reference.optimizer<torch::optim::AdamW>();
@@ -56,8 +56,11 @@ TEST(Optimizer, MultiTensorAdamWMatchesLibTorchAdamWBitForBit) {
     train::set_learning_rate(*b, 3e-2 / (step + 1));
     a->update();
     b->step();
-    for (size_t i = 0; i < ours.all().size(); ++i)
-      ASSERT_TRUE(torch::equal(ours.all()[i], reference.all()[i])) << "step " << step << " param " << i;
+    for (size_t i = 0; i < ours.all().size(); ++i) {
+      const double gap = (ours.all()[i] - reference.all()[i]).abs().max().item<double>();
+      ASSERT_LE(gap, 1e-6 * reference.all()[i].abs().max().item<double>())
+          << "step " << step << " param " << i;
+    }
   }
   EXPECT_EQ(a->state_of(ours.decay[0]).step_count.item<double>(), 6.0);
 }
