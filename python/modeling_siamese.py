@@ -437,17 +437,19 @@ class Mhc(ManifoldStreams):  # Sinkhorn-Knopp as DeepseekV4HyperConnection runs 
 
 class MhcLite(ManifoldStreams):  # comb = sum_k softmax(logits)_k P_k over the n! permutations
     def __init__(self, c):
-        n = c["hc_rate"]
-        perms = list(itertools.permutations(range(n)))  # lexicographic, as std::next_permutation
-        super().__init__(c, len(perms))
-        self.perms = torch.zeros(len(perms), n * n)
-        for k, p in enumerate(perms):
-            for i in range(n):
-                self.perms[k, i * n + p[i]] = 1.0
+        # lexicographic, as std::next_permutation; the matrices are built where the logits are
+        # (transformers builds the module on the meta device)
+        perm_list = list(itertools.permutations(range(c["hc_rate"])))
+        super().__init__(c, len(perm_list))
+        self.perm_list = perm_list
 
     def mixing(self, logits):
-        comb = torch.softmax(logits, -1) @ self.perms.to(logits)
-        return comb.unflatten(-1, (self.n, self.n))
+        n = self.n
+        perms = torch.zeros(len(self.perm_list), n * n, dtype=logits.dtype, device=logits.device)
+        for k, p in enumerate(self.perm_list):
+            for i in range(n):
+                perms[k, i * n + p[i]] = 1.0
+        return (torch.softmax(logits, -1) @ perms).unflatten(-1, (n, n))
 
 
 class SiameseStreams(Topology):

@@ -64,10 +64,11 @@ void apply_required_settings(ModelConfig& cfg) {
 }
 
 void apply_topology_defaults(ModelConfig& cfg) {
+  const TopologySpec* spec = find_topology(cfg.residual);
+  if (!spec) return;  // check_model_config names the unknown topology
   TrainConfig probe;
   probe.model = cfg;
-  for (const auto& [key, value] : spec_of(cfg.residual).defaults)
-    schema::train_field(key).ref<int64_t>(probe) = value;
+  for (const auto& [key, value] : spec->defaults) schema::train_field(key).ref<int64_t>(probe) = value;
   cfg = probe.model;
 }
 

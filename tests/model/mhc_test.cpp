@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,7 @@ TEST(MhcReference, MatchesTransformersDeepseekV4HyperConnectionAndHead) {
                                  log),
             0)
       << siamese::testing::read_all(log);
+  double worst[2] = {0.0, 0.0};  // float64, float32: largest error relative to the scale
   for (size_t k = 0; k < cases.size(); ++k) {
     const auto& c = cases[k];
     for (const auto& [name, value] : ours[k]) {
@@ -125,10 +127,15 @@ TEST(MhcReference, MatchesTransformersDeepseekV4HyperConnectionAndHead) {
       const auto want = read_npy(dir.file("case" + std::to_string(k)) + "/ref_" + name + ".npy");
       ASSERT_EQ(want.sizes(), value.sizes());
       const double scale = std::max(1.0, want.abs().max().item<double>());
-      EXPECT_LT((value.detach().to(torch::kDouble) - want.to(torch::kDouble)).abs().max().item<double>(),
-                c.tolerance * scale);
+      const double err =
+          (value.detach().to(torch::kDouble) - want.to(torch::kDouble)).abs().max().item<double>();
+      EXPECT_LT(err, c.tolerance * scale);
+      double& w = worst[c.dtype == torch::kDouble ? 0 : 1];
+      w = std::max(w, err / scale);
     }
   }
+  std::cout << "[mhc reference] largest error / scale: float64 " << worst[0] << ", float32 " << worst[1]
+            << "\n";
 }
 
 // comb^T per token from a sublayer with F = 0: the streams after it are comb^T H, and H

@@ -153,7 +153,8 @@ const std::vector<std::string>& settings_required_by(const std::string& name);
 void apply_required_settings(ModelConfig& cfg);
 
 // Sets the integer keys whose default `cfg.residual`'s row changes (mhc's model.hc_rate 4),
-// for configs built in code; load_run_config does it for the keys a config file leaves out.
+// for configs built in code (none for an unknown name); load_run_config does it for the keys
+// a config file leaves out.
 void apply_topology_defaults(ModelConfig& cfg);
 
 // load_config (config/load.h) plus what only the topology table knows: model.residual must
