@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "siamese/common/autocast.h"
 #include "siamese/common/error.h"
 #include "siamese/common/npy.h"
 #include "siamese/model/topology_table.h"
@@ -157,6 +158,26 @@ TEST(MhcLite, EveryMixingMatrixIsDoublyStochastic) {
       // Not a fixed matrix: the weights depend on the token.
       EXPECT_GT((comb_t - comb_t.select(0, 0).select(0, 0)).abs().max().item<double>(), 1e-3);
     }
+  }
+}
+
+// Under a bf16 autocast the connection weights, Sinkhorn and the mixing stay float32: the
+// post weights and mixed streams equal those computed without autocast, bit for bit.
+TEST(MhcReference, ConnectionWeightsStayFloat32UnderBf16Autocast) {
+  for (const char* residual : {"mhc", "mhc_lite"}) {
+    SCOPED_TRACE(residual);
+    auto topo = random_manifold_topology(residual, 4, 20, torch::kFloat);
+    torch::NoGradGuard g;
+    auto h = torch::randn({2, 3, 4, kMhcWidth});
+    State plain = streams_of(h), amp = streams_of(h);
+    topo->enter(plain, 0);
+    {
+      AutocastGuard bf16(torch::kCPU, torch::kBFloat16);
+      topo->enter(amp, 0);
+    }
+    EXPECT_EQ(amp.carry.scalar_type(), torch::kFloat);
+    EXPECT_TRUE(torch::equal(amp.carry, plain.carry));
+    EXPECT_TRUE(torch::equal(torch::stack(amp.streams), torch::stack(plain.streams)));
   }
 }
 
