@@ -6,6 +6,7 @@
 # src/model/transformer.cpp and src/model/topologies/*.cpp one to one.
 # Keep it in step with them: tests/export/hf_parity.py compares logits and greedy tokens
 # for every topology.
+import itertools
 import math
 
 import torch
@@ -314,6 +315,12 @@ class Hybrid(Topology):  # star: HybridNorm* (first block Pre-Norm)
         return self.ln_f(st[0])
 
 
+def add_weighted(streams, w, f):  # h_i += w_i f (hyper_streams.h), w: [.., n]
+    w = w.unsqueeze(-1)
+    for i in range(len(streams)):
+        streams[i] = streams[i] + w.select(-2, i) * f
+
+
 class HyperConnections(Topology):
     def __init__(self, c):
         super().__init__(c)
@@ -354,12 +361,95 @@ class HyperConnections(Topology):
         return self.sub_norm(s, "_norm")(inp)
 
     def leave(self, st, f, s):
-        beta = self.pending_beta.unsqueeze(-1)
-        for i in range(self.n):
-            st[i] = st[i] + beta.select(-2, i) * f
+        add_weighted(st, self.pending_beta, f)
 
     def finish(self, st):
         return self.ln_f(sum(st[1:], st[0]))
+
+
+class ManifoldStreams(Topology):
+    """mHC / mHC-lite (src/model/topologies/manifold_streams.h): the arithmetic of transformers'
+    DeepseekV4HyperConnection and DeepseekV4HyperHead; `mixing` turns the m logits into comb."""
+
+    def __init__(self, c, m):
+        super().__init__(c)
+        n, d = c["hc_rate"], c["d_model"]
+        self.n, self.m = n, m
+        for s in range(2 * c["n_layers"]):
+            l, p = s // 2, ("attn_mhc_" if s % 2 == 0 else "ff_mhc_")
+            self.block_norm(l, "attn_norm" if s % 2 == 0 else "ff_norm")
+            self.block_param(l, p + "fn", torch.zeros(2 * n + m, n * d))
+            self.block_param(l, p + "base", torch.zeros(2 * n + m))
+            self.block_param(l, p + "scale", torch.ones(3))
+        self.mhc_head_fn = nn.Parameter(torch.zeros(n, n * d))
+        self.mhc_head_base = nn.Parameter(torch.zeros(n))
+        self.mhc_head_scale = nn.Parameter(torch.ones(1))
+        self.ln_f = self.norm()
+        self.pending_post = None
+
+    def flat_rms(self, h):
+        x = h.flatten(-2)
+        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + self.c["layer_norm_eps"])
+
+    def begin(self, e):
+        return [e] * self.n
+
+    def enter(self, st, s):
+        l, p = s // 2, ("attn_mhc_" if s % 2 == 0 else "ff_mhc_")
+        fn, base, scale = (self.bp(l, p + k) for k in ("fn", "base", "scale"))
+        h = torch.stack(st, -2)
+        hw = h.to(fn.dtype)
+        n, m, eps = self.n, self.m, self.c["mhc_eps"]
+        z = F.linear(self.flat_rms(hw), fn).split([n, n, m], -1)
+        b = base.split([n, n, m])
+        pre = torch.sigmoid(z[0] * scale[0] + b[0]) + eps
+        post = self.c["mhc_post_scale"] * torch.sigmoid(z[1] * scale[1] + b[1])
+        comb = self.mixing(z[2] * scale[2] + b[2])
+        inp = (pre.unsqueeze(-1) * hw).sum(-2).to(h.dtype)
+        st[:] = list((comb.transpose(-1, -2) @ hw).to(h.dtype).unbind(-2))
+        self.pending_post = post
+        return self.sub_norm(s, "_norm")(inp)
+
+    def leave(self, st, f, s):
+        add_weighted(st, self.pending_post, f)
+
+    def finish(self, st):
+        h = torch.stack(st, -2)
+        hw = h.to(self.mhc_head_fn.dtype)
+        mixes = F.linear(self.flat_rms(hw), self.mhc_head_fn)
+        pre = torch.sigmoid(mixes * self.mhc_head_scale + self.mhc_head_base) + self.c["mhc_eps"]
+        return self.ln_f((pre.unsqueeze(-1) * hw).sum(-2).to(h.dtype))
+
+
+class Mhc(ManifoldStreams):  # Sinkhorn-Knopp as DeepseekV4HyperConnection runs it
+    def __init__(self, c):
+        super().__init__(c, c["hc_rate"] ** 2)
+
+    def mixing(self, logits):
+        n, eps = self.n, self.c["mhc_eps"]
+        comb = torch.softmax(logits.unflatten(-1, (n, n)), -1) + eps
+        comb = comb / (comb.sum(-2, keepdim=True) + eps)
+        for _ in range(self.c["mhc_sinkhorn_iters"] - 1):
+            comb = comb / (comb.sum(-1, keepdim=True) + eps)
+            comb = comb / (comb.sum(-2, keepdim=True) + eps)
+        return comb
+
+
+class MhcLite(ManifoldStreams):  # comb = sum_k softmax(logits)_k P_k over the n! permutations
+    def __init__(self, c):
+        # lexicographic, as std::next_permutation; the matrices are built where the logits are
+        # (transformers builds the module on the meta device)
+        perm_list = list(itertools.permutations(range(c["hc_rate"])))
+        super().__init__(c, len(perm_list))
+        self.perm_list = perm_list
+
+    def mixing(self, logits):
+        n = self.n
+        perms = torch.zeros(len(self.perm_list), n * n, dtype=logits.dtype, device=logits.device)
+        for k, p in enumerate(self.perm_list):
+            for i in range(n):
+                perms[k, i * n + p[i]] = 1.0
+        return (torch.softmax(logits, -1) @ perms).unflatten(-1, (n, n))
 
 
 class SiameseStreams(Topology):
@@ -494,6 +584,8 @@ TOPOLOGIES = {
     "reordered": Reordered,
     "lns": LayerNormScaling,
     "ngpt": Normalized,
+    "mhc": Mhc,
+    "mhc_lite": MhcLite,
 }
 
 

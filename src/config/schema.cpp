@@ -266,6 +266,21 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           .positive(),
       ours<T>("model.hc_dynamic", "Hyper-Connections: dynamic (DHC) rather than static (SHC).", &T::model,
               &M::hc_dynamic),
+      ours<T>("model.mhc_sinkhorn_iters",
+              "mHC: Sinkhorn-Knopp iterations (row and column normalisations) that make the mixing "
+              "matrix doubly stochastic.",
+              &T::model, &M::mhc_sinkhorn_iters)
+          .positive(),
+      ours<T>("model.mhc_eps",
+              "mHC / mHC-lite: epsilon added to the pre weights and to every Sinkhorn normalisation "
+              "(transformers' hc_eps); 0 gives the paper's plain exp-then-normalise Sinkhorn.",
+              &T::model, &M::mhc_eps)
+          .at_least(0),
+      ours<T>("model.mhc_post_scale",
+              "mHC / mHC-lite: post weights are mhc_post_scale * sigmoid(.) (2 in DeepSeek-V4's code; "
+              "1 gives a plain sigmoid).",
+              &T::model, &M::mhc_post_scale)
+          .positive(),
       ours<T>("model.dyt_alpha_init",
               "DyT (arXiv 2503.10622): initial alpha of every norm; the paper's default is 0.5 and it "
               "tunes lower values for wider LLMs.",

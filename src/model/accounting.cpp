@@ -39,9 +39,9 @@ const char* param_kind_name(ParamKind kind) {
 }
 
 // From the shapes the modules create (attention.cpp, mlp.cpp, norm.cpp), so counting builds
-// no block and draws nothing from the generator: a resumed run logs the count after
-// restoring it. The topology's own parameters (norm vectors, gains: no random init) come from
-// building it, since each topology decides them.
+// no block and leaves the generator as it found it: a resumed run logs the count after
+// restoring it. The topology's own parameters come from building it, since each topology
+// decides them; some draw their init (mhc's projections), so the generator's state is put back.
 ParamCounts count_parameters(const ModelConfig& cfg) {
   check_model_config(cfg);
   const int64_t d = cfg.d_model, head_dim = d / cfg.n_heads;
@@ -60,7 +60,10 @@ ParamCounts count_parameters(const ModelConfig& cfg) {
     if (on) attention += qkv_norm(head_dim);
   c.attention = cfg.n_layers * attention;
   c.mlp = cfg.n_layers * (linear(d, mlp_hidden_size(cfg)) + linear(mlp_inner_size(cfg), d));
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  const auto state = generator.get_state();
   for (const auto& p : make_topology(cfg)->parameters()) c.residual += p.numel();
+  generator.set_state(state);
   if (!cfg.weight_tying) c.head = cfg.embedding_size * (d + (cfg.include_bias ? 1 : 0));
   return c;
 }

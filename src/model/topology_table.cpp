@@ -63,17 +63,31 @@ void apply_required_settings(ModelConfig& cfg) {
   cfg = probe.model;
 }
 
+void apply_topology_defaults(ModelConfig& cfg) {
+  const TopologySpec* spec = find_topology(cfg.residual);
+  if (!spec) return;  // check_model_config names the unknown topology
+  TrainConfig probe;
+  probe.model = cfg;
+  for (const auto& [key, value] : spec->defaults) schema::train_field(key).ref<int64_t>(probe) = value;
+  cfg = probe.model;
+}
+
 std::string topologies_markdown() {
   std::string out =
-      "\n### Topologies (`model.residual`, `MODEL_TYPE`)\n\n| name | streams | turns on | update rule |\n"
-      "|---|---|---|---|\n";
+      "\n### Topologies (`model.residual`, `MODEL_TYPE`)\n\n| name | streams | turns on | defaults | update "
+      "rule "
+      "|\n|---|---|---|---|---|\n";
   auto code = [](const std::vector<std::string>& items) {
     std::vector<std::string> quoted;
     for (const auto& i : items) quoted.push_back("`" + i + "`");
     return fmt::format("{}", fmt::join(quoted, ", "));
   };
-  for (const auto& t : topologies())
-    out += fmt::format("| `{}` | {} | {} | {} |\n", t.name, code(t.streams), code(t.required), t.description);
+  for (const auto& t : topologies()) {
+    std::vector<std::string> defaults;
+    for (const auto& [key, value] : t.defaults) defaults.push_back(fmt::format("`{}: {}`", key, value));
+    out += fmt::format("| `{}` | {} | {} | {} | {} |\n", t.name, code(t.streams), code(t.required),
+                       fmt::join(defaults, ", "), t.description);
+  }
   return out;
 }
 
@@ -107,6 +121,8 @@ TrainConfig load_run_config(const std::string& path, const std::vector<std::stri
   TrainConfig probe = config;
   for (const auto& key : settings_required_by(config.model.residual))
     if (!origin.explicit_keys.count(key)) schema::train_field(key).ref<bool>(probe) = true;
+  for (const auto& [key, value] : find_topology(config.model.residual)->defaults)
+    if (!origin.explicit_keys.count(key)) schema::train_field(key).ref<int64_t>(probe) = value;
   check_model_config(probe.model, &origin);
   spdlog::info("topology: {} (from {})", config.model.residual, origin.topology);
   return probe;

@@ -73,6 +73,23 @@ TEST_F(ConfigCommand, ModelTypeAloneTurnsOnWhatTheTopologyNeedsAndAContradiction
   EXPECT_NE(off.err.find("fix: remove the setting"), std::string::npos) << off.err;
 }
 
+// A topology's own default (mhc: 4 streams) applies where the config leaves the key out; a
+// value the user sets wins.
+TEST_F(ConfigCommand, ModelTypeMhcGetsFourStreamsUnlessTheConfigSetsThem) {
+  for (const char* topology : {"mhc", "mhc_lite"}) {
+    const CliResult alone = run("configs/tiny/base.yaml", std::string("MODEL_TYPE=") + topology);
+    ASSERT_EQ(alone.code, 0) << alone.err;
+    EXPECT_NE(alone.out.find("hc_rate: 4"), std::string::npos) << alone.out;
+    const CliResult set =
+        run("configs/tiny/base.yaml --model.hc_rate=3", std::string("MODEL_TYPE=") + topology);
+    ASSERT_EQ(set.code, 0) << set.err;
+    EXPECT_NE(set.out.find("hc_rate: 3"), std::string::npos) << set.out;
+  }
+  const CliResult hc = run("configs/tiny/base.yaml", "MODEL_TYPE=hc");
+  ASSERT_EQ(hc.code, 0) << hc.err;
+  EXPECT_NE(hc.out.find("hc_rate: 2"), std::string::npos) << hc.out;
+}
+
 TEST_F(ConfigCommand, UnknownTopologyListsTheValidNames) {
   const CliResult r = run("configs/tiny/base.yaml", "MODEL_TYPE=prenorm");
   EXPECT_EQ(r.code, 2);

@@ -66,13 +66,13 @@ std::vector<torch::Tensor> final_weights(const fs::path& checkpoint) {
   return m->parameters();
 }
 
-// The checkpoints' weights agree within 1e-4 of each tensor's largest entry.
-void expect_same_weights(const fs::path& a, const fs::path& b) {
+// The checkpoints' weights agree within 1e-4 of each tensor's largest entry, plus `floor`.
+void expect_same_weights(const fs::path& a, const fs::path& b, double floor = 0.0) {
   auto w1 = final_weights(a), w2 = final_weights(b);
   ASSERT_EQ(w1.size(), w2.size());
   for (size_t i = 0; i < w1.size(); ++i) {
     const double scale = w1[i].abs().max().item<double>() + 1e-12;
-    EXPECT_LT((w1[i] - w2[i]).abs().max().item<double>() / scale, 1e-4) << "parameter " << i;
+    EXPECT_LT((w1[i] - w2[i]).abs().max().item<double>(), 1e-4 * scale + floor) << "parameter " << i;
   }
 }
 
@@ -101,19 +101,37 @@ TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   expect_same_weights(one / "step20", two / "step20");
 }
 
-// nGPT re-normalizes its weights after each step on every rank: the ranks stay identical
-// and follow the single process.
-TEST(DataParallel, NgptTwoRanksMatchOneProcess) {
-  auto one = fresh_dir("dp_test", "ngpt_one_rank"), two = fresh_dir("dp_test", "ngpt_two_ranks");
-  ASSERT_EQ(run_single(one, 4, "--max_duration=8", "ngpt"), 0) << read_all(one.string() + ".log");
-  ASSERT_EQ(run_torchrun(two, 2, free_port(), "--max_duration=8", "ngpt"), 0)
+// 8 steps of `topology` on 2 ranks follow the single process, weights included (within
+// `floor` absolutely, see expect_same_weights).
+void expect_two_ranks_match_one_process(const std::string& topology, double min_drop, double floor = 0.0) {
+  SCOPED_TRACE(topology);
+  auto one = fresh_dir("dp_test", topology + "_one_rank"),
+       two = fresh_dir("dp_test", topology + "_two_ranks");
+  ASSERT_EQ(run_single(one, 4, "--max_duration=8", topology), 0) << read_all(one.string() + ".log");
+  ASSERT_EQ(run_torchrun(two, 2, free_port(), "--max_duration=8", topology), 0)
       << read_all(two.string() + ".log");
   auto l1 = losses(one), l2 = losses(two);
   ASSERT_EQ(l1.size(), 8u);
   ASSERT_EQ(l2.size(), 8u) << read_all(two.string() + ".log");
   for (auto& [step, loss] : l1) EXPECT_NEAR(std::stod(loss), std::stod(l2[step]), 1e-5) << "step " << step;
-  EXPECT_GT(std::stod(l1[1]) - std::stod(l1[8]), 0.05);  // it trained (0.09 in 8 steps)
-  expect_same_weights(one / "step8", two / "step8");
+  EXPECT_GT(std::stod(l1[1]) - std::stod(l1[8]), min_drop);  // it trained
+  expect_same_weights(one / "step8", two / "step8", floor);
+}
+
+// nGPT re-normalizes its weights after each step on every rank: the ranks stay identical
+// and follow the single process.
+TEST(DataParallel, NgptTwoRanksMatchOneProcess) {
+  expect_two_ranks_match_one_process("ngpt", 0.05);  // 0.09 in 8 steps
+}
+
+// mHC's connection weights are computed from the streams on each rank; their gradients are
+// all-reduced like every other parameter's. While the streams are still near copies of the
+// embeddings, comb^T H barely depends on the first mixing logits (equal rows stay equal under
+// any doubly stochastic comb), so their gradient is mostly rounding noise that Adam turns into
+// steps: there 2 ranks and 1 drift apart by up to 9e-5 in 8 steps (measured), hence a floor
+// of 3e-4, a tenth of one step at this learning rate. The losses agree to 1e-5 as for ngpt.
+TEST(DataParallel, MhcTwoRanksMatchOneProcess) {
+  for (const char* topology : {"mhc", "mhc_lite"}) expect_two_ranks_match_one_process(topology, 0.05, 3e-4);
 }
 
 // Muon's update runs on every rank from the all-reduced gradients, and the z-loss is summed

@@ -240,7 +240,8 @@ TEST_P(HfRoundTrip, ExportThenImportIsBitExact) {
   EXPECT_EQ(to_yaml(back_cfg), to_yaml(cfg));
 }
 
-INSTANTIATE_TEST_SUITE_P(LlamaAndSiamese, HfRoundTrip, ::testing::Values("pre", "hybrid_pre", "hc", "ngpt"));
+INSTANTIATE_TEST_SUITE_P(LlamaAndSiamese, HfRoundTrip,
+                         ::testing::Values("pre", "hybrid_pre", "hc", "ngpt", "mhc", "mhc_lite"));
 
 // A random stock model made by transformers imports and computes transformers' logits, and
 // training on from it starts at transformers' loss on the same batch: the data file holds

@@ -6,8 +6,10 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -211,7 +213,7 @@ TEST(Topologies, FiniteDifferenceGradientsFloat64) {
   // A topology name, or "pre:dyt" for Pre-Norm with that layer_norm_type.
   for (const std::string spec :
        {"post", "hc", "post_pre", "pre", "hybrid_pre", "residual", "deepnorm", "mixln", "peri", "hybrid_star",
-        "reordered", "lns", "ngpt", "pre:dyt", "post_pre:derf"}) {
+        "reordered", "lns", "ngpt", "mhc", "mhc_lite", "pre:dyt", "post_pre:derf"}) {
     SCOPED_TRACE(spec);
     const auto colon = spec.find(':');
     const std::string name = spec.substr(0, colon);
@@ -365,10 +367,10 @@ class TopologyFormula : public ::testing::Test {
   static constexpr int64_t kD = 8, kLayers = 4;
   static constexpr double kEps = 1e-5;
 
-  void build(const std::string& name, SiameseConfig sw = {}, bool hc_dynamic = true) {
+  void build(const std::string& name, SiameseConfig sw = {}, bool hc_dynamic = true, int64_t hc_rate = 2) {
     cfg_ = tiny_config(name, {kD, 2, std::nullopt, kLayers, 5, false, "rms"});
     cfg_.mixln_alpha = 0.5;
-    cfg_.hc_rate = 2;
+    cfg_.hc_rate = hc_rate;
     cfg_.hc_dynamic = hc_dynamic;
     cfg_.siamese = sw;
     torch::manual_seed(31);
@@ -379,6 +381,9 @@ class TopologyFormula : public ::testing::Test {
       auto& v = p.value();
       if (p.key().find("_hc_s_") != std::string::npos)
         v.fill_(0.5);
+      else if (p.key().find("mhc_fn") != std::string::npos ||
+               p.key().find("mhc_head_fn") != std::string::npos)
+        v.copy_(0.4 * torch::randn_like(v));  // logits of order 1: Sinkhorn has work to do
       else if (p.key().find("_hc_") != std::string::npos)
         v.add_(0.3 * torch::randn_like(v));
       else
@@ -526,6 +531,117 @@ TEST_F(TopologyFormula, HyperConnectionsDynamicAndStatic) {
       h = next;
     }
     expect_matches(rms(h[0] + h[1], "ln_f"));
+  }
+}
+
+// mHC and mHC-lite written out per stream and per matrix entry: x = RMS(h_0 | .. | h_{n-1}),
+// z = x fn^T, pre_i = sigmoid(a_0 z_i + b_i) + eps, post_i = c sigmoid(a_1 z_{n+i} + b_{n+i}),
+// the mixing M from the remaining logits, F's input LN_s(sum_i pre_i h_i), and
+// h'_k = sum_j M_jk h_j + post_k F; the head collapses the streams with its own pre weights.
+class ManifoldFormula : public TopologyFormula {
+ protected:
+  using Matrix = std::vector<std::vector<torch::Tensor>>;  // [j][k] of [B, T, 1]
+
+  // The logits [B, T, m] of projection `fn` on the normalized streams.
+  torch::Tensor logits(const std::vector<torch::Tensor>& h, const torch::Tensor& fn) const {
+    auto flat = torch::cat(h, -1);
+    auto x = flat / (flat.pow(2).mean(-1, true) + kEps).sqrt();
+    return x.matmul(fn.t());
+  }
+
+  torch::Tensor expected(const std::string& name, int64_t n) {
+    const double eps = cfg_.mhc_eps;
+    std::vector<torch::Tensor> h(n, emb_);
+    for (int64_t s = 0; s < 2 * kLayers; ++s) {
+      const std::string p = blk(s, "attn_mhc_", "ff_mhc_");
+      auto z = logits(h, P(p + "fn"));
+      auto b = P(p + "base"), a = P(p + "scale");
+      auto at = [&](int64_t k, int64_t which) { return a[which] * z.narrow(-1, k, 1) + b[k]; };
+      auto input = torch::zeros_like(emb_);
+      for (int64_t i = 0; i < n; ++i) input = input + (torch::sigmoid(at(i, 0)) + eps) * h[i];
+      auto o = F(rms(input, blk(s, "attn_norm", "ff_norm")), s);
+      const Matrix M = name == "mhc" ? sinkhorn(n, [&](int64_t k) { return at(2 * n + k, 2); })
+                                     : permutations(n, [&](int64_t k) { return at(2 * n + k, 2); });
+      std::vector<torch::Tensor> next(n);
+      for (int64_t k = 0; k < n; ++k) {
+        next[k] = cfg_.mhc_post_scale * torch::sigmoid(at(n + k, 1)) * o;
+        for (int64_t j = 0; j < n; ++j) next[k] = next[k] + M[j][k] * h[j];
+      }
+      h = next;
+    }
+    auto z = logits(h, P("mhc_head_fn"));
+    auto out = torch::zeros_like(emb_);
+    for (int64_t i = 0; i < n; ++i)
+      out = out +
+            (torch::sigmoid(P("mhc_head_scale") * z.narrow(-1, i, 1) + P("mhc_head_base")[i]) + eps) * h[i];
+    return rms(out, "ln_f");
+  }
+
+  // exp, then rows and columns normalized in turn (softmax's row normalization first, eps
+  // added after it and to every sum), mhc_sinkhorn_iters column normalizations in all.
+  Matrix sinkhorn(int64_t n, const std::function<torch::Tensor(int64_t)>& logit) const {
+    const double eps = cfg_.mhc_eps;
+    Matrix M(n, std::vector<torch::Tensor>(n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < n; ++k) M[j][k] = torch::exp(logit(j * n + k));
+    for (int64_t t = 0; t < cfg_.mhc_sinkhorn_iters; ++t) {
+      for (int64_t j = 0; j < n; ++j) {
+        auto sum = M[j][0];
+        for (int64_t k = 1; k < n; ++k) sum = sum + M[j][k];
+        for (int64_t k = 0; k < n; ++k) M[j][k] = t == 0 ? M[j][k] / sum + eps : M[j][k] / (sum + eps);
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        auto sum = M[0][k];
+        for (int64_t j = 1; j < n; ++j) sum = sum + M[j][k];
+        for (int64_t j = 0; j < n; ++j) M[j][k] = M[j][k] / (sum + eps);
+      }
+    }
+    return M;
+  }
+
+  // sum over the permutations p (lexicographic order) of softmax weight w_p times P_p, whose
+  // entry (j, p(j)) is 1.
+  Matrix permutations(int64_t n, const std::function<torch::Tensor(int64_t)>& logit) const {
+    std::vector<int64_t> perm(n);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::vector<std::vector<int64_t>> all;
+    do all.push_back(perm);
+    while (std::next_permutation(perm.begin(), perm.end()));
+    auto denom = torch::zeros({2, 5, 1}, torch::kDouble);
+    for (size_t k = 0; k < all.size(); ++k) denom = denom + torch::exp(logit(k));
+    Matrix M(n, std::vector<torch::Tensor>(n, torch::zeros({2, 5, 1}, torch::kDouble)));
+    for (size_t k = 0; k < all.size(); ++k)
+      for (int64_t j = 0; j < n; ++j) M[j][all[k][j]] = M[j][all[k][j]] + torch::exp(logit(k)) / denom;
+    return M;
+  }
+};
+
+TEST_F(ManifoldFormula, MhcAtSeveralRatesAndIterationCounts) {
+  for (int64_t n : {2, 3, 4}) {
+    for (int64_t iters : {1, 3, 20}) {
+      for (double post_scale : {2.0, 1.0}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " iterations " + std::to_string(iters));
+        w_.clear();
+        build("mhc", {}, true, n);
+        cfg_.mhc_sinkhorn_iters = iters;
+        cfg_.mhc_post_scale = post_scale;
+        auto params = topo_->named_parameters();
+        topo_ = make_topology(cfg_);
+        topo_->to(torch::kDouble);
+        torch::NoGradGuard g;
+        for (auto& p : topo_->named_parameters()) p.value().copy_(*params.find(p.key()));
+        expect_matches(expected("mhc", n));
+      }
+    }
+  }
+}
+
+TEST_F(ManifoldFormula, MhcLite) {
+  for (int64_t n : {2, 3, 4}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    w_.clear();
+    build("mhc_lite", {}, true, n);
+    expect_matches(expected("mhc_lite", n));
   }
 }
 

@@ -19,8 +19,9 @@ struct TinyShape {
   int64_t max_sequence_length = 32;
 };
 
-// A model of `shape` with dropout off and the settings `residual` is defined with turned on;
-// every other key keeps its default (tests set norm type, biases or RoPE themselves).
+// A model of `shape` with dropout off, the settings `residual` is defined with turned on and
+// its own defaults (mhc's 4 streams); every other key keeps its default (tests set norm type, biases or RoPE
+// themselves).
 inline ModelConfig tiny_model(const std::string& residual, const TinyShape& shape = {}) {
   ModelConfig c;
   c.residual = residual;
@@ -32,6 +33,7 @@ inline ModelConfig tiny_model(const std::string& residual, const TinyShape& shap
   c.max_sequence_length = shape.max_sequence_length;
   c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.0;
   model::apply_required_settings(c);
+  model::apply_topology_defaults(c);
   return c;
 }
 

@@ -57,8 +57,9 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
 
 void expect_exact_resume(const std::string& dropout, const std::string& settings = "") {
   const std::string tag = dropout + (settings.empty() ? "" : "_muon");
-  // ngpt: its weights are re-normalized after every step, which a resume must reproduce.
-  for (const char* topology : {"pre", "hybrid_pre", "ngpt"}) {
+  // ngpt: its weights are re-normalized after every step, which a resume must reproduce;
+  // mhc: n streams and float32 connection weights.
+  for (const char* topology : {"pre", "hybrid_pre", "ngpt", "mhc"}) {
     SCOPED_TRACE(topology);
     auto a = fresh_dir("trainer_test", std::string("uninterrupted_") + topology + tag);
     auto b = fresh_dir("trainer_test", std::string("resumed_") + topology + tag);

@@ -40,4 +40,23 @@ class AutocastGuard {
   at::ScalarType previous_dtype_;
 };
 
+// Full precision for the scope of a guard under an autocast: for computations that must stay
+// in their operands' dtype (mHC's connection weights and Sinkhorn iterations).
+class AutocastPause {
+ public:
+  explicit AutocastPause(torch::DeviceType type)
+      : type_(type), was_enabled_(at::autocast::is_autocast_enabled(type)) {
+    if (was_enabled_) at::autocast::set_autocast_enabled(type_, false);
+  }
+  ~AutocastPause() {
+    if (was_enabled_) at::autocast::set_autocast_enabled(type_, true);
+  }
+  AutocastPause(const AutocastPause&) = delete;
+  AutocastPause& operator=(const AutocastPause&) = delete;
+
+ private:
+  torch::DeviceType type_;
+  bool was_enabled_;
+};
+
 }  // namespace siamese

@@ -70,6 +70,12 @@ struct ModelConfig {
   double mixln_alpha = 0.25;  // Mix-LN: first floor(alpha*L) layers are Post-Norm
   int64_t hc_rate = 2;        // Hyper-Connections expansion rate n
   bool hc_dynamic = true;     // DHC (dynamic) vs SHC (static)
+  // mHC / mHC-lite (topologies mhc, mhc_lite): Sinkhorn-Knopp iterations, the epsilon that
+  // transformers' DeepseekV4HyperConnection adds to the pre weights and inside Sinkhorn, and
+  // the factor on the post weights' sigmoid.
+  int64_t mhc_sinkhorn_iters = 20;
+  double mhc_eps = 1e-6;
+  double mhc_post_scale = 2.0;
   // The learnable scalars of the point-wise norms (layer_norm_type dyt / derf) start here.
   double dyt_alpha_init = 0.5;   // DyT: weight * tanh(alpha x) + bias
   double derf_alpha_init = 0.5;  // Derf: weight * erf(alpha x + shift) + bias

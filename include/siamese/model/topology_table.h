@@ -5,6 +5,7 @@
 // python/modeling_siamese.py's twin for the Hugging Face export).
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "siamese/config/config.h"
@@ -28,6 +29,8 @@ std::shared_ptr<TopologyImpl> make_post_pre(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_reordered(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_lns(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_ngpt(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_mhc(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_mhc_lite(const ModelConfig&);
 
 struct TopologySpec {
   std::string name;
@@ -36,9 +39,12 @@ struct TopologySpec {
   // Boolean model keys the topology is defined with on; choosing it turns them on, and a
   // config that sets one off is refused.
   std::vector<std::string> required;
-  // State::names of its residual streams, which analyses and probes read (hc: one per
-  // model.hc_rate, shown at the default 2).
+  // State::names of its residual streams, which analyses and probes read (hc, mhc: one per
+  // model.hc_rate, shown at the topology's default).
   std::vector<std::string> streams;
+  // Integer model keys whose default differs for this topology (mhc's 4 streams): a config
+  // file that does not set one gets this value.
+  std::vector<std::pair<std::string, int64_t>> defaults = {};
 };
 
 // HybridNorm (arXiv 2503.04598) normalizes Q, K and V per head inside attention in place of
@@ -99,6 +105,18 @@ inline const std::vector<TopologySpec>& topologies() {
        make_ngpt,
        {},
        {"x"}},
+      {"mhc",
+       "mHC (hc_rate streams): H = comb^T H + post^T F(LN(pre . H)), comb Sinkhorn-projected",
+       make_mhc,
+       {},
+       {"h0", "h1", "h2", "h3"},
+       {{"model.hc_rate", 4}}},
+      {"mhc_lite",
+       "mHC-lite: mHC with comb = sum_k softmax(.)_k P_k over the n! permutations",
+       make_mhc_lite,
+       {},
+       {"h0", "h1", "h2", "h3"},
+       {{"model.hc_rate", 4}}},
   };
   return table;
 }
@@ -133,6 +151,11 @@ const std::vector<std::string>& settings_required_by(const std::string& name);
 // Turns those settings on in `cfg` (configs built in code; a config file goes through
 // load_run_config, which turns on those the user did not set and refuses one set off).
 void apply_required_settings(ModelConfig& cfg);
+
+// Sets the integer keys whose default `cfg.residual`'s row changes (mhc's model.hc_rate 4),
+// for configs built in code (none for an unknown name); load_run_config does it for the keys
+// a config file leaves out.
+void apply_topology_defaults(ModelConfig& cfg);
 
 // load_config (config/load.h) plus what only the topology table knows: model.residual must
 // name a row, whose required settings are turned on unless the user set them, and refused

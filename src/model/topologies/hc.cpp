@@ -12,7 +12,7 @@
 //   B(H)         = s_beta  * tanh(Hn W_beta)^T + B,           W_beta:  d x 1
 // with W = 0 and the learnable scalars s_alpha = s_beta = 0.01 at init. The sublayer
 // index s counts attention and MLP separately, as the paper's per-layer connections do.
-#include "siamese/model/topology.h"
+#include "hyper_streams.h"
 
 namespace siamese::model {
 namespace {
@@ -42,21 +42,14 @@ class HyperConnections : public TopologyImpl {
     ln_f_ = top_norm("ln_f");
   }
 
-  State begin(torch::Tensor emb) override {
-    State st;
-    for (int64_t i = 0; i < n_; ++i) {
-      st.names.push_back("h" + std::to_string(i));
-      st.streams.push_back(emb);
-    }
-    return st;
-  }
+  State begin(torch::Tensor emb) override { return hyper::begin(emb, n_); }
 
   // Computes the width connection, leaves A_r(H)^T H in the state and B(H) in its carry.
   torch::Tensor enter(State& st, int64_t s) override {
     auto& c = conn_[s];
-    auto h = torch::stack(st.streams, -2);  // [B, T, n, d]
-    auto alpha = c.alpha;                   // [n, 1+n], or [B, T, n, 1+n] when dynamic
-    auto beta = c.beta;                     // [n],      or [B, T, n]
+    auto h = hyper::stacked(st);  // [B, T, n, d]
+    auto alpha = c.alpha;         // [n, 1+n], or [B, T, n, 1+n] when dynamic
+    auto beta = c.beta;           // [n],      or [B, T, n]
     if (c.dyn_norm) {
       auto hn = c.dyn_norm(h);
       alpha = alpha + c.s_alpha * torch::tanh(torch::matmul(hn, c.w_alpha));
@@ -64,17 +57,11 @@ class HyperConnections : public TopologyImpl {
     }
     auto input = torch::matmul(alpha.select(-1, 0).unsqueeze(-2), h).squeeze(-2);
     auto mixed = torch::matmul(alpha.narrow(-1, 1, n_).transpose(-1, -2), h);
-    st.streams = mixed.unbind(-2);
-    st.carry = beta;
+    hyper::mix(st, mixed, beta);
     return c.norm(input);
   }
 
-  void leave(State& st, torch::Tensor f, int64_t) override {
-    TORCH_CHECK(st.carry.defined(), "hyper-connections: leave without enter");
-    auto beta = st.carry.unsqueeze(-1);  // [.., n, 1]
-    st.carry = torch::Tensor();
-    for (int64_t i = 0; i < n_; ++i) st[i] = st[i] + beta.select(-2, i) * f;
-  }
+  void leave(State& st, torch::Tensor f, int64_t) override { hyper::leave(st, f, "hyper-connections"); }
 
   torch::Tensor finish(State& st) override {
     auto sum = st[0];
