@@ -70,7 +70,7 @@ torch::Tensor forward_documents(TransformerImpl& m, const torch::Tensor& ids, bo
 
 TEST(Documents, MaskAndPositionsFollowTheEosTokens) {
   // Documents [3 1 E] [4 E] [E] [5 6]: an EOS closes its own document.
-  const auto ids = torch::tensor({3, 1, kEos, 4, kEos, kEos, 5, 6}, torch::kInt64).unsqueeze(0);
+  const auto ids = torch::tensor(std::vector<int64_t>{3, 1, kEos, 4, kEos, kEos, 5, 6}).unsqueeze(0);
   const auto d = find_documents(ids, kEos, true);
   const std::vector<int64_t> doc_of = {0, 0, 0, 1, 1, 2, 3, 3}, position = {0, 1, 2, 0, 1, 0, 0, 1};
   ASSERT_EQ(d.allowed.sizes(), torch::IntArrayRef({1, 1, 8, 8}));
@@ -177,7 +177,7 @@ TEST(Documents, RopeAtRowPositionsIsTheOffsetRopeBitForBit) {
 TEST(Documents, KvCacheDecodingTakesNoDocuments) {
   Transformer m(packed_model("pre"));
   torch::NoGradGuard no_grad;
-  const auto ids = torch::tensor({1, 2, kEos, 3}, torch::kInt64).unsqueeze(0);
+  const auto ids = torch::tensor(std::vector<int64_t>{1, 2, kEos, 3}).unsqueeze(0);
   const Documents docs = find_documents(ids, kEos, false);
   KvCache cache(2, 8);
   ForwardOptions opts;
