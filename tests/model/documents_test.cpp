@@ -105,6 +105,11 @@ TEST_P(PackedDocuments, EachTokensLossIsTheDocumentRunAlone) {
     EXPECT_LT((losses.narrow(0, at, L - 1) - alone_losses).abs().max().item<double>(), 1e-5)
         << "document " << d;
   }
+  // The control: without the restart a later document sits at other RoPE positions.
+  const int64_t at = p.offsets[2], L = int64_t(p.docs[2].size());
+  const auto shifted = forward_documents(*m, p.row, false);
+  const auto alone = m->forward(torch::tensor(p.docs[2], torch::kInt64).unsqueeze(0));
+  EXPECT_GT((shifted[0].narrow(0, at, L) - alone[0]).abs().max().item<double>(), 1e-4);
 }
 
 // Without the restart, positions run over the row, so the reference is the row itself with
@@ -163,6 +168,41 @@ TEST_P(PackedDocuments, TrainingLossSumsMatchTheDocumentsAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Topologies, PackedDocuments, ::testing::Values("pre", "hybrid_pre"));
+
+// On CUDA in bf16 attention runs LibTorch's variable-length flash kernel over the rows laid
+// end to end: its offsets are the documents', and its logits and gradients follow the float32
+// masked SDPA path to bf16 precision (ctest label gpu; skips without a CUDA device).
+TEST(GpuDocuments, VarlenFlashFollowsTheMaskedFloat32Path) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: the flash kernel needs a GPU";
+  const auto a = pack({9, 4, 13, 1, 6}, true, 5), b = pack({20, 13}, true, 8);
+  const auto rows = torch::cat({a.row, b.row}).to(torch::kCUDA);
+  const auto docs = find_documents(rows, kEos, true);
+  const std::vector<int64_t> offsets = {0, 9, 13, 26, 27, 33, 53, 66};
+  EXPECT_TRUE(torch::equal(docs.cu_seqlens.cpu(), torch::tensor(offsets).to(torch::kInt32)));
+  EXPECT_EQ(docs.max_seqlen, 33);
+
+  auto build = [](torch::Dtype dtype) {
+    torch::manual_seed(21);  // the same weights for both
+    Transformer m(packed_model("hybrid_pre"));
+    m->to(torch::kCUDA, dtype);
+    return m;
+  };
+  Transformer full = build(torch::kFloat), half = build(torch::kBFloat16);
+  const auto want = forward_documents(*full, rows, true);  // float32: SDPA with the mask
+  const auto got = forward_documents(*half, rows, true);   // bf16: the varlen flash kernel
+  const double scale = want.abs().max().item<double>();
+  EXPECT_LT((got.to(torch::kFloat) - want).abs().max().item<double>(), 5e-2 * scale);
+  // The kernel's backward: the bf16 gradients follow the float32 ones too.
+  const auto weights = torch::randn(want.sizes(), want.options());
+  (want * weights).sum().backward();
+  (got.to(torch::kFloat) * weights).sum().backward();
+  const auto wf = full->named_parameters(), wh = half->named_parameters();
+  for (const auto& kv : wf) {
+    const auto& g = kv.value().grad();
+    const auto gh = wh[kv.key()].grad().to(torch::kFloat);
+    EXPECT_LT((gh - g).abs().max().item<double>(), 1e-1 * g.abs().max().item<double>() + 1e-6) << kv.key();
+  }
+}
 
 TEST(Documents, RopeAtRowPositionsIsTheOffsetRopeBitForBit) {
   Rope rope(8, 10000, true);
