@@ -1,5 +1,7 @@
 #include "siamese/model/attention.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <cmath>
 #include <limits>
 
@@ -56,11 +58,17 @@ std::vector<torch::Tensor> AttentionImpl::qkv_weights() const {
 
 namespace {
 
-// LibTorch's flash kernel takes fp16 / bf16 heads of at most 256 channels, a multiple of 8.
-bool flash_varlen_fits(const torch::Tensor& q, const Documents& docs) {
-  const auto t = q.scalar_type();
-  return docs.cu_seqlens.defined() && q.is_cuda() && (t == torch::kHalf || t == torch::kBFloat16) &&
-         q.size(-1) % 8 == 0 && q.size(-1) <= 256;
+// The type the variable-length flash kernel would run q in: under CUDA autocast the autocast
+// type (the kernel is no autocast op, so the cast is ours; q/k norms may hand back float32),
+// else q's own. nullopt when the kernel cannot take it: it needs fp16 / bf16 heads of at most
+// 256 channels, a multiple of 8.
+std::optional<at::ScalarType> flash_varlen_type(const torch::Tensor& q, const Documents& docs) {
+  if (!docs.cu_seqlens.defined() || !q.is_cuda() || q.size(-1) % 8 != 0 || q.size(-1) > 256)
+    return std::nullopt;
+  const auto t = at::autocast::is_autocast_enabled(at::kCUDA) ? at::autocast::get_autocast_dtype(at::kCUDA)
+                                                              : q.scalar_type();
+  if (t != torch::kHalf && t != torch::kBFloat16) return std::nullopt;
+  return t;
 }
 
 }  // namespace
@@ -112,10 +120,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache, 
     v = v.repeat_interleave(n_heads_ / n_kv_heads_, 1);
   }
   const double p = is_training() ? dropout_ : 0.0;
-  if (docs && flash_varlen_fits(q, *docs)) {
+  if (const auto half = docs ? flash_varlen_type(q, *docs) : std::nullopt) {
     // Documents laid end to end as one [B * T, heads, hd] sequence; cu_seqlens cuts it.
     auto tokens = [&](const torch::Tensor& t) {
-      return t.transpose(1, 2).reshape({B * T, n_heads_, head_dim_});
+      return t.transpose(1, 2).reshape({B * T, n_heads_, head_dim_}).to(*half);
     };
     auto context = std::get<0>(at::_flash_attention_forward(
         tokens(q), tokens(k), tokens(v), docs->cu_seqlens, docs->cu_seqlens, docs->max_seqlen,

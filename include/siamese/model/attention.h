@@ -46,7 +46,8 @@ class AttentionImpl : public torch::nn::Module {
   // x: [B, T, d]. With a cache, x holds the positions after the cached ones; their keys and
   // values are appended to it. With `docs` (packed training rows, never with a cache) a
   // query reads only its own document, at the RoPE positions docs gives: the
-  // variable-length flash kernel on CUDA for half types, SDPA with docs->allowed otherwise.
+  // variable-length flash kernel on CUDA for half types (autocast's included), SDPA with
+  // docs->allowed otherwise.
   torch::Tensor forward(const torch::Tensor& x, LayerCache* cache = nullptr, const Documents* docs = nullptr);
 
   // The rows of att_proj's weight that make queries, keys and values: views, so scaling them
