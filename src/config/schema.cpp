@@ -60,6 +60,7 @@ using O = OptimizerConfig;
 using Mu = MuonConfig;
 using Sc = SchedulerConfig;
 using D = DataConfig;
+using If = InstanceFilterConfig;
 using Tk = TokenizerConfig;
 using E = EvaluatorConfig;
 
@@ -375,6 +376,26 @@ const std::vector<Field<TrainConfig>>& train_fields() {
               &T::data, &D::arithmetic_digits)
           .within(2, 9)
           .fixed_by("use 2 (sums of two-digit numbers) up to 9"),
+      field<T>("data.generate_doc_lengths",
+               "Intra-document attention: a token attends only to earlier tokens of its own document "
+               "(documents end at model.eos_token_id, which belongs to the document it ends).",
+               &T::data, &D::generate_doc_lengths),
+      ours<T>("data.rope_restart_per_document",
+              "With generate_doc_lengths: RoPE positions restart at 0 at each document's first token.",
+              &T::data, &D::rope_restart_per_document),
+      field<T>("data.instance_filter.repetition_max_period",
+               "OLMo-2's instance filter (on when any instance_filter key is set): the longest n-gram "
+               "period checked (null: 13).",
+               &T::data, &D::instance_filter, &If::repetition_max_period)
+          .positive(),
+      field<T>("data.instance_filter.repetition_min_period", "The shortest n-gram period checked (null: 1).",
+               &T::data, &D::instance_filter, &If::repetition_min_period)
+          .positive(),
+      field<T>("data.instance_filter.repetition_max_count",
+               "An instance with an n-gram repeated this many times in a row is left out of training "
+               "(null: 32).",
+               &T::data, &D::instance_filter, &If::repetition_max_count)
+          .positive(),
 
       field<T>("tokenizer.identifier", "Tokenizer name or tokenizer.json path.", &T::tokenizer,
                &Tk::identifier),
@@ -443,10 +464,10 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"data.prefetch_factor", "each loader thread holds up to two batches"},
       {"data.persistent_workers", "loader threads always persist"},
       {"data.timeout", "not supported"},
-      {"data.instance_filter", "not supported"},
       {"data.label_mask_paths", "not supported"},
-      {"data.generate_attention_mask", "documents are not masked from each other"},
-      {"data.generate_doc_lengths", "documents are not masked from each other"},
+      {"data.generate_attention_mask",
+       "masks model.pad_token_id tokens, which fixed-length packed instances do not hold; "
+       "data.generate_doc_lengths masks documents"},
   };
   return keys;
 }

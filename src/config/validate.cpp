@@ -178,6 +178,15 @@ void validate_optimizer(const OptimizerConfig& o, const Rules& r) {
 }
 
 void validate_data(const TrainConfig& c, const Rules& r) {
+  r.require(!c.data.rope_restart_per_document || (c.data.generate_doc_lengths && c.model.rope),
+            "data.rope_restart_per_document",
+            "data.rope_restart_per_document needs data.generate_doc_lengths: true and model.rope: true",
+            "turn on data.generate_doc_lengths (and model.rope), or drop rope_restart_per_document");
+  const auto& f = c.data.instance_filter;
+  r.require(!f.enabled() || f.min_period() <= f.max_period(), "data.instance_filter.repetition_min_period",
+            fmt::format("data.instance_filter.repetition_min_period {} exceeds repetition_max_period {}",
+                        f.min_period(), f.max_period()),
+            "set repetition_min_period <= repetition_max_period (OLMo: 1 and 13)");
   r.require(!c.tokenizer.identifier.empty(), "tokenizer.identifier", "tokenizer.identifier is empty",
             "name a tokenizer.json file or a known tokenizer");
   std::set<std::string> labels;

@@ -1,5 +1,7 @@
 #include "siamese/model/attention.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <cmath>
 #include <limits>
 
@@ -54,7 +56,24 @@ std::vector<torch::Tensor> AttentionImpl::qkv_weights() const {
   return att_proj->weight.split_with_sizes(qkv_sizes(), 0);
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache) {
+namespace {
+
+// The type the variable-length flash kernel would run q in: under CUDA autocast the autocast
+// type (the kernel is no autocast op, so the cast is ours; q/k norms may hand back float32),
+// else q's own. nullopt when the kernel cannot take it: it needs fp16 / bf16 heads of at most
+// 256 channels, a multiple of 8.
+std::optional<at::ScalarType> flash_varlen_type(const torch::Tensor& q, const Documents& docs) {
+  if (!docs.cu_seqlens.defined() || !q.is_cuda() || q.size(-1) % 8 != 0 || q.size(-1) > 256)
+    return std::nullopt;
+  const auto t = at::autocast::is_autocast_enabled(at::kCUDA) ? at::autocast::get_autocast_dtype(at::kCUDA)
+                                                              : q.scalar_type();
+  if (t != torch::kHalf && t != torch::kBFloat16) return std::nullopt;
+  return t;
+}
+
+}  // namespace
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache, const Documents* docs) {
   const int64_t B = x.size(0), T = x.size(1), d = n_heads_ * head_dim_;
   auto qkv = att_proj(x);
   if (clip_qkv_) qkv = qkv.clamp(-*clip_qkv_, *clip_qkv_);
@@ -76,8 +95,12 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache) 
     if (k_norm) k = k_norm(k);
   }
   if (v_norm) v = v_norm(v);
+  TORCH_CHECK(!(docs && cache), "document masks are for packed training rows, not KV-cache decoding");
   const int64_t past = cache ? cache->length : 0;
-  if (rope_) std::tie(q, k) = rope_->apply(q, k, past);
+  if (rope_ && docs && docs->positions.defined())
+    std::tie(q, k) = rope_->apply(q, k, docs->positions);
+  else if (rope_)
+    std::tie(q, k) = rope_->apply(q, k, past);
   if (cache) {
     TORCH_CHECK(past + T <= cache->capacity, "KV cache of ", cache->capacity, " positions cannot take ",
                 past + T);
@@ -97,11 +120,24 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache) 
     v = v.repeat_interleave(n_heads_ / n_kv_heads_, 1);
   }
   const double p = is_training() ? dropout_ : 0.0;
+  if (const auto half = docs ? flash_varlen_type(q, *docs) : std::nullopt) {
+    // Documents laid end to end as one [B * T, heads, hd] sequence; cu_seqlens cuts it.
+    auto tokens = [&](const torch::Tensor& t) {
+      return t.transpose(1, 2).reshape({B * T, n_heads_, head_dim_}).to(*half);
+    };
+    auto context = std::get<0>(at::_flash_attention_forward(
+        tokens(q), tokens(k), tokens(v), docs->cu_seqlens, docs->cu_seqlens, docs->max_seqlen,
+        docs->max_seqlen, p, /*is_causal=*/true, /*return_debug_mask=*/false, hooks_.softmax_scale));
+    return attn_out(context.reshape({B, T, d}));
+  }
   // The library's is_causal aligns the mask top-left; queries after cached keys need it
   // bottom-right (a single new query sees every key and needs none).
   std::optional<torch::Tensor> mask;
   const auto flags = torch::dtype(torch::kBool).device(x.device());
-  if (cache && cache->keys_valid.defined()) {
+  if (docs) {
+    TORCH_CHECK(!reference_, "reference_attention does not take document masks");
+    mask = docs->allowed;
+  } else if (cache && cache->keys_valid.defined()) {
     TORCH_CHECK(!reference_, "reference_attention does not take padding masks (LayerCache::keys_valid)");
     const auto causal = torch::ones({T, past + T}, flags).tril(past);
     const auto itself = torch::ones({T, past + T}, flags).tril(past).triu(past);

@@ -23,9 +23,14 @@ torch::Tensor next_token_nll_sum(const torch::Tensor& logits, const torch::Tenso
 }
 
 LossSums lm_loss_sums(TransformerImpl& model, const torch::Tensor& ids,
-                      std::optional<double> z_loss_multiplier) {
+                      std::optional<double> z_loss_multiplier, const std::optional<DocumentRule>& documents) {
   const int64_t T = ids.size(1);
-  return loss_sums(model.forward(ids.narrow(1, 0, T - 1)), ids.narrow(1, 1, T - 1), z_loss_multiplier);
+  const auto input = ids.narrow(1, 0, T - 1), targets = ids.narrow(1, 1, T - 1);
+  if (!documents) return loss_sums(model.forward(input), targets, z_loss_multiplier);
+  const Documents docs = find_documents(input, documents->eos_id, documents->restart_positions);
+  ForwardOptions opts;
+  opts.documents = &docs;
+  return loss_sums(model.forward(input, opts), targets, z_loss_multiplier);
 }
 
 torch::Tensor lm_loss_sum(TransformerImpl& model, const torch::Tensor& ids) {

@@ -22,19 +22,36 @@ static torch::Tensor rotate_half(const torch::Tensor& t) {
   return torch::cat({-halves[1], halves[0]}, -1);
 }
 
-std::pair<torch::Tensor, torch::Tensor> Rope::apply(const torch::Tensor& q, const torch::Tensor& k,
-                                                    int64_t offset) {
-  auto [sin_all, cos_all] = tables(offset + q.size(-2), q.device());
-  auto sin = sin_all.slice(0, offset), cos = cos_all.slice(0, offset);
+std::pair<torch::Tensor, torch::Tensor> Rope::rotate(const torch::Tensor& q, const torch::Tensor& k,
+                                                     torch::Tensor sin, torch::Tensor cos) const {
   const bool half = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
   const auto compute = (half && full_precision_) ? torch::kFloat : q.scalar_type();
   sin = sin.to(compute);
   cos = cos.to(compute);
-  auto rotate = [&](const torch::Tensor& t) {
+  auto one = [&](const torch::Tensor& t) {
     auto tc = t.to(compute);
     return (tc * cos + rotate_half(tc) * sin).to(t.scalar_type());
   };
-  return {rotate(q), rotate(k)};
+  return {one(q), one(k)};
+}
+
+std::pair<torch::Tensor, torch::Tensor> Rope::apply(const torch::Tensor& q, const torch::Tensor& k,
+                                                    int64_t offset) {
+  auto [sin_all, cos_all] = tables(offset + q.size(-2), q.device());
+  return rotate(q, k, sin_all.slice(0, offset), cos_all.slice(0, offset));
+}
+
+std::pair<torch::Tensor, torch::Tensor> Rope::apply(const torch::Tensor& q, const torch::Tensor& k,
+                                                    const torch::Tensor& positions) {
+  const int64_t B = positions.size(0), T = positions.size(1);
+  TORCH_CHECK(q.size(-2) == T, "RoPE positions ", positions.sizes(), " do not match queries ", q.sizes());
+  auto [sin_all, cos_all] = tables(T, q.device());
+  const auto flat = positions.flatten();
+  // [B, 1, T, hd]: one angle table per row, shared by the heads.
+  auto per_row = [&](const torch::Tensor& table) {
+    return table.index_select(0, flat).view({B, 1, T, head_dim_});
+  };
+  return rotate(q, k, per_row(sin_all), per_row(cos_all));
 }
 
 }  // namespace siamese::model

@@ -61,14 +61,15 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
     if (is_training() && !opts.sublayer_probe && !opts.cache &&
         checkpoints_block(cfg_.activation_checkpointing, l)) {
       // The closure outlives this call (backward runs it again): it holds copies only.
+      auto docs = opts.documents ? std::make_shared<const Documents>(*opts.documents) : nullptr;
       st.streams =
-          checkpointed(st.streams, [this, names = st.names, l](const std::vector<torch::Tensor>& in) {
+          checkpointed(st.streams, [this, names = st.names, l, docs](const std::vector<torch::Tensor>& in) {
             State block_state{names, in};
-            run_block(block_state, l, nullptr, nullptr);
+            run_block(block_state, l, nullptr, nullptr, docs.get());
             return block_state.streams;
           });
     } else {
-      run_block(st, l, opts.sublayer_probe, opts.cache ? &opts.cache->layers[l] : nullptr);
+      run_block(st, l, opts.sublayer_probe, opts.cache ? &opts.cache->layers[l] : nullptr, opts.documents);
     }
     report(l, st);
   }
@@ -77,12 +78,13 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   return h;
 }
 
-void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe, LayerCache* cache) {
+void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe, LayerCache* cache,
+                                const Documents* documents) {
   auto& block = block_list_[layer];
   for (int64_t s = 2 * layer; s < 2 * layer + 2; ++s) {
     const bool attention = TopologyImpl::is_attention(s);
     auto in = topology_->enter(st, s);
-    auto out = attention ? block->attn(in, cache) : block->mlp(in);
+    auto out = attention ? block->attn(in, cache, documents) : block->mlp(in);
     if (sublayer_probe) {
       (*sublayer_probe)(layer, attention ? "attn_in" : "ffn_in", in);
       (*sublayer_probe)(layer, attention ? "attn_out" : "ffn_out", out);

@@ -46,6 +46,7 @@ MetricsRow StepMetrics::to_row() const {
                                 {"peak_memory_mib", peak_memory_mib}});
   if (z_loss) row[metric::kZLoss] = *z_loss;
   if (loss_scale) row["loss_scale"] = *loss_scale;
+  if (filtered_instances) row[metric::kFilteredInstances] = *filtered_instances;
   return row;
 }
 

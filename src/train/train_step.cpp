@@ -1,5 +1,6 @@
 #include "siamese/train/train_step.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "siamese/common/autocast.h"
@@ -22,6 +23,7 @@ TrainStep::TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Opti
       max_grad_norm_(cfg.max_grad_norm.value_or(std::numeric_limits<double>::infinity())),
       z_loss_multiplier_(cfg.softmax_auxiliary_loss ? std::optional<double>(cfg.auxiliary_loss_multiplier)
                                                     : std::nullopt),
+      documents_(model::document_rule(cfg)),
       params_(model.parameters()) {}
 
 StepResult TrainStep::run(const torch::Tensor& batch, double lr, const std::function<void()>& before_clip,
@@ -30,7 +32,9 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const std::func
   optim_.zero_grad();
   // The global batch's mean cross-entropy and z-loss, summed over micro-batches, then ranks.
   auto losses = torch::zeros({2}, torch::dtype(torch::kFloat64).device(device_));
-  const int64_t n_micro = (batch.size(0) + micro_batch_ - 1) / micro_batch_;
+  // An empty batch still runs one (empty) micro-batch, so that every rank joins the
+  // gradient all-reduce.
+  const int64_t n_micro = std::max<int64_t>(1, (batch.size(0) + micro_batch_ - 1) / micro_batch_);
   {
     const AttentionKernelScope kernels(flash_attention_);
     for (int64_t m = 0; m < n_micro; ++m) {
@@ -40,7 +44,7 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const std::func
       {
         std::optional<AutocastGuard> amp;
         if (autocast_) amp.emplace(device_, *autocast_);
-        sums = model::lm_loss_sums(model_, ids, z_loss_multiplier_);
+        sums = model::lm_loss_sums(model_, ids, z_loss_multiplier_, documents_);
       }
       const size_t backward_start = mark();
       sync_.before_backward(m == n_micro - 1);

@@ -21,6 +21,7 @@
 #include "siamese/config/duration.h"
 #include "siamese/config/load.h"
 #include "siamese/data/batch_order.h"
+#include "siamese/data/instance_filter.h"
 #include "siamese/data/prefetcher.h"
 #include "siamese/data/token_dataset.h"
 #include "siamese/eval/evaluators.h"
@@ -252,6 +253,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   struct PendingStep {
     int64_t step, tokens;
     double lr, elapsed, comm_seconds;
+    int64_t filtered;      // instances the instance filter left out, all ranks
     torch::Tensor values;  // float64 [4] on the device: loss, grad norm, loss scale, z-loss
     size_t start_mark, end_mark;
   };
@@ -320,7 +322,11 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       m.comm_seconds = p.comm_seconds;
       m.peak_memory_mib = peak_mib;
       if (scaler.enabled()) m.loss_scale = loss_scale;
+      if (cfg.data.instance_filter.enabled()) m.filtered_instances = p.filtered;
       log_event(m.to_row());
+      if (p.filtered > 0)
+        spdlog::info("step {}: the instance filter left out {} instance(s) with repeated n-grams", p.step,
+                     p.filtered);
       if (m.loss_spike) spdlog::warn("step {}: loss spike {:.4f}", p.step, loss);
       // A console line after the first step (with the run's expected length), then every
       // console_log_interval steps or kConsoleSeconds, whichever comes first, and at the end.
@@ -357,7 +363,8 @@ int train(const TrainConfig& cfg, const RunControl& control) {
           std::lock_guard<std::mutex> lock(order_mutex);
           indices = order.rank_batch(step);
         }
-        torch::Tensor batch = dataset.batch(indices);
+        int64_t dropped = 0;
+        torch::Tensor batch = data::keep_instances(dataset.batch(indices), cfg.data.instance_filter, dropped);
         return device.is_cuda() && cfg.data.pin_memory ? batch.pin_memory() : batch;
       },
       state.step, max_steps, cfg.data.num_workers);
@@ -366,6 +373,11 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   while (state.step < max_steps) {
     const size_t start_mark = clock.mark();
     const torch::Tensor batch = batches.next().to(device, /*non_blocking=*/true);
+    // What the filter left out of this rank's share; summed over ranks only when it is on.
+    const int64_t filtered =
+        cfg.data.instance_filter.enabled()
+            ? int64_t(std::llround(sync.sum(double(global_batch / sync.world_size() - batch.size(0)))))
+            : 0;
     state.step += 1;  // OLMo counts the step before running it (the scheduler sees t >= 1)
     state.tokens += tokens_per_step;
 
@@ -378,8 +390,8 @@ int train(const TrainConfig& cfg, const RunControl& control) {
         log_event(analysis::layer_grad_norms_row(state.step, analysis::per_layer_grad_norms(*model)));
     });
     const torch::Tensor values = torch::stack({r.loss, r.grad_norm, r.loss_scale, r.z_loss});
-    pending.push_back({state.step, state.tokens, lr, seconds_since(start), sync.take_comm_seconds(), values,
-                       start_mark, clock.mark()});
+    pending.push_back({state.step, state.tokens, lr, seconds_since(start), sync.take_comm_seconds(), filtered,
+                       values, start_mark, clock.mark()});
 
     // Read points, evaluation, checkpoints, stops.
     const bool eval_due =

@@ -1,4 +1,5 @@
-// The one training step (train_step.h) that train and bench run.
+// The one training step (train_step.h) that train and bench run, with intra-document
+// attention and with the rows the instance filter left out.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "siamese/data/instance_filter.h"
 #include "siamese/dist/gradient_sync.h"
 #include "siamese/model/lm_loss.h"
 #include "siamese/model/transformer.h"
@@ -175,6 +177,82 @@ TEST(TrainStep, ZLossJoinsTheGradientAndIsReportedApartFromTheCrossEntropy) {
             << std::abs(r.z_loss.item<double>() / z.item<double>() - 1)
             << "; max |gradient - float64 gradient| " << grad_diff << ", the z-loss's share up to "
             << z_effect << "\n";
+}
+
+// Rows of random tokens in which EOS (token 10 in tiny configs) closes several documents.
+torch::Tensor packed_batch(const TrainConfig& c) {
+  torch::manual_seed(9);
+  auto batch =
+      torch::randint(0, c.model.vocab_size, {c.global_train_batch_size, c.model.max_sequence_length});
+  batch.index_put_({torch::indexing::Slice(), torch::tensor({4, 11, 19, 20})}, c.model.eos_token_id);
+  return batch;
+}
+
+// The global mean the step reports, summed as the step sums it (float64 of float32 sums).
+double reported_loss(const TrainConfig& c, model::TransformerImpl& m, const torch::Tensor& batch,
+                     const std::optional<model::DocumentRule>& docs) {
+  torch::NoGradGuard no_grad;
+  auto total = torch::zeros({}, torch::kFloat64);
+  const double predicted = double(c.global_train_batch_size) * double(c.model.max_sequence_length - 1);
+  total.add_(model::lm_loss_sums(m, batch, std::nullopt, docs).nll / predicted);
+  return total.item<double>();
+}
+
+// With the key off the step is the one before document masking existed: the plain causal
+// loss, bit for bit. With it on, the loss is the document-masked one.
+TEST(DocumentsStep, KeyOffIsThePlainLossBitForBitAndKeyOnIsTheMaskedLoss) {
+  auto off = no_dropout();
+  const auto batch = packed_batch(off);
+  Subject plain(off);
+  const double plain_expected = reported_loss(off, *plain.model, batch, std::nullopt);
+  EXPECT_EQ(plain.step(off, 4).run(batch, 1e-3).loss.item<double>(), plain_expected);
+
+  auto on = off;
+  on.data.generate_doc_lengths = true;
+  on.data.rope_restart_per_document = true;
+  Subject masked(on);
+  const double masked_expected =
+      reported_loss(on, *masked.model, batch, model::DocumentRule{on.model.eos_token_id, true});
+  EXPECT_EQ(masked.step(on, 4).run(batch, 1e-3).loss.item<double>(), masked_expected);
+  EXPECT_GT(std::abs(masked_expected - plain_expected), 1e-4);
+}
+
+// Rows with a long repeated n-gram.
+torch::Tensor repetitive_row(const TrainConfig& c, int64_t a, int64_t b) {
+  auto row = torch::randint(0, c.model.vocab_size, {c.model.max_sequence_length}, torch::kInt64);
+  for (int64_t i = 2; i < 26; ++i) row[i] = i % 2 ? a : b;
+  return row;
+}
+
+// An instance the filter rejects never reaches the model: replacing it by another rejected
+// instance leaves the update bit for bit the same, and the loss is the kept rows' sum over
+// the whole global batch's predicted tokens (OLMo's loss over masked instances).
+TEST(DocumentsStep, AFilteredInstanceNeverReachesTheModel) {
+  auto c = no_dropout();
+  c.data.instance_filter.repetition_max_count = 8;
+  auto one = packed_batch(c), two = one.clone();
+  torch::manual_seed(4);
+  one[1] = repetitive_row(c, 3, 4);
+  two[1] = repetitive_row(c, 5, 6);
+  int64_t dropped_one = 0, dropped_two = 0;
+  const auto kept_one = data::keep_instances(one, c.data.instance_filter, dropped_one);
+  const auto kept_two = data::keep_instances(two, c.data.instance_filter, dropped_two);
+  ASSERT_EQ(dropped_one, 1);
+  ASSERT_EQ(dropped_two, 1);
+  Subject a(c), b(c);
+  const double expected = reported_loss(c, *a.model, kept_one, std::nullopt);
+  auto step_a = a.step(c, 2), step_b = b.step(c, 2);
+  const auto ra = step_a.run(kept_one, 1e-3), rb = step_b.run(kept_two, 1e-3);
+  EXPECT_NEAR(ra.loss.item<double>(), expected, 1e-5);
+  EXPECT_EQ(ra.loss.item<double>(), rb.loss.item<double>());
+  const auto pa = a.model->named_parameters(), pb = b.model->named_parameters();
+  for (const auto& kv : pa) EXPECT_TRUE(torch::equal(kv.value(), pb[kv.key()])) << kv.key();
+
+  // A rank whose whole share was left out still takes the step (it joins the all-reduce).
+  Subject empty(c);
+  auto step_empty = empty.step(c, 2);
+  const auto r = step_empty.run(one.narrow(0, 0, 0), 1e-3);
+  EXPECT_EQ(r.loss.item<double>(), 0.0);
 }
 
 }  // namespace

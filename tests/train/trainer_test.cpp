@@ -11,6 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "siamese/config/load.h"
+#include "siamese/data/batch_order.h"
+#include "siamese/data/instance_filter.h"
+#include "siamese/data/token_dataset.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/save_folder.h"
@@ -190,6 +193,42 @@ TEST(Trainer, AmpFp16LossScaleBacksOffFromOverflowsAndResumesExactly) {
   EXPECT_EQ(overflows(full.save_folder), overflows(resumed.save_folder));
   EXPECT_EQ(read_all(fs::path(full.save_folder) / "step40" / "train_state.json"),
             read_all(fs::path(resumed.save_folder) / "step40" / "train_state.json"));
+}
+
+// Intra-document attention and OLMo-2's instance filter in a whole run: every step's
+// filtered_instances is the count the filter gives the step's instances (recounted here
+// from the data order), some steps lose instances, and a stopped run resumes bit for bit.
+TEST(Trainer, DocumentMasksAndTheInstanceFilterCountAndResumeExactly) {
+  auto full = tiny(fresh_dir("trainer_test", "documents_full")),
+       resumed = tiny(fresh_dir("trainer_test", "documents_resumed"));
+  for (auto* c : {&full, &resumed}) {
+    c->data.generate_doc_lengths = true;
+    c->data.rope_restart_per_document = true;
+    c->data.instance_filter.repetition_max_count = 3;  // a digit three times in a row is enough
+  }
+  ASSERT_EQ(train::train(full), 0);
+  const auto filtered = step_values(full.save_folder, "filtered_instances");
+  ASSERT_EQ(filtered.size(), 8u);
+  const auto dataset = data::train_dataset(full);
+  data::BatchOrder order(dataset.size(), full.global_train_batch_size, uint64_t(full.seed));
+  int64_t total = 0;
+  for (int64_t step = 1; step <= 8; ++step) {
+    const auto batch = dataset.batch(order.rank_batch(step - 1));
+    int64_t expected = 0;
+    for (int64_t r = 0; r < batch.size(0); ++r)
+      expected += data::is_repetitive(batch[r].data_ptr<int64_t>(), batch.size(1), full.data.instance_filter);
+    EXPECT_EQ(filtered.at(step), std::to_string(expected)) << "step " << step;
+    total += expected;
+  }
+  EXPECT_GT(total, 0);
+  EXPECT_LT(total, 8 * full.global_train_batch_size);
+
+  train::RunControl stop;
+  stop.stop_at = 3;
+  ASSERT_EQ(train::train(resumed, stop), 0);
+  ASSERT_EQ(train::train(resumed), 0);
+  EXPECT_EQ(losses(full.save_folder), losses(resumed.save_folder));
+  EXPECT_EQ(filtered, step_values(resumed.save_folder, "filtered_instances"));
 }
 
 // data.num_workers loads batches on background threads; the batches, and so the run, are

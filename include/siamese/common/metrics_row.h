@@ -21,6 +21,8 @@ inline constexpr const char* kEvent = "event";
 inline constexpr const char* kTokens = "tokens";
 inline constexpr const char* kLoss = "loss";
 inline constexpr const char* kZLoss = "z_loss";  // OLMo's z-loss, apart from the cross-entropy "loss"
+// Instances data.instance_filter left out of the step (all ranks; only with the filter on).
+inline constexpr const char* kFilteredInstances = "filtered_instances";
 inline constexpr const char* kPerplexity = "perplexity";
 inline constexpr const char* kLearningRate = "lr";
 inline constexpr const char* kStepSeconds = "step_seconds";

@@ -114,6 +114,18 @@ struct SchedulerConfig {
   std::optional<double> warmup_min_lr;
 };
 
+// OLMo-2's repeated-n-gram filter (OLMo-core's InstanceFilterConfig; data/instance_filter.h).
+// The filter is on when any of the three is set; unset ones take OLMo's values 13, 1, 32.
+struct InstanceFilterConfig {
+  std::optional<int64_t> repetition_max_period;
+  std::optional<int64_t> repetition_min_period;
+  std::optional<int64_t> repetition_max_count;
+  bool enabled() const { return repetition_max_period || repetition_min_period || repetition_max_count; }
+  int64_t max_period() const { return repetition_max_period.value_or(13); }
+  int64_t min_period() const { return repetition_min_period.value_or(1); }
+  int64_t max_count() const { return repetition_max_count.value_or(32); }
+};
+
 struct DataConfig {
   std::vector<std::string> paths;
   std::string memmap_dtype = "uint16";  // uint8 | uint16 | uint32 | uint64
@@ -123,8 +135,11 @@ struct DataConfig {
   bool pin_memory = false;
   std::optional<int64_t> seed;  // unset = top-level seed
   // ours: the built-in synthetic corpus used when `paths` is empty (quickstart, tests).
-  std::string synthetic = "";     // "" | arithmetic
-  int64_t arithmetic_digits = 3;  // ours: operands of the arithmetic corpus have up to N digits
+  std::string synthetic = "";              // "" | arithmetic
+  int64_t arithmetic_digits = 3;           // ours: operands of the arithmetic corpus have up to N digits
+  bool generate_doc_lengths = false;       // attention stays within the documents model.eos_token_id closes
+  bool rope_restart_per_document = false;  // ours: with generate_doc_lengths, RoPE counts from each document
+  InstanceFilterConfig instance_filter;
 };
 
 struct TokenizerConfig {

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "siamese/config/config.h"
+#include "siamese/model/documents.h"
 #include "siamese/model/norm.h"
 #include "siamese/model/rope.h"
 #include "siamese/model/sublayer_hooks.h"
@@ -43,8 +44,11 @@ class AttentionImpl : public torch::nn::Module {
   explicit AttentionImpl(const ModelConfig& cfg, SublayerHooks hooks = {});
 
   // x: [B, T, d]. With a cache, x holds the positions after the cached ones; their keys and
-  // values are appended to it.
-  torch::Tensor forward(const torch::Tensor& x, LayerCache* cache = nullptr);
+  // values are appended to it. With `docs` (packed training rows, never with a cache) a
+  // query reads only its own document, at the RoPE positions docs gives: the
+  // variable-length flash kernel on CUDA for half types (autocast's included), SDPA with
+  // docs->allowed otherwise.
+  torch::Tensor forward(const torch::Tensor& x, LayerCache* cache = nullptr, const Documents* docs = nullptr);
 
   // The rows of att_proj's weight that make queries, keys and values: views, so scaling them
   // in place scales the projection (topologies' init gains).

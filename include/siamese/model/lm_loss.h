@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "siamese/model/documents.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::model {
@@ -33,9 +34,11 @@ torch::Tensor nll_sum(const torch::Tensor& logits, const torch::Tensor& targets)
 torch::Tensor next_token_nll_sum(const torch::Tensor& logits, const torch::Tensor& ids);
 
 // The next-token loss_sums of the model's forward over ids [B, T] (the last position's
-// logits, which predict nothing, are never computed).
+// logits, which predict nothing, are never computed). With `documents` (training on packed
+// rows), attention stays within the documents of ids[:, :T-1].
 LossSums lm_loss_sums(TransformerImpl& model, const torch::Tensor& ids,
-                      std::optional<double> z_loss_multiplier = std::nullopt);
+                      std::optional<double> z_loss_multiplier = std::nullopt,
+                      const std::optional<DocumentRule>& documents = std::nullopt);
 
 // lm_loss_sums(model, ids).nll.
 torch::Tensor lm_loss_sum(TransformerImpl& model, const torch::Tensor& ids);

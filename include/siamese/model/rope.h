@@ -16,10 +16,17 @@ class Rope {
   // (rotated in float32 when full_precision and inputs are half).
   std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k,
                                                 int64_t offset = 0);
+  // The same at per-token positions [B, T] (int64, each below T): positions restarted at
+  // every document of a packed row (documents.h).
+  std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k,
+                                                const torch::Tensor& positions);
 
  private:
   // sin and cos of [T, hd] angles, cached for the longest T seen on this device.
   std::pair<torch::Tensor, torch::Tensor> tables(int64_t T, const torch::Device& device);
+  // q and k rotated by angles sin, cos broadcast against them.
+  std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,
+                                                 torch::Tensor sin, torch::Tensor cos) const;
 
   int64_t head_dim_;
   double theta_;

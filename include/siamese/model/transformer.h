@@ -57,6 +57,8 @@ struct ForwardOptions {
   // "ffn_out", tensor); the output before residual dropout.
   const Probe* sublayer_probe = nullptr;
   std::optional<int64_t> n_blocks;  // run only the first n blocks, then finish (effective depth)
+  // Packed training rows (documents.h): each attention sublayer reads only within documents.
+  const Documents* documents = nullptr;
 };
 
 class BlockImpl : public torch::nn::Module {
@@ -105,7 +107,8 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   // Block `layer`'s two sublayers on the residual state (enter, F, dropout, leave).
-  void run_block(State& st, int64_t layer, const Probe* sublayer_probe, LayerCache* cache);
+  void run_block(State& st, int64_t layer, const Probe* sublayer_probe, LayerCache* cache,
+                 const Documents* documents);
 
   ModelConfig cfg_;
   std::shared_ptr<TopologyImpl> topology_;

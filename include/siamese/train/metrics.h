@@ -32,6 +32,7 @@ struct StepMetrics {
   double comm_seconds = 0;           // blocked on the gradient all-reduce after backward (data parallel)
   double peak_memory_mib = 0;        // device_clock.h's peak_memory_mib: CUDA allocator peak, CPU max RSS
   std::optional<double> loss_scale;  // amp_fp16 only: the scale this step's backward used
+  std::optional<int64_t> filtered_instances;  // data.instance_filter only: instances left out, all ranks
 
   double perplexity() const;
   double tokens_per_sec() const;

@@ -13,6 +13,7 @@
 
 #include "siamese/config/config.h"
 #include "siamese/dist/gradient_sync.h"
+#include "siamese/model/documents.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/device_clock.h"
 #include "siamese/train/loss_scale.h"
@@ -42,8 +43,10 @@ class TrainStep {
             LossScaler& scaler, torch::Device device, int64_t micro_batch);
 
   // Runs one step on `batch` [rank's sequences, T] (already on the device) at learning rate
-  // `lr`. `before_clip` sees the unscaled, unclipped gradients (per-layer norms); `marks`
-  // takes the phase marks of `clock`.
+  // `lr`. The batch may hold fewer sequences than the rank's share (the instance filter left
+  // some out, none at all included): the loss is still divided by the full global count, as
+  // OLMo's loss over instances masked by the filter. `before_clip` sees the unscaled, unclipped gradients
+  // (per-layer norms); `marks` takes the phase marks of `clock`.
   StepResult run(const torch::Tensor& batch, double lr, const std::function<void()>& before_clip = {},
                  DeviceClock* clock = nullptr, StepMarks* marks = nullptr);
 
@@ -58,7 +61,8 @@ class TrainStep {
   int64_t micro_batch_;
   double predicted_tokens_;  // B * (T - 1) of the global batch: the loss normaliser
   double max_grad_norm_;
-  std::optional<double> z_loss_multiplier_;  // set with softmax_auxiliary_loss
+  std::optional<double> z_loss_multiplier_;       // set with softmax_auxiliary_loss
+  std::optional<model::DocumentRule> documents_;  // set with data.generate_doc_lengths
   std::vector<torch::Tensor> params_;
 };
 
