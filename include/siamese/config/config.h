@@ -37,7 +37,7 @@ struct ModelConfig {
   // OLMo's top-level fused_loss: the LM head and the loss run over fused_loss_chunk_tokens
   // tokens at a time and never hold every logit (lm_loss.h: chunked_loss_sums).
   bool fused_loss = false;
-  int64_t fused_loss_chunk_tokens = 1024;  // ours
+  int64_t fused_loss_chunk_tokens = 256;  // ours
   double attention_dropout = 0.1;
   bool multi_query_attention = false;
   bool attention_layer_norm = false;  // OLMo's full-width Q,K norms
