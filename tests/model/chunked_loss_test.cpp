@@ -3,6 +3,7 @@
 // nGPT's logit scale, chunks that do not divide the token count), and the head never sees
 // more than one chunk of rows at once, in forward or in backward.
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/torch.h>
 
 #include "siamese/common/autocast.h"
@@ -167,6 +168,40 @@ TEST(ChunkedLoss, TheHeadNeverSeesMoreThanOneChunk) {
   chunked_loss_sums(head, hidden, targets, std::nullopt, 8);
   EXPECT_EQ(rows_seen, 46) << "without gradients no probe and no backward node";
   EXPECT_EQ(largest, 8);
+}
+
+// Counts calls of a parameter's gradient accumulation.
+class CountingHook : public torch::autograd::FunctionPostHook {
+ public:
+  explicit CountingHook(int* count) : count_(count) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    ++*count_;
+    return outputs;
+  }
+
+ private:
+  int* count_;
+};
+
+// Data parallelism's buckets (dist/grad_bucketer.cpp) count one accumulation per parameter
+// and step: over several chunks, the head's weight (here the tied embedding, which also
+// gets the embedding's gradient) still accumulates once.
+TEST(ChunkedLoss, EveryParameterAccumulatesItsGradientOnce) {
+  for (bool tied : {true, false}) {
+    const ChunkCase k{"ngpt", tied, false, 1e-2, 7};
+    torch::manual_seed(5);
+    Transformer m(chunk_config(k, true));
+    std::vector<int> counts(m->parameters().size(), 0);
+    std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      accumulators.push_back(torch::autograd::impl::grad_accumulator(m->parameters()[i]));
+      accumulators.back()->add_post_hook(std::make_unique<CountingHook>(&counts[i]));
+    }
+    const auto ids = torch::randint(0, 61, {3, 16});
+    lm_loss_sums(*m, ids, k.z).total().backward();
+    for (size_t i = 0; i < counts.size(); ++i) EXPECT_EQ(counts[i], 1) << describe(k) << " parameter " << i;
+  }
 }
 
 // Evaluation through the model (lm_loss_sum, as the evaluators and perplexity call it) is
