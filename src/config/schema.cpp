@@ -104,10 +104,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &T::model, &M::activation_checkpointing)
           .one_of({"", "whole_layer", "one_in_two", "one_in_three", "one_in_four"})
           .changeable_on_resume(),
-      field<T>("fused_loss",
-               "Compute the LM head and the loss over chunks of fused_loss_chunk_tokens tokens, never "
-               "holding every logit; backward recomputes each chunk's logits. Same loss and gradients.",
-               &T::model, &M::fused_loss)
+      field<T>(
+          "fused_loss",
+          "Compute the LM head and the loss over chunks of fused_loss_chunk_tokens tokens, never "
+          "holding every logit; backward recomputes each chunk's logits. Same loss and gradients. null: off.",
+          &T::model, &M::fused_loss)
           .changeable_on_resume(),
       ours<T>("fused_loss_chunk_tokens",
               "Tokens per chunk of the LM head and loss with fused_loss (logits held at once: this many "

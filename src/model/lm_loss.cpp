@@ -16,7 +16,7 @@ LossSums loss_sums(const torch::Tensor& logits, const torch::Tensor& targets,
 LossSums head_loss_sums(TransformerImpl& model, const torch::Tensor& hidden, const torch::Tensor& targets,
                         std::optional<double> z_loss_multiplier) {
   const auto& c = model.config();
-  if (!c.fused_loss) return loss_sums(model.head(hidden), targets, z_loss_multiplier);
+  if (!c.fused_loss.value_or(false)) return loss_sums(model.head(hidden), targets, z_loss_multiplier);
   // The backward keeps this function: the model outlives every backward of its losses.
   return chunked_loss_sums([&model](const torch::Tensor& h) { return model.head(h); }, hidden, targets,
                            z_loss_multiplier, c.fused_loss_chunk_tokens);
