@@ -16,7 +16,7 @@ double lm_loss(model::TransformerImpl& model, const std::vector<torch::Tensor>& 
     auto h = model.hidden(ids, opts);
     // One sequence at a time through the head keeps the [T, vocab] logits small.
     for (int64_t b = 0; b < ids.size(0); ++b) {
-      sum += model::nll_sum(model.head(h[b].slice(0, 0, -1)), ids[b].slice(0, 1)).item<double>();
+      sum += model::head_loss_sums(model, h[b].slice(0, 0, -1), ids[b].slice(0, 1)).nll.item<double>();
       count += ids.size(1) - 1;
     }
   }

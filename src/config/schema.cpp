@@ -105,6 +105,18 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &T::model, &M::activation_checkpointing)
           .one_of({"", "whole_layer", "one_in_two", "one_in_three", "one_in_four"})
           .changeable_on_resume(),
+      field<T>(
+          "fused_loss",
+          "Compute the LM head and the loss over chunks of fused_loss_chunk_tokens tokens, never "
+          "holding every logit; backward recomputes each chunk's logits. Same loss and gradients. null: off.",
+          &T::model, &M::fused_loss)
+          .changeable_on_resume(),
+      ours<T>("fused_loss_chunk_tokens",
+              "Tokens per chunk of the LM head and loss with fused_loss (logits held at once: this many "
+              "x embedding_size).",
+              &T::model, &M::fused_loss_chunk_tokens)
+          .positive()
+          .changeable_on_resume(),
       ours<T>("allow_tf32", "CUDA: fp32 matmuls use TF32 tensor cores (10-bit mantissa inputs).",
               &T::allow_tf32),
       field<T>("max_grad_norm", "Clip the global gradient norm to this (null: no clipping).",
@@ -441,7 +453,6 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"sharded_checkpointer", "checkpoints are never sharded"},
       {"remote_save_folder", "not supported"},
       {"max_grad_norm_ratio", "not supported"},
-      {"fused_loss", "the loss implementation is fixed"},
       {"gen1_gc_interval", "no Python garbage collector"},
       {"stop_at", "use max_duration"},
       {"stop_after", "use max_duration"},

@@ -51,9 +51,8 @@ TextScore score_text(model::TransformerImpl& model, const std::vector<TextDocume
       const auto ids = all.slice(0, begin, end).to(device).unsqueeze(0);
       // Only positions that predict a scored token go through the LM head.
       const auto h = model.hidden(ids).squeeze(0).slice(0, first - 1 - begin, end - 1 - begin);
-      const auto logits = model.head(h).to(torch::kFloat);
       const auto targets = all.slice(0, first, end).to(device);
-      score.nll += model::nll_sum(logits, targets).item<double>();
+      score.nll += model::head_loss_sums(model, h, targets).nll.item<double>();
       score.tokens += end - first;
       first = end;
       if (o.progress) o.progress(score.documents, score.tokens);

@@ -13,6 +13,15 @@ LossSums loss_sums(const torch::Tensor& logits, const torch::Tensor& targets,
   return sums;
 }
 
+LossSums head_loss_sums(TransformerImpl& model, const torch::Tensor& hidden, const torch::Tensor& targets,
+                        std::optional<double> z_loss_multiplier) {
+  const auto& c = model.config();
+  if (!c.fused_loss.value_or(false)) return loss_sums(model.head(hidden), targets, z_loss_multiplier);
+  // The backward keeps this function: the model outlives every backward of its losses.
+  return chunked_loss_sums([&model](const torch::Tensor& h) { return model.head(h); }, hidden, targets,
+                           z_loss_multiplier, c.fused_loss_chunk_tokens);
+}
+
 torch::Tensor nll_sum(const torch::Tensor& logits, const torch::Tensor& targets) {
   return loss_sums(logits, targets).nll;
 }
@@ -26,11 +35,13 @@ LossSums lm_loss_sums(TransformerImpl& model, const torch::Tensor& ids,
                       std::optional<double> z_loss_multiplier, const std::optional<DocumentRule>& documents) {
   const int64_t T = ids.size(1);
   const auto input = ids.narrow(1, 0, T - 1), targets = ids.narrow(1, 1, T - 1);
-  if (!documents) return loss_sums(model.forward(input), targets, z_loss_multiplier);
-  const Documents docs = find_documents(input, documents->eos_id, documents->restart_positions);
   ForwardOptions opts;
-  opts.documents = &docs;
-  return loss_sums(model.forward(input, opts), targets, z_loss_multiplier);
+  std::optional<Documents> docs;
+  if (documents) {
+    docs = find_documents(input, documents->eos_id, documents->restart_positions);
+    opts.documents = &*docs;
+  }
+  return head_loss_sums(model, model.hidden(input, opts), targets, z_loss_multiplier);
 }
 
 torch::Tensor lm_loss_sum(TransformerImpl& model, const torch::Tensor& ids) {

@@ -5,6 +5,9 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "siamese/common/error.h"
 #include "siamese/eval/perplexity.h"
@@ -14,8 +17,11 @@
 namespace siamese::eval {
 namespace {
 
-model::Transformer tiny(const std::string& residual) {
-  const ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 2, 40, 48, 8});
+// With fused_loss the scorer's head runs in chunks of 3 tokens (a window scores up to 7).
+model::Transformer tiny(const std::string& residual, bool fused_loss = false) {
+  ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 2, 40, 48, 8});
+  c.fused_loss = fused_loss;
+  c.fused_loss_chunk_tokens = 3;
   torch::manual_seed(0);
   model::Transformer m(c);
   m->eval();
@@ -44,8 +50,9 @@ double expected_nll(model::TransformerImpl& m, const std::vector<int64_t>& seq, 
 }
 
 TEST(Perplexity, SlidingWindowsScoreEachTokenWithItsContext) {
-  for (const char* residual : {"pre", "hybrid_pre"}) {
-    auto m = tiny(residual);
+  for (const auto& [residual, fused] :
+       std::vector<std::pair<std::string, bool>>{{"pre", false}, {"hybrid_pre", false}, {"pre", true}}) {
+    auto m = tiny(residual, fused);
     const std::vector<TextDocument> docs = {{tokens(30, 1), 95}, {tokens(5, 2), 11}, {tokens(9, 3), 20}};
     for (auto [window, stride] : std::vector<std::pair<int64_t, int64_t>>{{8, 3}, {8, 7}, {6, 1}, {8, 4}}) {
       TextOptions o;
@@ -59,7 +66,8 @@ TEST(Perplexity, SlidingWindowsScoreEachTokenWithItsContext) {
         seq.insert(seq.end(), d.ids.begin(), d.ids.end());
         nll += expected_nll(*m, seq, window, stride);
       }
-      EXPECT_NEAR(s.nll, nll, 1e-4 * nll) << residual << " window " << window << " stride " << stride;
+      EXPECT_NEAR(s.nll, nll, 1e-4 * nll)
+          << residual << (fused ? " fused_loss" : "") << " window " << window << " stride " << stride;
       EXPECT_EQ(s.tokens, 44);
       EXPECT_EQ(s.bytes, 126);
       EXPECT_EQ(s.documents, 3);

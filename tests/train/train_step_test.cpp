@@ -70,6 +70,29 @@ TEST(TrainStep, MicroBatchesGiveTheWholeBatchsLossAndUpdate) {
   EXPECT_LT(mean / double(4 * 31), a.loss.item<double>());  // the step lowered the loss
 }
 
+// fused_loss (the chunked LM-head loss) changes memory, not training: the same losses,
+// z-losses, gradient norms and weights over steps of several micro-batches.
+TEST(TrainStep, ChunkedLossTrainsAsTheUnchunkedOne) {
+  auto plain = no_dropout();
+  plain.softmax_auxiliary_loss = true;
+  plain.auxiliary_loss_multiplier = 1e-2;
+  auto chunked = plain;
+  chunked.model.fused_loss = true;
+  chunked.model.fused_loss_chunk_tokens = 13;  // 2 x 31 tokens per micro-batch: a partial chunk
+  const auto batch = batch_of(plain);
+  Subject a(plain), b(chunked);
+  auto step_a = a.step(plain, 2), step_b = b.step(chunked, 2);
+  for (int i = 0; i < 3; ++i) {
+    const auto ra = step_a.run(batch, 1e-3), rb = step_b.run(batch, 1e-3);
+    EXPECT_NEAR(rb.loss.item<double>(), ra.loss.item<double>(), 1e-6 * ra.loss.item<double>())
+        << "step " << i;
+    EXPECT_NEAR(rb.z_loss.item<double>(), ra.z_loss.item<double>(), 1e-6 * ra.z_loss.item<double>());
+    EXPECT_NEAR(rb.grad_norm.item<double>(), ra.grad_norm.item<double>(), 1e-5 * ra.grad_norm.item<double>());
+  }
+  const auto pa = a.model->named_parameters(), pb = b.model->named_parameters();
+  for (const auto& kv : pa) EXPECT_TRUE(torch::allclose(pb[kv.key()], kv.value(), 1e-5, 1e-6)) << kv.key();
+}
+
 // A step whose loss is not finite leaves every weight as it was: its update is cancelled on
 // the device.
 TEST(TrainStep, NonFiniteLossLeavesTheWeightsAlone) {

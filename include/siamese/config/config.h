@@ -34,6 +34,11 @@ struct ModelConfig {
   // OLMo's top-level activation_checkpointing: "" (off), whole_layer, one_in_two,
   // one_in_three, one_in_four (which blocks recompute their activations in backward).
   std::string activation_checkpointing = "";
+  // OLMo's top-level fused_loss: the LM head and the loss run over fused_loss_chunk_tokens
+  // tokens at a time and never hold every logit (lm_loss.h: chunked_loss_sums). Unset
+  // (OLMo's null) is off.
+  std::optional<bool> fused_loss;
+  int64_t fused_loss_chunk_tokens = 256;  // ours
   double attention_dropout = 0.1;
   bool multi_query_attention = false;
   bool attention_layer_norm = false;  // OLMo's full-width Q,K norms
