@@ -114,11 +114,14 @@ TEST(ChunkedLoss, EqualsTheUnchunkedLossAndGradientsUnderBf16Autocast) {
   }
 }
 
+// In float64: in float32 the hyper-connection topologies' connection weights get gradients
+// that are small sums of cancelling terms, where the head matmul's blocking (which differs
+// between a chunk and the whole batch with two threads) shows as 3e-5 of their scale.
 TEST(ChunkedLoss, EveryTopologyGetsTheSameGradients) {
   for (const auto& name : topology_names()) {
     const ChunkCase k{name, true, false, 1e-3, 10};
-    expect_same(model_loss_grads(k, true, torch::kFloat32, false),
-                model_loss_grads(k, false, torch::kFloat32, false), 1e-6, describe(k));
+    expect_same(model_loss_grads(k, true, torch::kFloat64, false),
+                model_loss_grads(k, false, torch::kFloat64, false), 1e-12, describe(k));
   }
 }
 
