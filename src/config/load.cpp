@@ -1,6 +1,7 @@
 #include "siamese/config/load.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
@@ -79,7 +80,23 @@ const IgnoredKey* ignored(const std::string& key, const std::vector<IgnoredKey>&
   return nullptr;
 }
 
-void warn_ignored(const std::string& where, const std::string& key, const IgnoredKey& k) {
+// An ignored key's value as IgnoredKey::only spells the values it accepts.
+std::string ignored_value_text(const YAML::Node& value) {
+  if (!value || value.IsNull()) return "null";
+  if (value.IsScalar()) return value.Scalar() == "~" ? "null" : value.Scalar();
+  if (value.size() == 0) return value.IsSequence() ? "[]" : "{}";
+  return value.IsSequence() ? "a list" : "a mapping";
+}
+
+// Warns that `key` is ignored, or refuses a value with which OLMo would train something else.
+void warn_ignored(const std::string& where, const std::string& key, const IgnoredKey& k,
+                  const YAML::Node& value) {
+  const std::string text = ignored_value_text(value);
+  if (k.key == key && !k.only.empty() && std::find(k.only.begin(), k.only.end(), text) == k.only.end())
+    throw Error(
+        fmt::format("OLMo key {} is {}: that changes what OLMo trains, and this trainer does not ({})", key,
+                    text, k.why),
+        where, fmt::format("remove the key or set it to {}", fmt::join(k.only, " or ")));
   spdlog::warn("{}: OLMo key {} ignored ({})", where, key, k.why);
 }
 
@@ -346,7 +363,7 @@ class Loader {
           std::any_of(fields.begin(), fields.end(), [&](const auto& f) { return f.key == key; });
       if (is_field) continue;
       if (const auto* k = ignored(key, ignored_keys)) {
-        warn_ignored(file_line(path_, item.first.Mark()), shown, *k);
+        warn_ignored(file_line(path_, item.first.Mark()), shown, *k, item.second);
         continue;
       }
       const bool is_section = std::any_of(fields.begin(), fields.end(),
@@ -382,7 +399,7 @@ class Loader {
       const auto f = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.key == key; });
       if (f == fields.end()) {
         if (const auto* k = ignored(key, schema::ignored_train_keys())) {
-          warn_ignored("command line", key, *k);
+          warn_ignored(where, key, *k, text.empty() ? YAML::Node() : YAML::Node(text));
           continue;
         }
         throw Error("unknown key " + key, where, suggestion(key, fields, ""));

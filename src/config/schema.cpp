@@ -1,6 +1,7 @@
 #include "siamese/config/schema.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -452,15 +453,15 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"save_interval_ephemeral", "not supported"},
       {"sharded_checkpointer", "checkpoints are never sharded"},
       {"remote_save_folder", "not supported"},
-      {"max_grad_norm_ratio", "not supported"},
+      {"max_grad_norm_ratio", "adaptive clipping is not supported", {"null"}},
       {"gen1_gc_interval", "no Python garbage collector"},
-      {"stop_at", "use max_duration"},
-      {"stop_after", "use max_duration"},
+      {"stop_at", "use max_duration, or `siamese train --stop-at`", {"null"}},
+      {"stop_after", "use max_duration, or `siamese train --stop-at`", {"null"}},
       {"python_profiling", "not supported"},
       {"torch_profiling", "not supported"},
       {"save_data_indices", "not supported"},
       {"try_load_latest_save", "not supported"},
-      {"model.alibi", "positions are RoPE or learned"},
+      {"model.alibi", "positions are RoPE or learned", {"false", "null"}},
       {"model.alibi_bias_max", "positions are RoPE or learned"},
       {"model.norm_after", "the topology is model.residual (OLMo-2's norm_after block: reordered)"},
       {"model.attn_norm", "the topology is model.residual (HybridNorm: hybrid)"},
@@ -470,12 +471,12 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"model.norm_pos_special_config", "the topology is model.residual (HybridNorm*: hybrid_star)"},
       {"optimizer.no_decay_norm_and_bias", "deprecated in OLMo; use decay_norm_and_bias"},
       {"optimizer.record_update_metrics", "not supported"},
-      {"optimizer.selective_updates", "not supported"},
-      {"data.datasets", "list token files in data.paths"},
+      {"optimizer.selective_updates", "not supported", {"false", "null"}},
+      {"data.datasets", "list token files in data.paths", {"null", "{}"}},
       {"data.prefetch_factor", "each loader thread holds up to two batches"},
       {"data.persistent_workers", "loader threads always persist"},
       {"data.timeout", "not supported"},
-      {"data.label_mask_paths", "not supported"},
+      {"data.label_mask_paths", "not supported", {"null", "[]"}},
       {"data.generate_attention_mask",
        "masks model.pad_token_id tokens, which fixed-length packed instances do not hold; "
        "data.generate_doc_lengths masks documents"},
@@ -492,7 +493,7 @@ const Field<TrainConfig>& train_field(const std::string& key) {
 
 const std::vector<IgnoredKey>& ignored_evaluator_keys() {
   static const std::vector<IgnoredKey> keys = {
-      {"data.datasets", "list token files in data.paths"},
+      {"data.datasets", "list token files in data.paths", {"null", "{}"}},
       {"data.num_workers", "evaluators use the training loader settings"},
       {"data.drop_last", "evaluators use the training loader settings"},
       {"data.pin_memory", "evaluators use the training loader settings"},
@@ -595,7 +596,10 @@ std::string table(const std::vector<Field<Root>>& fields, const std::string& pre
 
 std::string ignored_list(const std::vector<IgnoredKey>& keys, const std::string& prefix) {
   std::string out;
-  for (const auto& k : keys) out += fmt::format("- `{}{}`: {}\n", prefix, k.key, k.why);
+  for (const auto& k : keys)
+    out += fmt::format(
+        "- `{}{}`: {}{}\n", prefix, k.key, k.why,
+        k.only.empty() ? "" : fmt::format(" (any value but {} is refused)", fmt::join(k.only, " or ")));
   return out;
 }
 

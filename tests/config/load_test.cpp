@@ -71,6 +71,31 @@ TEST_F(LoadConfig, UnknownKeyNamesFileLinePathAndClosestKey) {
                   {"unknown key zzzzzzzzzzzzzzzzzz", "--schema"});
 }
 
+// An ignored OLMo key is accepted only with the values that leave OLMo's training as this
+// trainer's; any other value is refused at its line, or on the command line, with the fix.
+TEST_F(LoadConfig, IgnoredKeysThatWouldChangeTrainingAreRefusedUnlessOff) {
+  const auto off =
+      write("off.yaml",
+            "run_name: x\nmax_grad_norm_ratio: null\nstop_at: ~\nmodel:\n  alibi: false\n"
+            "optimizer:\n  selective_updates: false\ndata:\n  label_mask_paths: []\n  datasets: {}\n");
+  EXPECT_NO_THROW(load_config(off, {}));
+  const std::pair<std::string, std::string> refused[] = {
+      {"max_grad_norm_ratio: 0.5\n", "max_grad_norm_ratio is 0.5"},
+      {"stop_after: 100\n", "stop_after is 100"},
+      {"model:\n  alibi: true\n", "model.alibi is true"},
+      {"data:\n  label_mask_paths: [a.npy]\n", "data.label_mask_paths is a list"},
+      {"data:\n  datasets: {wiki: [a.npy]}\n", "data.datasets is a mapping"},
+  };
+  for (const auto& [yaml, what] : refused) {
+    const auto path = write("on.yaml", "run_name: x\n" + yaml);
+    expect_contains(error_of([&] { load_config(path, {}); }),
+                    {"on.yaml:", what, "remove the key or set it to"});
+  }
+  expect_contains(error_of([&] { load_config(off, {"--stop_at=10"}); }),
+                  {"command line (--stop_at=10)", "stop_at is 10", "--stop-at"});
+  EXPECT_NO_THROW(load_config(off, {"--model.alibi=false", "--stop_at=null"}));
+}
+
 TEST_F(LoadConfig, DuplicateKeyIsAnError) {
   const auto path = write("dup.yaml", "seed: 1\nseed: 2\n");
   expect_contains(error_of([&] { load_config(path, {}); }), {"dup.yaml:2", "duplicate key seed"});

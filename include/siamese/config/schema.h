@@ -68,10 +68,13 @@ struct Field {
 };
 
 // An OLMo key this project reads without using (logged "ignored"); a whole subtree when it
-// names a section.
+// names a section. `only`, when not empty, lists the values ("null", "false", "[]", "{}")
+// with which OLMo trains what this trainer trains: any other value would change the training
+// and is refused, naming the key.
 struct IgnoredKey {
   std::string key;
   std::string why;
+  std::vector<std::string> only = {};
 };
 
 const std::vector<Field<TrainConfig>>& train_fields();
