@@ -29,8 +29,13 @@ void configure_cpu_runtime() {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   if (!std::getenv("OMP_NUM_THREADS") && cores > 0 && at::get_num_threads() < cores)
     at::set_num_threads(cores);
+  // Steady-state steps then reuse the heap pages of the step before: without these, glibc
+  // returns the vocabulary-sized buffers to the kernel (munmap, or a trim of the heap top)
+  // and every step faults them in again, ~0.5 million minor faults and a second of system
+  // time per step on configs/tiny/base.yaml (docs/results.md, "Page faults"). The cost is
+  // that the process keeps its peak heap until it exits, as a caching allocator does.
   mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, -1);
 }
 
 void restart_with_short_openmp_spin(char** argv) {
