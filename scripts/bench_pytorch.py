@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 
 import torch
@@ -141,6 +142,22 @@ class Model(nn.Module):
         return F.linear(h, self.wte.weight if self.lm_head is None else self.lm_head.weight)
 
 
+def print_profile(train_step, a):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(a.steps):
+            train_step()
+    ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    all_us = sum(e.self_cpu_time_total for e in ops)
+    out = sys.stderr
+    print(f"profile pytorch-{a.mode} {a.topology}: {all_us / 1e3 / a.steps:.1f} ms of op self time per step "
+          f"over {a.steps} profiled steps", file=out)
+    print(f"  {'op':<56} {'self ms':>10} {'share':>7} {'total ms':>10} {'calls':>8}", file=out)
+    for e in ops[: a.profile]:
+        print(f"  {e.key[:56]:<56} {e.self_cpu_time_total / 1e3 / a.steps:>10.2f} "
+              f"{100 * e.self_cpu_time_total / all_us:>6.1f}% {e.cpu_time_total / 1e3 / a.steps:>10.2f} "
+              f"{e.count / a.steps:>8.0f}", file=out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--topology", choices=["pre", "hybrid_pre"], default="pre")
@@ -156,6 +173,13 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--tied", action="store_true", help="the LM head is the embedding matrix")
     ap.add_argument("--seed", type=int, default=6198)
+    ap.add_argument(
+        "--profile",
+        type=int,
+        metavar="N",
+        help="after timing, profile --steps more steps and print the N ops with the most self time "
+        "per step to stderr (the table `siamese bench --profile N` prints)",
+    )
     a = ap.parse_args()
 
     torch.manual_seed(a.seed)
@@ -181,16 +205,19 @@ def main():
     if a.mode == "compile":
         loss_of, update = torch.compile(loss_of), torch.compile(update)
     generator = torch.Generator().manual_seed(a.seed)
-    times = []
-    for step in range(a.warmup + a.steps):
+
+    def train_step():
         tokens = torch.randint(0, a.vocab, (a.batch, a.seq), generator=generator)
         start = time.perf_counter()
         loss_of(tokens).backward()
         update()
         optimizer.zero_grad(set_to_none=True)
-        if step >= a.warmup:
-            times.append(time.perf_counter() - start)
+        return time.perf_counter() - start
+
+    times = [train_step() for _ in range(a.warmup + a.steps)][a.warmup :]
     step_s = statistics.median(times)
+    if a.profile:
+        print_profile(train_step, a)
     print(
         json.dumps(
             {

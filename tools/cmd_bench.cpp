@@ -27,6 +27,7 @@ struct BenchArgs {
   ConfigArgs config;
   train::BenchOptions options;
   std::string compare;
+  int profile_top = 0;
 };
 
 // MFU against the configured hardware peak (peak_tflops) when set, and always against the
@@ -57,6 +58,23 @@ void print_timing(const train::TopologyTiming& t, torch::Device device, double m
       100 * median(b) / step, 100 * median(o) / step, mfu, t.peak_memory_mib,
       device.is_cuda() ? " (CUDA allocator)" : " (process RSS)", model::count_parameters(cfg.model).total(),
       fpt / 1e9, t.steps.size());
+}
+
+// The ops that take most host time per step (self time: inside the op, not in the ops it
+// called), the table scripts/bench_pytorch.py --profile prints for the PyTorch step.
+void print_ops(const train::TopologyTiming& t, int top) {
+  double all = 0;
+  for (const auto& op : t.ops) all += op.self_seconds;
+  const double n = t.profiled_steps;
+  fmt::print("profile {}: {:.1f} ms of op self time per step over {} profiled steps\n", t.topology,
+             1e3 * all / n, t.profiled_steps);
+  fmt::print("  {:<56} {:>10} {:>7} {:>10} {:>8}\n", "op", "self ms", "share", "total ms", "calls");
+  for (size_t i = 0; i < t.ops.size() && i < static_cast<size_t>(top); ++i) {
+    const auto& op = t.ops[i];
+    fmt::print("  {:<56} {:>10.2f} {:>6.1f}% {:>10.2f} {:>8.0f}\n", op.name.substr(0, 56),
+               1e3 * op.self_seconds / n, 100 * op.self_seconds / all, 1e3 * op.total_seconds / n,
+               op.calls / n);
+  }
 }
 
 int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& world) {
@@ -119,6 +137,8 @@ int run_bench(const BenchArgs& a) {
         a.options.steps, b.rounds, b.matmul_flops / 1e9);
   });
   for (const auto& t : bench.timings) print_timing(t, device, bench.matmul_flops);
+  if (a.profile_top > 0)
+    for (const auto& t : bench.timings) print_ops(t, a.profile_top);
   auto step_times = [](const train::TopologyTiming& t) {
     std::vector<double> v;
     for (const auto& x : t.steps) v.push_back(x.total());
@@ -145,8 +165,15 @@ void add_bench_command(CLI::App& app, Handler& run) {
   cmd->add_option("--compare", a->compare,
                   "Comma-separated TOPOLOGY[:dotted.key=value...] entries, e.g. "
                   "pre,hybrid_pre,pre:model.layer_norm_type=dyt");
+  cmd->add_option("--profile", a->profile_top,
+                  "After timing, profile --steps more steps per entry and print the N ops with the "
+                  "most self time per step")
+      ->check(CLI::PositiveNumber);
   add_config_args(cmd, a->config);
-  cmd->callback([&run, a] { run = [a] { return run_bench(*a); }; });
+  cmd->callback([&run, a] {
+    a->options.profile = a->profile_top > 0;
+    run = [a] { return run_bench(*a); };
+  });
 }
 
 }  // namespace siamese::cli

@@ -138,6 +138,13 @@ TopologyBench bench_topologies(const std::vector<BenchSubject>& compared, const 
       for (int i = 0; i < options.steps; ++i)
         subjects[k]->timing.steps.push_back(timed_step(*subjects[k], steps[k], alone, ds, order, device));
     }
+  if (options.profile)
+    for (size_t k = 0; k < subjects.size(); ++k) {
+      OpProfile profile;
+      for (int i = 0; i < options.steps; ++i) timed_step(*subjects[k], steps[k], alone, ds, order, device);
+      subjects[k]->timing.ops = profile.stop();
+      subjects[k]->timing.profiled_steps = options.steps;
+    }
   for (auto& s : subjects) bench.timings.push_back(std::move(s->timing));
   return bench;
 }

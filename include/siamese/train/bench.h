@@ -8,6 +8,7 @@
 
 #include "siamese/config/config.h"
 #include "siamese/dist/world.h"
+#include "siamese/train/op_profile.h"
 
 namespace siamese::train {
 
@@ -15,6 +16,9 @@ struct BenchOptions {
   int steps = 5;   // timed steps per subject and round
   int warmup = 2;  // untimed steps first
   int rounds = 3;  // alternating rounds (several topologies, or scaling setups)
+  // After the timed rounds, `steps` more steps per subject under the op profiler
+  // (op_profile.h), which slows them: they are not part of the timings.
+  bool profile = false;
 };
 
 struct StepSplit {
@@ -35,6 +39,8 @@ struct TopologyTiming {
   TrainConfig config;
   std::vector<StepSplit> steps;
   double peak_memory_mib = 0;  // CUDA allocator on GPUs, process RSS on CPUs
+  std::vector<OpTime> ops;     // with BenchOptions::profile, over `profiled_steps` steps
+  int profiled_steps = 0;
 };
 
 struct TopologyBench {

@@ -1,0 +1,58 @@
+// The op profiler behind `siamese bench --profile`: self times folded from nested events,
+// and a real profile of known work.
+#include "siamese/train/op_profile.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <map>
+
+namespace siamese::train {
+namespace {
+
+std::map<std::string, OpTime> by_op_name(const std::vector<OpTime>& ops) {
+  std::map<std::string, OpTime> m;
+  for (const auto& op : ops) m[op.name] = op;
+  return m;
+}
+
+TEST(OpProfile, SelfTimeIsDurationLessDirectChildrenPerThread) {
+  // Thread 1: outer [0, 100] holds a [10, 30] (which holds b [12, 20]) and c [40, 50];
+  // thread 2 runs another `outer` [5, 25] at the same time, which must not nest in thread 1's.
+  const auto ops = by_op_name(self_times(
+      {{"c", 1, 40, 50}, {"outer", 1, 0, 100}, {"b", 1, 12, 20}, {"a", 1, 10, 30}, {"outer", 2, 5, 25}}));
+  EXPECT_DOUBLE_EQ(ops.at("outer").self_seconds, (70 + 20) * 1e-9);
+  EXPECT_DOUBLE_EQ(ops.at("outer").total_seconds, (100 + 20) * 1e-9);
+  EXPECT_EQ(ops.at("outer").calls, 2);
+  EXPECT_DOUBLE_EQ(ops.at("a").self_seconds, 12e-9);
+  EXPECT_DOUBLE_EQ(ops.at("b").self_seconds, 8e-9);
+  EXPECT_DOUBLE_EQ(ops.at("c").self_seconds, 10e-9);
+  // Sorted by self time, largest first.
+  const auto sorted = self_times({{"small", 1, 0, 1}, {"large", 1, 2, 10}});
+  EXPECT_EQ(sorted.front().name, "large");
+}
+
+TEST(OpProfile, RecordsEveryOpOfAForwardAndBackwardWithinTheWallTime) {
+  auto w = torch::randn({64, 64}, torch::requires_grad());
+  auto x = torch::randn({32, 64});
+  const auto t0 = std::chrono::steady_clock::now();
+  OpProfile profile;
+  for (int i = 0; i < 3; ++i) torch::mm(x, w).relu().sum().backward();
+  const auto ops = by_op_name(profile.stop());
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(ops.count("aten::mm"));
+  // Forward mm once per iteration, backward's grad of w one more (x needs no grad).
+  EXPECT_EQ(ops.at("aten::mm").calls, 6);
+  EXPECT_EQ(ops.at("aten::relu").calls, 3);
+  double self = 0;
+  for (const auto& [name, op] : ops) {
+    EXPECT_LE(op.self_seconds, op.total_seconds + 1e-12) << name;
+    self += op.self_seconds;
+  }
+  EXPECT_GT(self, 0);
+  EXPECT_LE(self, wall);  // one thread's nested events cannot add up to more than the time
+}
+
+}  // namespace
+}  // namespace siamese::train
