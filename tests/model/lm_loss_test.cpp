@@ -55,5 +55,36 @@ TEST(LmLoss, NoZLossUnlessAsked) {
   EXPECT_TRUE(torch::equal(sums.total(), sums.nll));
 }
 
+// The loss is one autograd node of its own (a shorter backward than cross_entropy's): its
+// value and gradient under a non-unit upstream gradient are LibTorch's cross_entropy's.
+TEST(LmLoss, CrossEntropyAndGradientAreLibTorchs) {
+  torch::manual_seed(5);
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    const auto logits = (torch::randn({3, 7, 301}, dtype) * 4).requires_grad_();
+    const auto targets = torch::randint(0, 301, {3, 7});
+    const auto reference = logits.detach().clone().requires_grad_();
+    const auto ours = loss_sums(logits, targets).nll;
+    const auto theirs = torch::nn::functional::cross_entropy(
+        reference.reshape({-1, 301}), targets.reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    const double tol = dtype == torch::kFloat32 ? 1e-6 : 1e-13;
+    EXPECT_NEAR(ours.item<double>() / theirs.item<double>(), 1.0, tol);
+    (ours / 21).backward();
+    (theirs / 21).backward();
+    EXPECT_LT((logits.grad() - reference.grad()).abs().max().item<double>(),
+              tol * reference.grad().abs().max().item<double>());
+  }
+}
+
+// Backward through the z-loss alone (the cross-entropy's gradient slot left empty):
+// 2 m lse(x) softmax(x).
+TEST(LmLoss, ZLossAloneHasItsOwnGradient) {
+  ZLossProblem p;
+  loss_sums(p.logits, p.targets, 0.5).z.backward();
+  const auto lse = p.logits.detach().logsumexp(-1, true);
+  const auto expected = 2 * 0.5 * lse * p.logits.detach().softmax(-1);
+  EXPECT_LT((p.logits.grad() - expected).abs().max().item<double>(), 1e-12);
+}
+
 }  // namespace
 }  // namespace siamese::model
