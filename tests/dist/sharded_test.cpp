@@ -13,6 +13,7 @@
 #include "siamese/dist/sharded.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
+#include "siamese/train/memory_plan.h"
 #include "siamese/train/save_folder.h"
 #include "support/free_port.h"
 #include "support/run_files.h"
@@ -153,6 +154,17 @@ TEST(Sharded, ShardGradOpOnTwoRanksMatchesOneProcessAndReshardsOnResume) {
   EXPECT_LE(2 * sharded[2], replicated[2] + 8 * int64_t(w1.size()));
   EXPECT_EQ(sharded[0], replicated[0]);  // parameters stay whole under SHARD_GRAD_OP
   EXPECT_LT(2 * sharded[1], replicated[1]);
+  // `siamese inspect --world-size` predicts these bytes: exactly, but for AdamW's step counts
+  // (4 bytes a parameter), the chunks' padding and SHARD_GRAD_OP's bucket in flight.
+  const TrainConfig cfg = load_config((two / "step20" / "config.yaml").string(), {});
+  const auto plan = train::plan_memory(cfg, 2, 8);
+  const double slack = 4.0 * double(w1.size());
+  EXPECT_EQ(plan[0].parameters, double(replicated[0]));
+  EXPECT_EQ(plan[0].gradients, double(replicated[1]));
+  EXPECT_NEAR(plan[0].optimizer, double(replicated[2]), slack);
+  EXPECT_EQ(plan[1].parameters, double(sharded[0]));
+  EXPECT_NEAR(plan[1].optimizer, double(sharded[2]), 3 * slack);
+  EXPECT_NEAR(plan[1].gradients - cfg.distributed.bucket_mb * 1048576.0, double(sharded[1]), 2 * slack);
 
   // The checkpoint holds one optimizer shard per rank, each listed in the manifest.
   EXPECT_TRUE(fs::exists(two / "step10" / train::optimizer_shard_name(1, 2)));
