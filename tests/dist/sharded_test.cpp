@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "siamese/common/error.h"
@@ -38,6 +40,7 @@ std::string zero2_args(const fs::path& folder, int micro, const std::string& ext
          " --global_train_batch_size=4 --device_train_microbatch_size=" +
          std::to_string(micro) +
          " --max_duration=20 --scheduler.t_warmup=3 --optimizer.learning_rate=3e-3 --max_grad_norm=0.5"
+         " --optimizer.metrics_log_interval=5"
          " --save_interval=10 --save_num_checkpoints_to_keep=-1 --eval_interval=1000 "
          "--distributed.bucket_mb=0.01 --save_folder=" +
          folder.string() + " " + extra;
@@ -72,6 +75,18 @@ std::vector<torch::Tensor> zero2_weights(const fs::path& checkpoint) {
   model::Transformer m(cfg.model);
   train::load_checkpoint(checkpoint, *m, nullptr);
   return m->parameters();
+}
+
+// step -> the per-layer gradient norms metrics.jsonl holds.
+std::map<int64_t, std::vector<double>> zero2_layer_norms(const fs::path& folder) {
+  std::map<int64_t, std::vector<double>> out;
+  std::ifstream in(folder / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row.contains("layer_grad_norms"))
+      out[row.at("step").get<int64_t>()] = row.at("layer_grad_norms").get<std::vector<double>>();
+  }
+  return out;
 }
 
 void expect_zero2_losses_near(const fs::path& reference, const fs::path& run, size_t steps) {
@@ -119,7 +134,8 @@ TEST(Sharded, StrategiesNotImplementedAreRefusedNamingTheKey) {
 // ddp's on 2 ranks (and within the ddp test's 1e-4 of 1 process's); each rank
 // holds half of ddp's optimizer state (each parameter's chunk, padded to even length).
 // Resumed from the step-10 checkpoint on 2 ranks the losses repeat exactly; on 1 rank, and
-// from the 1-process checkpoint on 2 ranks, within 1e-5. A damaged shard voids its checkpoint.
+// from the 1-process checkpoint on 2 ranks (units by block), within 1e-5. Per-layer gradient
+// norms match. A damaged shard voids its checkpoint.
 TEST(Sharded, ShardGradOpOnTwoRanksMatchesOneProcessAndReshardsOnResume) {
   auto one = fresh_dir("sharded_test", "one"), two = fresh_dir("sharded_test", "two"),
        ddp = fresh_dir("sharded_test", "ddp"), again = fresh_dir("sharded_test", "two_resumed"),
@@ -128,6 +144,13 @@ TEST(Sharded, ShardGradOpOnTwoRanksMatchesOneProcessAndReshardsOnResume) {
   ASSERT_EQ(zero2_torchrun(two, kZero2), 0) << read_all(two.string() + ".log");
   expect_zero2_losses_near(one, two, 20);
   EXPECT_GT(std::stod(losses(one)[1]) - std::stod(losses(one)[20]), 0.1);  // it trained
+  // Per-layer gradient norms, summed over the shards, are the 1-process ones.
+  const auto norms1 = zero2_layer_norms(one), norms2 = zero2_layer_norms(two);
+  ASSERT_EQ(norms1.size(), 4u);
+  ASSERT_EQ(norms2.size(), 4u);
+  for (const auto& [step, n] : norms1)
+    for (size_t l = 0; l < n.size(); ++l) EXPECT_NEAR(norms2.at(step).at(l), n[l], 1e-5 * n[l]) << step;
+
   ASSERT_EQ(zero2_torchrun(ddp, ""), 0) << read_all(ddp.string() + ".log");
   const auto w1 = zero2_weights(one / "step20"), w2 = zero2_weights(two / "step20"),
              replicas = zero2_weights(ddp / "step20");
@@ -179,7 +202,10 @@ TEST(Sharded, ShardGradOpOnTwoRanksMatchesOneProcessAndReshardsOnResume) {
   ASSERT_EQ(zero2_single(down, "--load_path=" + (two / "step10").string()), 0)
       << read_all(down.string() + ".log");
   expect_zero2_losses_near(one, down, 10);
-  ASSERT_EQ(zero2_torchrun(up, kZero2 + " --load_path=" + (one / "step10").string()), 0)
+  // Units of one block each (fsdp.wrapping_strategy by_block) shard the same numbers.
+  ASSERT_EQ(zero2_torchrun(
+                up, kZero2 + " --fsdp.wrapping_strategy=by_block --load_path=" + (one / "step10").string()),
+            0)
       << read_all(up.string() + ".log");
   expect_zero2_losses_near(one, up, 10);
 
