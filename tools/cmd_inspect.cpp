@@ -1,8 +1,10 @@
 // `siamese inspect CONFIG [--dotted.key=value ...]`: the model a config builds, without
 // building it: parameters per component, the topology's overhead over Pre-Norm with the
-// same settings, and training FLOPs per token at max_sequence_length.
+// same settings, and training FLOPs per token at max_sequence_length; with --world-size, what
+// each rank holds under each data-parallel strategy (train/memory_plan.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -10,16 +12,44 @@
 #include "siamese/model/accounting.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
+#include "siamese/train/memory_plan.h"
 
 namespace siamese::cli {
+namespace {
+
+void print_memory_plan(const TrainConfig& cfg, int world, int local_world) {
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const int64_t micro = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world);
+  std::cout << fmt::format(
+      "per-rank memory, GiB, {} ranks ({} per node), micro-batch {} x {} tokens, float32 weights and "
+      "AdamW:\n",
+      world, std::min(world, local_world), micro, cfg.model.max_sequence_length);
+  std::cout << fmt::format("  {:<16}{:>9}{:>9}{:>9}{:>9}{:>12}{:>12}{:>12}{:>12}\n", "strategy", "params",
+                           "grads", "optim", "state", "activ.", "activ.ckpt", "total", "total ckpt");
+  for (const auto& r : train::plan_memory(cfg, world, local_world))
+    std::cout << fmt::format(
+        "  {:<16}{:>9.2f}{:>9.2f}{:>9.2f}{:>9.2f}{:>12.2f}{:>12.2f}{:>12.2f}{:>12.2f}{}\n", r.strategy,
+        r.parameters / gib, r.gradients / gib, r.optimizer / gib, r.state() / gib, r.activations / gib,
+        r.activations_checkpointed / gib, (r.state() + r.activations) / gib,
+        (r.state() + r.activations_checkpointed) / gib, r.implemented ? "" : "  (not implemented yet)");
+}
+
+}  // namespace
 
 void add_inspect_command(CLI::App& app, Handler& run) {
   auto* cmd = app.add_subcommand("inspect", "Parameter counts per component, overhead vs pre, FLOPs");
   auto args = std::make_shared<ConfigArgs>();
+  auto world = std::make_shared<int>(0);
+  auto local_world = std::make_shared<int>(8);
+  cmd->add_option("--world-size", *world, "Also print each rank's memory under each strategy for N ranks")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--local-world-size", *local_world, "Ranks per node (HYBRID_SHARD shards within one)")
+      ->check(CLI::PositiveNumber);
   add_config_args(cmd, *args);
-  cmd->callback([&run, args] {
-    run = [args] {
-      const ModelConfig cfg = load_run_config(*args).model;
+  cmd->callback([&run, args, world, local_world] {
+    run = [args, world, local_world] {
+      const TrainConfig train_cfg = load_run_config(*args);
+      const ModelConfig& cfg = train_cfg.model;
       ModelConfig pre_cfg = cfg;
       pre_cfg.residual = "pre";
       const auto c = model::count_parameters(cfg);
@@ -44,6 +74,7 @@ void add_inspect_command(CLI::App& app, Handler& run) {
                                100.0 * double(c.total() - pre.total()) / double(pre.total()))
                 << fmt::format("training FLOPs per token at seq {}: {:.4e} (6N + 12 L d T)\n", T,
                                model::flops_per_token(cfg, T));
+      if (*world > 0) print_memory_plan(train_cfg, *world, *local_world);
       return 0;
     };
   });

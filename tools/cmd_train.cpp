@@ -3,9 +3,8 @@
 
 #include "commands.h"
 #include "siamese/config/validate.h"
-#include "siamese/dist/data_parallel.h"
 #include "siamese/dist/world.h"
-#include "siamese/train/runtime.h"
+#include "siamese/train/strategy.h"
 #include "siamese/train/trainer.h"
 
 namespace siamese::cli {
@@ -30,18 +29,13 @@ void add_train_command(CLI::App& app, Handler& run) {
       const TrainConfig cfg = load_run_config(*args);
       train::RunControl control;
       control.stop_at = *stop_at;
-      // Launched by torchrun or srun: data parallel over a process group.
+      // Launched by torchrun or srun: data parallel over a process group, as the config says.
       const World world = detect_world();
-      std::unique_ptr<DataParallelSync> data_parallel;
+      std::unique_ptr<GradientSync> strategy;
       if (world.distributed()) {
         validate_for_world_size(cfg, world.size);
-        DataParallelOptions options;
-        options.bucket_bytes = static_cast<int64_t>(cfg.distributed.bucket_mb * (1 << 20));
-        options.overlap = cfg.distributed.overlap;
-        options.timeout = std::chrono::seconds(cfg.distributed.timeout_seconds);
-        data_parallel = std::make_unique<DataParallelSync>(
-            world, train::resolve_device(cfg.device, world.local_rank), options);
-        control.sync = data_parallel.get();
+        strategy = train::make_strategy(cfg, world);
+        control.sync = strategy.get();
       }
       return train::train(cfg, control);
     };

@@ -7,16 +7,23 @@
 namespace siamese::analysis {
 
 std::vector<double> per_layer_grad_norms(model::TransformerImpl& model) {
+  GradientSync one_process;
+  return per_layer_grad_norms(model.named_parameters(), model.config().n_layers, one_process);
+}
+
+std::vector<double> per_layer_grad_norms(const torch::OrderedDict<std::string, torch::Tensor>& named,
+                                         int64_t n_layers, GradientSync& sync) {
   torch::NoGradGuard no_grad;
-  const int64_t L = model.config().n_layers;
-  std::vector<double> sq(L, 0.0);
-  for (const auto& kv : model.named_parameters()) {
+  const auto device = named.is_empty() ? torch::Device(torch::kCPU) : named[0].value().device();
+  auto sq = torch::zeros({n_layers}, torch::dtype(torch::kFloat64).device(device));
+  for (const auto& kv : named) {
     const auto& g = kv.value().grad();
     const auto layer = model::parse_param_name(kv.key()).layer;
-    if (g.defined() && layer && *layer < L) sq[*layer] += g.to(torch::kFloat64).pow(2).sum().item<double>();
+    if (g.defined() && layer && *layer < n_layers) sq[*layer] += g.to(torch::kFloat64).pow(2).sum();
   }
-  for (auto& v : sq) v = std::sqrt(v);
-  return sq;
+  sync.sum_shards_(sq);
+  const auto host = sq.sqrt().cpu();
+  return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + n_layers);
 }
 
 MetricsRow layer_grad_norms_row(int64_t step, const std::vector<double>& norms) {

@@ -164,6 +164,26 @@ const std::vector<Field<TrainConfig>>& train_fields() {
               "A collective waiting longer than this fails the run (a rank died or hangs).", &T::distributed,
               &DistributedConfig::timeout_seconds)
           .positive(),
+      field<T>("distributed_strategy",
+               "ddp: every rank holds a full replica; fsdp: ranks shard state as fsdp.sharding_strategy "
+               "says (docs/distributed.md). OLMo's default is fsdp.",
+               &T::distributed_strategy)
+          .one_of({"ddp", "fsdp"}),
+      field<T>("fsdp.sharding_strategy",
+               "With distributed_strategy fsdp: NO_SHARD (the ddp path), SHARD_GRAD_OP (gradients, float32 "
+               "master weights and optimizer state sharded), FULL_SHARD, HYBRID_SHARD (not implemented yet).",
+               &T::fsdp, &FsdpConfig::sharding_strategy)
+          .one_of({"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"}),
+      field<T>("fsdp.precision",
+               "mixed: gradient reductions in float32; pure: in the autocast dtype (so far only with "
+               "precision fp32, where that is float32).",
+               &T::fsdp, &FsdpConfig::precision)
+          .one_of({"pure", "mixed"}),
+      field<T>("fsdp.wrapping_strategy",
+               "The units gradients are reduce-scattered in: \"\" (null) buckets of distributed.bucket_mb, "
+               "by_block one per transformer block.",
+               &T::fsdp, &FsdpConfig::wrapping_strategy)
+          .one_of({"", "by_block"}),
 
       field<T>("model.d_model", "Hidden size.", &T::model, &M::d_model).positive(),
       field<T>("model.n_heads", "Attention heads; must divide d_model.", &T::model, &M::n_heads).positive(),
@@ -444,14 +464,15 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"dry_run", "not supported"},
       {"wandb", "metrics go to metrics.jsonl in save_folder"},
       {"compile", "no torch.compile in LibTorch"},
-      {"fsdp", "ranks use data parallelism with full replicas"},
-      {"ddp", "ranks use data parallelism with full replicas"},
-      {"distributed_strategy", "ranks use data parallelism with full replicas"},
+      {"fsdp.use_orig_params", "shards are kept apart from the parameters, which keep their names"},
+      {"fsdp.hybrid_sharding_num_model_replicas", "HYBRID_SHARD is not implemented", {"null"}},
+      {"ddp", "gradients are summed once per step; parameters without a gradient contribute zeros"},
       {"speed_monitor", "throughput is always logged"},
-      {"save_interval_unsharded", "checkpoints are never sharded"},
-      {"save_num_unsharded_checkpoints_to_keep", "checkpoints are never sharded"},
+      {"save_interval_unsharded", "every checkpoint is written at save_interval (docs/distributed.md)"},
+      {"save_num_unsharded_checkpoints_to_keep", "save_num_checkpoints_to_keep counts every checkpoint"},
       {"save_interval_ephemeral", "not supported"},
-      {"sharded_checkpointer", "checkpoints are never sharded"},
+      {"sharded_checkpointer",
+       "one layout: model.pt whole, optimizer state in per-rank shards under SHARD_GRAD_OP"},
       {"remote_save_folder", "not supported"},
       {"max_grad_norm_ratio", "adaptive clipping is not supported", {"null"}},
       {"gen1_gc_interval", "no Python garbage collector"},

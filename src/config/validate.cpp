@@ -203,6 +203,27 @@ void validate_data(const TrainConfig& c, const Rules& r) {
   }
 }
 
+// distributed_strategy fsdp: what the sharded path implements so far; the rest is refused
+// rather than trained with full replicas behind the config's back.
+void validate_strategy(const TrainConfig& c, const Rules& r) {
+  if (c.distributed_strategy != "fsdp") return;
+  const std::string& s = c.fsdp.sharding_strategy;
+  r.require(
+      s == "NO_SHARD" || s == "SHARD_GRAD_OP", "fsdp.sharding_strategy",
+      fmt::format("fsdp.sharding_strategy {} is not implemented yet (NO_SHARD and SHARD_GRAD_OP are)", s),
+      "use SHARD_GRAD_OP (gradients, float32 master weights and optimizer state sharded over the "
+      "ranks) or NO_SHARD / distributed_strategy: ddp (full replicas)");
+  r.require(c.fsdp.precision == "mixed" || c.precision == "fp32", "fsdp.precision",
+            fmt::format("fsdp.precision pure with precision {} would reduce gradients in the autocast "
+                        "dtype, which is not implemented",
+                        c.precision),
+            "set fsdp.precision: mixed (gradient reductions in float32)");
+  r.require(s != "SHARD_GRAD_OP" || c.optimizer.name == "adamw", "optimizer.name",
+            "Muon orthogonalises whole matrices, and under fsdp.sharding_strategy SHARD_GRAD_OP each rank "
+            "holds a flat shard of them",
+            "use optimizer.name: adamw, or fsdp.sharding_strategy: NO_SHARD");
+}
+
 }  // namespace
 
 void validate_model(const ModelConfig& model, const KeyLocator& where) { check_model(model, Rules(where)); }
@@ -234,6 +255,7 @@ void validate(const TrainConfig& c, const KeyLocator& where) {
   run_model_rules(c.model, r);
   validate_optimizer(c.optimizer, r);
   validate_data(c, r);
+  validate_strategy(c, r);
 }
 
 void validate_for_world_size(const TrainConfig& c, int world_size, const KeyLocator& where) {

@@ -80,6 +80,23 @@ void Communicator::wait(const c10::intrusive_ptr<c10d::Work>& work) {
 
 void Communicator::all_reduce_sum(torch::Tensor& tensor) { wait(all_reduce_sum_async(tensor)); }
 
+c10::intrusive_ptr<c10d::Work> Communicator::reduce_scatter_sum_async(torch::Tensor& output,
+                                                                      torch::Tensor& input) {
+  try {
+    return group_->_reduce_scatter_base(output, input, c10d::ReduceScatterOptions{});
+  } catch (const std::exception& e) {
+    fail(e, "reduce-scatter");
+  }
+}
+
+c10::intrusive_ptr<c10d::Work> Communicator::all_gather_async(torch::Tensor& output, torch::Tensor& input) {
+  try {
+    return group_->_allgather_base(output, input, c10d::AllgatherOptions{});
+  } catch (const std::exception& e) {
+    fail(e, "all-gather");
+  }
+}
+
 double Communicator::all_reduce_sum(double value) {
   auto t = torch::tensor({value}, torch::kFloat64).to(device_);
   all_reduce_sum(t);

@@ -29,4 +29,9 @@ double DataParallelSync::take_comm_seconds() {
   return s;
 }
 
+// The gradients themselves (kept until the next step's zero_grad) and the buckets that sum them.
+int64_t DataParallelSync::gradient_bytes(int64_t param_bytes) const {
+  return param_bytes + (bucketer_ ? bucketer_->buffer_bytes() : 0);
+}
+
 }  // namespace siamese

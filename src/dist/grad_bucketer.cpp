@@ -6,23 +6,9 @@
 
 #include <chrono>
 
+#include "siamese/dist/grad_ready_hook.h"
+
 namespace siamese {
-namespace {
-
-class ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  explicit ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list&) override {
-    fn_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> fn_;
-};
-
-}  // namespace
 
 GradBucketer::GradBucketer(Communicator& comm, std::vector<torch::Tensor> params, int64_t bucket_bytes,
                            bool overlap)
@@ -45,12 +31,18 @@ GradBucketer::GradBucketer(Communicator& comm, std::vector<torch::Tensor> params
   for (auto& b : buckets_) b.flat = torch::zeros({b.numel}, b.flat.options());
   for (size_t k = 0; k < params_.size(); ++k) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
-    acc->add_post_hook(std::make_unique<ReadyHook>([this, k] { on_grad_ready(k); }));
+    acc->add_post_hook(std::make_unique<GradReadyHook>([this, k] { on_grad_ready(k); }));
     accumulators_.push_back(std::move(acc));
   }
 }
 
 GradBucketer::~GradBucketer() = default;
+
+int64_t GradBucketer::buffer_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& b : buckets_) bytes += b.flat.nbytes();
+  return bytes;
+}
 
 void GradBucketer::prepare(bool sync) {
   sync_ = sync;

@@ -13,6 +13,7 @@
 #include "siamese/common/step_folder.h"
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
+#include "siamese/dist/sharded.h"
 
 namespace siamese::train {
 
@@ -56,14 +57,16 @@ void load_tensors(torch::nn::Module& model, const fs::path& file) {
   for (auto& kv : model.named_buffers()) restore(kv.key(), kv.value(), true);
 }
 
-// Optimizer state by parameter name: AdamW's step and moments, Muon's momentum buffer.
-// LibTorch's own optimizer archive keys state by tensor addresses and did not restore a run
-// bit for bit here; names also keep the file readable.
-void save_optimizer(torch::nn::Module& model, Optimizer& optim, FileSink& file) {
+// Optimizer state by parameter name: AdamW's step and moments, Muon's momentum buffer, of
+// what the optimizer updates (Optimizer::named_params): the parameters, or under a sharded
+// strategy this rank's flat shard of each. LibTorch's own optimizer archive keys state by
+// tensor addresses and did not restore a run bit for bit here; names also keep the file
+// readable.
+void save_optimizer(Optimizer& optim, FileSink& file) {
   torch::serialize::OutputArchive a;
   auto& state = optim.adamw().state();
   Muon* muon = optim.muon();
-  for (const auto& kv : model.named_parameters()) {
+  for (const auto& kv : optim.named_params()) {
     if (muon && muon->owns(kv.value())) {
       const torch::Tensor& buffer = muon->momentum_buffer(kv.value());
       if (buffer.defined()) a.write(kv.key() + ".momentum_buffer", buffer, true);
@@ -79,37 +82,90 @@ void save_optimizer(torch::nn::Module& model, Optimizer& optim, FileSink& file) 
   save_archive(a, file);
 }
 
-// A parameter without state in the file (never updated, or updated by the other optimizer
-// before optimizer.name changed) starts afresh.
-void load_optimizer(torch::nn::Module& model, Optimizer& optim, const fs::path& file) {
-  torch::serialize::InputArchive a;
-  a.load_from(file.string());
+// The optimizer files of a checkpoint: optim.pt (state of whole parameters), or one
+// optim_shard<r>of<N>.pt per rank of a sharded run, in rank order.
+std::vector<fs::path> optimizer_files(const fs::path& folder) {
+  std::ifstream in(folder / kCheckpointManifest);
+  const nlohmann::json manifest = nlohmann::json::parse(in);
+  const int64_t shards = manifest.value("optimizer_shards", int64_t(1));
+  if (shards == 1) return {folder / "optim.pt"};
+  std::vector<fs::path> files;
+  for (int64_t r = 0; r < shards; ++r) files.push_back(folder / optimizer_shard_name(int(r), int(shards)));
+  return files;
+}
+
+// A parameter without state in the files (never updated, or updated by the other optimizer
+// before optimizer.name changed) starts afresh. State saved by N ranks is put together
+// whole, then cut into this run's shards (`sync`), so the world size may change on resume.
+void load_optimizer(torch::nn::Module& model, Optimizer& optim, const std::vector<fs::path>& files,
+                    GradientSync& sync) {
+  std::vector<torch::serialize::InputArchive> archives(files.size());
+  for (size_t i = 0; i < files.size(); ++i) archives[i].load_from(files[i].string());
+  const auto params = model.named_parameters();
+  auto whole = [&](const std::string& key, const torch::Tensor& param) -> std::optional<torch::Tensor> {
+    std::vector<torch::Tensor> pieces;
+    for (auto& a : archives) {
+      torch::Tensor t;
+      if (!a.try_read(key, t, true)) return std::nullopt;
+      pieces.push_back(t.reshape(-1));
+    }
+    return sync.shard_of(unshard(pieces, param.sizes())).to(param.device());
+  };
   auto& state = optim.adamw().state();
   state.clear();
   Muon* muon = optim.muon();
-  for (const auto& kv : model.named_parameters()) {
+  for (const auto& kv : optim.named_params()) {
+    const torch::Tensor& param = params[kv.key()];
     if (muon && muon->owns(kv.value())) {
-      torch::Tensor buffer;
-      muon->momentum_buffer(kv.value()) = a.try_read(kv.key() + ".momentum_buffer", buffer, true)
-                                              ? buffer.to(kv.value().device())
-                                              : torch::Tensor();
+      muon->momentum_buffer(kv.value()) =
+          whole(kv.key() + ".momentum_buffer", param).value_or(torch::Tensor());
       continue;
     }
-    torch::Tensor step, exp_avg, exp_avg_sq;
-    if (!a.try_read(kv.key() + ".step", step)) continue;
-    a.read(kv.key() + ".exp_avg", exp_avg, true);
-    a.read(kv.key() + ".exp_avg_sq", exp_avg_sq, true);
+    torch::Tensor step;
+    if (!archives.front().try_read(kv.key() + ".step", step)) continue;
+    auto exp_avg = whole(kv.key() + ".exp_avg", param), exp_avg_sq = whole(kv.key() + ".exp_avg_sq", param);
+    if (!exp_avg || !exp_avg_sq)
+      throw Error("the optimizer state of " + kv.key() + " is incomplete",
+                  files.front().parent_path().string(), "resume from another checkpoint");
     auto& s = optim.adamw().state_of(kv.value());
     s.step_count.fill_(static_cast<double>(step.item<int64_t>()));
-    s.exp_avg(exp_avg.to(kv.value().device()));
-    s.exp_avg_sq(exp_avg_sq.to(kv.value().device()));
+    s.exp_avg(*exp_avg);
+    s.exp_avg_sq(*exp_avg_sq);
   }
 }
 
 }  // namespace
 
+std::string optimizer_shard_name(int rank, int shards) {
+  return fmt::format("optim_shard{}of{}.pt", rank, shards);
+}
+
+fs::path optimizer_shard_folder(const fs::path& save_folder, int64_t step, int shards) {
+  return save_folder / fmt::format(".{}.shards-{}", step_folder_name(step), shards);
+}
+
+void save_optimizer_shard(const fs::path& save_folder, int64_t step, Optimizer& optim, int rank, int shards) {
+  if (shards == 1) return;
+  const fs::path folder = optimizer_shard_folder(save_folder, step, shards);
+  const std::string name = optimizer_shard_name(rank, shards);
+  try {
+    fs::create_directories(folder);
+    FileSink sink(folder / name, kDiskFullFix);
+    save_optimizer(optim, sink);
+    sink.close();
+    // The shard's own manifest: rank 0 checks the shard against it before it counts.
+    FileSink manifest(folder / (name + ".json"), kDiskFullFix);
+    manifest.write(
+        nlohmann::ordered_json{{"file", name}, {"bytes", sink.bytes()}, {"sha256", sink.sha256()}}.dump(2) +
+        "\n");
+    manifest.close();
+  } catch (const fs::filesystem_error& e) {
+    throw write_error(e.path1().empty() ? folder : e.path1(), e.code().value(), kDiskFullFix);
+  }
+}
+
 fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, Optimizer& optim,
-                         const TrainState& state, const std::string& config_yaml) {
+                         const TrainState& state, const std::string& config_yaml, int optimizer_shards) {
   const fs::path final_dir = save_folder / step_folder_name(state.step);
   const fs::path tmp = scratch_path(final_dir, "tmp");
   try {
@@ -124,7 +180,26 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, 
       files[name] = {{"bytes", sink.bytes()}, {"sha256", sink.sha256()}};
     };
     write_file("model.pt", [&](FileSink& f) { save_tensors(model, f); });
-    write_file("optim.pt", [&](FileSink& f) { save_optimizer(model, optim, f); });
+    if (optimizer_shards == 1) {
+      write_file("optim.pt", [&](FileSink& f) { save_optimizer(optim, f); });
+    } else {
+      // Every rank's shard, each checked against its own manifest, joins the checkpoint.
+      const fs::path staged = optimizer_shard_folder(save_folder, state.step, optimizer_shards);
+      for (int r = 0; r < optimizer_shards; ++r) {
+        const std::string name = optimizer_shard_name(r, optimizer_shards);
+        std::ifstream in(staged / (name + ".json"));
+        if (!in) throw Error("rank " + std::to_string(r) + " wrote no optimizer shard", staged.string());
+        const nlohmann::json shard = nlohmann::json::parse(in);
+        std::error_code ec;
+        const auto bytes = fs::file_size(staged / name, ec);
+        if (ec || bytes != shard.at("bytes").get<uintmax_t>() ||
+            sha256_file((staged / name).string()) != shard.at("sha256").get<std::string>())
+          throw Error(name + " does not match its manifest", staged.string(), kDiskFullFix);
+        fs::rename(staged / name, tmp / name);
+        files[name] = {{"bytes", bytes}, {"sha256", shard.at("sha256")}};
+      }
+      fs::remove_all(staged);
+    }
     write_file("train_state.pt", [&](FileSink& f) {
       torch::serialize::OutputArchive a;
       a.write("step", scalar(state.step));
@@ -150,9 +225,12 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, 
     write_file("config.yaml", [&](FileSink& f) { f.write(config_yaml); });
     // Last: its presence says every file above is complete.
     FileSink manifest(tmp / kCheckpointManifest, kDiskFullFix);
-    manifest.write(
-        nlohmann::ordered_json{{"step", state.step}, {"files", files}, {"config", config_yaml}}.dump(2) +
-        "\n");
+    manifest.write(nlohmann::ordered_json{{"step", state.step},
+                                          {"optimizer_shards", optimizer_shards},
+                                          {"files", files},
+                                          {"config", config_yaml}}
+                       .dump(2) +
+                   "\n");
     manifest.close();
     fsync_path(tmp);
 
@@ -240,14 +318,17 @@ void check_same_model(const fs::path& folder, const ModelConfig& model) {
 }  // namespace
 
 TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Optimizer* optim,
-                           const ModelConfig* same_model) {
+                           const ModelConfig* same_model, GradientSync* sync) {
   if (const auto problem = checkpoint_problem(folder))
     throw Error("not an intact checkpoint: " + *problem, folder.string(),
                 "point load_path at another save_folder/step<N> folder (an older one)");
   if (same_model) check_same_model(folder, *same_model);
   try {
     load_tensors(model, folder / "model.pt");
-    if (optim) load_optimizer(model, *optim, folder / "optim.pt");
+    GradientSync one_process;
+    GradientSync& ranks = sync ? *sync : one_process;
+    ranks.params_changed();
+    if (optim) load_optimizer(model, *optim, optimizer_files(folder), ranks);
     torch::serialize::InputArchive a;
     a.load_from((folder / "train_state.pt").string());
     // read() into a defined tensor would set_() it, so every read gets a fresh one.

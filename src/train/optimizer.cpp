@@ -79,7 +79,27 @@ Optimizer::Optimizer(const OptimizerConfig& cfg,
     muon_ = std::make_unique<Muon>(tensors(g.muon), o);
   }
   for (const auto& item : params)
-    if (item.value().requires_grad()) params_.push_back(item.value());
+    if (item.value().requires_grad()) {
+      named_.insert(item.key(), item.value());
+      params_.push_back(item.value());
+    }
+}
+
+void Optimizer::allocate_state() {
+  for (const auto& p : params_)
+    if (!muon_ || !muon_->owns(p)) adamw_->state_of(p);
+}
+
+int64_t Optimizer::state_bytes() {
+  int64_t bytes = 0;
+  for (const auto& [impl, state] : adamw_->state()) {
+    const auto& s = static_cast<const AdamWState&>(*state);
+    bytes += s.exp_avg().nbytes() + s.exp_avg_sq().nbytes() + s.step_count.nbytes();
+  }
+  if (muon_)
+    for (const auto& p : muon_->params())
+      if (const torch::Tensor& b = muon_->momentum_buffer(p); b.defined()) bytes += b.nbytes();
+  return bytes;
 }
 
 void Optimizer::zero_grad() {
@@ -150,13 +170,20 @@ void AdamW::update(const std::optional<torch::Tensor>& skip) {
   }
 }
 
-torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm,
+                             GradientSync* shards) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return torch::zeros({}, torch::kFloat);
   auto norms = at::_foreach_norm(grads, 2);
   auto total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2);
+  if (shards) {
+    // sqrt(x * x) == x in binary floating point, so replicas get the norm unchanged.
+    auto squared = total.square();
+    shards->sum_shards_(squared);
+    total = squared.sqrt();
+  }
   if (std::isfinite(max_norm))
     at::_foreach_mul_(grads, torch::clamp(max_norm / (total + 1e-6), std::nullopt, 1.0));
   return total;

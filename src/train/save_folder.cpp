@@ -35,7 +35,7 @@ std::optional<int64_t> step_of(const fs::path& dir) {
 // Folders a save or prune in progress uses: .step<N>.tmp-<pid> (being written),
 // .step<N>.old-<pid> (the copy being replaced), .step<N>.del-<pid> (being pruned).
 const std::regex& scratch_pattern() {
-  static const std::regex pattern("\\.(step[0-9]+)\\.(tmp|old|del)-[0-9]+");
+  static const std::regex pattern("\\.(step[0-9]+)\\.(tmp|old|del|shards)-[0-9]+");
   return pattern;
 }
 // Renames first so that a prune cut short never leaves a folder named step<N>.

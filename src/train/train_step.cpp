@@ -24,7 +24,7 @@ TrainStep::TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Opti
       z_loss_multiplier_(cfg.softmax_auxiliary_loss ? std::optional<double>(cfg.auxiliary_loss_multiplier)
                                                     : std::nullopt),
       documents_(model::document_rule(cfg)),
-      params_(model.parameters()) {}
+      params_(optim.params()) {}
 
 StepResult TrainStep::run(const torch::Tensor& batch, double lr, const std::function<void()>& before_clip,
                           DeviceClock* clock, StepMarks* marks) {
@@ -59,14 +59,17 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const std::func
   scaler_.unscale_(params_);
   if (before_clip) before_clip();
   sync_.sum_(losses);
-  const torch::Tensor grad_norm = clip_grad_norm(params_, max_grad_norm_);
+  const torch::Tensor grad_norm = clip_grad_norm(params_, max_grad_norm_, &sync_);
   // A non-finite loss or gradient never reaches the weights.
   const torch::Tensor skip =
       torch::logical_not(torch::isfinite(losses).all().logical_and(torch::isfinite(grad_norm)))
           .to(torch::kFloat);
   optim_.set_learning_rate(lr);
   optim_.update(skip);
+  sync_.after_update();
   model_.topology().project_weights(model_);
+  // A projection (nGPT) changed the whole weights: a sharded strategy's master shard follows.
+  sync_.params_changed();
   StepResult result{losses[0], grad_norm.to(torch::kFloat64), scaler_.scale_tensor(), losses[1]};
   scaler_.update(torch::logical_not(torch::isfinite(grad_norm)));
   return result;

@@ -98,13 +98,15 @@ int train(const TrainConfig& cfg, const RunControl& control) {
         device.str());
   check_ranks_agree(sync, cfg, device);
   sync.attach(model->parameters());
-  auto optim = build_optimizer(cfg.optimizer, model->named_parameters());
-  if (const Muon* muon = optim->muon())
-    spdlog::info(
-        "optimizer muon: {} hidden matrices with Muon (peak lr {:.3e}, adjust_lr {}), the other "
-        "parameters with AdamW (peak lr {:.3e})",
-        muon->params().size(), muon->options().lr, muon->options().adjust_lr, cfg.optimizer.learning_rate);
-
+  auto optim = build_optimizer(cfg.optimizer, sync.optimizer_params(model->named_parameters()));
+  optim->allocate_state();
+  int64_t param_bytes = 0;
+  for (const auto& p : model->parameters()) param_bytes += p.nbytes();
+  spdlog::info(
+      "distributed strategy: {}, {} rank(s); each holds {} bytes of parameters, {} bytes of gradients, {} "
+      "bytes of optimizer state",
+      sync.strategy(), sync.world_size(), param_bytes, sync.gradient_bytes(param_bytes),
+      optim->state_bytes());
   data::TokenDataset dataset = data::train_dataset(cfg);
   const int64_t T = cfg.model.max_sequence_length;
   const int64_t global_batch = cfg.global_train_batch_size;
@@ -168,7 +170,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
                 "another save_folder, or set save_overwrite: true to write over them");
   std::vector<SettingChange> changes;
   if (resume_from) {
-    state = load_checkpoint(*resume_from, *model, optim.get(), &cfg.model);
+    state = load_checkpoint(*resume_from, *model, optim.get(), &cfg.model, &sync);
     spdlog::info("resumed from {} at step {} ({} tokens)", resume_from->string(), state.step, state.tokens);
     changes = changed_settings(*resume_from, cfg);
     for (const auto& c : changes)
@@ -220,8 +222,12 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     }
     state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
     state.loss_scale_good_steps = scaler.enabled() ? scaler.good_steps() : 0;
+    // A sharded strategy's ranks each write their optimizer shard first; rank 0 writes the
+    // rest and the manifest, the index that makes the shards a checkpoint, last.
+    save_optimizer_shard(run_dir, state.step, *optim, sync.rank(), sync.optimizer_shards());
+    sync.barrier();
     if (main_rank) {
-      auto dir = save_checkpoint(run_dir, *model, *optim, state, config_yaml);
+      auto dir = save_checkpoint(run_dir, *model, *optim, state, config_yaml, sync.optimizer_shards());
       written.insert(state.step);
       prune_checkpoints(run_dir, cfg.save_num_checkpoints_to_keep, resumed_step, written);
       spdlog::info("saved checkpoint {}", dir.string());
@@ -384,10 +390,11 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     const double t = token_units ? double(state.tokens) : double(state.step);
     const double lr = learning_rate(cfg.scheduler, cfg.optimizer.learning_rate, t, schedule_max);
     const int64_t layer_grads_every = cfg.optimizer.metrics_log_interval.value_or(0);
-    const bool log_layer_grads = main_rank && layer_grads_every > 0 && state.step % layer_grads_every == 0;
+    const bool log_layer_grads = layer_grads_every > 0 && state.step % layer_grads_every == 0;
     const StepResult r = step.run(batch, lr, [&] {
-      if (log_layer_grads)
-        log_event(analysis::layer_grad_norms_row(state.step, analysis::per_layer_grad_norms(*model)));
+      if (!log_layer_grads) return;
+      const auto norms = analysis::per_layer_grad_norms(optim->named_params(), cfg.model.n_layers, sync);
+      if (main_rank) log_event(analysis::layer_grad_norms_row(state.step, norms));
     });
     const torch::Tensor values = torch::stack({r.loss, r.grad_norm, r.loss_scale, r.z_loss});
     pending.push_back({state.step, state.tokens, lr, seconds_since(start), sync.take_comm_seconds(), filtered,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "siamese/common/metrics_row.h"
+#include "siamese/dist/gradient_sync.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::analysis {
@@ -17,6 +18,11 @@ namespace siamese::analysis {
 // residual-path parameters the topology registers under blocks.{i} (topology.blocks.{i}.*).
 // Parameters without a gradient count as zero. Entry i = block i.
 std::vector<double> per_layer_grad_norms(model::TransformerImpl& model);
+// The same from the tensors an optimizer updates (Optimizer::named_params): the parameters,
+// or a sharded strategy's shards of them, whose squares `sync` sums over ranks; every rank
+// calls it then.
+std::vector<double> per_layer_grad_norms(const torch::OrderedDict<std::string, torch::Tensor>& named,
+                                         int64_t n_layers, GradientSync& sync);
 
 // {"step": N, "layer_grad_norms": [g_0, ..., g_{L-1}]} (non-finite values as null).
 MetricsRow layer_grad_norms_row(int64_t step, const std::vector<double>& norms);

@@ -168,6 +168,13 @@ struct DistributedConfig {
   int64_t timeout_seconds = 600;  // a rank silent this long fails the others, not hangs them
 };
 
+// OLMo's fsdp section, read when distributed_strategy is fsdp (docs/distributed.md).
+struct FsdpConfig {
+  std::string sharding_strategy = "FULL_SHARD";  // NO_SHARD | SHARD_GRAD_OP | FULL_SHARD | HYBRID_SHARD
+  std::string precision = "pure";                // pure: reduce in the autocast dtype; mixed: in float32
+  std::string wrapping_strategy = "";            // "" (null) | by_block: the units gradients are sharded in
+};
+
 struct TrainConfig {
   std::string run_name = "";
   int64_t seed = 6198;
@@ -210,6 +217,8 @@ struct TrainConfig {
   TokenizerConfig tokenizer;
   std::vector<EvaluatorConfig> evaluators;
   DistributedConfig distributed;
+  std::string distributed_strategy = "ddp";  // ddp | fsdp (OLMo's default is fsdp; ours keeps replicas)
+  FsdpConfig fsdp;
 };
 
 }  // namespace siamese

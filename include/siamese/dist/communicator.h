@@ -34,6 +34,10 @@ class Communicator {
   void wait(const c10::intrusive_ptr<c10d::Work>& work);
 
   void all_reduce_sum(torch::Tensor& tensor);
+  // `input` holds size() equal chunks; rank r receives the sum of every rank's chunk r.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_sum_async(torch::Tensor& output, torch::Tensor& input);
+  // `output` receives every rank's `input`, rank after rank.
+  c10::intrusive_ptr<c10d::Work> all_gather_async(torch::Tensor& output, torch::Tensor& input);
   double all_reduce_sum(double value);
   double all_reduce_max(double value);
   void broadcast(torch::Tensor& tensor, int root = 0);

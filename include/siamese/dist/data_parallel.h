@@ -35,6 +35,8 @@ class DataParallelSync : public GradientSync {
   void barrier() override { comm_.barrier(); }
 
   double take_comm_seconds() override;
+  int64_t gradient_bytes(int64_t param_bytes) const override;
+  std::string strategy() const override { return "ddp (full replicas)"; }
 
  private:
   std::unique_ptr<Communicator> owned_comm_;

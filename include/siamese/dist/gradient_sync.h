@@ -5,6 +5,8 @@
 // A distributed run passes a subclass (e.g. one driving dist/grad_bucketer.h) to train().
 #include <torch/torch.h>
 
+#include <string>
+
 namespace siamese {
 
 class GradientSync {
@@ -30,6 +32,30 @@ class GradientSync {
   virtual void attach(const std::vector<torch::Tensor>& params) {}
   // Every rank waits here until all arrive (e.g. while rank 0 writes a checkpoint).
   virtual void barrier() {}
+
+  // What the optimizer updates, by parameter name (after attach()): the parameters
+  // themselves, or under a sharded strategy this rank's flat shard of each.
+  using NamedTensors = torch::OrderedDict<std::string, torch::Tensor>;
+  virtual NamedTensors optimizer_params(const NamedTensors& params) { return params; }
+  // Sums over ranks a quantity each rank computed from its share of the gradients (squared
+  // norms). Where every rank holds them whole there is nothing to add.
+  virtual void sum_shards_(torch::Tensor& tensor) {}
+  // After the optimizer updated optimizer_params(): makes every parameter whole again.
+  virtual void after_update() {}
+  // The whole parameters were overwritten (a checkpoint loaded, nGPT's projection): a
+  // sharded strategy's shards take their values again.
+  virtual void params_changed() {}
+  // How many ranks hold distinct optimizer state, each saving its own shard (1: rank 0
+  // saves it whole).
+  virtual int optimizer_shards() const { return 1; }
+  // This rank's part of `whole`, a tensor shaped like a parameter (optimizer state saved
+  // whole), laid out as optimizer_params() holds it.
+  virtual torch::Tensor shard_of(const torch::Tensor& whole) { return whole; }
+  // Bytes this rank keeps between steps for gradients and their communication buffers, for
+  // parameters of `param_bytes`: one process keeps a gradient per parameter.
+  virtual int64_t gradient_bytes(int64_t param_bytes) const { return param_bytes; }
+  // The strategy in words, for the start-up log.
+  virtual std::string strategy() const { return "one process"; }
 };
 
 }  // namespace siamese

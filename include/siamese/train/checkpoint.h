@@ -38,9 +38,20 @@ struct TrainState {
 // exists at every moment. Any write error (a full disk) throws siamese::Error naming the
 // file and the free space, after removing the temporary folder; the other checkpoints are
 // untouched. Called on rank 0 only: every rank holds the same weights.
+// With optimizer_shards N > 1 (a sharded strategy), each of the N ranks has first written its
+// shard of the optimizer state with save_optimizer_shard; this checks each against the
+// shard's manifest and moves it into the checkpoint, whose manifest then lists them all.
 std::filesystem::path save_checkpoint(const std::filesystem::path& save_folder, torch::nn::Module& model,
                                       Optimizer& optim, const TrainState& state,
-                                      const std::string& config_yaml);
+                                      const std::string& config_yaml, int optimizer_shards = 1);
+
+// Called on every rank of a sharded strategy before rank 0's save_checkpoint: writes this
+// rank's optimizer state, optim_shard<rank>of<shards>.pt, and its manifest (bytes, sha256)
+// into save_folder/.step<N>.shards-<shards>/, which a save cut short leaves for
+// clean_save_folder. Nothing with one shard (rank 0 writes optim.pt whole).
+void save_optimizer_shard(const std::filesystem::path& save_folder, int64_t step, Optimizer& optim, int rank,
+                          int shards);
+std::string optimizer_shard_name(int rank, int shards);
 
 // Why `folder` is not a complete, intact checkpoint (no manifest or one that does not parse,
 // a file missing, of another size or another sha256, no model.pt / train_state.pt /
@@ -57,8 +68,10 @@ std::optional<std::string> checkpoint_problem(const std::filesystem::path& folde
 // values, except the keys marked changeable_on_resume() in schema.cpp (dropout,
 // initialisation, flash_attention, init_device), which change how the weights are trained
 // or computed, not what they mean.
+// Optimizer state saved by any number of ranks is put together whole, then cut into the
+// shards of `sync` (null: one process), so a run may resume on another world size.
 TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, Optimizer* optim,
-                           const ModelConfig* same_model = nullptr);
+                           const ModelConfig* same_model = nullptr, GradientSync* sync = nullptr);
 
 struct SettingChange {
   std::string key, was, now;  // dotted key, values as YAML text

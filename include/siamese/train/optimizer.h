@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "siamese/config/config.h"
+#include "siamese/dist/gradient_sync.h"
 #include "siamese/train/muon.h"
 
 namespace siamese::train {
@@ -64,8 +65,18 @@ class Optimizer {
 
   AdamW& adamw() { return *adamw_; }
   Muon* muon() { return muon_.get(); }  // null unless optimizer.name is muon
+  // What it updates, by parameter name: the parameters, or a sharded strategy's shards of
+  // them (GradientSync::optimizer_params).
+  const torch::OrderedDict<std::string, torch::Tensor>& named_params() const { return named_; }
+  const std::vector<torch::Tensor>& params() const { return params_; }
+  // Creates AdamW's moments for every parameter now rather than at the first update, so
+  // that the start-up log can say what this rank holds and a lack of memory shows at once.
+  void allocate_state();
+  // Bytes of the optimizer state that exists (moments, step counts, momentum buffers).
+  int64_t state_bytes();
 
  private:
+  torch::OrderedDict<std::string, torch::Tensor> named_;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<Muon> muon_;
@@ -80,6 +91,8 @@ void set_learning_rate(torch::optim::Optimizer& optim, double lr);
 // Scales the gradients so their global 2-norm is at most `max_norm` (infinity: no scaling)
 // and returns the norm before scaling as a scalar on the gradients' device, without a host
 // sync (torch::nn::utils::clip_grad_norm_ returns a double, i.e. waits for the device).
-torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+// With `shards`, each rank's `params` hold a shard of the gradients and the norm is global.
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm,
+                             GradientSync* shards = nullptr);
 
 }  // namespace siamese::train

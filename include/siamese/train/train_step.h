@@ -63,7 +63,7 @@ class TrainStep {
   double max_grad_norm_;
   std::optional<double> z_loss_multiplier_;       // set with softmax_auxiliary_loss
   std::optional<model::DocumentRule> documents_;  // set with data.generate_doc_lengths
-  std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> params_;  // what the optimizer updates (its gradients are unscaled, clipped)
 };
 
 }  // namespace siamese::train

@@ -1,0 +1,105 @@
+#pragma once
+// fsdp.sharding_strategy SHARD_GRAD_OP (ZeRO-2) over a c10d process group: every rank keeps
+// the whole parameters for forward and backward, but only its shard of the gradients, of
+// the float32 master weights and of the optimizer state.
+//
+// Layout. Each parameter's flattened elements split into world-size chunks of
+// c = ceil(numel / world) (the last padded with zeros); rank r holds chunk r of every
+// parameter. The parameters are grouped into units (buckets of distributed.bucket_mb, or one
+// per transformer block with fsdp.wrapping_strategy by_block); a unit's chunks for rank r sit
+// side by side in this rank's flat shard, so one reduce_scatter_tensor per unit (input: the
+// unit's gradients as [world, unit chunk] rows) leaves every rank exactly its gradient shard,
+// and one all_gather_into_tensor per unit after the update makes the parameters whole.
+//
+// Step. The unit's reduce-scatter starts from autograd hooks as soon as backward has every
+// gradient of the unit (as the ddp path's buckets do), and the full gradients are freed right
+// after they are copied out. The optimizer updates named views into the master shard (one
+// per parameter, so weight decay groups and the checkpoint's names stay as they are); the
+// global gradient norm is the square root of the all-reduced sum of the shards' squared norms.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "siamese/dist/communicator.h"
+#include "siamese/dist/gradient_sync.h"
+
+namespace siamese {
+
+struct ShardedOptions {
+  int64_t bucket_bytes = 25 << 20;  // unit size without a unit_of
+  bool overlap = true;              // start reduce-scatters during backward
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  // A parameter's unit by name (fsdp.wrapping_strategy by_block: its block); a new unit
+  // starts where the value changes. Null: units of about bucket_bytes.
+  std::function<int64_t(const std::string&)> unit_of;
+};
+
+// Elements of each rank's chunk of a tensor with `numel` elements over `world` ranks.
+int64_t shard_chunk(int64_t numel, int world);
+// Rank `rank`'s chunk of `whole` (flattened, zero-padded), a new 1-D tensor.
+torch::Tensor shard_piece(const torch::Tensor& whole, int rank, int world);
+// The tensor shaped `shape` whose chunks are `pieces`, in rank order (the reverse).
+torch::Tensor unshard(const std::vector<torch::Tensor>& pieces, at::IntArrayRef shape);
+
+class ShardedGradSync : public GradientSync {
+ public:
+  ShardedGradSync(const World& world, torch::Device device, ShardedOptions options);
+  ~ShardedGradSync() override;
+
+  int rank() const override { return comm_->rank(); }
+  int world_size() const override { return comm_->size(); }
+  int local_rank() const override { return comm_->world().local_rank; }
+  void attach(const std::vector<torch::Tensor>& params) override;
+  NamedTensors optimizer_params(const NamedTensors& params) override;
+  void before_backward(bool last_micro_batch) override;
+  void after_backward() override;
+  void sum_shards_(torch::Tensor& tensor) override { comm_->all_reduce_sum(tensor); }
+  void after_update() override;
+  void params_changed() override;
+  int optimizer_shards() const override { return world_size(); }
+  torch::Tensor shard_of(const torch::Tensor& whole) override;
+  double sum(double value) override { return comm_->all_reduce_sum(value); }
+  void sum_(torch::Tensor& tensor) override { comm_->all_reduce_sum(tensor); }
+  void barrier() override { comm_->barrier(); }
+  double take_comm_seconds() override;
+  // The full gradients live only between backward and the unit's reduce-scatter.
+  int64_t gradient_bytes(int64_t) const override { return grad_shard_.defined() ? grad_shard_.nbytes() : 0; }
+  std::string strategy() const override {
+    return "fsdp SHARD_GRAD_OP (gradients and optimizer state sharded)";
+  }
+
+ private:
+  struct Entry {
+    torch::Tensor param;
+    int64_t chunk = 0;   // elements of each rank's chunk
+    int64_t offset = 0;  // of this parameter's chunk within its unit's row
+  };
+  struct Unit {
+    std::vector<size_t> entries;
+    int64_t row = 0;     // elements of one rank's row: the sum of its entries' chunks
+    int64_t offset = 0;  // of the row within the shard
+    size_t pending = 0;
+    torch::Tensor flat;  // [world * row] while its collective runs
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  void on_grad_ready(size_t entry);
+  void launch(Unit& unit);
+
+  std::unique_ptr<Communicator> comm_;
+  ShardedOptions options_;
+  std::vector<Entry> entries_;
+  std::vector<size_t> unit_of_entry_;
+  std::vector<Unit> units_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<torch::Tensor> views_;  // entry i's chunk of shard_: what the optimizer updates
+  torch::Tensor shard_;               // this rank's float32 master weights, every unit's row
+  torch::Tensor grad_shard_;          // their gradients, summed over ranks
+  bool sync_ = false;
+  double blocked_seconds_ = 0;
+};
+
+}  // namespace siamese

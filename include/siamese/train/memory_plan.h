@@ -1,0 +1,37 @@
+#pragma once
+// What each rank of a data-parallel run holds, from the config alone (`siamese inspect
+// CONFIG --world-size N`): bytes of parameters, gradients and optimizer state under each
+// strategy, and an activation estimate with and without activation checkpointing.
+//
+// Weights, gradients and AdamW's two moments are float32 (4 + 4 + 8 bytes per parameter).
+//   ddp / NO_SHARD: everything whole; the gradients twice (.grad and the all-reduce buckets).
+//   SHARD_GRAD_OP:  whole parameters; gradient and optimizer shards of 1/N, plus one bucket
+//                   (distributed.bucket_mb) of full gradients in flight.
+//   FULL_SHARD:     parameters sharded too, plus two blocks gathered (the one computing and
+//                   the one prefetched). Not implemented yet.
+//   HYBRID_SHARD:   FULL_SHARD within a node of `local_world` ranks, replicated across nodes.
+// Activations of one micro-batch (b = device_train_microbatch_size, s = max_sequence_length,
+// h = d_model, a = n_heads, L = n_layers), after Korthikanti et al. 2022 (arXiv 2205.05198,
+// eq. 2, 16-bit activations): L * s*b*h * (34 + 5*a*s/h), the 5as/h term (attention scores)
+// gone with flash attention; plus the logits and their gradient in float32 (8 * s*b*V, or a
+// chunk of fused_loss_chunk_tokens with fused_loss). Checkpointing every block keeps each
+// block's float32 input (4*s*b*h) and one block's activations.
+#include <string>
+#include <vector>
+
+#include "siamese/config/config.h"
+
+namespace siamese::train {
+
+struct RankMemory {
+  std::string strategy;
+  bool implemented = true;
+  double parameters = 0, gradients = 0, optimizer = 0;  // bytes
+  double activations = 0, activations_checkpointed = 0;
+  double state() const { return parameters + gradients + optimizer; }
+};
+
+// One row per strategy for `world_size` ranks, nodes of `local_world` ranks.
+std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int local_world);
+
+}  // namespace siamese::train

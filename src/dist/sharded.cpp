@@ -1,0 +1,208 @@
+#include "siamese/dist/sharded.h"
+
+#include <chrono>
+
+#include "siamese/common/error.h"
+#include "siamese/dist/grad_ready_hook.h"
+
+namespace siamese {
+
+int64_t shard_chunk(int64_t numel, int world) { return (numel + world - 1) / world; }
+
+torch::Tensor shard_piece(const torch::Tensor& whole, int rank, int world) {
+  const int64_t n = whole.numel(), c = shard_chunk(n, world);
+  auto piece = torch::zeros({c}, whole.options());
+  const int64_t begin = std::min<int64_t>(n, rank * c), len = std::min<int64_t>(n, begin + c) - begin;
+  piece.narrow(0, 0, len).copy_(whole.reshape(-1).narrow(0, begin, len));
+  return piece;
+}
+
+torch::Tensor unshard(const std::vector<torch::Tensor>& pieces, at::IntArrayRef shape) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return torch::cat(pieces).narrow(0, 0, n).view(shape).clone();
+}
+
+namespace {
+
+// Copies between a parameter-shaped tensor and its chunks in a unit's [world, row] matrix,
+// chunk r in row r at `offset`; the padding past the last element stays as it is.
+template <class Copy>
+void for_each_chunk(int64_t numel, int64_t chunk, int world, Copy copy) {
+  for (int r = 0; r < world; ++r) {
+    const int64_t begin = std::min<int64_t>(numel, r * chunk);
+    const int64_t len = std::min<int64_t>(numel, begin + chunk) - begin;
+    if (len > 0) copy(r, begin, len);
+  }
+}
+
+}  // namespace
+
+ShardedGradSync::ShardedGradSync(const World& world, torch::Device device, ShardedOptions options)
+    : comm_(std::make_unique<Communicator>(world, device, options.timeout)), options_(std::move(options)) {}
+
+ShardedGradSync::~ShardedGradSync() = default;
+
+void ShardedGradSync::attach(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  for (auto p : params) comm_->broadcast(p);
+}
+
+GradientSync::NamedTensors ShardedGradSync::optimizer_params(const NamedTensors& params) {
+  TORCH_CHECK(entries_.empty(), "ShardedGradSync::optimizer_params: called twice");
+  torch::NoGradGuard no_grad;
+  const int W = world_size();
+  // Units in reverse registration order, roughly the order backward finishes gradients in.
+  std::vector<size_t> order;
+  for (size_t k = params.size(); k-- > 0;)
+    if (params[k].value().requires_grad()) order.push_back(k);
+  int64_t unit_bytes = 0, last_key = 0;
+  for (size_t k : order) {
+    const torch::Tensor& p = params[k].value();
+    if (p.scalar_type() != torch::kFloat)
+      throw Error("parameter " + params[k].key() + " is " + std::string(c10::toString(p.scalar_type())) +
+                      ", and the sharded master weights are float32",
+                  "distributed_strategy", "train with float32 parameters (precision amp_* autocasts them)");
+    const int64_t bytes = p.numel() * int64_t(p.element_size());
+    const int64_t key = options_.unit_of ? options_.unit_of(params[k].key()) : 0;
+    const bool new_unit = units_.empty() || (options_.unit_of ? key != last_key
+                                                              : unit_bytes + bytes > options_.bucket_bytes &&
+                                                                    !units_.back().entries.empty());
+    if (new_unit) {
+      units_.emplace_back();
+      unit_bytes = 0;
+    }
+    last_key = key;
+    Unit& u = units_.back();
+    Entry e{p, shard_chunk(p.numel(), W), u.row};
+    u.row += e.chunk;
+    u.entries.push_back(entries_.size());
+    unit_bytes += bytes;
+    entries_.push_back(e);
+    unit_of_entry_.push_back(units_.size() - 1);
+  }
+  int64_t total = 0;
+  for (auto& u : units_) {
+    u.offset = total;
+    total += u.row;
+  }
+  const auto options =
+      torch::TensorOptions()
+          .dtype(torch::kFloat)
+          .device(entries_.empty() ? torch::Device(torch::kCPU) : entries_.front().param.device());
+  shard_ = torch::zeros({total}, options);
+  grad_shard_ = torch::zeros({total}, options);
+
+  // The named views the optimizer updates, in the order of `params` (its groups sort names).
+  std::vector<torch::Tensor> views(params.size());
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const Unit& u = units_[unit_of_entry_[i]];
+    auto view = shard_.narrow(0, u.offset + e.offset, e.chunk).detach();
+    view.copy_(shard_piece(e.param, rank(), W));
+    view.set_requires_grad(true);  // a leaf the optimizer owns, like a parameter
+    views_.push_back(view);
+    views[order[i]] = view;
+  }
+  NamedTensors out;
+  for (size_t k = 0; k < params.size(); ++k)
+    if (views[k].defined()) out.insert(params[k].key(), views[k]);
+
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(entries_[i].param);
+    acc->add_post_hook(std::make_unique<GradReadyHook>([this, i] { on_grad_ready(i); }));
+    accumulators_.push_back(std::move(acc));
+  }
+  return out;
+}
+
+void ShardedGradSync::before_backward(bool last_micro_batch) {
+  sync_ = last_micro_batch;
+  if (!sync_) return;
+  for (auto& u : units_) {
+    u.pending = u.entries.size();
+    u.work.reset();
+  }
+}
+
+void ShardedGradSync::on_grad_ready(size_t entry) {
+  if (!sync_ || !options_.overlap) return;
+  Unit& u = units_[unit_of_entry_[entry]];
+  if (u.pending > 0 && --u.pending == 0) launch(u);
+}
+
+void ShardedGradSync::launch(Unit& u) {
+  torch::NoGradGuard no_grad;
+  const int W = world_size();
+  u.flat = torch::zeros({W, u.row}, shard_.options());
+  for (size_t i : u.entries) {
+    Entry& e = entries_[i];
+    if (!e.param.grad().defined()) continue;  // no gradient this step: zeros
+    const auto g = e.param.grad().reshape(-1);
+    for_each_chunk(e.param.numel(), e.chunk, W, [&](int r, int64_t begin, int64_t len) {
+      u.flat[r].narrow(0, e.offset, len).copy_(g.narrow(0, begin, len));
+    });
+    // ZeRO-2's saving: once in the unit's buffer, the full gradient is not needed again.
+    e.param.mutable_grad().reset();
+  }
+  auto out = grad_shard_.narrow(0, u.offset, u.row);
+  u.flat = u.flat.view({-1});
+  u.work = comm_->reduce_scatter_sum_async(out, u.flat);
+}
+
+void ShardedGradSync::after_backward() {
+  TORCH_CHECK(sync_, "ShardedGradSync::after_backward() without before_backward(true)");
+  const auto start = std::chrono::steady_clock::now();
+  // Units without a gradient this step, or all of them without overlap: now, in the same
+  // order on every rank.
+  for (auto& u : units_)
+    if (!u.work) launch(u);
+  for (auto& u : units_) {
+    comm_->wait(u.work);
+    u.work.reset();
+    u.flat = torch::Tensor();
+  }
+  // The optimizer's zero_grad() let go of them at the start of the step.
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Unit& u = units_[unit_of_entry_[i]];
+    views_[i].mutable_grad() = grad_shard_.narrow(0, u.offset + entries_[i].offset, entries_[i].chunk);
+  }
+  sync_ = false;
+  blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void ShardedGradSync::after_update() {
+  torch::NoGradGuard no_grad;
+  const int W = world_size();
+  for (auto& u : units_) {
+    auto flat = torch::empty({W * u.row}, shard_.options());
+    auto mine = shard_.narrow(0, u.offset, u.row).clone();
+    comm_->wait(comm_->all_gather_async(flat, mine));
+    const auto rows = flat.view({W, u.row});
+    for (size_t i : u.entries) {
+      Entry& e = entries_[i];
+      auto p = e.param.view({-1});
+      for_each_chunk(e.param.numel(), e.chunk, W, [&](int r, int64_t begin, int64_t len) {
+        p.narrow(0, begin, len).copy_(rows[r].narrow(0, e.offset, len));
+      });
+    }
+  }
+}
+
+void ShardedGradSync::params_changed() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < entries_.size(); ++i)
+    views_[i].copy_(shard_piece(entries_[i].param, rank(), world_size()));
+}
+
+torch::Tensor ShardedGradSync::shard_of(const torch::Tensor& whole) {
+  return shard_piece(whole, rank(), world_size());
+}
+
+double ShardedGradSync::take_comm_seconds() {
+  const double s = blocked_seconds_;
+  blocked_seconds_ = 0;
+  return s;
+}
+
+}  // namespace siamese

@@ -1,0 +1,41 @@
+#include "siamese/train/memory_plan.h"
+
+#include <algorithm>
+
+#include "siamese/model/accounting.h"
+
+namespace siamese::train {
+
+std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int local_world) {
+  const ModelConfig& m = cfg.model;
+  const auto counts = model::count_parameters(m);
+  const double N = double(counts.total()), W = double(world_size);
+  const double G = double(std::min(world_size, std::max(1, local_world)));
+  const double block = double(counts.attention + counts.mlp + counts.residual) / double(m.n_layers);
+  const double bucket = cfg.distributed.bucket_mb * 1048576.0;
+
+  const double b =
+      double(std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world_size));
+  const double s = double(m.max_sequence_length), h = double(m.d_model), a = double(m.n_heads);
+  const double L = double(m.n_layers);
+  const double per_block = s * b * h * (34.0 + (m.flash_attention ? 0.0 : 5.0 * a * s / h));
+  const double logit_tokens =
+      m.fused_loss.value_or(false) ? std::min(s * b, double(m.fused_loss_chunk_tokens)) : s * b;
+  const double logits = 8.0 * logit_tokens * double(m.embedding_size);
+  const double activations = L * per_block + logits;
+  const double checkpointed = L * 4.0 * s * b * h + per_block + logits;
+
+  auto row = [&](std::string name, bool implemented, double params, double grads, double optim) {
+    return RankMemory{std::move(name), implemented, params, grads, optim, activations, checkpointed};
+  };
+  const double whole = 4.0 * N;
+  const double gathered = 2.0 * 4.0 * block;
+  return {
+      row("ddp / NO_SHARD", true, whole, 2.0 * whole, 2.0 * whole),
+      row("SHARD_GRAD_OP", true, whole, whole / W + std::min(bucket, whole), 2.0 * whole / W),
+      row("FULL_SHARD", false, whole / W + gathered, whole / W + gathered, 2.0 * whole / W),
+      row("HYBRID_SHARD", false, whole / G + gathered, whole / G + gathered, 2.0 * whole / G),
+  };
+}
+
+}  // namespace siamese::train
