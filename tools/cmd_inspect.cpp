@@ -1,7 +1,8 @@
 // `siamese inspect CONFIG [--dotted.key=value ...]`: the model a config builds, without
 // building it: parameters per component, the topology's overhead over Pre-Norm with the
-// same settings, and training FLOPs per token at max_sequence_length; with --world-size, what
-// each rank holds under each data-parallel strategy (train/memory_plan.h).
+// same settings, and training FLOPs per token at max_sequence_length (block_type moe: the
+// parameters one token uses, and FLOPs of those only); with --world-size, what each rank
+// holds under each data-parallel strategy (train/memory_plan.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -70,10 +71,15 @@ void add_inspect_command(CLI::App& app, Handler& run) {
                 << line("mlp", c.mlp, c.total()) << line("residual-path norms", c.residual, c.total())
                 << line("head", c.head, c.total()) << fmt::format("  {:<22}{:>15}\n", "total", c.total())
                 << fmt::format("  {:<22}{:>15}\n", "non-embedding", c.total() - c.embedding)
+                << (cfg.block_type == "moe"
+                        ? fmt::format("  {:<22}{:>15}  ({} of {} experts per token{})\n", "active per token",
+                                      c.active(), cfg.moe_top_k, cfg.moe_num_experts,
+                                      cfg.moe_shared_expert ? " and the shared one" : "")
+                        : "")
                 << fmt::format("overhead vs pre: {:+} parameters ({:+.4f}%)\n", c.total() - pre.total(),
                                100.0 * double(c.total() - pre.total()) / double(pre.total()))
-                << fmt::format("training FLOPs per token at seq {}: {:.4e} (6N + 12 L d T)\n", T,
-                               model::flops_per_token(cfg, T));
+                << fmt::format("training FLOPs per token at seq {}: {:.4e} (6N + 12 L d T{})\n", T,
+                               model::flops_per_token(cfg, T), cfg.block_type == "moe" ? ", active N" : "");
       if (*world > 0) print_memory_plan(train_cfg, *world, *local_world);
       return 0;
     };

@@ -201,9 +201,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           .positive(),
       field<T>("model.activation_type", "MLP activation.", &T::model, &M::activation_type)
           .one_of({"swiglu", "gelu", "relu"}),
-      field<T>("model.block_type", "Block layout; only sequential (norm placement is model.residual).",
+      field<T>("model.block_type",
+               "Block layout: sequential (dense MLP) or moe (the MLP is OLMoE's sparse mixture of experts, "
+               "the moe_* keys); norm placement is model.residual.",
                &T::model, &M::block_type)
-          .one_of({"sequential"}),
+          .one_of({"sequential", "moe"}),
       field<T>("model.rope", "Rotary position embeddings (else learned absolute positions).", &T::model,
                &M::rope),
       field<T>("model.rope_full_precision", "Apply RoPE in fp32 under autocast.", &T::model,
@@ -283,6 +285,51 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &M::use_key_norm),
       field<T>("model.use_value_norm", "Per-head norm on values (HybridNorm's QKV norm).", &T::model,
                &M::use_value_norm),
+      field<T>("model.moe_num_experts", "block_type moe: routed experts per block.", &T::model,
+               &M::moe_num_experts)
+          .positive(),
+      field<T>("model.moe_top_k", "block_type moe: experts each token is routed to (<= moe_num_experts).",
+               &T::model, &M::moe_top_k)
+          .positive(),
+      field<T>("model.moe_mlp_impl",
+               "block_type moe: OLMo's choice of expert kernel; both run one matmul per expert here.",
+               &T::model, &M::moe_mlp_impl)
+          .one_of({"sparse", "grouped"})
+          .changeable_on_resume(),
+      field<T>("model.moe_log_expert_assignment",
+               "block_type moe: log every block's per-expert token counts each step (metrics.jsonl).",
+               &T::model, &M::moe_log_expert_assignment)
+          .changeable_on_resume(),
+      field<T>("model.moe_shared_expert",
+               "block_type moe: add an always-used SwiGLU expert of the same width (DeepSeekMoE).", &T::model,
+               &M::moe_shared_expert),
+      field<T>("model.moe_lbl_in_fp32", "block_type moe: compute the load-balancing loss in float32.",
+               &T::model, &M::moe_lbl_in_fp32)
+          .changeable_on_resume(),
+      field<T>(
+          "model.moe_loss_weight",
+          "block_type moe: weight of the load-balancing loss (Switch/OLMoE: num_experts * sum_e f_e P_e, "
+          "averaged over blocks) added to the training loss.",
+          &T::model, &M::moe_loss_weight)
+          .at_least(0)
+          .changeable_on_resume(),
+      field<T>("model.moe_zloss_weight",
+               "block_type moe: weight of the router z-loss (mean logsumexp(router logits)^2) (null: off).",
+               &T::model, &M::moe_zloss_weight)
+          .at_least(0)
+          .changeable_on_resume(),
+      field<T>(
+          "model.moe_dropless",
+          "block_type moe: compute every routed token (dMoE); false drops tokens over an expert's capacity.",
+          &T::model, &M::moe_dropless),
+      field<T>("model.moe_capacity_factor",
+               "block_type moe, moe_dropless false: expert capacity = factor * tokens * top_k / num_experts.",
+               &T::model, &M::moe_capacity_factor)
+          .positive(),
+      ours<T>("model.moe_norm_topk_prob",
+              "block_type moe: rescale the top-k routing weights to sum to 1 (transformers' norm_topk_prob; "
+              "OLMoE keeps the raw softmax weights).",
+              &T::model, &M::moe_norm_topk_prob),
       ours<T>("model.residual", "Residual topology, the MODEL_TYPE values (see Topologies below).", &T::model,
               &M::residual),
       ours<T>("model.siamese.depth_scaling", "SiameseNorm: divide X-stream updates by c_l = sqrt(2(l+1)).",
@@ -462,6 +509,7 @@ const std::vector<Field<EvaluatorConfig>>& evaluator_fields() {
 const std::vector<IgnoredKey>& ignored_train_keys() {
   static const std::vector<IgnoredKey> keys = {
       {"dry_run", "not supported"},
+      {"no_pre_train_checkpoint", "no checkpoint is written before the first step"},
       {"wandb", "metrics go to metrics.jsonl in save_folder"},
       {"compile", "no torch.compile in LibTorch"},
       {"fsdp.use_orig_params", "shards are kept apart from the parameters, which keep their names"},
@@ -484,6 +532,7 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"try_load_latest_save", "not supported"},
       {"model.alibi", "positions are RoPE or learned", {"false", "null"}},
       {"model.alibi_bias_max", "positions are RoPE or learned"},
+      {"model.moe_interleave", "every block is moe with block_type moe", {"false", "null"}},
       {"model.norm_after", "the topology is model.residual (OLMo-2's norm_after block: reordered)"},
       {"model.attn_norm", "the topology is model.residual (HybridNorm: hybrid)"},
       {"model.ffn_norm", "the topology is model.residual (HybridNorm: hybrid)"},

@@ -109,6 +109,19 @@ void model_rules(const ModelConfig& m, const Rules& r) {
             m.mlp_hidden_size ? "model.mlp_hidden_size" : "model.mlp_ratio",
             fmt::format("SwiGLU splits the MLP hidden size in two halves, but it is odd ({})", hidden),
             "make mlp_hidden_size (or mlp_ratio * d_model) even");
+  r.require(
+      m.block_type != "moe" || m.moe_top_k <= m.moe_num_experts, "model.moe_top_k",
+      fmt::format("model.moe_top_k {} exceeds model.moe_num_experts {}", m.moe_top_k, m.moe_num_experts),
+      "route each token to at most moe_num_experts experts");
+  r.require(m.block_type != "moe" || m.activation_type == "swiglu", "model.activation_type",
+            fmt::format("block_type moe builds SwiGLU experts, but activation_type is {}", m.activation_type),
+            "set activation_type: swiglu");
+  // A checkpointed block's first forward keeps no graph, so its auxiliary losses would reach
+  // the loss without a gradient.
+  r.require(m.block_type != "moe" || m.activation_checkpointing.empty(), "activation_checkpointing",
+            "block_type moe does not support activation_checkpointing yet (the router's auxiliary "
+            "losses would get no gradient)",
+            "remove activation_checkpointing, or use block_type sequential");
   r.require(!(m.attention_layer_norm && (m.use_query_norm || m.use_key_norm)), "model.attention_layer_norm",
             "model.attention_layer_norm (full-width Q, K norms) cannot be combined with the per-head "
             "model.use_query_norm / model.use_key_norm",
@@ -254,6 +267,9 @@ void validate(const TrainConfig& c, const KeyLocator& where) {
   model_rules(c.model, r);
   run_model_rules(c.model, r);
   validate_optimizer(c.optimizer, r);
+  r.require(c.model.block_type != "moe" || c.optimizer.name != "muon", "optimizer.name",
+            "Muon orthogonalises 2-D matrices, and block_type moe stacks its experts in 3-D tensors",
+            "use optimizer.name: adamw with block_type moe");
   validate_data(c, r);
   validate_strategy(c, r);
 }

@@ -109,6 +109,11 @@ void remove_quietly(const fs::path& p) {
 std::string export_model(const TrainConfig& config, model::TransformerImpl& model, const fs::path& out_path,
                          const ExportOptions& options) {
   const ModelConfig& c = config.model;
+  if (c.block_type == "moe")
+    throw Error(
+        "exporting a block_type moe model is not supported yet (no OlmoeForCausalLM writer, and "
+        "modeling_siamese.py has no sparse MLP)",
+        "model.block_type", "keep the run's checkpoints; export a block_type sequential model");
   const fs::path out = out_path.filename().empty() ? out_path.parent_path() : out_path;
   check_replaceable(out);
   std::unique_ptr<tokenizer::Tokenizer> tok;

@@ -51,6 +51,7 @@ const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not) {
     return nullptr;
   };
   if (!cls) return no("topology " + c.residual);
+  if (c.block_type != "sequential") return no("block_type " + c.block_type);
   if (c.layer_norm_type != "rms") return no("layer_norm_type " + c.layer_norm_type);
   if (!c.layer_norm_with_affine || c.bias_for_layer_norm.value_or(c.include_bias))
     return no("norm affine/bias");

@@ -19,7 +19,8 @@ ParamKind param_kind(const std::string& name) {
   if (p.owner == Owner::Head) return ParamKind::Linear;
   if ((p.owner == Owner::Attention || p.owner == Owner::Mlp) &&
       (p.local == "att_proj.weight" || p.local == "attn_out.weight" || p.local == "ff_proj.weight" ||
-       p.local == "ff_out.weight"))
+       p.local == "ff_out.weight" || p.local == "router.weight" || p.local == "experts.ff_proj" ||
+       p.local == "experts.ff_out"))
     return ParamKind::Linear;
   return ParamKind::Norm;
 }
@@ -59,7 +60,16 @@ ParamCounts count_parameters(const ModelConfig& cfg) {
   for (bool on : {cfg.use_query_norm, cfg.use_key_norm, cfg.use_value_norm})
     if (on) attention += qkv_norm(head_dim);
   c.attention = cfg.n_layers * attention;
-  c.mlp = cfg.n_layers * (linear(d, mlp_hidden_size(cfg)) + linear(mlp_inner_size(cfg), d));
+  const int64_t expert = linear(d, mlp_hidden_size(cfg)) + linear(mlp_inner_size(cfg), d);
+  if (cfg.block_type == "moe") {
+    // The stacked experts have no biases; the router is a bias-free [experts, d] matrix.
+    const int64_t routed = d * mlp_hidden_size(cfg) + mlp_inner_size(cfg) * d;
+    const int64_t shared = cfg.moe_shared_expert ? expert : 0;
+    c.mlp = cfg.n_layers * (d * cfg.moe_num_experts + cfg.moe_num_experts * routed + shared);
+    c.mlp_active = cfg.n_layers * (d * cfg.moe_num_experts + cfg.moe_top_k * routed + shared);
+  } else {
+    c.mlp = c.mlp_active = cfg.n_layers * expert;
+  }
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   const auto state = generator.get_state();
   for (const auto& p : make_topology(cfg)->parameters()) c.residual += p.numel();
@@ -71,8 +81,10 @@ ParamCounts count_parameters(const ModelConfig& cfg) {
 double flops_per_token(const ModelConfig& cfg, int64_t seq_len) {
   const double d = double(cfg.d_model);
   const double kv = double(kv_head_count(cfg) * (cfg.d_model / cfg.n_heads));
+  const double router = cfg.block_type == "moe" ? d * double(cfg.moe_num_experts) : 0.0;
   const double per_layer =
-      d * (d + 2 * kv) + d * d + d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d;
+      d * (d + 2 * kv) + d * d + router +
+      double(active_experts(cfg)) * (d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d);
   const double n_matmul = double(cfg.n_layers) * per_layer + d * double(cfg.embedding_size);
   return 6.0 * n_matmul + 12.0 * double(cfg.n_layers) * d * double(seq_len);
 }
@@ -83,8 +95,11 @@ double mfu(double tokens_per_second, double flops_per_token, double peak_flops) 
 
 double training_state_bytes(const ModelConfig& cfg) {
   const double d = double(cfg.d_model), kv = double(kv_head_count(cfg)) * (d / double(cfg.n_heads));
-  const double per_layer =
-      d * (d + 2 * kv) + d * d + d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d;
+  const double experts =
+      cfg.block_type == "moe" ? double(cfg.moe_num_experts + (cfg.moe_shared_expert ? 1 : 0)) : 1.0;
+  const double router = cfg.block_type == "moe" ? d * double(cfg.moe_num_experts) : 0.0;
+  const double per_layer = d * (d + 2 * kv) + d * d + router +
+                           experts * (d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d);
   const double embeddings = double(cfg.embedding_size) * d * (cfg.weight_tying ? 1 : 2) +
                             (cfg.rope ? 0.0 : double(cfg.max_sequence_length) * d);
   return 16.0 * (double(cfg.n_layers) * per_layer + embeddings);

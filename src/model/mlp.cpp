@@ -1,5 +1,7 @@
 #include "siamese/model/mlp.h"
 
+#include <algorithm>
+
 namespace siamese::model {
 
 int64_t mlp_hidden_size(const ModelConfig& cfg) {
@@ -10,28 +12,104 @@ int64_t mlp_inner_size(const ModelConfig& cfg) {
   return cfg.activation_type == "swiglu" ? mlp_hidden_size(cfg) / 2 : mlp_hidden_size(cfg);
 }
 
-MlpImpl::MlpImpl(const ModelConfig& cfg, SublayerHooks hooks)
-    : activation_(cfg.activation_type), hooks_(std::move(hooks)) {
-  ff_proj = register_module(
-      "ff_proj",
-      torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, mlp_hidden_size(cfg)).bias(cfg.include_bias)));
-  ff_out = register_module(
-      "ff_out",
-      torch::nn::Linear(torch::nn::LinearOptions(mlp_inner_size(cfg), cfg.d_model).bias(cfg.include_bias)));
+int64_t active_experts(const ModelConfig& cfg) {
+  return cfg.block_type == "moe" ? cfg.moe_top_k + (cfg.moe_shared_expert ? 1 : 0) : 1;
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  auto h = ff_proj(x);
+MlpImpl::MlpImpl(const ModelConfig& cfg, SublayerHooks hooks)
+    : activation_(cfg.activation_type), hooks_(std::move(hooks)) {
+  const bool moe = cfg.block_type == "moe";
+  if (!moe || cfg.moe_shared_expert) {
+    ff_proj = register_module(
+        "ff_proj", torch::nn::Linear(
+                       torch::nn::LinearOptions(cfg.d_model, mlp_hidden_size(cfg)).bias(cfg.include_bias)));
+    ff_out = register_module(
+        "ff_out",
+        torch::nn::Linear(torch::nn::LinearOptions(mlp_inner_size(cfg), cfg.d_model).bias(cfg.include_bias)));
+  }
+  if (!moe) return;
+  top_k_ = cfg.moe_top_k;
+  norm_topk_ = cfg.moe_norm_topk_prob;
+  dropless_ = cfg.moe_dropless;
+  lbl_in_fp32_ = cfg.moe_lbl_in_fp32;
+  capacity_factor_ = cfg.moe_capacity_factor;
+  const int64_t experts = cfg.moe_num_experts;
+  router = register_module("router",
+                           torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, experts).bias(false)));
+  // Values are drawn by TransformerImpl::reset_parameters, like every other matrix.
+  auto holder = register_module("experts", std::make_shared<torch::nn::Module>("Experts"));
+  expert_ff_proj =
+      holder->register_parameter("ff_proj", torch::empty({experts, mlp_hidden_size(cfg), cfg.d_model}));
+  expert_ff_out =
+      holder->register_parameter("ff_out", torch::empty({experts, cfg.d_model, mlp_inner_size(cfg)}));
+}
+
+torch::Tensor MlpImpl::activate(const torch::Tensor& h) const {
   if (activation_ == "swiglu") {
     auto parts = h.chunk(2, -1);
     if (hooks_.swiglu) std::tie(parts[0], parts[1]) = hooks_.swiglu(parts[0], parts[1]);
-    h = torch::silu(parts[1]) * parts[0];
-  } else if (activation_ == "gelu") {
-    h = torch::gelu(h);
-  } else {
-    h = torch::relu(h);
+    return torch::silu(parts[1]) * parts[0];
   }
-  return ff_out(h);
+  return activation_ == "gelu" ? torch::gelu(h) : torch::relu(h);
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  if (router) return sparse(x);
+  return ff_out(activate(ff_proj(x)));
+}
+
+torch::Tensor MlpImpl::sparse(const torch::Tensor& x) {
+  const int64_t d = x.size(-1), experts = expert_ff_proj.size(0);
+  const auto flat = x.reshape({-1, d});
+  const int64_t tokens = flat.size(0), assignments = tokens * top_k_;
+
+  const auto logits = router(flat);
+  // The routing runs in float32 at least (transformers' softmax(..., dtype=float)).
+  const auto routing = at::promote_types(logits.scalar_type(), torch::kFloat);
+  const auto probs = torch::softmax(logits, -1, routing);
+  auto [top_p, top_e] = probs.topk(top_k_, -1);
+  if (norm_topk_) top_p = top_p / top_p.sum(-1, true);
+  top_p = top_p.to(logits.scalar_type());
+
+  // Assignment a = token * top_k + slot; sorted stably by expert, tokens stay in order.
+  const auto expert_of = top_e.reshape(-1);
+  const auto order = std::get<1>(expert_of.sort(/*stable=*/true, 0, false));
+  const auto token_of = order.div(top_k_, "floor");
+  const auto weight_of = top_p.reshape(-1).index_select(0, order);
+  const auto counts = torch::bincount(expert_of, {}, experts);
+  const auto counts_cpu = counts.to(torch::kCPU);
+  const auto* count = counts_cpu.data_ptr<int64_t>();
+
+  const int64_t capacity =
+      dropless_ ? assignments : int64_t(capacity_factor_ * double(assignments) / double(experts));
+  std::vector<torch::Tensor> outputs, targets;
+  stats_.tokens_per_expert.assign(count, count + experts);
+  stats_.assignments = assignments;
+  stats_.dropped = 0;
+  int64_t offset = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t kept = std::min(count[e], capacity);
+    stats_.dropped += count[e] - kept;
+    if (kept > 0) {
+      const auto rows = token_of.narrow(0, offset, kept);
+      const auto h = activate(torch::linear(flat.index_select(0, rows), expert_ff_proj[e]));
+      outputs.push_back(torch::linear(h, expert_ff_out[e]) * weight_of.narrow(0, offset, kept).unsqueeze(1));
+      targets.push_back(rows);
+    }
+    offset += count[e];
+  }
+  auto out = torch::zeros_like(flat);
+  if (!outputs.empty())
+    out = out.index_add(0, torch::cat(targets), torch::cat(outputs).to(out.scalar_type()));
+  if (ff_proj) out = out + ff_out(activate(ff_proj(flat)));
+
+  // A rank with no rows this micro-batch still runs it (gradient sync): its losses are 0.
+  const double per_token = 1.0 / double(std::max<int64_t>(tokens, 1));
+  const auto share = counts.to(routing) * (per_token / double(top_k_));
+  const auto mean_p = (lbl_in_fp32_ ? probs : probs.to(logits.scalar_type())).sum(0) * per_token;
+  stats_.load_balancing = double(experts) * (share.to(mean_p.scalar_type()) * mean_p).sum();
+  stats_.z_loss = torch::logsumexp(logits.to(routing), -1).square().sum() * per_token;
+  return out.reshape(x.sizes());
 }
 
 }  // namespace siamese::model

@@ -12,7 +12,9 @@ namespace siamese::model {
 namespace {
 
 const std::regex kOlmoAttn(R"(blocks\.(\d+)\.((att_proj|attn_out|q_norm|k_norm|v_norm)\..+))");
-const std::regex kOlmoMlp(R"(blocks\.(\d+)\.((ff_proj|ff_out)\..+))");
+// block_type moe's router and stacked experts keep our names under the block (OLMo's
+// megablocks keys, ffn.router.layer / ffn.experts.mlp.w1, hold other shapes).
+const std::regex kOlmoMlp(R"(blocks\.(\d+)\.((ff_proj|ff_out|router|experts)\..+))");
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // "{l}.<rest>" after a "blocks." prefix: the layer and the rest, or nothing.

@@ -105,6 +105,27 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids, const For
   return head(hidden(input_ids, opts));
 }
 
+std::vector<const MoeStats*> TransformerImpl::moe_stats() const {
+  std::vector<const MoeStats*> out;
+  for (const auto& b : block_list_)
+    if (const auto* s = b->mlp->moe_stats()) out.push_back(s);
+  return out;
+}
+
+MoeLosses TransformerImpl::moe_losses() const {
+  const auto stats = moe_stats();
+  if (stats.empty()) return {};
+  MoeLosses out{torch::zeros({}, stats.front()->load_balancing.options()),
+                torch::zeros({}, stats.front()->z_loss.options())};
+  for (const auto* s : stats) {
+    out.load_balancing = out.load_balancing + s->load_balancing.to(out.load_balancing.scalar_type());
+    out.z_loss = out.z_loss + s->z_loss;
+  }
+  out.load_balancing = out.load_balancing / double(stats.size());
+  out.z_loss = out.z_loss / double(stats.size());
+  return out;
+}
+
 void TransformerImpl::use_reference_attention(bool on) {
   for (auto& b : block_list_) b->attn->use_reference_kernel(on);
 }
@@ -173,8 +194,16 @@ void TransformerImpl::reset_parameters() {
     }
     init_linear(blk->attn->att_proj, in_std, cutoff);
     init_linear(blk->attn->attn_out, attn_out_std, cutoff);
-    init_linear(blk->mlp->ff_proj, in_std, cutoff);
-    init_linear(blk->mlp->ff_out, ff_out_std, cutoff);
+    auto& mlp = blk->mlp;
+    if (mlp->ff_proj) init_linear(mlp->ff_proj, in_std, cutoff);
+    if (mlp->ff_out) init_linear(mlp->ff_out, ff_out_std, cutoff);
+    // OLMoE's router and experts are matrices like any other (megablocks' init_method for
+    // the router and the experts' inputs, output_layer_init_method for their outputs).
+    if (mlp->router) {
+      init_linear(mlp->router, in_std, cutoff);
+      init_normal(mlp->expert_ff_proj, in_std, cutoff);
+      init_normal(mlp->expert_ff_out, ff_out_std, cutoff);
+    }
 
     // Topology gains (DeepNorm's beta) on the query, key and value projections and on the
     // other projections.
@@ -184,8 +213,12 @@ void TransformerImpl::reset_parameters() {
     qkv[1].mul_(topology_->init_gain(Projection::Key, l));
     qkv[2].mul_(topology_->init_gain(Projection::Value, l));
     blk->attn->attn_out->weight.mul_(topology_->init_gain(Projection::AttnOut, l));
-    blk->mlp->ff_proj->weight.mul_(topology_->init_gain(Projection::FfProj, l));
-    blk->mlp->ff_out->weight.mul_(topology_->init_gain(Projection::FfOut, l));
+    if (mlp->ff_proj) mlp->ff_proj->weight.mul_(topology_->init_gain(Projection::FfProj, l));
+    if (mlp->ff_out) mlp->ff_out->weight.mul_(topology_->init_gain(Projection::FfOut, l));
+    if (mlp->router) {
+      mlp->expert_ff_proj.mul_(topology_->init_gain(Projection::FfProj, l));
+      mlp->expert_ff_out.mul_(topology_->init_gain(Projection::FfOut, l));
+    }
   }
   topology_->project_weights(*this);
 }

@@ -47,6 +47,15 @@ MetricsRow StepMetrics::to_row() const {
   if (z_loss) row[metric::kZLoss] = *z_loss;
   if (loss_scale) row["loss_scale"] = *loss_scale;
   if (filtered_instances) row[metric::kFilteredInstances] = *filtered_instances;
+  if (moe_lbl_loss) row["moe_lbl_loss"] = *moe_lbl_loss;
+  if (moe_z_loss) row["moe_z_loss"] = *moe_z_loss;
+  if (moe_load) {
+    row["moe_load_min"] = moe_load->min_share;
+    row["moe_load_max"] = moe_load->max_share;
+    row["moe_load_entropy"] = moe_load->entropy;
+    row["moe_dropped_fraction"] = moe_load->dropped_fraction;
+    if (!moe_load->tokens_per_expert.empty()) row["moe_expert_tokens"] = moe_load->tokens_per_expert;
+  }
   return row;
 }
 

@@ -260,7 +260,8 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     int64_t step, tokens;
     double lr, elapsed, comm_seconds;
     int64_t filtered;      // instances the instance filter left out, all ranks
-    torch::Tensor values;  // float64 [4] on the device: loss, grad norm, loss scale, z-loss
+    torch::Tensor values;  // float64 [6] on the device: loss, grad norm, loss scale, z-loss, MoE losses
+    std::optional<MoeLoad> moe_load;
     size_t start_mark, end_mark;
   };
   std::vector<PendingStep> pending;
@@ -317,6 +318,11 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       m.tokens = p.tokens;
       m.loss = loss;
       if (cfg.softmax_auxiliary_loss) m.z_loss = z_loss;
+      if (cfg.model.block_type == "moe") {
+        m.moe_lbl_loss = v[i][4];
+        m.moe_z_loss = v[i][5];
+        m.moe_load = p.moe_load;
+      }
       m.lr = p.lr;
       m.grad_norm = grad_norm;
       m.step_seconds = clock.seconds(p.start_mark, p.end_mark);
@@ -396,9 +402,10 @@ int train(const TrainConfig& cfg, const RunControl& control) {
       const auto norms = analysis::per_layer_grad_norms(optim->named_params(), cfg.model.n_layers, sync);
       if (main_rank) log_event(analysis::layer_grad_norms_row(state.step, norms));
     });
-    const torch::Tensor values = torch::stack({r.loss, r.grad_norm, r.loss_scale, r.z_loss});
+    const torch::Tensor values =
+        torch::stack({r.loss, r.grad_norm, r.loss_scale, r.z_loss, r.moe_lbl_loss, r.moe_z_loss});
     pending.push_back({state.step, state.tokens, lr, seconds_since(start), sync.take_comm_seconds(), filtered,
-                       values, start_mark, clock.mark()});
+                       values, r.moe_load, start_mark, clock.mark()});
 
     // Read points, evaluation, checkpoints, stops.
     const bool eval_due =

@@ -102,18 +102,28 @@ TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
 }
 
 // 8 steps of `topology` on 2 ranks follow the single process, weights included (within
-// `floor` absolutely, see expect_same_weights).
-void expect_two_ranks_match_one_process(const std::string& topology, double min_drop, double floor = 0.0) {
-  SCOPED_TRACE(topology);
-  auto one = fresh_dir("dp_test", topology + "_one_rank"),
-       two = fresh_dir("dp_test", topology + "_two_ranks");
-  ASSERT_EQ(run_single(one, 4, "--max_duration=8", topology), 0) << read_all(one.string() + ".log");
-  ASSERT_EQ(run_torchrun(two, 2, free_port(), "--max_duration=8", topology), 0)
+// `floor` absolutely, see expect_same_weights). The single process runs micro-batches of
+// `single_micro` rows, each rank of `rank_micro`; `extra` settings go to both, and `name`
+// tells their folders apart.
+void expect_two_ranks_match_one_process(const std::string& topology, double min_drop, double floor = 0.0,
+                                        const std::string& extra = "", int single_micro = 4,
+                                        int rank_micro = 2, const std::string& name = "") {
+  SCOPED_TRACE(topology + name);
+  auto one = fresh_dir("dp_test", topology + name + "_one_rank"),
+       two = fresh_dir("dp_test", topology + name + "_two_ranks");
+  ASSERT_EQ(run_single(one, single_micro, "--max_duration=8 " + extra, topology), 0)
+      << read_all(one.string() + ".log");
+  ASSERT_EQ(run_torchrun(two, rank_micro, free_port(), "--max_duration=8 " + extra, topology), 0)
       << read_all(two.string() + ".log");
   auto l1 = losses(one), l2 = losses(two);
   ASSERT_EQ(l1.size(), 8u);
   ASSERT_EQ(l2.size(), 8u) << read_all(two.string() + ".log");
   for (auto& [step, loss] : l1) EXPECT_NEAR(std::stod(loss), std::stod(l2[step]), 1e-5) << "step " << step;
+  for (const char* key : {"moe_lbl_loss", "moe_z_loss"}) {
+    auto a = step_values(one, key), b = step_values(two, key);
+    ASSERT_EQ(a.size(), b.size()) << key;
+    for (auto& [step, v] : a) EXPECT_NEAR(std::stod(v), std::stod(b[step]), 1e-5) << key << " step " << step;
+  }
   EXPECT_GT(std::stod(l1[1]) - std::stod(l1[8]), min_drop);  // it trained
   expect_same_weights(one / "step8", two / "step8", floor);
 }
@@ -132,6 +142,16 @@ TEST(DataParallel, NgptTwoRanksMatchOneProcess) {
 // of 3e-4, a tenth of one step at this learning rate. The losses agree to 1e-5 as for ngpt.
 TEST(DataParallel, MhcTwoRanksMatchOneProcess) {
   for (const char* topology : {"mhc", "mhc_lite"}) expect_two_ranks_match_one_process(topology, 0.05, 3e-4);
+}
+
+// block_type moe: the load-balancing loss is each micro-batch's (OLMo's too), and the ranks
+// take the batch's rows in turn, so the micro-batches are single rows on both sides; the
+// all-reduced gradients of the router and the experts then follow the single process.
+TEST(DataParallel, MoeTwoRanksMatchOneProcessOfTheSameMicroBatches) {
+  expect_two_ranks_match_one_process(
+      "hybrid_pre", 0.05, 0.0,
+      "--model.block_type=moe --model.moe_num_experts=4 --model.moe_top_k=2 --model.moe_zloss_weight=0.001",
+      1, 1, "_moe");
 }
 
 // Muon's update runs on every rank from the all-reduced gradients, and the z-loss is summed

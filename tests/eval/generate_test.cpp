@@ -73,22 +73,39 @@ TEST_P(EveryTopology, CachedGreedyGivesTheTokensOfUncachedGreedy) {
   EXPECT_EQ(expect_cache_keeps_greedy(*m, 9, 24).size(), 24u);
 }
 
-TEST_P(EveryTopology, CachedLogitsEqualFullSequenceLogits) {
-  auto m = build(small(GetParam()));
+// Logits of 20 random tokens read through the KV cache: a prefill of 7, a chunk of 5 after
+// cached positions (explicit mask), then single tokens; against one full forward.
+void expect_cached_logits_equal_full_logits(model::TransformerImpl& m) {
   torch::NoGradGuard g;
   torch::manual_seed(2);
   const auto ids = torch::randint(50, {2, 20}, torch::kLong);
-  const auto full = m->forward(ids);
+  const auto full = m.forward(ids);
   model::KvCache cache(3, 20);
   model::ForwardOptions o;
   o.cache = &cache;
-  // A prefill of 7, a chunk of 5 after cached positions (explicit mask), then single tokens.
   std::vector<torch::Tensor> parts;
   for (auto [from, to] : std::vector<std::pair<int64_t, int64_t>>{{0, 7}, {7, 12}})
-    parts.push_back(m->head(m->hidden(ids.slice(1, from, to), o)));
-  for (int64_t t = 12; t < 20; ++t) parts.push_back(m->head(m->hidden(ids.slice(1, t, t + 1), o)));
+    parts.push_back(m.head(m.hidden(ids.slice(1, from, to), o)));
+  for (int64_t t = 12; t < 20; ++t) parts.push_back(m.head(m.hidden(ids.slice(1, t, t + 1), o)));
   EXPECT_EQ(cache.length(), 20);
   EXPECT_LT(max_diff(torch::cat(parts, 1), full), 1e-5);
+}
+
+TEST_P(EveryTopology, CachedLogitsEqualFullSequenceLogits) {
+  auto m = build(small(GetParam()));
+  expect_cached_logits_equal_full_logits(*m);
+}
+
+// Dropless routing acts on each token alone, so the cache sees the same MoE blocks as a full
+// forward: the same logits and greedy tokens.
+TEST_P(EveryTopology, MoeBlocksKeepCachedLogitsAndGreedyTokens) {
+  auto c = small(GetParam());
+  c.block_type = "moe";
+  c.moe_num_experts = 4;
+  c.moe_top_k = 2;
+  auto m = build(c);
+  expect_cache_keeps_greedy(*m, 6, 16);
+  expect_cached_logits_equal_full_logits(*m);
 }
 
 INSTANTIATE_TEST_SUITE_P(Generate, EveryTopology, ::testing::ValuesIn(model::topology_names()));

@@ -20,6 +20,7 @@
 #include "siamese/model/topology_table.h"
 #include "support/cli.h"
 #include "support/files.h"
+#include "support/python_reference.h"
 #include "support/temp_dir.h"
 #include "support/tiny_configs.h"
 
@@ -73,11 +74,10 @@ TEST(MhcReference, MatchesTransformersDeepseekV4HyperConnectionAndHead) {
   siamese::testing::TempDir dir;
   std::string folders;
   // Per case: what this topology computed, by the name mhc_reference.py gives its result.
-  std::vector<std::vector<std::pair<std::string, torch::Tensor>>> ours;
+  std::vector<siamese::testing::NamedResults> ours;
   for (size_t k = 0; k < cases.size(); ++k) {
     const auto& c = cases[k];
-    const std::string folder = dir.file("case" + std::to_string(k));
-    std::filesystem::create_directories(folder);
+    const std::string folder = siamese::testing::new_case_folder(dir, k, folders);
     auto topo = random_manifold_topology("mhc", c.n, c.iters, c.dtype);
     const auto opts = torch::TensorOptions().dtype(c.dtype);
     auto h = torch::randn({2, 3, c.n, kMhcWidth}, opts).requires_grad_();
@@ -111,29 +111,18 @@ TEST(MhcReference, MatchesTransformersDeepseekV4HyperConnectionAndHead) {
       write_npy(folder + "/" + file + ".npy", t.detach());
     std::ofstream(folder + "/case.txt") << c.n << " " << c.iters << " 1e-05 1e-06\n";
     ours.push_back(results);
-    folders += " " + folder;
   }
   const std::string log = dir.file("log");
-  ASSERT_EQ(siamese::testing::sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                                     "/tests/model/mhc_reference.py" + folders,
-                                 log),
-            0)
+  ASSERT_EQ(siamese::testing::run_python_reference("tests/model/mhc_reference.py", folders, log), 0)
       << siamese::testing::read_all(log);
   double worst[2] = {0.0, 0.0};  // float64, float32: largest error relative to the scale
   for (size_t k = 0; k < cases.size(); ++k) {
     const auto& c = cases[k];
-    for (const auto& [name, value] : ours[k]) {
-      SCOPED_TRACE("n " + std::to_string(c.n) + ", " + std::to_string(c.iters) + " iterations, " +
-                   (c.dtype == torch::kDouble ? "float64 " : "float32 ") + name);
-      const auto want = read_npy(dir.file("case" + std::to_string(k)) + "/ref_" + name + ".npy");
-      ASSERT_EQ(want.sizes(), value.sizes());
-      const double scale = std::max(1.0, want.abs().max().item<double>());
-      const double err =
-          (value.detach().to(torch::kDouble) - want.to(torch::kDouble)).abs().max().item<double>();
-      EXPECT_LT(err, c.tolerance * scale);
-      double& w = worst[c.dtype == torch::kDouble ? 0 : 1];
-      w = std::max(w, err / scale);
-    }
+    SCOPED_TRACE("n " + std::to_string(c.n) + ", " + std::to_string(c.iters) + " iterations, " +
+                 (c.dtype == torch::kDouble ? "float64" : "float32"));
+    double& w = worst[c.dtype == torch::kDouble ? 0 : 1];
+    w = std::max(w, siamese::testing::expect_matches_reference(dir.file("case" + std::to_string(k)), ours[k],
+                                                               c.tolerance));
   }
   std::cout << "[mhc reference] largest error / scale: float64 " << worst[0] << ", float32 " << worst[1]
             << "\n";

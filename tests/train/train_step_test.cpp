@@ -278,5 +278,58 @@ TEST(DocumentsStep, AFilteredInstanceNeverReachesTheModel) {
   EXPECT_EQ(r.loss.item<double>(), 0.0);
 }
 
+TrainConfig moe_run() {
+  auto c = no_dropout();
+  c.model.block_type = "moe";
+  c.model.moe_num_experts = 4;
+  c.model.moe_top_k = 2;
+  c.model.moe_loss_weight = 0.3;
+  c.model.moe_zloss_weight = 0.01;
+  return c;
+}
+
+// block_type moe: the step differentiates mean NLL + moe_loss_weight * lbl + moe_zloss_weight
+// * z of the whole batch, and reports the unweighted losses; with one row per micro-batch the
+// reported losses are the mean of the rows' losses.
+TEST(TrainStep, MoeLossesJoinTheLossAtTheirWeights) {
+  const auto c = moe_run();
+  const auto batch = batch_of(c);
+  Subject trained(c), reference(c);
+  std::map<std::string, torch::Tensor> grads;
+  auto step = trained.step(c, c.global_train_batch_size);
+  const auto r = step.run(batch, 1e-3, [&] {
+    for (const auto& p : trained.model->named_parameters()) grads[p.key()] = p.value().grad().clone();
+  });
+  const double predicted = double(batch.size(0) * (batch.size(1) - 1));
+  const auto nll = model::lm_loss_sum(*reference.model, batch) / predicted;
+  const auto moe = reference.model->moe_losses();
+  (nll + 0.3 * moe.load_balancing + 0.01 * moe.z_loss).backward();
+  for (const auto& p : reference.model->named_parameters())
+    EXPECT_TRUE(torch::allclose(grads[p.key()], p.value().grad(), 1e-5, 1e-7)) << p.key();
+  EXPECT_NEAR(r.loss.item<double>(), nll.item<double>(), 1e-6);
+  EXPECT_NEAR(r.moe_lbl_loss.item<double>(), moe.load_balancing.item<double>(), 1e-6);
+  EXPECT_NEAR(r.moe_z_loss.item<double>(), moe.z_loss.item<double>(), 1e-6);
+  ASSERT_TRUE(r.moe_load.has_value());
+  EXPECT_LE(r.moe_load->min_share, 0.25);
+  EXPECT_GE(r.moe_load->max_share, 0.25);
+  EXPECT_LE(r.moe_load->entropy, std::log(4.0) + 1e-12);
+  EXPECT_EQ(r.moe_load->dropped_fraction, 0.0);
+
+  Subject split(c), rows(c);
+  auto by_row = split.step(c, 1);
+  const auto s = by_row.run(batch, 1e-3);
+  double lbl = 0.0, z = 0.0;
+  torch::NoGradGuard no_grad;
+  for (int64_t i = 0; i < batch.size(0); ++i) {
+    model::lm_loss_sum(*rows.model,
+                       batch.narrow(0, i, 1));  // the step's forward: inputs without the last token
+    const auto l = rows.model->moe_losses();
+    lbl += l.load_balancing.item<double>() / double(batch.size(0));
+    z += l.z_loss.item<double>() / double(batch.size(0));
+  }
+  EXPECT_NEAR(s.moe_lbl_loss.item<double>(), lbl, 1e-6);
+  EXPECT_NEAR(s.moe_z_loss.item<double>(), z, 1e-6);
+}
+
 }  // namespace
 }  // namespace siamese::train

@@ -58,8 +58,10 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
   return std::system(cmd.c_str());
 }
 
-void expect_exact_resume(const std::string& dropout, const std::string& settings = "") {
-  const std::string tag = dropout + (settings.empty() ? "" : "_muon");
+// `name` tells the runs of different `settings` apart.
+void expect_exact_resume(const std::string& dropout, const std::string& settings = "",
+                         const std::string& name = "") {
+  const std::string tag = dropout + name;
   // ngpt: its weights are re-normalized after every step, which a resume must reproduce;
   // mhc: n streams and float32 connection weights.
   for (const char* topology : {"pre", "hybrid_pre", "ngpt", "mhc"}) {
@@ -80,7 +82,13 @@ void expect_exact_resume(const std::string& dropout, const std::string& settings
     EXPECT_TRUE(fs::exists(b / "step8"));
     const auto za = step_values(a, "z_loss");
     EXPECT_EQ(za, step_values(b, "z_loss"));
-    EXPECT_EQ(za.size(), settings.empty() ? 0u : 8u);
+    EXPECT_EQ(za.size(), settings.find("softmax_auxiliary_loss") == std::string::npos ? 0u : 8u);
+    const bool moe = settings.find("block_type=moe") != std::string::npos;
+    for (const char* key : {"moe_lbl_loss", "moe_z_loss", "moe_load_entropy"}) {
+      const auto va = step_values(a, key);
+      EXPECT_EQ(va, step_values(b, key)) << key;
+      EXPECT_EQ(va.size(), moe ? 8u : 0u) << key;
+    }
   }
 }
 
@@ -92,7 +100,15 @@ TEST(Trainer, StoppedAndResumedRunWithDropoutMatchesBitForBit) { expect_exact_re
 
 // Muon's momentum buffers are in the checkpoint; the z-loss is logged and resumed with it.
 TEST(Trainer, StoppedAndResumedMuonRunWithZLossMatchesBitForBit) {
-  expect_exact_resume("0.1", "--optimizer.name=muon --softmax_auxiliary_loss=true");
+  expect_exact_resume("0.1", "--optimizer.name=muon --softmax_auxiliary_loss=true", "_muon");
+}
+
+// block_type moe: the routed experts, the router and the auxiliary losses resume exactly.
+TEST(Trainer, StoppedAndResumedMoeRunMatchesBitForBit) {
+  expect_exact_resume("0.1",
+                      "--model.block_type=moe --model.moe_num_experts=4 --model.moe_top_k=2 "
+                      "--model.moe_zloss_weight=0.001",
+                      "_moe");
 }
 
 TEST(Trainer, MicroBatchingKeepsTheLossNormalisedOverTheGlobalBatch) {

@@ -26,7 +26,7 @@ struct ModelConfig {
   int64_t mlp_ratio = 4;
   std::optional<int64_t> mlp_hidden_size;  // overrides mlp_ratio * d_model
   std::string activation_type = "swiglu";  // swiglu | gelu | relu
-  std::string block_type = "sequential";
+  std::string block_type = "sequential";   // sequential | moe (the MLP is a sparse MoE, mlp.h)
   bool rope = false;
   bool rope_full_precision = true;
   double rope_theta = 10000.0;
@@ -68,6 +68,18 @@ struct ModelConfig {
   bool use_query_norm = false;
   bool use_key_norm = false;
   bool use_value_norm = false;
+  // OLMoE's sparse feed-forward (block_type moe; mlp.h). OLMo's names and defaults.
+  int64_t moe_num_experts = 8;
+  int64_t moe_top_k = 2;
+  std::string moe_mlp_impl = "sparse";  // sparse | grouped: the same arithmetic here
+  bool moe_log_expert_assignment = false;
+  bool moe_shared_expert = false;
+  bool moe_lbl_in_fp32 = false;
+  double moe_loss_weight = 0.1;
+  std::optional<double> moe_zloss_weight;  // unset = no router z-loss
+  bool moe_dropless = true;
+  double moe_capacity_factor = 1.25;
+  bool moe_norm_topk_prob = false;  // ours: transformers' norm_topk_prob (OLMoE: false)
 
   // ours
   std::string residual = "pre";  // the topology; MODEL_TYPE values (src/model/topologies)

@@ -20,12 +20,14 @@ const char* param_kind_name(ParamKind kind);
 // Blocks are counted from their shapes (none is built); only the topology is built, since
 // each topology decides its own norms and vectors.
 struct ParamCounts {
-  int64_t embedding = 0;  // wte, wpe, emb_norm
-  int64_t attention = 0;  // att_proj, attn_out and the QKV norms
-  int64_t mlp = 0;        // ff_proj, ff_out
-  int64_t residual = 0;   // everything the topology owns (residual-path norms, gains)
-  int64_t head = 0;       // untied ff_out (0 with weight_tying)
+  int64_t embedding = 0;   // wte, wpe, emb_norm
+  int64_t attention = 0;   // att_proj, attn_out and the QKV norms
+  int64_t mlp = 0;         // ff_proj, ff_out; with block_type moe the router and every expert
+  int64_t mlp_active = 0;  // what one token uses: the router, top_k experts, the shared one
+  int64_t residual = 0;    // everything the topology owns (residual-path norms, gains)
+  int64_t head = 0;        // untied ff_out (0 with weight_tying)
   int64_t total() const { return embedding + attention + mlp + residual + head; }
+  int64_t active() const { return embedding + attention + mlp_active + residual + head; }
 };
 ParamCounts count_parameters(const ModelConfig& cfg);
 
@@ -33,7 +35,9 @@ ParamCounts count_parameters(const ModelConfig& cfg);
 // 6 * N + 12 * n_layers * d_model * seq_len, where N is the number of parameters that take
 // part in matmuls (all but the input embedding tables; the LM head counts, also when tied)
 // and the second term is the attention score and context matmuls (forward 2*2*L*d*T,
-// backward twice that). The causal mask is not discounted, as in PaLM and OLMo.
+// backward twice that). The causal mask is not discounted, as in PaLM and OLMo. With
+// block_type moe, N counts the router and the experts a token runs (top_k and the shared
+// one), not the idle ones, so MFU is measured on active FLOPs.
 double flops_per_token(const ModelConfig& cfg, int64_t seq_len);
 
 // Model FLOPs utilisation, 0..1: the share of `peak_flops` (FLOP/s) used by training at

@@ -1,13 +1,43 @@
 #pragma once
-// The feed-forward sublayer: ff_out(act(ff_proj(x))). SwiGLU splits ff_proj's output in
-// two, value first and gate second (OLMo: x, gate = chunk(2); silu(gate) * x), so ff_out
-// reads half the hidden size. Hidden size = mlp_hidden_size, else mlp_ratio * d_model.
+// The feed-forward sublayer. Dense (block_type sequential): ff_out(act(ff_proj(x))). SwiGLU
+// splits ff_proj's output in two, value first and gate second (OLMo: x, gate = chunk(2);
+// silu(gate) * x), so ff_out reads half the hidden size. Hidden size = mlp_hidden_size, else
+// mlp_ratio * d_model.
+//
+// Sparse (block_type moe, OLMoE): a linear router without bias scores moe_num_experts SwiGLU
+// experts per token; softmax over the experts (in float32, as transformers' OLMoE), the top
+// moe_top_k probabilities weight those experts' outputs (raw, as OLMoE; rescaled to sum 1 with
+// moe_norm_topk_prob). Expert e is the dense SwiGLU with weights experts.ff_proj[e]
+// [2 * inner, d] and experts.ff_out[e] [d, inner], inner = mlp_inner_size (OLMoE's
+// moe_intermediate_size: mlp_ratio 1 and d_model 2048 give 1024). With moe_shared_expert,
+// ff_proj / ff_out are an always-used dense expert added on top (DeepSeekMoE).
+// Tokens are grouped by expert (a stable sort of the assignments, so each expert sees its
+// tokens in order) and every expert runs one matmul pair on its tokens, then one index_add
+// scatters the weighted outputs back. That loop is also what runs on CUDA (no grouped GEMM
+// yet). moe_dropless false keeps at most int(moe_capacity_factor * tokens * top_k /
+// num_experts) tokens per expert, the earliest ones (megablocks' rule), and drops the rest.
 #include <torch/torch.h>
+
+#include <vector>
 
 #include "siamese/config/config.h"
 #include "siamese/model/sublayer_hooks.h"
 
 namespace siamese::model {
+
+// What the last MoE forward routed, for the auxiliary losses and the metrics.
+struct MoeStats {
+  // Switch Transformer's load-balancing loss (OLMoE's, per block): num_experts * sum_e f_e * P_e,
+  // f_e the share of the token-to-expert assignments that went to e (before any dropping)
+  // and P_e the mean router probability of e; 1 when both are uniform. transformers'
+  // load_balancing_loss_func counts f_e per token instead of per assignment: top_k times this.
+  torch::Tensor load_balancing;
+  // Router z-loss (ST-MoE): mean over tokens of logsumexp(router logits)^2.
+  torch::Tensor z_loss;
+  std::vector<int64_t> tokens_per_expert;  // assignments per expert, before dropping
+  int64_t assignments = 0;                 // tokens * top_k
+  int64_t dropped = 0;                     // assignments over an expert's capacity
+};
 
 class MlpImpl : public torch::nn::Module {
  public:
@@ -16,16 +46,33 @@ class MlpImpl : public torch::nn::Module {
 
   torch::Tensor forward(const torch::Tensor& x);
 
+  // Set by every forward of a sparse MLP; null for a dense one.
+  const MoeStats* moe_stats() const { return router ? &stats_ : nullptr; }
+
+  // Dense: the MLP. Sparse: the shared expert (null without moe_shared_expert).
   torch::nn::Linear ff_proj{nullptr}, ff_out{nullptr};
+  // Sparse only: router weight [num_experts, d]; experts' stacked SwiGLU weights.
+  torch::nn::Linear router{nullptr};
+  torch::Tensor expert_ff_proj, expert_ff_out;
 
  private:
+  torch::Tensor activate(const torch::Tensor& h) const;
+  torch::Tensor sparse(const torch::Tensor& x);
+
   std::string activation_;
   SublayerHooks hooks_;
+  int64_t top_k_ = 0;
+  bool norm_topk_ = false, dropless_ = true, lbl_in_fp32_ = false;
+  double capacity_factor_ = 1.0;
+  MoeStats stats_;
 };
 TORCH_MODULE(Mlp);
 
-// ff_proj's output width and ff_out's input width for this config.
+// ff_proj's output width and ff_out's input width for this config (also each expert's).
 int64_t mlp_hidden_size(const ModelConfig& cfg);
 int64_t mlp_inner_size(const ModelConfig& cfg);
+
+// Experts each token runs: top_k (plus the shared one) with block_type moe, else 1.
+int64_t active_experts(const ModelConfig& cfg);
 
 }  // namespace siamese::model

@@ -8,6 +8,7 @@
 //   emb_norm.*                       OLMo's embedding_layer_norm
 //   blocks.{i}.attn.{att_proj,attn_out,q_norm,k_norm,v_norm}.{weight,bias}
 //   blocks.{i}.mlp.{ff_proj,ff_out}.{weight,bias}
+//   blocks.{i}.mlp.router.weight, blocks.{i}.mlp.experts.{ff_proj,ff_out}   (block_type moe)
 //   topology.<OLMo name>             residual-path norms and vectors, e.g.
 //                                    topology.blocks.{i}.attn_norm.weight, topology.ln_f.weight
 //   ff_out.{weight,bias}             LM head (absent with weight_tying)
@@ -61,6 +62,11 @@ struct ForwardOptions {
   const Documents* documents = nullptr;
 };
 
+// The MoE auxiliary losses of one forward, each the mean over the blocks of MoeStats' value.
+struct MoeLosses {
+  torch::Tensor load_balancing, z_loss;
+};
+
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(const ModelConfig& cfg, const SublayerHooks& hooks);
@@ -92,6 +98,12 @@ class TransformerImpl : public torch::nn::Module {
   // initialisation and are built at their start values (norm weights 1, biases 0). Uses
   // torch's global generator: seed with torch::manual_seed first for a reproducible model.
   void reset_parameters();
+
+  // block_type moe: every block's routing of the last forward (empty for a dense model), and
+  // the auxiliary losses averaged over the blocks (undefined tensors for a dense model). The
+  // trainer adds moe_loss_weight * load_balancing + moe_zloss_weight * z_loss to the loss.
+  std::vector<const MoeStats*> moe_stats() const;
+  MoeLosses moe_losses() const;
 
   // Use reference_attention instead of the library kernel in every block (tests).
   void use_reference_attention(bool on);

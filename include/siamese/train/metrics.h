@@ -9,12 +9,22 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "siamese/common/durable_file.h"
 #include "siamese/common/metrics_row.h"
 #include "siamese/model/accounting.h"
 
 namespace siamese::train {
+
+// block_type moe: how one rank's tokens were routed in a step, over every block and
+// micro-batch (train_step.cpp). A share is an expert's part of a block's assignments.
+struct MoeLoad {
+  double min_share = 0, max_share = 0;                  // over blocks and experts; 1 / num_experts when even
+  double entropy = 0;                                   // of each block's shares, mean over blocks (nats)
+  double dropped_fraction = 0;                          // assignments over an expert's capacity
+  std::vector<std::vector<int64_t>> tokens_per_expert;  // per block (moe_log_expert_assignment)
+};
 
 struct StepMetrics {
   int64_t step = 0;
@@ -33,6 +43,10 @@ struct StepMetrics {
   double peak_memory_mib = 0;        // device_clock.h's peak_memory_mib: CUDA allocator peak, CPU max RSS
   std::optional<double> loss_scale;  // amp_fp16 only: the scale this step's backward used
   std::optional<int64_t> filtered_instances;  // data.instance_filter only: instances left out, all ranks
+  // block_type moe only: the unweighted auxiliary losses (mean over blocks, all ranks) and
+  // rank 0's routing; tokens_per_expert is written only when it is filled.
+  std::optional<double> moe_lbl_loss, moe_z_loss;
+  std::optional<MoeLoad> moe_load;
 
   double perplexity() const;
   double tokens_per_sec() const;

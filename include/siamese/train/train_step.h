@@ -17,6 +17,7 @@
 #include "siamese/model/transformer.h"
 #include "siamese/train/device_clock.h"
 #include "siamese/train/loss_scale.h"
+#include "siamese/train/metrics.h"
 #include "siamese/train/optimizer.h"
 
 namespace siamese::train {
@@ -27,6 +28,11 @@ struct StepResult {
   torch::Tensor grad_norm;   // global gradient norm before clipping
   torch::Tensor loss_scale;  // the scale this step's backward used (1 without amp_fp16)
   torch::Tensor z_loss;      // mean z-loss, like `loss` (0 without softmax_auxiliary_loss)
+  // block_type moe: the load-balancing and router z-losses before their weights (each the
+  // mean over blocks), like `loss`; 0 for a dense model. The step trains on
+  // loss + moe_loss_weight * moe_lbl_loss + moe_zloss_weight * moe_z_loss.
+  torch::Tensor moe_lbl_loss, moe_z_loss;
+  std::optional<MoeLoad> moe_load;  // block_type moe: this rank's routing (host values)
 };
 
 // Device-clock marks of a step's phases (the bench's breakdown).
@@ -63,6 +69,9 @@ class TrainStep {
   double max_grad_norm_;
   std::optional<double> z_loss_multiplier_;       // set with softmax_auxiliary_loss
   std::optional<model::DocumentRule> documents_;  // set with data.generate_doc_lengths
+  double global_rows_;                            // cfg.global_train_batch_size
+  double moe_loss_weight_, moe_zloss_weight_;     // 0 when off
+  bool moe_log_assignment_;
   std::vector<torch::Tensor> params_;  // what the optimizer updates (its gradients are unscaled, clipped)
 };
 
