@@ -15,6 +15,7 @@
 #include "support/free_port.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
+#include "support/tiny_configs.h"
 
 using siamese::testing::fresh_dir;
 
@@ -32,7 +33,7 @@ namespace {
 std::string train_args(const fs::path& folder, int micro, const std::string& extra,
                        const std::string& topology = "hybrid_pre") {
   return std::string(" train ") + SIAMESE_SOURCE_DIR + "/configs/tiny/quickstart.yaml" +
-         " --model.residual=" + topology +
+         siamese::testing::topology_flags(topology) +
          " --model.use_query_norm=true --model.use_key_norm=true"
          " --model.use_value_norm=true --model.d_model=32 --model.n_heads=2 --model.n_layers=2"
          " --model.max_sequence_length=32 --model.attention_dropout=0 --model.residual_dropout=0"
@@ -105,8 +106,8 @@ TEST(DataParallel, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
 // `floor` absolutely, see expect_same_weights).
 void expect_two_ranks_match_one_process(const std::string& topology, double min_drop, double floor = 0.0) {
   SCOPED_TRACE(topology);
-  auto one = fresh_dir("dp_test", topology + "_one_rank"),
-       two = fresh_dir("dp_test", topology + "_two_ranks");
+  const auto label = siamese::testing::topology_label(topology);
+  auto one = fresh_dir("dp_test", label + "_one_rank"), two = fresh_dir("dp_test", label + "_two_ranks");
   ASSERT_EQ(run_single(one, 4, "--max_duration=8", topology), 0) << read_all(one.string() + ".log");
   ASSERT_EQ(run_torchrun(two, 2, free_port(), "--max_duration=8", topology), 0)
       << read_all(two.string() + ".log");
@@ -132,6 +133,12 @@ TEST(DataParallel, NgptTwoRanksMatchOneProcess) {
 // of 3e-4, a tenth of one step at this learning rate. The losses agree to 1e-5 as for ngpt.
 TEST(DataParallel, MhcTwoRanksMatchOneProcess) {
   for (const char* topology : {"mhc", "mhc_lite"}) expect_two_ranks_match_one_process(topology, 0.05, 3e-4);
+}
+
+// A SiameseNorm coupling beyond post_pre / hybrid_pre (Peri-LN's X: the output norms that
+// the fused update does not cover).
+TEST(DataParallel, SiameseCouplingTwoRanksMatchOneProcess) {
+  expect_two_ranks_match_one_process("siamese/peri", 0.05);
 }
 
 // Muon's update runs on every rank from the all-reduced gradients, and the z-loss is summed
