@@ -452,8 +452,33 @@ class MhcLite(ManifoldStreams):  # comb = sum_k softmax(logits)_k P_k over the n
         return (torch.softmax(logits, -1) @ perms).unflatten(-1, (n, n))
 
 
-class SiameseStreams(Topology):
-    def __init__(self, c):
+def x_placement(name, c, l, attn):
+    """Where the X stream meets a sublayer (siamese.cpp's x_placement): X's enter norm, whether
+    it replaces X, the factor on X's input, whether the fused input is normalized, the weight
+    on X before the add and the norm on F's output that X absorbs."""
+    f = "attn" if attn else "ff"
+    post = {"norm": f + "_norm", "replaces": True}
+    pre = {"norm": f + "_norm", "replaces": False}
+    if name == "post" or (name == "mixln" and l < math.floor(c["mixln_alpha"] * c["n_layers"])):
+        p = post
+    elif name == "hybrid" or (name == "hybrid_star" and l > 0):
+        p = {"norm": None, "input_norm": False} if attn else post
+    elif name == "deepnorm":
+        p = {**post, "weight": (2.0 * c["n_layers"]) ** 0.25}
+    elif name == "peri":
+        p = {**pre, "out_norm": f + "_out_norm"}
+    elif name == "lns":
+        p = {**pre, "scale": 1.0 / math.sqrt(l + 1)}
+    elif name in ("pre", "mixln", "hybrid_star"):
+        p = pre
+    else:
+        raise ValueError(f"siamese.x_stream {name!r} is not a placement SiameseNorm gives X")
+    defaults = {"norm": None, "replaces": False, "scale": 1.0, "input_norm": True, "weight": 1.0, "out_norm": None}
+    return {**defaults, **p}
+
+
+class Siamese(Topology):  # SiameseNorm: Pre-Norm stream Y + stream X placed as x_stream
+    def __init__(self, c, x_stream):
         super().__init__(c)
         sc = c["siamese"]
         self.gamma = sc["gamma"]
@@ -462,57 +487,40 @@ class SiameseStreams(Topology):
                 self.block_param(l, "c1", torch.ones(c["d_model"]))
         self.inv_depth = [1.0 / math.sqrt(2.0 * (l + 1)) if sc["depth_scaling"] else 1.0
                           for l in range(c["n_layers"])]
-        self.fused_input_norm = sc["fused_input_norm"]
         self.ln_f, self.ln_y_f, self.ln_final_f = self.norm(), self.norm(), self.norm()
+        self.place, self.x_norm, self.y_norm, self.input_norm, self.out_norm = [], [], [], [], []
+        for s in range(2 * c["n_layers"]):
+            l, f = s // 2, "attn" if s % 2 == 0 else "ff"
+            p = x_placement(x_stream, c, l, s % 2 == 0)
+            self.place.append(p)
+            self.x_norm.append(self.block_norm(l, p["norm"]) if p["norm"] else None)
+            self.y_norm.append(self.block_norm(l, f + "_y_norm"))
+            fused = sc["fused_input_norm"] and p["input_norm"]
+            self.input_norm.append(self.block_norm(l, f + "_input_norm") if fused else None)
+            self.out_norm.append(self.block_norm(l, p["out_norm"]) if p["out_norm"] else None)
 
     def begin(self, e):
         return [e, e]
 
-    def gamma_x_plus(self, x, y, l):
-        return x + y if not self.gamma else y + x * self.bp(l, "c1")
+    def enter(self, st, s):
+        p, l = self.place[s], s // 2
+        x = self.x_norm[s](st[0]) if self.x_norm[s] is not None else st[0]
+        y = self.y_norm[s](st[1])
+        if p["replaces"]:
+            st[0] = x
+        if p["scale"] != 1.0:
+            x = x * p["scale"]
+        fused = (y + x * self.bp(l, "c1") if self.gamma else x + y) if s % 2 == 0 else x + y
+        return self.input_norm[s](fused) if self.input_norm[s] is not None else fused
 
     def leave(self, st, f, s):
-        st[0] = st[0] + f * self.inv_depth[s // 2]
+        p = self.place[s]
+        x_term = self.out_norm[s](f) if self.out_norm[s] is not None else f
+        st[0] = st[0] * p["weight"] + x_term * self.inv_depth[s // 2]
         st[1] = st[1] + f
 
     def finish(self, st):
         return self.ln_final_f(self.ln_f(st[0]) + self.ln_y_f(st[1]))
-
-
-class PostPre(SiameseStreams):
-    def __init__(self, c):
-        super().__init__(c)
-        for l in range(c["n_layers"]):
-            for f in ("attn", "ff"):
-                self.block_norm(l, f + "_norm")
-                self.block_norm(l, f + "_y_norm")
-                if self.fused_input_norm:
-                    self.block_norm(l, f + "_input_norm")
-
-    def enter(self, st, s):
-        x, y = self.sub_norm(s, "_norm")(st[0]), self.sub_norm(s, "_y_norm")(st[1])
-        st[0] = x
-        fused = self.gamma_x_plus(x, y, s // 2) if s % 2 == 0 else x + y
-        return self.sub_norm(s, "_input_norm")(fused) if self.fused_input_norm else fused
-
-
-class HybridPre(SiameseStreams):
-    def __init__(self, c):
-        super().__init__(c)
-        for l in range(c["n_layers"]):
-            self.block_norm(l, "ff_norm")
-            self.block_norm(l, "attn_y_norm")
-            self.block_norm(l, "ff_y_norm")
-            if self.fused_input_norm:
-                self.block_norm(l, "ff_input_norm")
-
-    def enter(self, st, s):
-        l = s // 2
-        if s % 2 == 0:
-            return self.gamma_x_plus(st[0], self.bp(l, "attn_y_norm")(st[1]), l)
-        x, y = self.bp(l, "ff_norm")(st[0]), self.bp(l, "ff_y_norm")(st[1])
-        st[0] = x
-        return self.bp(l, "ff_input_norm")(x + y) if self.fused_input_norm else x + y
 
 
 def l2_normalize(x):
@@ -579,8 +587,9 @@ TOPOLOGIES = {
     "hybrid": Hybrid,
     "hybrid_star": lambda c: Hybrid(c, star=True),
     "hc": HyperConnections,
-    "post_pre": PostPre,
-    "hybrid_pre": HybridPre,
+    "post_pre": lambda c: Siamese(c, "post"),
+    "hybrid_pre": lambda c: Siamese(c, "hybrid"),
+    "siamese": lambda c: Siamese(c, c["siamese"]["x_stream"] or "post"),
     "reordered": Reordered,
     "lns": LayerNormScaling,
     "ngpt": Normalized,

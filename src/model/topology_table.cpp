@@ -31,6 +31,17 @@ const TopologySpec& spec_of(const std::string& name) {
   return *spec;
 }
 
+// The row's required settings and those of the row its requires_as key names.
+std::vector<std::string> required_settings(const TopologySpec& spec, const ModelConfig& cfg) {
+  std::vector<std::string> keys = spec.required;
+  if (spec.requires_as.empty()) return keys;
+  TrainConfig probe;
+  probe.model = cfg;
+  const auto& other = settings_required_by(schema::train_field(spec.requires_as).ref<std::string>(probe));
+  keys.insert(keys.end(), other.begin(), other.end());
+  return keys;
+}
+
 }  // namespace
 
 const TopologySpec* find_topology(const std::string& name) {
@@ -59,7 +70,8 @@ const std::vector<std::string>& settings_required_by(const std::string& name) {
 void apply_required_settings(ModelConfig& cfg) {
   TrainConfig probe;
   probe.model = cfg;
-  for (const auto& key : settings_required_by(cfg.residual)) schema::train_field(key).ref<bool>(probe) = true;
+  if (const TopologySpec* spec = find_topology(cfg.residual))
+    for (const auto& key : required_settings(*spec, cfg)) schema::train_field(key).ref<bool>(probe) = true;
   cfg = probe.model;
 }
 
@@ -102,7 +114,7 @@ void check_model_config(const ModelConfig& cfg, const ConfigOrigin* origin) {
   validate_model(cfg);
   TrainConfig probe;
   probe.model = cfg;
-  for (const auto& key : spec->required) {
+  for (const auto& key : required_settings(*spec, cfg)) {
     if (schema::train_field(key).ref<bool>(probe)) continue;
     std::string where = key;
     if (origin && origin->explicit_keys.count(key)) where = origin->explicit_keys.at(key) + " (" + key + ")";
@@ -119,7 +131,7 @@ TrainConfig load_run_config(const std::string& path, const std::vector<std::stri
   if (origin.topology == "default") origin.topology = path;
   if (!find_topology(config.model.residual)) throw unknown_topology(config.model.residual, &origin);
   TrainConfig probe = config;
-  for (const auto& key : settings_required_by(config.model.residual))
+  for (const auto& key : required_settings(*find_topology(config.model.residual), config.model))
     if (!origin.explicit_keys.count(key)) schema::train_field(key).ref<bool>(probe) = true;
   for (const auto& [key, value] : find_topology(config.model.residual)->defaults)
     if (!origin.explicit_keys.count(key)) schema::train_field(key).ref<int64_t>(probe) = value;

@@ -15,6 +15,7 @@
 #include "support/free_port.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
+#include "support/tiny_configs.h"
 
 using siamese::testing::fresh_dir;
 
@@ -32,7 +33,7 @@ namespace {
 std::string train_args(const fs::path& folder, int micro, const std::string& extra,
                        const std::string& topology = "hybrid_pre") {
   return std::string(" train ") + SIAMESE_SOURCE_DIR + "/configs/tiny/quickstart.yaml" +
-         " --model.residual=" + topology +
+         siamese::testing::topology_flags(topology) +
          " --model.use_query_norm=true --model.use_key_norm=true"
          " --model.use_value_norm=true --model.d_model=32 --model.n_heads=2 --model.n_layers=2"
          " --model.max_sequence_length=32 --model.attention_dropout=0 --model.residual_dropout=0"
@@ -109,8 +110,8 @@ void expect_two_ranks_match_one_process(const std::string& topology, double min_
                                         const std::string& extra = "", int single_micro = 4,
                                         int rank_micro = 2, const std::string& name = "") {
   SCOPED_TRACE(topology + name);
-  auto one = fresh_dir("dp_test", topology + name + "_one_rank"),
-       two = fresh_dir("dp_test", topology + name + "_two_ranks");
+  const auto label = siamese::testing::topology_label(topology) + name;
+  auto one = fresh_dir("dp_test", label + "_one_rank"), two = fresh_dir("dp_test", label + "_two_ranks");
   ASSERT_EQ(run_single(one, single_micro, "--max_duration=8 " + extra, topology), 0)
       << read_all(one.string() + ".log");
   ASSERT_EQ(run_torchrun(two, rank_micro, free_port(), "--max_duration=8 " + extra, topology), 0)
@@ -152,6 +153,12 @@ TEST(DataParallel, MoeTwoRanksMatchOneProcessOfTheSameMicroBatches) {
       "hybrid_pre", 0.05, 0.0,
       "--model.block_type=moe --model.moe_num_experts=4 --model.moe_top_k=2 --model.moe_zloss_weight=0.001",
       1, 1, "_moe");
+}
+
+// A SiameseNorm coupling beyond post_pre / hybrid_pre (Peri-LN's X: the output norms that
+// the fused update does not cover).
+TEST(DataParallel, SiameseCouplingTwoRanksMatchOneProcess) {
+  expect_two_ranks_match_one_process("siamese/peri", 0.05);
 }
 
 // Muon's update runs on every rank from the all-reduced gradients, and the z-loss is summed

@@ -12,6 +12,7 @@
 #include "siamese/eval/generate.h"
 #include "siamese/model/accounting.h"
 #include "siamese/model/topology_table.h"
+#include "support/tiny_configs.h"
 
 namespace siamese::eval {
 namespace {
@@ -27,8 +28,7 @@ ModelConfig small(const std::string& residual, bool rope = true) {
   c.embedding_size = 64;
   c.max_sequence_length = 48;
   c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.0;
-  c.residual = residual;
-  model::apply_required_settings(c);
+  siamese::testing::set_topology(c, residual);
   return c;
 }
 
@@ -109,6 +109,8 @@ TEST_P(EveryTopology, MoeBlocksKeepCachedLogitsAndGreedyTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Generate, EveryTopology, ::testing::ValuesIn(model::topology_names()));
+INSTANTIATE_TEST_SUITE_P(SiameseCouplings, EveryTopology,
+                         ::testing::ValuesIn(siamese::testing::kSiameseCouplings));
 
 TEST(Generate, LearnedPositionsFollowTheCache) {
   auto m = build(small("pre", /*rope=*/false));

@@ -26,6 +26,7 @@
 #include "support/file_size_limit.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
+#include "support/tiny_configs.h"
 
 using siamese::testing::FileSizeLimit;
 using siamese::testing::read_all;
@@ -54,9 +55,8 @@ TrainConfig tiny(const std::string& residual) {
   m.max_sequence_length = 32;
   m.eos_token_id = m.pad_token_id = 255;
   m.attention_dropout = m.residual_dropout = m.embedding_dropout = 0.0;
-  m.residual = residual;
   m.mixln_alpha = 0.34;  // layer 0 Post-Norm, layers 1-2 Pre-Norm
-  model::apply_required_settings(m);
+  siamese::testing::set_topology(m, residual);
   c.data.synthetic = "arithmetic";
   c.device = "cpu";
   return c;
@@ -93,6 +93,7 @@ TrainConfig tiny_of(const std::string& spec) {
 std::vector<std::string> export_cases() {
   std::vector<std::string> cases = model::topology_names();
   for (const char* extra : {"pre:dyt", "hybrid_pre:derf"}) cases.push_back(extra);
+  for (const auto& coupling : siamese::testing::kSiameseCouplings) cases.push_back(coupling);
   return cases;
 }
 
@@ -132,6 +133,7 @@ TEST_P(HfExport, TransformersComputesTheSameLogitsAndGreedyTokens) {
 INSTANTIATE_TEST_SUITE_P(EveryTopology, HfExport, ::testing::ValuesIn(export_cases()), [](const auto& info) {
   std::string name = info.param;
   std::replace(name.begin(), name.end(), ':', '_');
+  std::replace(name.begin(), name.end(), '/', '_');
   return name;
 });
 
@@ -241,7 +243,8 @@ TEST_P(HfRoundTrip, ExportThenImportIsBitExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(LlamaAndSiamese, HfRoundTrip,
-                         ::testing::Values("pre", "hybrid_pre", "hc", "ngpt", "mhc", "mhc_lite"));
+                         ::testing::Values("pre", "hybrid_pre", "hc", "ngpt", "mhc", "mhc_lite",
+                                           "siamese/deepnorm"));
 
 // A random stock model made by transformers imports and computes transformers' logits, and
 // training on from it starts at transformers' loss on the same batch: the data file holds

@@ -57,19 +57,26 @@ LossAndGrads run(const ModelConfig& cfg) {
   return r;
 }
 
-TEST(ActivationCheckpoint, SameLossAndGradientsWithDropoutForEveryTopology) {
-  for (const auto& topology : topology_names()) {
-    const LossAndGrads plain = run(config(topology, ""));
-    for (const std::string setting : {"whole_layer", "one_in_two"}) {
-      const LossAndGrads ckpt = run(config(topology, setting));
-      ASSERT_TRUE(torch::equal(plain.loss, ckpt.loss)) << topology << " " << setting;
-      ASSERT_EQ(plain.grads.size(), ckpt.grads.size());
-      for (size_t i = 0; i < plain.grads.size(); ++i)
-        EXPECT_TRUE(torch::allclose(plain.grads[i], ckpt.grads[i], 1e-5, 1e-7))
-            << topology << " " << setting << " parameter " << i << ": max diff "
-            << (plain.grads[i] - ckpt.grads[i]).abs().max().item<double>();
-    }
+void expect_checkpointing_keeps_loss_and_gradients(const std::string& topology) {
+  const LossAndGrads plain = run(config(topology, ""));
+  for (const std::string setting : {"whole_layer", "one_in_two"}) {
+    const LossAndGrads ckpt = run(config(topology, setting));
+    ASSERT_TRUE(torch::equal(plain.loss, ckpt.loss)) << topology << " " << setting;
+    ASSERT_EQ(plain.grads.size(), ckpt.grads.size());
+    for (size_t i = 0; i < plain.grads.size(); ++i)
+      EXPECT_TRUE(torch::allclose(plain.grads[i], ckpt.grads[i], 1e-5, 1e-7))
+          << topology << " " << setting << " parameter " << i << ": max diff "
+          << (plain.grads[i] - ckpt.grads[i]).abs().max().item<double>();
   }
+}
+
+TEST(ActivationCheckpoint, SameLossAndGradientsWithDropoutForEveryTopology) {
+  for (const auto& topology : topology_names()) expect_checkpointing_keeps_loss_and_gradients(topology);
+}
+
+TEST(ActivationCheckpoint, SameLossAndGradientsWithDropoutForEverySiameseCoupling) {
+  for (const auto& topology : siamese::testing::kSiameseCouplings)
+    expect_checkpointing_keeps_loss_and_gradients(topology);
 }
 
 TEST(ActivationCheckpoint, CheckpointedBlocksKeepNoActivationsInTheGraph) {

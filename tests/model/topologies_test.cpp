@@ -373,6 +373,7 @@ class TopologyFormula : public ::testing::Test {
     cfg_.hc_rate = hc_rate;
     cfg_.hc_dynamic = hc_dynamic;
     cfg_.siamese = sw;
+    apply_required_settings(cfg_);  // those of model.siamese.x_stream's placement
     torch::manual_seed(31);
     topo_ = make_topology(cfg_);
     topo_->to(torch::kDouble);
@@ -921,6 +922,209 @@ TEST(Topologies, HyperConnectionsStartAsPreNorm) {
         << "rate " << rate;
     perturb_hc(hc);  // dynamic connections make it a different model
     EXPECT_GT((hc->forward(ids) - want).abs().max().item<double>(), 1e-3) << "rate " << rate;
+  }
+}
+
+// Every placement model.siamese.x_stream gives X (issue 29 item 4).
+const std::vector<std::string> kXStreams = {"post",  "hybrid", "hybrid_star", "deepnorm",
+                                            "mixln", "peri",   "lns",         "pre"};
+bool hybrid_family(const std::string& x_stream) { return x_stream == "hybrid" || x_stream == "hybrid_star"; }
+
+// The paper's generalization property for every coupling: with the X side's norm weights at
+// zero (its enter norms N_s, Peri-LN's output norms, LN_f; and gamma where X enters attention
+// without a norm, HybridNorm's blocks), X enters no sublayer and leaves no trace in the
+// output, so the coupled model is the Pre-Norm model on Y. The Y side stacks as in
+// SiameseNormWithZeroedXStreamComputesPreNorm: where the sublayer has the fused-input norm
+// LN_in, LN_Y has weight 1 and LN_in the Pre-Norm weights; where it has none (the switch off,
+// or HybridNorm's attention), LN_Y takes them. Float64, eps 1e-30.
+double coupled_as_pre(const std::string& x_stream, SiameseConfig sw, const std::string& norm, bool zero_x) {
+  auto c = tiny_config("pre", {16, 2, std::nullopt, 3, 6, false, norm});
+  c.layer_norm_eps = 1e-30;
+  c.mixln_alpha = 0.5;  // one Post-Norm layer of three
+  c.use_query_norm = c.use_key_norm = c.use_value_norm = hybrid_family(x_stream);
+  auto pre = build(c, 5);
+  pre->to(torch::kDouble);
+  {
+    torch::NoGradGuard g;
+    for (auto& p : pre->named_parameters())  // the QKV norms too
+      if (p.key().find("_norm.") != std::string::npos)
+        p.value().copy_(1.0 + 0.5 * torch::randn_like(p.value()));
+  }
+  c.residual = "siamese";
+  sw.x_stream = x_stream;
+  c.siamese = sw;
+  auto sn = build(c, 6);
+  sn->to(torch::kDouble);
+  randomize_topology(sn);
+  copy_shared_weights(pre, sn);
+  const bool has_bias = norm != "rms";
+  auto params = sn->topology().named_parameters();
+  auto assign = [&](const std::string& dst, double w, const std::string& src = "") {
+    for (const std::string part : {".weight", ".bias"}) {
+      if (part == ".bias" && !has_bias) continue;
+      auto t = param(sn, "topology." + dst + part);
+      if (!src.empty())
+        set_(t, param(pre, "topology." + src + part));
+      else
+        set_(t, part == ".weight" ? torch::full_like(t, w) : torch::zeros_like(t));
+    }
+  };
+  const double x_weight = zero_x ? 0.0 : 1.0;
+  for (auto& p : params) {
+    const std::string& k = p.key();
+    const bool y_side = k.find("_y_") != std::string::npos || k.find("_input_norm") != std::string::npos ||
+                        k.find("ln_final_f") != std::string::npos;
+    if (y_side) continue;
+    if (k.size() > 3 && k.substr(k.size() - 3) == ".c1") {
+      if (hybrid_family(x_stream)) set_(p.value(), torch::full_like(p.value(), x_weight));
+    } else if (k.substr(k.size() - 7) == ".weight") {
+      assign(k.substr(0, k.size() - 7), x_weight);
+    }
+  }
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    for (const std::string f : {"attn", "ff"}) {
+      const std::string b = "blocks." + std::to_string(l) + ".";
+      if (params.find(b + f + "_input_norm.weight")) {
+        assign(b + f + "_y_norm", 1.0);
+        assign(b + f + "_input_norm", 0.0, b + f + "_norm");
+      } else {
+        assign(b + f + "_y_norm", 0.0, b + f + "_norm");
+      }
+    }
+  assign("ln_y_f", 1.0);
+  assign("ln_final_f", 0.0, "ln_f");
+  auto ids = random_ids(c, 2, 6, 8);
+  torch::NoGradGuard g;
+  const auto want = pre->forward(ids);
+  return ((sn->forward(ids) - want).abs().max() / want.abs().max()).item<double>();
+}
+
+TEST(Topologies, SiameseNormEveryCouplingWithZeroedXStreamComputesPreNorm) {
+  for (const auto& x_stream : kXStreams)
+    for (const std::string norm : {"rms", "default"})
+      for (int bits = 0; bits < 8; ++bits) {
+        const SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+        if (hybrid_family(x_stream) && !sw.gamma) continue;  // X enters attention unscaled
+        SCOPED_TRACE(x_stream + " " + norm + " switches " + std::to_string(bits));
+        const double diff = coupled_as_pre(x_stream, sw, norm, true);
+        EXPECT_LT(diff, 1e-12);
+        // X matters when not zeroed, except where it is Y: a Pre-Norm-kind X without depth
+        // scaling takes Y's very updates, and without gamma its input term only rescales Y's.
+        const bool x_is_y = (x_stream == "pre" || x_stream == "lns") && !sw.depth_scaling && !sw.gamma;
+        if (!x_is_y) {
+          EXPECT_GT(coupled_as_pre(x_stream, sw, norm, false), 1e-3);
+        }
+        if (bits == 7)
+          std::cout << "[generalization] siamese x_stream=" << x_stream << " " << norm
+                    << ": max |logit diff| / max |logit| = " << diff << "\n";
+      }
+}
+
+// Each coupling against its update written out with plain ops in float64 (F_s a fixed random
+// map, every norm weight and gamma random), at every switch setting.
+TEST_F(TopologyFormula, SiameseNormEveryCouplingEverySwitchSetting) {
+  const double deep_alpha = std::pow(2.0 * kLayers, 0.25);
+  for (const auto& p : kXStreams)
+    for (int bits = 0; bits < 8; ++bits) {
+      SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+      sw.x_stream = p;
+      SCOPED_TRACE(p + " switches " + std::to_string(bits));
+      w_.clear();
+      build("siamese", sw);
+      auto x = emb_, y = emb_;
+      for (int64_t s = 0; s < 2 * kLayers; ++s) {
+        const int64_t l = s / 2;
+        const bool attn = s % 2 == 0;
+        const double c = sw.depth_scaling ? std::sqrt(2.0 * (l + 1)) : 1.0;
+        const auto xn = blk(s, "attn_norm", "ff_norm");
+        const bool post = p == "post" || p == "deepnorm" || (p == "mixln" && l < 2);
+        const bool hybrid = p == "hybrid" || (p == "hybrid_star" && l > 0);
+        torch::Tensor xin;
+        if (post) {
+          x = rms(x, xn);
+          xin = x;
+        } else if (hybrid) {
+          if (!attn) x = rms(x, xn);
+          xin = x;
+        } else {
+          xin = rms(x, xn) / (p == "lns" ? std::sqrt(double(l + 1)) : 1.0);
+        }
+        auto gx = attn && sw.gamma ? xin * P("blocks." + std::to_string(l) + ".c1") : xin;
+        auto h = gx + rms(y, blk(s, "attn_y_norm", "ff_y_norm"));
+        if (sw.fused_input_norm && !(hybrid && attn)) h = rms(h, blk(s, "attn_input_norm", "ff_input_norm"));
+        auto o = F(h, s);
+        auto x_term = p == "peri" ? rms(o, blk(s, "attn_out_norm", "ff_out_norm")) : o;
+        x = (p == "deepnorm" ? deep_alpha * x : x) + x_term / c;
+        y = y + o;
+      }
+      expect_matches(rms(rms(x, "ln_f") + rms(y, "ln_y_f"), "ln_final_f"));
+    }
+}
+
+// post_pre and hybrid_pre are the couplings with post and hybrid: same parameters under the
+// same names, same outputs; the names refuse another x_stream; bad values name the key.
+TEST(Topologies, SiameseNormNamedCouplingsAreXStreamValues) {
+  for (const auto& [name, x_stream] :
+       std::vector<std::pair<std::string, std::string>>{{"post_pre", "post"}, {"hybrid_pre", "hybrid"}}) {
+    auto c = tiny_config(name, kSmall);
+    auto named = build(c, 3);
+    c.residual = "siamese";
+    c.siamese.x_stream = x_stream;
+    auto coupled = build(c, 3);
+    std::vector<std::string> a, b;
+    for (auto& p : named->named_parameters()) a.push_back(p.key());
+    for (auto& p : coupled->named_parameters()) b.push_back(p.key());
+    EXPECT_EQ(a, b) << name;
+    auto ids = random_ids(c, 2, 6, 1);
+    torch::NoGradGuard g;
+    EXPECT_TRUE(torch::equal(named->forward(ids), coupled->forward(ids))) << name;
+    c.residual = name;
+    c.siamese.x_stream = "deepnorm";
+    try {
+      build(c, 3);
+      ADD_FAILURE() << name << " accepted x_stream deepnorm";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("model.siamese.x_stream"), std::string::npos) << e.what();
+    }
+  }
+  auto c = tiny_config("siamese", kSmall);
+  c.siamese.x_stream = "hc";
+  try {
+    build(c, 3);
+    ADD_FAILURE() << "x_stream hc accepted";
+  } catch (const Error& e) {
+    const std::string what = std::string(e.what()) + " " + e.where() + " " + e.fix();
+    EXPECT_NE(what.find("model.siamese.x_stream"), std::string::npos) << what;
+    EXPECT_NE(what.find("deepnorm"), std::string::npos) << what;
+  }
+  // x_stream hybrid turns HybridNorm's Q/K/V norms on, as hybrid_pre's row does.
+  auto h = tiny_config("siamese", kSmall);
+  h.siamese.x_stream = "hybrid";
+  apply_required_settings(h);
+  EXPECT_TRUE(h.use_query_norm && h.use_key_norm && h.use_value_norm);
+  // DeepNorm's X keeps DeepNet's init gain.
+  auto d = tiny_config("siamese", kSmall);
+  d.siamese.x_stream = "deepnorm";
+  auto topo = make_topology(d);
+  EXPECT_EQ(topo->init_gain(Projection::Value, 0), std::pow(8.0 * d.n_layers, -0.25));
+  EXPECT_EQ(topo->init_gain(Projection::Query, 0), 1.0);
+}
+
+TEST(Topologies, SiameseNormEveryCouplingFiniteDifferenceGradientsFloat64) {
+  for (const auto& x_stream : kXStreams) {
+    SCOPED_TRACE(x_stream);
+    auto c = tiny_config("siamese", {8, 2, std::nullopt, 2, 4, false, "rms"});
+    c.siamese.x_stream = x_stream;
+    c.mixln_alpha = 0.5;
+    apply_required_settings(c);
+    auto m = build(c, 21);
+    m->to(torch::kDouble);
+    m->use_reference_attention(true);
+    randomize_topology(m);
+    double abs_err = 0.0;
+    const double rel = gradcheck(m, random_ids(c, 2, 4, 9), &abs_err);
+    std::cout << "[gradcheck] siamese x_stream=" << x_stream << ": max abs err " << abs_err
+              << ", max rel err " << rel << "\n";
   }
 }
 

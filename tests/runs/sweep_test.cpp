@@ -93,6 +93,30 @@ overrides: [--model.n_layers=12]
   }
 }
 
+// A SiameseNorm coupling is a variant like any other: siamese:model.siamese.x_stream=X names
+// the run after X, the run's config takes X's placement and the settings X is defined with
+// (HybridNorm's Q/K/V norms), and a placement that cannot be X is refused naming the key.
+TEST(Sweep, SiameseCouplingVariantsChooseXAndItsSettings) {
+  TempDir dir;
+  const auto path = dir.write("s.yaml", "base: " + std::string(SIAMESE_SOURCE_DIR) +
+                                            "/configs/tiny/base.yaml\nlearning_rates: [1.0e-3]\n"
+                                            "topologies: [\"siamese:model.siamese.x_stream=hybrid\"]\n");
+  const auto s = load_sweep(path);
+  ASSERT_EQ(s.runs.size(), 1u);
+  EXPECT_EQ(s.runs[0].name, "siamese+hybrid-lr0.001");
+  const auto c = siamese::model::load_run_config(s.runs[0].base, s.runs[0].overrides, {});
+  EXPECT_EQ(c.model.residual, "siamese");
+  EXPECT_EQ(c.model.siamese.x_stream, "hybrid");
+  EXPECT_TRUE(c.model.use_query_norm && c.model.use_key_norm && c.model.use_value_norm);
+  try {
+    siamese::model::load_run_config(s.runs[0].base,
+                                    {"--model.residual=siamese", "--model.siamese.x_stream=hc"}, {});
+    ADD_FAILURE() << "x_stream hc accepted";
+  } catch (const siamese::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.siamese.x_stream"), std::string::npos) << e.what();
+  }
+}
+
 // Every shipped sweep expands into runs whose configs load and validate as `siamese train`
 // would load them (world size 8 for the OLMo-1B grid, whose batches are sized for it).
 TEST(Sweep, EveryShippedSweepExpandsIntoValidRunConfigs) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "siamese/config/config.h"
 #include "siamese/model/topology_table.h"
@@ -19,12 +20,39 @@ struct TinyShape {
   int64_t max_sequence_length = 32;
 };
 
+// The SiameseNorm couplings (issue 29) beyond post_pre and hybrid_pre, as topology entries
+// "siamese/<model.siamese.x_stream>" that suites looping over topology names run as well.
+inline const std::vector<std::string> kSiameseCouplings = {
+    "siamese/deepnorm", "siamese/mixln", "siamese/peri", "siamese/lns", "siamese/pre", "siamese/hybrid_star"};
+
+// Sets model.residual (and model.siamese.x_stream for a "siamese/<x_stream>" entry) and turns
+// on the settings the topology is defined with.
+inline void set_topology(ModelConfig& c, const std::string& entry) {
+  const auto slash = entry.find('/');
+  c.residual = entry.substr(0, slash);
+  if (slash != std::string::npos) c.siamese.x_stream = entry.substr(slash + 1);
+  model::apply_required_settings(c);
+}
+
+// A topology entry as command-line overrides (" --model.residual=siamese
+// --model.siamese.x_stream=deepnorm") and as a folder name ("siamese_deepnorm").
+inline std::string topology_flags(const std::string& entry) {
+  const auto slash = entry.find('/');
+  if (slash == std::string::npos) return " --model.residual=" + entry;
+  return " --model.residual=" + entry.substr(0, slash) +
+         " --model.siamese.x_stream=" + entry.substr(slash + 1);
+}
+inline std::string topology_label(std::string entry) {
+  for (auto& ch : entry)
+    if (ch == '/') ch = '_';
+  return entry;
+}
+
 // A model of `shape` with dropout off, the settings `residual` is defined with turned on and
 // its own defaults (mhc's 4 streams); every other key keeps its default (tests set norm type, biases or RoPE
 // themselves).
 inline ModelConfig tiny_model(const std::string& residual, const TinyShape& shape = {}) {
   ModelConfig c;
-  c.residual = residual;
   c.d_model = shape.d_model;
   c.n_heads = shape.n_heads;
   c.n_layers = shape.n_layers;
@@ -32,7 +60,7 @@ inline ModelConfig tiny_model(const std::string& residual, const TinyShape& shap
   c.embedding_size = shape.embedding_size;
   c.max_sequence_length = shape.max_sequence_length;
   c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.0;
-  model::apply_required_settings(c);
+  set_topology(c, residual);
   model::apply_topology_defaults(c);
   return c;
 }

@@ -46,8 +46,8 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
   const std::string qkv =
       " --model.use_query_norm=true --model.use_key_norm=true --model.use_value_norm=true";
   const std::string cmd =
-      std::string(SIAMESE_BINARY) + " train " + SIAMESE_SOURCE_DIR +
-      "/configs/tiny/quickstart.yaml --model.residual=" + topology + qkv +
+      std::string(SIAMESE_BINARY) + " train " + SIAMESE_SOURCE_DIR + "/configs/tiny/quickstart.yaml" +
+      siamese::testing::topology_flags(topology) + qkv +
       " --model.d_model=32 --model.n_heads=2 --model.n_layers=2 --model.max_sequence_length=32"
       " --model.attention_dropout=" +
       dropout + " --model.residual_dropout=" + dropout +
@@ -64,10 +64,12 @@ void expect_exact_resume(const std::string& dropout, const std::string& settings
   const std::string tag = dropout + name;
   // ngpt: its weights are re-normalized after every step, which a resume must reproduce;
   // mhc: n streams and float32 connection weights.
-  for (const char* topology : {"pre", "hybrid_pre", "ngpt", "mhc"}) {
+  // siamese/deepnorm: a SiameseNorm coupling beyond post_pre and hybrid_pre.
+  for (const char* topology : {"pre", "hybrid_pre", "ngpt", "mhc", "siamese/deepnorm"}) {
     SCOPED_TRACE(topology);
-    auto a = fresh_dir("trainer_test", std::string("uninterrupted_") + topology + tag);
-    auto b = fresh_dir("trainer_test", std::string("resumed_") + topology + tag);
+    const auto label = siamese::testing::topology_label(topology);
+    auto a = fresh_dir("trainer_test", "uninterrupted_" + label + tag);
+    auto b = fresh_dir("trainer_test", "resumed_" + label + tag);
     fs::create_directories(a.parent_path());
     ASSERT_EQ(run_cli(a, topology, settings, dropout), 0) << read_all(a.string() + ".log");
     ASSERT_EQ(run_cli(b, topology, "--stop-at 3 " + settings, dropout), 0) << read_all(b.string() + ".log");

@@ -15,6 +15,9 @@ struct SiameseConfig {
   bool depth_scaling = true;     // divide X-stream updates by c_l = sqrt(2(l+1))
   bool fused_input_norm = true;  // LN on the fused sublayer input
   bool gamma = true;             // learnable vector on X before attention (hybrid_pre c1)
+  // X's placement, a single-stream topology's name (model.residual=siamese; empty: post);
+  // post_pre and hybrid_pre fix it to post and hybrid.
+  std::string x_stream = "";
 };
 
 struct ModelConfig {

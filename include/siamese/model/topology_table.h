@@ -31,6 +31,7 @@ std::shared_ptr<TopologyImpl> make_lns(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_ngpt(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_mhc(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_mhc_lite(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_siamese(const ModelConfig&);
 
 struct TopologySpec {
   std::string name;
@@ -45,6 +46,9 @@ struct TopologySpec {
   // Integer model keys whose default differs for this topology (mhc's 4 streams): a config
   // file that does not set one gets this value.
   std::vector<std::pair<std::string, int64_t>> defaults = {};
+  // A string model key naming another row whose required settings this row needs too
+  // (siamese: model.siamese.x_stream, the placement its X stream takes).
+  std::string requires_as = {};
 };
 
 // HybridNorm (arXiv 2503.04598) normalizes Q, K and V per head inside attention in place of
@@ -117,6 +121,13 @@ inline const std::vector<TopologySpec>& topologies() {
        {},
        {"h0", "h1", "h2", "h3"},
        {{"model.hc_rate", 4}}},
+      {"siamese",
+       "SiameseNorm: Pre-Norm stream Y + stream X placed as model.siamese.x_stream; out = LN(LN(X) + LN(Y))",
+       make_siamese,
+       {},
+       {"x", "y"},
+       {},
+       "model.siamese.x_stream"},
   };
   return table;
 }

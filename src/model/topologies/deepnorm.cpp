@@ -9,6 +9,7 @@
 // down-scaling whatever init_fn is.
 #include <cmath>
 
+#include "placement_rules.h"
 #include "siamese/model/topology.h"
 
 namespace siamese::model {
@@ -16,9 +17,14 @@ namespace siamese::model {
 std::shared_ptr<TopologyImpl> make_scaled_post(const ModelConfig& cfg, double alpha,
                                                double beta);  // post.cpp
 
+DeepNormConstants deepnorm_constants(int64_t n_layers) {
+  const double n = static_cast<double>(n_layers);
+  return {std::pow(2.0 * n, 0.25), std::pow(8.0 * n, -0.25)};
+}
+
 std::shared_ptr<TopologyImpl> make_deepnorm(const ModelConfig& cfg) {
-  const double n = static_cast<double>(cfg.n_layers);
-  return make_scaled_post(cfg, std::pow(2.0 * n, 0.25), std::pow(8.0 * n, -0.25));
+  const auto k = deepnorm_constants(cfg.n_layers);
+  return make_scaled_post(cfg, k.alpha, k.beta);
 }
 
 }  // namespace siamese::model

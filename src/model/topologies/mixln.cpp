@@ -8,15 +8,21 @@
 // trainable, so that neither end of the stack goes unused.
 #include <cmath>
 
+#include "placement_rules.h"
 #include "siamese/model/topology.h"
 
 namespace siamese::model {
+
+int64_t mixln_post_layers(const ModelConfig& cfg) {
+  return static_cast<int64_t>(std::floor(cfg.mixln_alpha * cfg.n_layers));
+}
+
 namespace {
 
 class MixLN : public TopologyImpl {
  public:
   explicit MixLN(const ModelConfig& cfg) : TopologyImpl(cfg) {
-    post_layers_ = static_cast<int64_t>(std::floor(cfg.mixln_alpha * cfg.n_layers));
+    post_layers_ = mixln_post_layers(cfg);
     add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
     ln_f_ = top_norm("ln_f");
   }

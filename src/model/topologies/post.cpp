@@ -4,9 +4,15 @@
 // No final norm: the last sublayer's LN already normalizes what the LM head sees.
 // DeepNorm (deepnorm.cpp) is this block with a residual weight alpha and an init gain
 // beta, so both are built here; plain Post-Norm is alpha = beta = 1.
+#include "placement_rules.h"
 #include "siamese/model/topology.h"
 
 namespace siamese::model {
+
+double deepnet_gain(Projection p, double beta) {
+  return p == Projection::Query || p == Projection::Key ? 1.0 : beta;
+}
+
 namespace {
 
 class PostNorm : public TopologyImpl {
@@ -16,10 +22,7 @@ class PostNorm : public TopologyImpl {
     add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
   }
 
-  // DeepNet's gain: beta on value, attention-output and FFN weights, 1 on query and key.
-  double init_gain(Projection p, int64_t) const override {
-    return p == Projection::Query || p == Projection::Key ? 1.0 : beta_;
-  }
+  double init_gain(Projection p, int64_t) const override { return deepnet_gain(p, beta_); }
 
   State begin(torch::Tensor emb) override { return {{"x"}, {emb}}; }
 

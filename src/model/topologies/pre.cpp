@@ -8,9 +8,13 @@
 //   x = x + F_s(LN_s(x) / sqrt(l + 1)) for sublayer s of layer l (0-based);  out = LN_f(x).
 #include <cmath>
 
+#include "placement_rules.h"
 #include "siamese/model/topology.h"
 
 namespace siamese::model {
+
+double lns_input_scale(int64_t layer) { return 1.0 / std::sqrt(double(layer + 1)); }
+
 namespace {
 
 class PreNorm : public TopologyImpl {
@@ -24,7 +28,7 @@ class PreNorm : public TopologyImpl {
 
   torch::Tensor enter(State& st, int64_t s) override {
     auto h = norm_[s](st[0]);
-    return depth_scaled_ ? h * (1.0 / std::sqrt(double(layer_of(s) + 1))) : h;
+    return depth_scaled_ ? h * lns_input_scale(layer_of(s)) : h;
   }
 
   void leave(State& st, torch::Tensor f, int64_t s) override { st[0] = st[0] + f; }

@@ -1,0 +1,260 @@
+// SiameseNorm (Li, Han et al. 2026, "SiameseNorm: Breaking the Barrier to Reconciling
+// Pre/Post-Norm", arXiv 2602.08064): a Pre-Norm stream Y coupled with a stream X that takes a
+// single-stream topology's norm placement (model.siamese.x_stream; the paper's Table 2
+// couples Pre-Norm with each variant). Both start at the embeddings; sublayer s of layer l,
+// with c_l = sqrt(2(l+1)) (depth-wise scaling), computes
+//   [X = N_s(X)]                          X's enter norm, when it replaces X (Post-Norm kind)
+//   x_in = k_s N_s(X)  (or X)             X's input term (k_s: LayerNorm Scaling)
+//   h = LN_in(g * x_in + LN_Y(Y))         g: the vector gamma (c1), attention only
+//   o = F_s(h)
+//   X = a_s X + M_s(o) / c_l;  Y = Y + o  (a_s: DeepNorm's alpha; M_s: Peri-LN's output norm)
+//   out = LN_final(LN_f(X) + LN_yf(Y)).
+// The placements (x_placement below) say where N_s and M_s sit for each value:
+//   post       N_s replaces X before every sublayer (Algorithm 1; post_pre)
+//   hybrid     X enters attention as it is (per-head Q/K/V norms inside); N_s = ff_norm
+//              replaces X before the FFN, which alone has LN_in (the paper's LM; hybrid_pre,
+//              the official OLMo_model_hybrid_pre.py, spelled out in shared/golden/README.md)
+//   hybrid_star hybrid with a Pre-Norm first block
+//   deepnorm   post with a_s = (2N)^(1/4) and DeepNet's init gain (8N)^(-1/4)
+//   mixln      post in the first floor(mixln_alpha L) layers, pre after
+//   peri       N_s on X's input only, M_s on F's output before X absorbs it
+//   lns        N_s on X's input only, scaled by 1/sqrt(l+1)
+//   pre        N_s on X's input only
+// A Post-Norm placement normalizes X where it enters the next sublayer (and LN_f, at the
+// output), not right after the add: Algorithm 1's form, which the fused update below needs
+// and which puts a norm on X everywhere it is read, so that zero X-side norm weights remove
+// X from every input and from the output and leave a Pre-Norm model on Y (the paper's
+// generalization property, tested for every placement in tests/model/topologies_test.cpp).
+// The placements' constants (DeepNorm's alpha and beta, Mix-LN's split, LNS's scale) are
+// their single-stream files' (placement_rules.h); each X norm carries the name it has there.
+// With RMSNorm, an update with a_s = 1 and no M_s and the norms that read the streams next
+// are one fused kernel (fused_norm.h) whose normalized streams wait in State::normalized
+// until enter asks for them; anything else takes separate ops.
+// model.siamese: depth_scaling off sets c_l = 1; fused_input_norm off drops LN_in; gamma off
+// drops g.
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "placement_rules.h"
+#include "siamese/common/error.h"
+#include "siamese/model/fused_norm.h"
+#include "siamese/model/topology.h"
+
+namespace siamese::model {
+namespace {
+
+// Where X meets sublayer s.
+struct XSublayer {
+  std::string norm = {};         // N_s's name ("": X enters as it is)
+  bool replaces = false;         // X itself becomes N_s(X) (a lazy post-norm)
+  double input_scale = 1.0;      // k_s
+  bool input_norm = true;        // F's fused input gets LN_in (not where attention normalizes Q/K/V)
+  double residual_weight = 1.0;  // a_s
+  std::string out_norm = {};     // M_s's name ("": none)
+};
+
+struct XPlacement {
+  std::vector<XSublayer> sublayers;  // by s
+  double init_beta = 1.0;            // DeepNet's gain on value, attention-output and FFN weights
+};
+
+XSublayer post_sublayer(const std::string& f) { return {f + "_norm", true}; }
+XSublayer pre_sublayer(const std::string& f) { return {f + "_norm", false}; }
+
+XPlacement x_placement(const std::string& name, const ModelConfig& cfg) {
+  XPlacement p;
+  const auto deepnorm = deepnorm_constants(cfg.n_layers);
+  for (int64_t l = 0; l < cfg.n_layers; ++l)
+    for (const std::string f : {"attn", "ff"}) {
+      const bool attn = f == "attn";
+      XSublayer x;
+      if (name == "post") {
+        x = post_sublayer(f);
+      } else if (name == "hybrid" || (name == "hybrid_star" && l > 0)) {
+        x = attn ? XSublayer{"", false, 1.0, false} : post_sublayer(f);
+      } else if (name == "hybrid_star") {
+        x = pre_sublayer(f);
+      } else if (name == "deepnorm") {
+        x = post_sublayer(f);
+        x.residual_weight = deepnorm.alpha;
+      } else if (name == "mixln") {
+        x = l < mixln_post_layers(cfg) ? post_sublayer(f) : pre_sublayer(f);
+      } else if (name == "peri") {
+        x = pre_sublayer(f);
+        x.out_norm = f + "_out_norm";
+      } else if (name == "lns") {
+        x = pre_sublayer(f);
+        x.input_scale = lns_input_scale(l);
+      } else if (name == "pre") {
+        x = pre_sublayer(f);
+      } else {
+        throw Error("model.siamese.x_stream '" + name + "' is not a placement SiameseNorm can give X",
+                    "model.siamese.x_stream",
+                    "use post, hybrid, hybrid_star, deepnorm, mixln, peri, lns or pre");
+      }
+      p.sublayers.push_back(x);
+    }
+  if (name == "deepnorm") p.init_beta = deepnorm.beta;
+  return p;
+}
+
+class Siamese : public TopologyImpl {
+ public:
+  Siamese(const ModelConfig& cfg, const std::string& x_stream)
+      : TopologyImpl(cfg), placement_(x_placement(x_stream, cfg)) {
+    for (int64_t l = 0; l < cfg.n_layers; ++l) {
+      if (cfg.siamese.gamma) gamma_.push_back(block_param(l, "c1", torch::ones({cfg.d_model})));
+      inv_depth_.push_back(cfg.siamese.depth_scaling ? 1.0 / std::sqrt(2.0 * (l + 1)) : 1.0);
+    }
+    ln_f_ = top_norm("ln_f");
+    ln_y_f_ = top_norm("ln_y_f");
+    ln_final_f_ = top_norm("ln_final_f");
+    // Per block, per sublayer: X's enter norm, Y's, the fused input's, X's output norm.
+    auto norm_or_none = [&](int64_t l, const std::string& name) {
+      return name.empty() ? Norm(nullptr) : block_norm(l, name);
+    };
+    for (int64_t s = 0; s < 2 * cfg.n_layers; ++s) {
+      const auto& x = placement_.sublayers[s];
+      const int64_t l = layer_of(s);
+      const std::string f = is_attention(s) ? "attn" : "ff";
+      x_norm_.push_back(norm_or_none(l, x.norm));
+      y_norm_.push_back(block_norm(l, f + "_y_norm"));
+      input_norm_.push_back(
+          norm_or_none(l, cfg.siamese.fused_input_norm && x.input_norm ? f + "_input_norm" : ""));
+      out_norm_.push_back(norm_or_none(l, x.out_norm));
+    }
+  }
+
+  double init_gain(Projection p, int64_t) const override { return deepnet_gain(p, placement_.init_beta); }
+
+  State begin(torch::Tensor emb) override { return {{"x", "y"}, {emb, emb}}; }
+
+  torch::Tensor enter(State& st, int64_t s) override {
+    const auto& place = placement_.sublayers[s];
+    auto [x, y] = normed(st, s);
+    if (place.replaces) st[0] = x;
+    if (place.input_scale != 1.0) x = x * place.input_scale;
+    auto fused = is_attention(s) ? gamma_x_plus(x, y, layer_of(s)) : x + y;
+    return input_norm_[s].is_empty() ? fused : input_norm_[s](fused);
+  }
+
+  void leave(State& st, torch::Tensor f, int64_t s) override {
+    const double alpha = inv_depth_[layer_of(s)];
+    const auto& place = placement_.sublayers[s];
+    const auto next = norms_at(s + 1);
+    st.normalized.clear();
+    if (place.residual_weight != 1.0 || !out_norm_[s].is_empty()) {
+      const auto x = place.residual_weight == 1.0 ? st[0] : st[0] * place.residual_weight;
+      st[0] = x.add(out_norm_[s].is_empty() ? f : out_norm_[s](f), alpha);
+      st[1] = st[1] + f;
+      return;
+    }
+    if (!fusable(st, f, next)) {
+      st[0] = st[0].add(f, alpha);  // one kernel for X + f / c_l
+      st[1] = st[1] + f;
+      return;
+    }
+    // f joins the streams' dtype as the separate adds would promote it (autocast).
+    const auto u =
+        fused::stream_update(st[0], st[1], f.to(st[0].scalar_type()), alpha, spec(next.x), spec(next.y));
+    st[0] = u.x;
+    st[1] = u.y;
+    keep_normalized(st, 0, next.x, u.nx);
+    keep_normalized(st, 1, next.y, u.ny);
+  }
+
+  torch::Tensor finish(State& st) override {
+    auto [x, y] = normed(st, 2 * cfg_.n_layers);
+    return ln_final_f_(x + y);
+  }
+
+ private:
+  // The norms applied to X and to Y where they enter sublayer s (2 n_layers: the output
+  // fusion); empty: the stream enters as it is.
+  struct StreamNorms {
+    Norm x{nullptr}, y{nullptr};
+  };
+  StreamNorms norms_at(int64_t s) {
+    return s == 2 * cfg_.n_layers ? StreamNorms{ln_f_, ln_y_f_} : StreamNorms{x_norm_[s], y_norm_[s]};
+  }
+
+  // X and Y as sublayer s sees them, each through its norm, taking what the preceding fused
+  // update already computed.
+  std::pair<torch::Tensor, torch::Tensor> normed(State& st, int64_t s) {
+    const auto norms = norms_at(s);
+    std::pair<torch::Tensor, torch::Tensor> out{normed_stream(st, 0, norms.x), normed_stream(st, 1, norms.y)};
+    st.normalized.clear();
+    return out;
+  }
+
+  // g * x + y_term for attention's input (one addcmul), x + y_term without gamma.
+  torch::Tensor gamma_x_plus(const torch::Tensor& x, const torch::Tensor& y_term, int64_t layer) {
+    return gamma_.empty() ? x + y_term : torch::addcmul(y_term, x, gamma_[layer]);
+  }
+
+  // The fused update covers RMSNorm, streams and f of one shape and device, and a dtype with
+  // a kernel that f's does not outrank.
+  static bool fusable(const State& st, const torch::Tensor& f, const StreamNorms& next) {
+    for (const Norm* n : {&next.x, &next.y})
+      if (!n->is_empty() && (*n)->kind() != NormKind::RMS) return false;
+    const auto &x = st[0], &y = st[1];
+    const auto t = x.scalar_type();
+    return fused::supports(x) && y.scalar_type() == t && y.sizes() == x.sizes() && f.sizes() == x.sizes() &&
+           y.device() == x.device() && f.device() == x.device() && c10::promoteTypes(t, f.scalar_type()) == t;
+  }
+
+  static fused::StreamNormSpec spec(const Norm& n) {
+    if (n.is_empty()) return {};
+    return {true, n->weight, n->eps()};
+  }
+
+  // The norm's output from the fused kernel's normalized stream (its bias added as
+  // NormImpl adds it).
+  static void keep_normalized(State& st, size_t i, const Norm& n, const torch::Tensor& value) {
+    if (n.is_empty()) return;
+    st.normalized.push_back({n.get(), st[i], n->bias.defined() ? value + n->bias : value});
+  }
+
+  static torch::Tensor normed_stream(const State& st, size_t i, Norm n) {
+    if (n.is_empty()) return st[i];
+    for (const auto& k : st.normalized)
+      if (k.norm == n.get() && k.of.is_same(st[i])) return k.value;
+    return n(st[i]);
+  }
+
+  XPlacement placement_;
+  std::vector<torch::Tensor> gamma_;
+  std::vector<double> inv_depth_;
+  std::vector<Norm> x_norm_, y_norm_, input_norm_, out_norm_;  // by sublayer s
+  Norm ln_f_{nullptr}, ln_y_f_{nullptr}, ln_final_f_{nullptr};
+};
+
+// post_pre and hybrid_pre name their placement; model.siamese.x_stream may repeat it.
+std::shared_ptr<TopologyImpl> make_fixed(const ModelConfig& cfg, const std::string& topology,
+                                         const std::string& x_stream) {
+  if (!cfg.siamese.x_stream.empty() && cfg.siamese.x_stream != x_stream)
+    throw Error("model.residual " + topology + " couples Pre-Norm with " + x_stream +
+                    ", but model.siamese.x_stream is '" + cfg.siamese.x_stream + "'",
+                "model.siamese.x_stream",
+                "use model.residual siamese to choose X's placement with model.siamese.x_stream, or leave "
+                "x_stream unset");
+  return std::make_shared<Siamese>(cfg, x_stream);
+}
+
+}  // namespace
+
+std::shared_ptr<TopologyImpl> make_siamese(const ModelConfig& cfg) {
+  return std::make_shared<Siamese>(cfg, cfg.siamese.x_stream.empty() ? "post" : cfg.siamese.x_stream);
+}
+
+std::shared_ptr<TopologyImpl> make_post_pre(const ModelConfig& cfg) {
+  return make_fixed(cfg, "post_pre", "post");
+}
+
+std::shared_ptr<TopologyImpl> make_hybrid_pre(const ModelConfig& cfg) {
+  return make_fixed(cfg, "hybrid_pre", "hybrid");
+}
+
+}  // namespace siamese::model
