@@ -31,6 +31,7 @@ std::shared_ptr<TopologyImpl> make_lns(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_ngpt(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_mhc(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_mhc_lite(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_attnres(const ModelConfig&);
 
 struct TopologySpec {
   std::string name;
@@ -117,6 +118,12 @@ inline const std::vector<TopologySpec>& topologies() {
        {},
        {"h0", "h1", "h2", "h3"},
        {{"model.hc_rate", 4}}},
+      {"attnres",
+       "Attention Residuals: F_s(LN(sum_i softmax_i(w_s . RMS(v_i)) v_i)) over v_0 = embeddings and earlier "
+       "outputs (or block sums: attnres_block_size)",
+       make_attnres,
+       {},
+       {"v0"}},
   };
   return table;
 }
