@@ -20,6 +20,7 @@
 #include "siamese/model/topology_table.h"
 #include "support/cli.h"
 #include "support/files.h"
+#include "support/reference_check.h"
 #include "support/temp_dir.h"
 #include "support/tiny_configs.h"
 
@@ -113,27 +114,15 @@ TEST(MhcReference, MatchesTransformersDeepseekV4HyperConnectionAndHead) {
     ours.push_back(results);
     folders += " " + folder;
   }
-  const std::string log = dir.file("log");
-  ASSERT_EQ(siamese::testing::sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                                     "/tests/model/mhc_reference.py" + folders,
-                                 log),
-            0)
-      << siamese::testing::read_all(log);
+  ASSERT_TRUE(siamese::testing::reference_ran("model/mhc_reference.py", folders, dir.file("log")));
   double worst[2] = {0.0, 0.0};  // float64, float32: largest error relative to the scale
   for (size_t k = 0; k < cases.size(); ++k) {
     const auto& c = cases[k];
-    for (const auto& [name, value] : ours[k]) {
-      SCOPED_TRACE("n " + std::to_string(c.n) + ", " + std::to_string(c.iters) + " iterations, " +
-                   (c.dtype == torch::kDouble ? "float64 " : "float32 ") + name);
-      const auto want = read_npy(dir.file("case" + std::to_string(k)) + "/ref_" + name + ".npy");
-      ASSERT_EQ(want.sizes(), value.sizes());
-      const double scale = std::max(1.0, want.abs().max().item<double>());
-      const double err =
-          (value.detach().to(torch::kDouble) - want.to(torch::kDouble)).abs().max().item<double>();
-      EXPECT_LT(err, c.tolerance * scale);
-      double& w = worst[c.dtype == torch::kDouble ? 0 : 1];
-      w = std::max(w, err / scale);
-    }
+    SCOPED_TRACE("n " + std::to_string(c.n) + ", " + std::to_string(c.iters) + " iterations, " +
+                 (c.dtype == torch::kDouble ? "float64" : "float32"));
+    double& w = worst[c.dtype == torch::kDouble ? 0 : 1];
+    w = std::max(w, siamese::testing::expect_near_reference(dir.file("case" + std::to_string(k)), ours[k],
+                                                            c.tolerance));
   }
   std::cout << "[mhc reference] largest error / scale: float64 " << worst[0] << ", float32 " << worst[1]
             << "\n";
@@ -184,13 +173,7 @@ TEST(MhcReference, ConnectionWeightsStayFloat32UnderBf16Autocast) {
 TEST(MhcLite, TooManyStreamsIsRefusedNamingTheKey) {
   ModelConfig cfg = siamese::testing::tiny_model("mhc_lite", {kMhcWidth, 2, 1, 61, 64, 32});
   cfg.hc_rate = 7;
-  try {
-    make_topology(cfg);
-    ADD_FAILURE() << "hc_rate 7 accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.where(), "model.hc_rate");
-    EXPECT_NE(e.fix().find("at most 6"), std::string::npos) << e.what();
-  }
+  siamese::testing::expect_refused([&] { make_topology(cfg); }, "model.hc_rate", "at most 6");
 }
 
 }  // namespace
