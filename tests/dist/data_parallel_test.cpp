@@ -134,6 +134,10 @@ TEST(DataParallel, MhcTwoRanksMatchOneProcess) {
   for (const char* topology : {"mhc", "mhc_lite"}) expect_two_ranks_match_one_process(topology, 0.05, 3e-4);
 }
 
+// AttnRes's sources and softmax weights are computed per token on each rank; its pseudo-queries'
+// gradients are all-reduced like every other parameter's.
+TEST(DataParallel, AttnResTwoRanksMatchOneProcess) { expect_two_ranks_match_one_process("attnres", 0.05); }
+
 // Muon's update runs on every rank from the all-reduced gradients, and the z-loss is summed
 // over ranks like the loss: 2 ranks follow 1 process, and a run stopped and resumed under
 // torchrun repeats both losses exactly.

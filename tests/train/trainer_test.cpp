@@ -61,8 +61,8 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
 void expect_exact_resume(const std::string& dropout, const std::string& settings = "") {
   const std::string tag = dropout + (settings.empty() ? "" : "_muon");
   // ngpt: its weights are re-normalized after every step, which a resume must reproduce;
-  // mhc: n streams and float32 connection weights.
-  for (const char* topology : {"pre", "hybrid_pre", "ngpt", "mhc"}) {
+  // mhc: n streams and float32 connection weights; attnres: a state that grows with depth.
+  for (const char* topology : {"pre", "hybrid_pre", "ngpt", "mhc", "attnres"}) {
     SCOPED_TRACE(topology);
     auto a = fresh_dir("trainer_test", std::string("uninterrupted_") + topology + tag);
     auto b = fresh_dir("trainer_test", std::string("resumed_") + topology + tag);
