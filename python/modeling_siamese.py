@@ -452,6 +452,53 @@ class MhcLite(ManifoldStreams):  # comb = sum_k softmax(logits)_k P_k over the n
         return (torch.softmax(logits, -1) @ perms).unflatten(-1, (n, n))
 
 
+class AttnRes(Topology):
+    """Attention Residuals, Full and Block (src/model/topologies/attnres.cpp): sublayer s reads
+    LN_s(sum_i softmax_i(w_s . RMSNorm(v_i)) v_i) over the embeddings, the completed blocks'
+    summed outputs and the current block's partial sum; the head the same with its own query."""
+
+    def __init__(self, c):
+        super().__init__(c)
+        d = c["d_model"]
+        for l in range(c["n_layers"]):
+            self.block_norm(l, "attn_norm")
+            self.block_norm(l, "ff_norm")
+            if l > 0:  # sublayer 0 reads the embeddings alone
+                self.block_param(l, "attn_res_query", torch.zeros(d))
+            self.block_param(l, "ff_res_query", torch.zeros(d))
+        self.res_query_f = nn.Parameter(torch.zeros(d))
+        self.ln_f = self.norm()
+        self.block_size = max(c["attnres_block_size"], 1)
+        self.open_block = False  # whether the last source is the current block's partial sum
+
+    def aggregate(self, st, q):
+        eps = self.c["layer_norm_eps"]
+        logits = torch.stack([(v @ q) * torch.rsqrt(v.square().mean(-1) + eps) for v in st], -1)
+        a = torch.softmax(logits, -1)
+        return sum(a[..., i, None] * v for i, v in enumerate(st))
+
+    def begin(self, e):
+        self.open_block = False
+        return [e.to(self.res_query_f.dtype)]
+
+    def enter(self, st, s):
+        if s == 0:
+            return self.sub_norm(s, "_norm")(st[0])
+        q = self.bp(s // 2, ("attn" if s % 2 == 0 else "ff") + "_res_query")
+        return self.sub_norm(s, "_norm")(self.aggregate(st, q))
+
+    def leave(self, st, f, s):
+        v = f.to(self.res_query_f.dtype)
+        if self.open_block:
+            st[-1] = st[-1] + v
+        else:
+            st.append(v)
+        self.open_block = (s + 1) % self.block_size != 0
+
+    def finish(self, st):
+        return self.ln_f(self.aggregate(st, self.res_query_f))
+
+
 def x_placement(name, c, l, attn):
     """Where the X stream meets a sublayer (siamese.cpp's x_placement): X's enter norm, whether
     it replaces X, the factor on X's input, whether the fused input is normalized, the weight
@@ -595,6 +642,7 @@ TOPOLOGIES = {
     "ngpt": Normalized,
     "mhc": Mhc,
     "mhc_lite": MhcLite,
+    "attnres": AttnRes,
 }
 
 

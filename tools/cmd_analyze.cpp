@@ -1,6 +1,7 @@
 // `siamese analyze CHECKPOINT --data TOKENS`: the paper's per-stream measurements of a
-// checkpoint (src/analysis/): magnitudes by depth, stream mixing from norm scales, logit
-// lens per stream and effective depth, as one JSON document for scripts/plot_analysis.py.
+// checkpoint (src/analysis/): magnitudes by depth, stream mixing from norm scales, the
+// learned mixing weights over depth (mHC, AttnRes), logit lens per stream and effective depth, as one JSON
+// document for scripts/plot_analysis.py.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "siamese/analysis/depth_mixing.h"
 #include "siamese/analysis/effective_depth.h"
 #include "siamese/analysis/logit_lens.h"
 #include "siamese/analysis/magnitude.h"
@@ -20,6 +22,14 @@
 namespace siamese::cli {
 
 namespace {
+
+// A tensor of any rank as nested JSON arrays.
+nlohmann::ordered_json nested(const torch::Tensor& t) {
+  if (t.dim() == 0) return t.item<double>();
+  auto a = nlohmann::ordered_json::array();
+  for (int64_t i = 0; i < t.size(0); ++i) a.push_back(nested(t[i]));
+  return a;
+}
 
 struct AnalyzeArgs {
   std::string checkpoint;
@@ -71,6 +81,11 @@ int run_analyze(const AnalyzeArgs& a) {
                      {"x_share", s.x_share()}});
   doc["mixing"] = {{"sites", sites}};
   if (mix.final_x) doc["mixing"]["final"] = {{"x", *mix.final_x}, {"y", *mix.final_y}};
+
+  nlohmann::ordered_json over_depth = nlohmann::ordered_json::array();
+  for (const auto& e : analysis::depth_mixing(*ck.model, batches))
+    over_depth.push_back({{"layer", e.layer}, {"site", e.site}, {"name", e.name}, {"mean", nested(e.mean)}});
+  doc["depth_mixing"] = over_depth;
 
   const auto lens = analysis::logit_lens(*ck.model, batches);
   doc["logit_lens"] = {{"positions", lens.positions},

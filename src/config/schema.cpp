@@ -374,6 +374,13 @@ const std::vector<Field<TrainConfig>>& train_fields() {
               "1 gives a plain sigmoid).",
               &T::model, &M::mhc_post_scale)
           .positive(),
+      ours<T>("model.attnres_block_size",
+              "attnres: sublayers (attention and MLP count one each) per Block AttnRes block; each sublayer "
+              "attends over the embeddings, every completed block's summed outputs and the current block's "
+              "partial sum. 0 = Full AttnRes (every earlier output is a source; the same as 1).",
+              &T::model, &M::attnres_block_size)
+          .at_least(0)
+          .fixed_by("set model.attnres_block_size to 0 (Full AttnRes) or a positive number of sublayers"),
       ours<T>("model.dyt_alpha_init",
               "DyT (arXiv 2503.10622): initial alpha of every norm; the paper's default is 0.5 and it "
               "tunes lower values for wider LLMs.",

@@ -58,32 +58,43 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   State st = topology_->begin(x);
   report(-1, st);
   for (int64_t l = 0; l < n; ++l) {
-    if (is_training() && !opts.sublayer_probe && !opts.cache &&
+    if (is_training() && !opts.sublayer_probe && !opts.mixing_probe && !opts.cache &&
         checkpoints_block(cfg_.activation_checkpointing, l)) {
-      // The closure outlives this call (backward runs it again): it holds copies only.
+      // The closure outlives this call (backward runs it again): it holds copies only. A block
+      // may add streams (AttnRes's sources): their names come back through `names_after`.
       auto docs = opts.documents ? std::make_shared<const Documents>(*opts.documents) : nullptr;
-      st.streams =
-          checkpointed(st.streams, [this, names = st.names, l, docs](const std::vector<torch::Tensor>& in) {
+      auto names_after = std::make_shared<std::vector<std::string>>();
+      st.streams = checkpointed(
+          st.streams, [this, names = st.names, names_after, l, docs](const std::vector<torch::Tensor>& in) {
             State block_state{names, in};
-            run_block(block_state, l, nullptr, nullptr, docs.get());
+            run_block(block_state, l, nullptr, nullptr, nullptr, docs.get());
+            *names_after = block_state.names;
             return block_state.streams;
           });
+      st.names = *names_after;
     } else {
-      run_block(st, l, opts.sublayer_probe, opts.cache ? &opts.cache->layers[l] : nullptr, opts.documents);
+      run_block(st, l, opts.sublayer_probe, opts.mixing_probe, opts.cache ? &opts.cache->layers[l] : nullptr,
+                opts.documents);
     }
     report(l, st);
   }
   auto h = topology_->finish(st);
+  if (opts.mixing_probe)
+    for (const auto& [name, w] : st.mixing) (*opts.mixing_probe)(n, "final." + name, w);
   if (opts.probe) (*opts.probe)(n, "final", h);
   return h;
 }
 
-void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe, LayerCache* cache,
-                                const Documents* documents) {
+void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe,
+                                const Probe* mixing_probe, LayerCache* cache, const Documents* documents) {
   auto& block = block_list_[layer];
   for (int64_t s = 2 * layer; s < 2 * layer + 2; ++s) {
     const bool attention = TopologyImpl::is_attention(s);
     auto in = topology_->enter(st, s);
+    if (mixing_probe)
+      for (const auto& [name, w] : st.mixing)
+        (*mixing_probe)(layer, (attention ? "attn." : "ffn.") + name, w);
+    st.mixing.clear();
     auto out = attention ? block->attn(in, cache, documents) : block->mlp(in);
     if (sublayer_probe) {
       (*sublayer_probe)(layer, attention ? "attn_in" : "ffn_in", in);

@@ -2,7 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
+#include "siamese/analysis/depth_mixing.h"
 #include "siamese/analysis/effective_depth.h"
 #include "siamese/analysis/grad_norms.h"
 #include "siamese/analysis/logit_lens.h"
@@ -160,3 +164,162 @@ TEST(GradNorms, PerBlockNormOfAllItsParameters) {
   EXPECT_EQ(json_line(layer_grad_norms_row(5, {1.5, NAN})),
             "{\"step\": 5, \"layer_grad_norms\": [1.5, null]}");
 }
+
+namespace {
+
+// A 3-layer model of `residual` whose mixing parameters are random, so that its weights
+// differ per sublayer and per token.
+model::Transformer mixing_model(const std::string& residual, int64_t attnres_block_size = 0) {
+  torch::manual_seed(7);
+  ModelConfig cfg = siamese::testing::tiny_model(residual, {32, 2, 3, 60, 64, 16});
+  cfg.layer_norm_type = "rms";
+  cfg.include_bias = false;
+  cfg.attnres_block_size = attnres_block_size;
+  model::Transformer m(cfg);
+  m->eval();
+  torch::NoGradGuard g;
+  for (auto& p : m->topology().named_parameters())
+    if (p.key().find("res_query") != std::string::npos || p.key().find("mhc_fn") != std::string::npos)
+      p.value().normal_(0.0, p.key().find("fn") != std::string::npos ? 0.05 : 0.5);
+  return m;
+}
+
+// The token mean [..] of weights [B, T, ..], float64.
+torch::Tensor token_sum(const torch::Tensor& w) { return w.to(torch::kFloat64).flatten(0, 1).sum(0); }
+
+}  // namespace
+
+// AttnRes's recorded weights are softmax_i(w_s . RMSNorm(v_i)) recomputed from its queries and
+// the sources (the embeddings and the sublayer outputs, summed per block of 2), and
+// depth_mixing reports their token means.
+TEST(DepthMixing, AttnResWeightsAreTheSoftmaxOfItsQueriesOverTheSources) {
+  auto m = mixing_model("attnres", 2);
+  const double eps = m->config().layer_norm_eps;
+  std::map<std::string, torch::Tensor> want;  // "layer/site.name" -> summed weights
+  int64_t tokens = 0;
+  for (const auto& ids : batches()) {
+    std::vector<torch::Tensor> done, outputs, recorded;
+    model::Probe streams = [&](int64_t layer, const std::string& name, const torch::Tensor& t) {
+      if (layer == -1) done.push_back(t.to(torch::kFloat64));
+    };
+    model::Probe sublayers = [&](int64_t, const std::string& name, const torch::Tensor& t) {
+      if (name == "attn_out" || name == "ffn_out") outputs.push_back(t.to(torch::kFloat64));
+    };
+    model::Probe mixing = [&](int64_t, const std::string&, const torch::Tensor& t) { recorded.push_back(t); };
+    model::ForwardOptions opts;
+    opts.probe = &streams;
+    opts.sublayer_probe = &sublayers;
+    opts.mixing_probe = &mixing;
+    torch::NoGradGuard g;
+    m->hidden(ids, opts);
+    ASSERT_EQ(recorded.size(), 7u);  // 6 sublayers and the head
+    torch::Tensor partial;
+    for (int64_t s = 0; s <= 6; ++s) {
+      auto sources = done;
+      if (partial.defined()) sources.push_back(partial);
+      const std::string query = s == 6 ? "topology.res_query_f"
+                                       : "topology.blocks." + std::to_string(s / 2) +
+                                             (s % 2 == 0 ? ".attn_res_query" : ".ff_res_query");
+      std::vector<torch::Tensor> logits;
+      for (const auto& v : sources)
+        logits.push_back(s == 0 ? torch::zeros_like(v.select(-1, 0))
+                                : (v * param(*m, query).to(torch::kFloat64)).sum(-1) /
+                                      (v.pow(2).mean(-1) + eps).sqrt());
+      const auto a = torch::softmax(torch::stack(logits, -1), -1);
+      SCOPED_TRACE("sublayer " + std::to_string(s));
+      ASSERT_EQ(recorded[s].sizes(), a.sizes());
+      EXPECT_LT((recorded[s].to(torch::kFloat64) - a).abs().max().item<double>(), 1e-6);
+      const std::string key =
+          s == 6 ? "3/final.attnres" : std::to_string(s / 2) + (s % 2 == 0 ? "/attn" : "/ffn") + ".attnres";
+      want[key] = want.count(key) ? want[key] + token_sum(a) : token_sum(a);
+      if (s == 6) break;
+      partial = partial.defined() ? partial + outputs[s] : outputs[s];
+      if (s % 2 == 1) {
+        done.push_back(partial);
+        partial = torch::Tensor();
+      }
+    }
+    tokens += ids.numel();
+  }
+  const auto got = depth_mixing(*m, batches());
+  ASSERT_EQ(got.size(), 7u);
+  for (const auto& e : got) {
+    const std::string key = std::to_string(e.layer) + "/" + e.site + "." + e.name;
+    SCOPED_TRACE(key);
+    ASSERT_TRUE(want.count(key));
+    EXPECT_LT((e.mean - want[key] / double(tokens)).abs().max().item<double>(), 1e-6);
+    EXPECT_NEAR(e.mean.sum().item<double>(), 1.0, 1e-6);  // float32 weights
+  }
+  // Sources per sublayer: v0; v0 + partial; then one more completed block every two sublayers.
+  const std::vector<int64_t> n_sources = {1, 2, 2, 3, 3, 4, 4};
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].mean.size(0), n_sources[i]);
+}
+
+// mHC's recorded pre and post weights at each attention sublayer and the head's pre weights,
+// recomputed from its projections and the streams the probe sees entering the block; every
+// recorded comb matrix is doubly stochastic. depth_mixing reports their token means.
+TEST(DepthMixing, MhcPrePostAndCombMatchTheirParameters) {
+  for (const char* residual : {"mhc", "mhc_lite"}) {
+    SCOPED_TRACE(residual);
+    auto m = mixing_model(residual);
+    const auto& c = m->config();
+    const int64_t n = c.hc_rate;
+    std::map<int64_t, std::vector<torch::Tensor>> streams;  // layer -> h0..h{n-1}
+    std::map<std::string, torch::Tensor> recorded;
+    model::Probe on_streams = [&](int64_t layer, const std::string&, const torch::Tensor& t) {
+      streams[layer].push_back(t.to(torch::kFloat64));
+    };
+    model::Probe on_mixing = [&](int64_t layer, const std::string& name, const torch::Tensor& t) {
+      recorded[std::to_string(layer) + "/" + name] = t.to(torch::kFloat64);
+    };
+    model::ForwardOptions opts;
+    opts.probe = &on_streams;
+    opts.mixing_probe = &on_mixing;
+    const auto ids = batches()[0];
+    {
+      torch::NoGradGuard g;
+      m->hidden(ids, opts);
+    }
+    ASSERT_EQ(recorded.size(), 3u * 6u + 1u);
+    auto logits = [&](const std::vector<torch::Tensor>& h, const std::string& fn) {
+      auto x = torch::cat(h, -1);
+      return (x / (x.pow(2).mean(-1, true) + c.layer_norm_eps).sqrt())
+          .matmul(param(*m, fn).to(torch::kFloat64).t());
+    };
+    for (int64_t l = 0; l < 3; ++l) {
+      SCOPED_TRACE("layer " + std::to_string(l));
+      const std::string p = "topology.blocks." + std::to_string(l) + ".attn_mhc_";
+      auto z = logits(streams[l - 1], p + "fn");
+      auto b = param(*m, p + "base").to(torch::kFloat64), a = param(*m, p + "scale").to(torch::kFloat64);
+      auto pre = torch::sigmoid(z.narrow(-1, 0, n) * a[0] + b.narrow(0, 0, n)) + c.mhc_eps;
+      auto post = c.mhc_post_scale * torch::sigmoid(z.narrow(-1, n, n) * a[1] + b.narrow(0, n, n));
+      const std::string at = std::to_string(l) + "/attn.";
+      EXPECT_LT((recorded[at + "pre"] - pre).abs().max().item<double>(), 1e-5);
+      EXPECT_LT((recorded[at + "post"] - post).abs().max().item<double>(), 1e-5);
+      for (const char* site : {"/attn.comb", "/ffn.comb"}) {
+        const auto& comb = recorded[std::to_string(l) + site];
+        ASSERT_EQ(comb.sizes().vec(), (std::vector<int64_t>{2, 16, n, n}));
+        EXPECT_GE(comb.min().item<double>(), 0.0);
+        EXPECT_LT((comb.sum(-1) - 1).abs().max().item<double>(), 1e-4);
+        EXPECT_LT((comb.sum(-2) - 1).abs().max().item<double>(), 1e-4);
+      }
+    }
+    auto z = logits(streams[2], "topology.mhc_head_fn");
+    auto head = torch::sigmoid(z * param(*m, "topology.mhc_head_scale").to(torch::kFloat64) +
+                               param(*m, "topology.mhc_head_base").to(torch::kFloat64)) +
+                c.mhc_eps;
+    EXPECT_LT((recorded["3/final.pre"] - head).abs().max().item<double>(), 1e-5);
+
+    const auto got = depth_mixing(*m, {ids});
+    ASSERT_EQ(got.size(), recorded.size());
+    for (const auto& e : got) {
+      const std::string key = std::to_string(e.layer) + "/" + e.site + "." + e.name;
+      SCOPED_TRACE(key);
+      EXPECT_LT((e.mean - token_sum(recorded.at(key)) / double(ids.numel())).abs().max().item<double>(),
+                1e-9);
+    }
+  }
+}
+
+// Topologies with fixed mixing report none.
+TEST(DepthMixing, PreNormHasNoMixingWeights) { EXPECT_TRUE(depth_mixing(*tiny("pre"), batches()).empty()); }

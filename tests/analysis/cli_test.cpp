@@ -182,6 +182,8 @@ TEST_F(CliWorkflow, AnalyzeMeasuresEveryStreamOfTheTopology) {
       EXPECT_GE(agree, 0.0);
       EXPECT_LE(agree, 1.0);
     }
+    // Pre-Norm and SiameseNorm mix with fixed weights: no learned mixing over depth to report.
+    EXPECT_TRUE(a["depth_mixing"].is_array() && a["depth_mixing"].empty());
     // Effective depth drops k = 0 .. L/2 blocks; k = 0 is the full model.
     ASSERT_EQ(a["effective_depth"].size(), 2u);
     EXPECT_EQ(a["effective_depth"][0]["dropped"], 0);

@@ -161,6 +161,10 @@ TEST(DataParallel, SiameseCouplingTwoRanksMatchOneProcess) {
   expect_two_ranks_match_one_process("siamese/peri", 0.05);
 }
 
+// AttnRes's sources and softmax weights are computed per token on each rank; its pseudo-queries'
+// gradients are all-reduced like every other parameter's.
+TEST(DataParallel, AttnResTwoRanksMatchOneProcess) { expect_two_ranks_match_one_process("attnres", 0.05); }
+
 // Muon's update runs on every rank from the all-reduced gradients, and the z-loss is summed
 // over ranks like the loss: 2 ranks follow 1 process, and a run stopped and resumed under
 // torchrun repeats both losses exactly.

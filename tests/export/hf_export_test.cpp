@@ -243,7 +243,7 @@ TEST_P(HfRoundTrip, ExportThenImportIsBitExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(LlamaAndSiamese, HfRoundTrip,
-                         ::testing::Values("pre", "hybrid_pre", "hc", "ngpt", "mhc", "mhc_lite",
+                         ::testing::Values("pre", "hybrid_pre", "hc", "ngpt", "mhc", "mhc_lite", "attnres",
                                            "siamese/deepnorm"));
 
 // A random stock model made by transformers imports and computes transformers' logits, and

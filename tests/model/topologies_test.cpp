@@ -213,7 +213,7 @@ TEST(Topologies, FiniteDifferenceGradientsFloat64) {
   // A topology name, or "pre:dyt" for Pre-Norm with that layer_norm_type.
   for (const std::string spec :
        {"post", "hc", "post_pre", "pre", "hybrid_pre", "residual", "deepnorm", "mixln", "peri", "hybrid_star",
-        "reordered", "lns", "ngpt", "mhc", "mhc_lite", "pre:dyt", "post_pre:derf"}) {
+        "reordered", "lns", "ngpt", "mhc", "mhc_lite", "attnres", "pre:dyt", "post_pre:derf"}) {
     SCOPED_TRACE(spec);
     const auto colon = spec.find(':');
     const std::string name = spec.substr(0, colon);

@@ -13,6 +13,7 @@
 
 #include "siamese/common/npy.h"
 #include "support/cli.h"
+#include "support/files.h"
 #include "support/temp_dir.h"
 
 namespace siamese::testing {
@@ -21,6 +22,13 @@ namespace siamese::testing {
 // output in `log`.
 inline int run_python_reference(const std::string& script, const std::string& args, const std::string& log) {
   return sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR + "/" + script + " " + args, log);
+}
+
+// run_python_reference's status as an assertion whose failure carries the script's output.
+inline ::testing::AssertionResult reference_ran(const std::string& script, const std::string& args,
+                                                const std::string& log) {
+  if (run_python_reference(script, args, log) == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << read_all(log);
 }
 
 // Creates `dir`/case<k> for one case's files and adds it to `folders`, the script's arguments.

@@ -63,9 +63,9 @@ void expect_exact_resume(const std::string& dropout, const std::string& settings
                          const std::string& name = "") {
   const std::string tag = dropout + name;
   // ngpt: its weights are re-normalized after every step, which a resume must reproduce;
-  // mhc: n streams and float32 connection weights.
+  // mhc: n streams and float32 connection weights; attnres: a state that grows with depth;
   // siamese/deepnorm: a SiameseNorm coupling beyond post_pre and hybrid_pre.
-  for (const char* topology : {"pre", "hybrid_pre", "ngpt", "mhc", "siamese/deepnorm"}) {
+  for (const char* topology : {"pre", "hybrid_pre", "ngpt", "mhc", "attnres", "siamese/deepnorm"}) {
     SCOPED_TRACE(topology);
     const auto label = siamese::testing::topology_label(topology);
     auto a = fresh_dir("trainer_test", "uninterrupted_" + label + tag);

@@ -96,6 +96,8 @@ struct ModelConfig {
   int64_t mhc_sinkhorn_iters = 20;
   double mhc_eps = 1e-6;
   double mhc_post_scale = 2.0;
+  // Block AttnRes (topology attnres): sublayers per block; 0 = Full AttnRes.
+  int64_t attnres_block_size = 0;
   // The learnable scalars of the point-wise norms (layer_norm_type dyt / derf) start here.
   double dyt_alpha_init = 0.5;   // DyT: weight * tanh(alpha x) + bias
   double derf_alpha_init = 0.5;  // Derf: weight * erf(alpha x + shift) + bias

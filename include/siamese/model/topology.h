@@ -28,6 +28,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "siamese/config/config.h"
@@ -55,6 +56,11 @@ struct State {
   // What a sublayer's enter hands to its leave (hyper-connections' B(H)); topologies keep
   // no state of their own between the two.
   torch::Tensor carry = {};
+
+  // The weights the last enter (or finish) mixed the streams with, by name (mHC's "pre",
+  // "post", "comb"; AttnRes's "attnres"), each [B, T, ..]; empty for topologies with fixed
+  // mixing. The transformer hands them to ForwardOptions::mixing_probe, then clears them.
+  std::vector<std::pair<std::string, torch::Tensor>> mixing = {};
 
   torch::Tensor& operator[](size_t i) { return streams[i]; }
   const torch::Tensor& operator[](size_t i) const { return streams[i]; }

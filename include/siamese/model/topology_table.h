@@ -32,6 +32,7 @@ std::shared_ptr<TopologyImpl> make_ngpt(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_mhc(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_mhc_lite(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_siamese(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_attnres(const ModelConfig&);
 
 struct TopologySpec {
   std::string name;
@@ -128,6 +129,12 @@ inline const std::vector<TopologySpec>& topologies() {
        {"x", "y"},
        {},
        "model.siamese.x_stream"},
+      {"attnres",
+       "Attention Residuals: F_s(LN(sum_i softmax_i(w_s . RMS(v_i)) v_i)) over v_0 = embeddings and earlier "
+       "outputs (or block sums: attnres_block_size)",
+       make_attnres,
+       {},
+       {"v0"}},
   };
   return table;
 }

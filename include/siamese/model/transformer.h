@@ -57,6 +57,9 @@ struct ForwardOptions {
   // Receives each sublayer's input and output: (layer, "attn_in" | "attn_out" | "ffn_in" |
   // "ffn_out", tensor); the output before residual dropout.
   const Probe* sublayer_probe = nullptr;
+  // Receives the weights each sublayer's enter mixed the streams with (State::mixing), as
+  // (layer, "attn.<name>" | "ffn.<name>", tensor), and the head's as (n_layers, "final.<name>").
+  const Probe* mixing_probe = nullptr;
   std::optional<int64_t> n_blocks;  // run only the first n blocks, then finish (effective depth)
   // Packed training rows (documents.h): each attention sublayer reads only within documents.
   const Documents* documents = nullptr;
@@ -119,8 +122,8 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   // Block `layer`'s two sublayers on the residual state (enter, F, dropout, leave).
-  void run_block(State& st, int64_t layer, const Probe* sublayer_probe, LayerCache* cache,
-                 const Documents* documents);
+  void run_block(State& st, int64_t layer, const Probe* sublayer_probe, const Probe* mixing_probe,
+                 LayerCache* cache, const Documents* documents);
 
   ModelConfig cfg_;
   std::shared_ptr<TopologyImpl> topology_;

@@ -54,6 +54,7 @@ class ManifoldStreams : public TopologyImpl {
       auto comb = mixing(z[2] * c.scale[2] + b[2]);
       input = (pre.unsqueeze(-1) * hw).sum(-2).to(h.scalar_type());
       hyper::mix(st, torch::matmul(comb.transpose(-1, -2), hw).to(h.scalar_type()), post);
+      st.mixing = {{"pre", pre}, {"post", post}, {"comb", comb}};
     }
     return c.norm(input);
   }
@@ -69,6 +70,7 @@ class ManifoldStreams : public TopologyImpl {
       auto pre =
           torch::sigmoid(torch::linear(flat_rms(hw), head_fn_) * head_scale_ + head_base_) + cfg_.mhc_eps;
       out = (pre.unsqueeze(-1) * hw).sum(-2).to(h.scalar_type());
+      st.mixing = {{"pre", pre}};
     }
     return ln_f_(out);
   }
