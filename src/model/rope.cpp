@@ -10,17 +10,44 @@ std::pair<torch::Tensor, torch::Tensor> Rope::tables(int64_t T, const torch::Dev
     auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
     auto inv_freq = 1.0 / torch::pow(theta_, torch::arange(0, head_dim_, 2, opts) / double(head_dim_));
     auto angles = torch::outer(torch::arange(T, opts), inv_freq);
-    auto emb = torch::cat({angles, angles}, -1);
-    sin_ = emb.sin();
-    cos_ = emb.cos();
+    sin_ = angles.sin();
+    cos_ = angles.cos();
   }
   return {sin_.slice(0, 0, T), cos_.slice(0, 0, T)};
 }
 
-static torch::Tensor rotate_half(const torch::Tensor& t) {
-  auto halves = t.chunk(2, -1);
-  return torch::cat({-halves[1], halves[0]}, -1);
+namespace {
+
+// The rotation of t's two halves by angles with sines s and cosines c ([.., hd / 2]
+// broadcast against them): [t1 c - t2 s, t2 c + t1 s], written into halves of the output,
+// where the textbook t*cos + rotate_half(t)*sin takes a negation, a concatenation and three
+// full-width passes (bench --profile: `cat` and `neg` were 2% of the CPU step). Its
+// backward is the rotation by the negative angles.
+torch::Tensor rotate_halves(const torch::Tensor& t, const torch::Tensor& s, const torch::Tensor& c) {
+  const int64_t h = t.size(-1) / 2;
+  const auto t1 = t.narrow(-1, 0, h), t2 = t.narrow(-1, h, h);
+  auto out = torch::empty_like(t, at::MemoryFormat::Contiguous);
+  auto o1 = out.narrow(-1, 0, h), o2 = out.narrow(-1, h, h);
+  torch::mul_out(o1, t1, c).addcmul_(t2, s, -1);
+  torch::mul_out(o2, t2, c).addcmul_(t1, s);
+  return out;
 }
+
+class RopeRotation : public torch::autograd::Function<RopeRotation> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& t,
+                               const torch::Tensor& s, const torch::Tensor& c) {
+    ctx->save_for_backward({s, c});
+    return rotate_halves(t, s, c);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    return {rotate_halves(grads[0], -saved[0], saved[1]), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
 
 std::pair<torch::Tensor, torch::Tensor> Rope::rotate(const torch::Tensor& q, const torch::Tensor& k,
                                                      torch::Tensor sin, torch::Tensor cos) const {
@@ -29,8 +56,7 @@ std::pair<torch::Tensor, torch::Tensor> Rope::rotate(const torch::Tensor& q, con
   sin = sin.to(compute);
   cos = cos.to(compute);
   auto one = [&](const torch::Tensor& t) {
-    auto tc = t.to(compute);
-    return (tc * cos + rotate_half(tc) * sin).to(t.scalar_type());
+    return RopeRotation::apply(t.to(compute), sin, cos).to(t.scalar_type());
   };
   return {one(q), one(k)};
 }
@@ -49,7 +75,7 @@ std::pair<torch::Tensor, torch::Tensor> Rope::apply(const torch::Tensor& q, cons
   const auto flat = positions.flatten();
   // [B, 1, T, hd]: one angle table per row, shared by the heads.
   auto per_row = [&](const torch::Tensor& table) {
-    return table.index_select(0, flat).view({B, 1, T, head_dim_});
+    return table.index_select(0, flat).view({B, 1, T, head_dim_ / 2});
   };
   return rotate(q, k, per_row(sin_all), per_row(cos_all));
 }

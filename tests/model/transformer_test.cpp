@@ -130,6 +130,41 @@ TEST(Transformer, RopeScoresDependOnRelativePosition) {
   EXPECT_GT((s[5][0] - s[5][5]).abs().item<double>(), 1e-3);
 }
 
+// RoPE is OLMo's (GPT-NeoX) rotate-half form, t*cos(emb) + [-t2, t1]*sin(emb) with
+// emb = [angles, angles], written here with the textbook ops in float64: values and
+// gradients of q and k, at an offset (a KV cache's) and at per-row positions (documents).
+TEST(Transformer, RopeIsTheRotateHalfFormulaWithItsGradient) {
+  const int64_t hd = 8, T = 6;
+  Rope rope(hd, 500.0, true);
+  auto textbook = [&](const torch::Tensor& t, const torch::Tensor& pos) {  // pos [B or 1, 1, T, 1]
+    // Angles and their sines in float32, as OLMo computes them.
+    auto inv_freq = 1.0 / torch::pow(500.0, torch::arange(0, hd, 2, torch::kFloat) / double(hd));
+    auto angles = pos.to(torch::kFloat) * inv_freq;
+    auto sin = torch::cat({angles, angles}, -1).sin().to(torch::kFloat64);
+    auto cos = torch::cat({angles, angles}, -1).cos().to(torch::kFloat64);
+    auto halves = t.chunk(2, -1);
+    return t * cos + torch::cat({-halves[1], halves[0]}, -1) * sin;
+  };
+  torch::manual_seed(3);
+  const auto q = torch::randn({2, 3, T, hd}, torch::kFloat64),
+             k = torch::randn({2, 1, T, hd}, torch::kFloat64);
+  const auto gq = torch::randn_like(q), gk = torch::randn_like(k);
+  const auto rows = torch::tensor({3, 4, 0, 1, 2, 3, 0, 1, 2, 0, 1, 2}, torch::kInt64).view({2, T});
+  for (const bool per_row : {false, true}) {
+    const auto pos = per_row ? rows.view({2, 1, T, 1}) : torch::arange(4, 4 + T).view({1, 1, T, 1});
+    const auto q1 = q.clone().requires_grad_(), k1 = k.clone().requires_grad_();
+    const auto q2 = q.clone().requires_grad_(), k2 = k.clone().requires_grad_();
+    const auto [rq, rk] = per_row ? rope.apply(q1, k1, rows) : rope.apply(q1, k1, 4);
+    const auto eq = textbook(q2, pos), ek = textbook(k2, pos);
+    EXPECT_LT((rq - eq).abs().max().item<double>(), 1e-13) << per_row;
+    EXPECT_LT((rk - ek).abs().max().item<double>(), 1e-13) << per_row;
+    ((rq * gq).sum() + (rk * gk).sum()).backward();
+    ((eq * gq).sum() + (ek * gk).sum()).backward();
+    EXPECT_LT((q1.grad() - q2.grad()).abs().max().item<double>(), 1e-13) << per_row;
+    EXPECT_LT((k1.grad() - k2.grad()).abs().max().item<double>(), 1e-13) << per_row;
+  }
+}
+
 TEST(Transformer, OlmoInitFollowsInitFn) {
   auto c = small("pre");
   c.d_model = 256;

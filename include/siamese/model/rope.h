@@ -22,7 +22,8 @@ class Rope {
                                                 const torch::Tensor& positions);
 
  private:
-  // sin and cos of [T, hd] angles, cached for the longest T seen on this device.
+  // sin and cos of the [T, hd / 2] angles (each used by both halves), cached for the
+  // longest T seen on this device.
   std::pair<torch::Tensor, torch::Tensor> tables(int64_t T, const torch::Device& device);
   // q and k rotated by angles sin, cos broadcast against them.
   std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,
