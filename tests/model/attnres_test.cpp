@@ -307,7 +307,7 @@ TEST(AttnRes, OneSublayerMatchesThePyPIPackageAttnRes) {
                  (cases[k].dtype == torch::kDouble ? "float64" : "float32"));
     double& w = worst[cases[k].dtype == torch::kDouble ? 0 : 1];
     w = std::max(w, siamese::testing::expect_matches_reference(dir.file("case" + std::to_string(k)), ours[k],
-                                                            cases[k].tolerance));
+                                                               cases[k].tolerance));
   }
   std::cout << "[attnres reference] largest error / scale: float64 " << worst[0] << ", float32 " << worst[1]
             << "\n";
