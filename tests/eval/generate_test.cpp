@@ -4,7 +4,9 @@
 // cached ones, the bottom-right causal mask). Sampling is reproducible from its seed and
 // its filters reduce to greedy at their limits.
 #include <gtest/gtest.h>
+
 #include <torch/torch.h>
+#include <algorithm>
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -88,7 +90,9 @@ void expect_cached_logits_equal_full_logits(model::TransformerImpl& m) {
     parts.push_back(m.head(m.hidden(ids.slice(1, from, to), o)));
   for (int64_t t = 12; t < 20; ++t) parts.push_back(m.head(m.hidden(ids.slice(1, t, t + 1), o)));
   EXPECT_EQ(cache.length(), 20);
-  EXPECT_LT(max_diff(torch::cat(parts, 1), full), 1e-5);
+  // Relative to the largest logit: nGPT scales its logits by s_z sqrt(d), and float32 rounding
+  // of the cached and full paths differs with the thread count.
+  EXPECT_LT(max_diff(torch::cat(parts, 1), full), 1e-5 * std::max(1.0, full.abs().max().item<double>()));
 }
 
 TEST_P(EveryTopology, CachedLogitsEqualFullSequenceLogits) {
