@@ -171,7 +171,8 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           .one_of({"ddp", "fsdp"}),
       field<T>("fsdp.sharding_strategy",
                "With distributed_strategy fsdp: NO_SHARD (the ddp path), SHARD_GRAD_OP (gradients, float32 "
-               "master weights and optimizer state sharded), FULL_SHARD, HYBRID_SHARD (not implemented yet).",
+               "master weights and optimizer state sharded), FULL_SHARD (parameters too, gathered a block "
+               "at a time), HYBRID_SHARD (not implemented yet).",
                &T::fsdp, &FsdpConfig::sharding_strategy)
           .one_of({"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"}),
       field<T>("fsdp.precision",
@@ -181,7 +182,7 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           .one_of({"pure", "mixed"}),
       field<T>("fsdp.wrapping_strategy",
                "The units gradients are reduce-scattered in: \"\" (null) buckets of distributed.bucket_mb, "
-               "by_block one per transformer block.",
+               "by_block one per transformer block (FULL_SHARD always uses blocks).",
                &T::fsdp, &FsdpConfig::wrapping_strategy)
           .one_of({"", "by_block"}),
 

@@ -221,19 +221,34 @@ void validate_data(const TrainConfig& c, const Rules& r) {
 void validate_strategy(const TrainConfig& c, const Rules& r) {
   if (c.distributed_strategy != "fsdp") return;
   const std::string& s = c.fsdp.sharding_strategy;
-  r.require(
-      s == "NO_SHARD" || s == "SHARD_GRAD_OP", "fsdp.sharding_strategy",
-      fmt::format("fsdp.sharding_strategy {} is not implemented yet (NO_SHARD and SHARD_GRAD_OP are)", s),
-      "use SHARD_GRAD_OP (gradients, float32 master weights and optimizer state sharded over the "
-      "ranks) or NO_SHARD / distributed_strategy: ddp (full replicas)");
+  r.require(s != "HYBRID_SHARD", "fsdp.sharding_strategy",
+            "fsdp.sharding_strategy HYBRID_SHARD is not implemented yet (NO_SHARD, SHARD_GRAD_OP and "
+            "FULL_SHARD are)",
+            "use FULL_SHARD (parameters too sharded over every rank) or SHARD_GRAD_OP");
+  const bool shards_params = s == "FULL_SHARD";
+  r.require(!shards_params || c.model.block_type != "moe", "fsdp.sharding_strategy",
+            "FULL_SHARD with block_type moe is not implemented: which experts get tokens differs between "
+            "ranks, and the order of the per-block collectives must not",
+            "use fsdp.sharding_strategy: SHARD_GRAD_OP (docs/distributed.md: MoE-1B-7B fits 8 x 80 GB "
+            "with it)");
+  r.require(!shards_params || c.model.activation_checkpointing.empty() ||
+                c.model.activation_checkpointing == "whole_layer",
+            "activation_checkpointing",
+            fmt::format("FULL_SHARD with activation_checkpointing {} is not implemented: a parameter two "
+                        "blocks read gets its gradient in pieces when only one of them is recomputed",
+                        c.model.activation_checkpointing),
+            "use activation_checkpointing: whole_layer or none with FULL_SHARD");
+  // The topologies that rewrite whole weights (nGPT) are refused with FULL_SHARD where the
+  // topology table is known: model::load_run_config.
   r.require(c.fsdp.precision == "mixed" || c.precision == "fp32", "fsdp.precision",
             fmt::format("fsdp.precision pure with precision {} would reduce gradients in the autocast "
                         "dtype, which is not implemented",
                         c.precision),
             "set fsdp.precision: mixed (gradient reductions in float32)");
-  r.require(s != "SHARD_GRAD_OP" || c.optimizer.name == "adamw", "optimizer.name",
-            "Muon orthogonalises whole matrices, and under fsdp.sharding_strategy SHARD_GRAD_OP each rank "
-            "holds a flat shard of them",
+  r.require(s == "NO_SHARD" || c.optimizer.name == "adamw", "optimizer.name",
+            fmt::format("Muon orthogonalises whole matrices, and under fsdp.sharding_strategy {} each rank "
+                        "holds a flat shard of them",
+                        s),
             "use optimizer.name: adamw, or fsdp.sharding_strategy: NO_SHARD");
 }
 

@@ -64,12 +64,13 @@ GradientSync::NamedTensors ShardedGradSync::optimizer_params(const NamedTensors&
                       ", and the sharded master weights are float32",
                   "distributed_strategy", "train with float32 parameters (precision amp_* autocasts them)");
     const int64_t bytes = p.numel() * int64_t(p.element_size());
-    const int64_t key = options_.unit_of ? options_.unit_of(params[k].key()) : 0;
+    const int64_t key = options_.unit_of ? options_.unit_of(params[k].key()) : -1;
     const bool new_unit = units_.empty() || (options_.unit_of ? key != last_key
                                                               : unit_bytes + bytes > options_.bucket_bytes &&
                                                                     !units_.back().entries.empty());
     if (new_unit) {
       units_.emplace_back();
+      units_.back().key = key;
       unit_bytes = 0;
     }
     last_key = key;
@@ -82,10 +83,20 @@ GradientSync::NamedTensors ShardedGradSync::optimizer_params(const NamedTensors&
     unit_of_entry_.push_back(units_.size() - 1);
   }
   int64_t total = 0;
-  for (auto& u : units_) {
+  for (size_t i = 0; i < units_.size(); ++i) {
+    Unit& u = units_[i];
     u.offset = total;
     total += u.row;
+    if (releases(u)) units_of_layer_[u.key].push_back(i);
   }
+  if (!units_of_layer_.empty()) reached_.assign(size_t(units_of_layer_.rbegin()->first) + 1, false);
+  for (const Entry& e : entries_)
+    if (options_.shard_parameters && (!e.param.is_contiguous() || e.param.storage_offset() != 0 ||
+                                      e.param.storage().nbytes() != e.param.nbytes()))
+      throw Error(
+          "a parameter shares its storage with another tensor, and FULL_SHARD frees each "
+          "parameter's storage between uses",
+          "fsdp.sharding_strategy", "use fsdp.sharding_strategy: SHARD_GRAD_OP");
   const auto options =
       torch::TensorOptions()
           .dtype(torch::kFloat)
@@ -118,17 +129,28 @@ GradientSync::NamedTensors ShardedGradSync::optimizer_params(const NamedTensors&
 
 void ShardedGradSync::before_backward(bool last_micro_batch) {
   sync_ = last_micro_batch;
-  if (!sync_) return;
+  unfinished_ = int64_t(reached_.size()) - 1;
   for (auto& u : units_) {
     u.pending = u.entries.size();
-    u.work.reset();
+    if (sync_) u.work.reset();
   }
 }
 
+// Every rank runs the same autograd graph, and the engine runs it in the same order, so
+// collectives started from here follow one order on every rank. Under FULL_SHARD the
+// other units wait for after_backward: which of them finishes when depends on the topology.
+// Recomputed blocks finish from reached() instead: there a parameter's accumulator fires
+// once for each recomputation that reads it.
 void ShardedGradSync::on_grad_ready(size_t entry) {
-  if (!sync_ || !options_.overlap) return;
   Unit& u = units_[unit_of_entry_[entry]];
-  if (u.pending > 0 && --u.pending == 0) launch(u);
+  if (u.pending == 0 || --u.pending > 0) return;
+  if (releases(u)) {
+    if (options_.blocks_recomputed) return;
+    if (sync_ && options_.overlap) launch(u);
+    release(u);  // between micro-batches the gradients accumulate whole
+  } else if (sync_ && options_.overlap && !options_.shard_parameters) {
+    launch(u);
+  }
 }
 
 void ShardedGradSync::launch(Unit& u) {
@@ -155,8 +177,11 @@ void ShardedGradSync::after_backward() {
   const auto start = std::chrono::steady_clock::now();
   // Units without a gradient this step, or all of them without overlap: now, in the same
   // order on every rank.
-  for (auto& u : units_)
+  for (int64_t l = unfinished_; l >= 0; --l) finish_layer(l);
+  for (auto& u : units_) {
     if (!u.work) launch(u);
+    if (releases(u)) release(u);
+  }
   for (auto& u : units_) {
     comm_->wait(u.work);
     u.work.reset();
@@ -175,6 +200,7 @@ void ShardedGradSync::after_update() {
   torch::NoGradGuard no_grad;
   const int W = world_size();
   for (auto& u : units_) {
+    if (u.released) continue;  // gathered from the updated shard when its block next runs
     auto flat = torch::empty({W * u.row}, shard_.options());
     auto mine = shard_.narrow(0, u.offset, u.row).clone();
     comm_->wait(comm_->all_gather_async(flat, mine));
@@ -192,7 +218,109 @@ void ShardedGradSync::after_update() {
 void ShardedGradSync::params_changed() {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < entries_.size(); ++i)
-    views_[i].copy_(shard_piece(entries_[i].param, rank(), world_size()));
+    if (!units_[unit_of_entry_[i]].released)  // a released unit's shard is its only copy
+      views_[i].copy_(shard_piece(entries_[i].param, rank(), world_size()));
+}
+
+int64_t ShardedGradSync::parameter_bytes(int64_t param_bytes) const {
+  if (!options_.shard_parameters) return param_bytes;
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (releases(units_[unit_of_entry_[i]]))
+      param_bytes -=
+          entries_[i].param.nbytes() - entries_[i].chunk * int64_t(entries_[i].param.element_size());
+  return param_bytes;
+}
+
+void ShardedGradSync::gather(Unit& u) {
+  if (!u.released) return;
+  torch::NoGradGuard no_grad;
+  const int W = world_size();
+  if (!u.gathering) prefetch_unit(u);
+  comm_->wait(u.gathering);
+  u.gathering.reset();
+  const auto rows = u.gathered.view({W, u.row});
+  for (size_t i : u.entries) {
+    Entry& e = entries_[i];
+    c10::StorageImpl* storage = e.param.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(storage->allocator()->allocate(e.param.nbytes()));
+    storage->set_nbytes(e.param.nbytes());
+    // Written through a tensor with its own version counter: autograd's saved references to
+    // the parameter must not see an in-place change.
+    auto p = e.param.variable_data().view({-1});
+    for_each_chunk(e.param.numel(), e.chunk, W, [&](int r, int64_t begin, int64_t len) {
+      p.narrow(0, begin, len).copy_(rows[r].narrow(0, e.offset, len));
+    });
+  }
+  u.gathered = torch::Tensor();
+  u.gather_input = torch::Tensor();
+  u.released = false;
+}
+
+void ShardedGradSync::prefetch_unit(Unit& u) {
+  if (!u.released || u.gathering) return;
+  u.gathered = torch::empty({world_size() * u.row}, shard_.options());
+  u.gather_input = shard_.narrow(0, u.offset, u.row).clone();
+  u.gathering = comm_->all_gather_async(u.gathered, u.gather_input);
+}
+
+void ShardedGradSync::release(Unit& u) {
+  if (u.released || !releases(u)) return;
+  for (size_t i : u.entries) {
+    c10::StorageImpl* storage = entries_[i].param.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(at::DataPtr(nullptr, entries_[i].param.device()));
+    storage->set_nbytes(0);
+  }
+  u.released = true;
+}
+
+void ShardedGradSync::for_layer(int64_t layer, const std::function<void(Unit&)>& fn) {
+  const auto it = units_of_layer_.find(layer);
+  if (it == units_of_layer_.end()) return;
+  for (size_t i : it->second) fn(units_[i]);
+}
+
+// A block may read the next block's parameters too (SiameseNorm fuses the next sublayer's
+// input norm into its stream update), so that one is whole as well; the one after is on
+// its way meanwhile. In backward a block's parameters stay until their last gradient has
+// accumulated, which is after their last use wherever it is.
+void ShardedGradSync::before_block(int64_t layer) {
+  for_layer(layer, [this](Unit& u) { gather(u); });
+  for_layer(layer + 1, [this](Unit& u) { gather(u); });
+  for_layer(layer + 2, [this](Unit& u) { prefetch_unit(u); });
+}
+
+void ShardedGradSync::after_block(int64_t layer, const std::vector<torch::Tensor>& produced) {
+  if (layer < int64_t(reached_.size())) reached_[size_t(layer)] = false;
+  for (const auto& t : produced)
+    if (t.requires_grad()) t.register_hook([this, layer](const torch::Tensor&) { reached(layer); });
+  for_layer(layer, [this](Unit& u) { release(u); });
+}
+
+void ShardedGradSync::reached(int64_t layer) {
+  if (layer >= int64_t(reached_.size()) || reached_[size_t(layer)]) return;
+  reached_[size_t(layer)] = true;
+  for_layer(layer, [this](Unit& u) { gather(u); });
+  // A recomputed block's backward ran whole before backward reaches the block below it, and
+  // reads its own parameters and the next block's: two blocks up, the gradients are final.
+  if (options_.blocks_recomputed)
+    for (; unfinished_ >= layer + 2; --unfinished_) finish_layer(unfinished_);
+  for_layer(layer - 1, [this](Unit& u) { prefetch_unit(u); });
+}
+
+void ShardedGradSync::finish_layer(int64_t layer) {
+  if (!options_.blocks_recomputed) return;
+  for_layer(layer, [this](Unit& u) {
+    if (sync_ && options_.overlap && !u.work) launch(u);
+    release(u);
+  });
+}
+
+void ShardedGradSync::make_params_whole() {
+  for (auto& u : units_) gather(u);
+}
+
+void ShardedGradSync::release_params() {
+  for (auto& u : units_) release(u);
 }
 
 torch::Tensor ShardedGradSync::shard_of(const torch::Tensor& whole) {

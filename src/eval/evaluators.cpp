@@ -125,12 +125,19 @@ std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
     const int64_t total_batches = (set.data->size() + batch_size_ - 1) / batch_size_;
     const int64_t batches = set.num_batches > 0 ? std::min(set.num_batches, total_batches) : total_batches;
     double loss_sum = 0, tokens = 0;
-    for (int64_t b = sync_.rank(); b < batches; b += sync_.world_size()) {
+    // Every rank runs as many forwards as the busiest one (a rank past the end repeats the
+    // round's first batch and counts nothing): a strategy that gathers parameters in forward
+    // (FULL_SHARD) needs every rank in each of its collectives.
+    for (int64_t round = 0; round < batches; round += sync_.world_size()) {
+      const int64_t b = round + sync_.rank();
+      const int64_t read = b < batches ? b : round;
       std::vector<int64_t> idx;
-      for (int64_t i = b * batch_size_; i < std::min(set.data->size(), (b + 1) * batch_size_); ++i)
+      for (int64_t i = read * batch_size_; i < std::min(set.data->size(), (read + 1) * batch_size_); ++i)
         idx.push_back(i);
       auto ids = set.data->batch(idx).to(device_);
-      loss_sum += model::lm_loss_sum(model, ids).item<double>();
+      const double loss = model::lm_loss_sum(model, ids).item<double>();
+      if (b >= batches) continue;
+      loss_sum += loss;
       tokens += ids.size(0) * (ids.size(1) - 1);
     }
     loss_sum = sync_.sum(loss_sum);

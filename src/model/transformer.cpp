@@ -58,6 +58,11 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   State st = topology_->begin(x);
   report(-1, st);
   for (int64_t l = 0; l < n; ++l) {
+    std::vector<torch::Tensor> before;
+    if (block_hooks_) {
+      block_hooks_->before_block(l);
+      before = st.streams;
+    }
     if (is_training() && !opts.sublayer_probe && !opts.mixing_probe && !opts.cache &&
         checkpoints_block(cfg_.activation_checkpointing, l)) {
       // The closure outlives this call (backward runs it again): it holds copies only. A block
@@ -75,6 +80,15 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
     } else {
       run_block(st, l, opts.sublayer_probe, opts.mixing_probe, opts.cache ? &opts.cache->layers[l] : nullptr,
                 opts.documents);
+    }
+    if (block_hooks_) {
+      std::vector<torch::Tensor> produced;
+      for (const auto& t : st.streams) {
+        bool passed_through = false;
+        for (const auto& b : before) passed_through = passed_through || t.is_same(b);
+        if (!passed_through) produced.push_back(t);
+      }
+      block_hooks_->after_block(l, produced);
     }
     report(l, st);
   }

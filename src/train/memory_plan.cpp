@@ -29,12 +29,19 @@ std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int 
     return RankMemory{std::move(name), implemented, params, grads, optim, activations, checkpointed};
   };
   const double whole = 4.0 * N;
-  const double gathered = 2.0 * 4.0 * block;
+  // Sharding parameters reaches only the blocks' (embedding, final norm and head stay whole),
+  // and three blocks are gathered at a time: the one computing, the next (which it may read),
+  // the one after in flight.
+  const double outside_blocks = 4.0 * (N - block * double(m.n_layers));
+  const double gathered = 3.0 * 4.0 * block;
+  auto sharded_params = [&](double ranks) {
+    return outside_blocks + (whole - outside_blocks) / ranks + gathered;
+  };
   return {
       row("ddp / NO_SHARD", true, whole, 2.0 * whole, 2.0 * whole),
       row("SHARD_GRAD_OP", true, whole, whole / W + std::min(bucket, whole), 2.0 * whole / W),
-      row("FULL_SHARD", false, whole / W + gathered, whole / W + gathered, 2.0 * whole / W),
-      row("HYBRID_SHARD", false, whole / G + gathered, whole / G + gathered, 2.0 * whole / G),
+      row("FULL_SHARD", true, sharded_params(W), whole / W + gathered, 2.0 * whole / W),
+      row("HYBRID_SHARD", false, sharded_params(G), whole / G + gathered, 2.0 * whole / G),
   };
 }
 

@@ -99,9 +99,11 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   check_ranks_agree(sync, cfg, device);
   sync.attach(model->parameters());
   auto optim = build_optimizer(cfg.optimizer, sync.optimizer_params(model->named_parameters()));
+  model->set_block_hooks(sync.block_hooks());
   optim->allocate_state();
   int64_t param_bytes = 0;
   for (const auto& p : model->parameters()) param_bytes += p.nbytes();
+  param_bytes = sync.parameter_bytes(param_bytes);
   spdlog::info(
       "distributed strategy: {}, {} rank(s); each holds {} bytes of parameters, {} bytes of gradients, {} "
       "bytes of optimizer state",
@@ -209,6 +211,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   double longest_save_seconds = 0;  // what time_limit keeps in hand for the final save
   auto save = [&]() -> int {
     const auto save_start = Clock::now();
+    const WholeParams whole(sync);
     std::vector<torch::Tensor> finite;
     for (const auto& p : params) finite.push_back(torch::isfinite(p).all());
     if (!torch::stack(finite).all().item<bool>()) {

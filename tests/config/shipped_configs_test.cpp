@@ -133,7 +133,7 @@ TEST_F(ShippedConfigs, OlmoReferenceConfigsLoad) {
   // both OLMo's full-width Q/K norms (attention_layer_norm) and HybridNorm's per-head Q/K/V
   // norms, which this model refuses to combine; which of them HybridNorm's (unpublished) MoE
   // code applies is not known, so the per-head ones stay, as in the dense HybridNorm file.
-  // It asks for FULL_SHARD, which is refused until it is built: SHARD_GRAD_OP instead.
+  // It asks for FULL_SHARD, which is refused with MoE blocks: SHARD_GRAD_OP instead.
   const TrainConfig moe = load_config(
       ref + "MoE-1B-7B-HybridNorm.yaml",
       {"--run_name=moe", "--save_folder=/tmp/moe", "--data.paths=[]", "--tokenizer.identifier=tokenizer.json",

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "siamese/model/block_hooks.h"
+
 namespace siamese {
 
 class GradientSync {
@@ -54,8 +56,30 @@ class GradientSync {
   // Bytes this rank keeps between steps for gradients and their communication buffers, for
   // parameters of `param_bytes`: one process keeps a gradient per parameter.
   virtual int64_t gradient_bytes(int64_t param_bytes) const { return param_bytes; }
+  // Bytes this rank keeps between steps for parameters of `param_bytes` in all.
+  virtual int64_t parameter_bytes(int64_t param_bytes) const { return param_bytes; }
+  // What the model calls around each block (TransformerImpl::set_block_hooks), for a
+  // strategy that does not keep every block's parameters; null when it does.
+  virtual model::BlockHooks* block_hooks() { return nullptr; }
+  // Every rank calls these around reading the whole parameters outside a forward (rank 0
+  // writing the model's checkpoint): the first makes them whole, the second lets the
+  // strategy drop what it does not keep.
+  virtual void make_params_whole() {}
+  virtual void release_params() {}
   // The strategy in words, for the start-up log.
   virtual std::string strategy() const { return "one process"; }
+};
+
+// The parameters whole for the length of a scope, on every rank (see make_params_whole).
+class WholeParams {
+ public:
+  explicit WholeParams(GradientSync& sync) : sync_(sync) { sync_.make_params_whole(); }
+  ~WholeParams() { sync_.release_params(); }
+  WholeParams(const WholeParams&) = delete;
+  WholeParams& operator=(const WholeParams&) = delete;
+
+ private:
+  GradientSync& sync_;
 };
 
 }  // namespace siamese

@@ -16,16 +16,29 @@
 // after they are copied out. The optimizer updates named views into the master shard (one
 // per parameter, so weight decay groups and the checkpoint's names stay as they are); the
 // global gradient norm is the square root of the all-reduced sum of the shards' squared norms.
+//
+// FULL_SHARD (ZeRO-3, `shard_parameters`) keeps the units of transformer blocks (unit_of >= 0)
+// only as this rank's shard between uses: the model's block hooks gather a block's units
+// (one all_gather_into_tensor each) before it runs and free their storage after, with the
+// next block's gather in flight meanwhile. Backward reaches a block through the gradients of
+// the streams it produced; a hook on them gathers it again (prefetching the block below), and
+// when backward reaches the block below, this block's gradients are complete: they are
+// reduce-scattered and its parameters freed. So every rank issues its collectives in block
+// order, whatever order autograd happens to finish gradients in. The other units (embedding,
+// final norm, LM head) stay whole. Freeing keeps each parameter's tensor and storage object
+// and drops only the bytes, so what autograd saved in forward sees the values gathered back.
 #include <torch/torch.h>
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "siamese/dist/communicator.h"
 #include "siamese/dist/gradient_sync.h"
+#include "siamese/model/block_hooks.h"
 
 namespace siamese {
 
@@ -36,6 +49,12 @@ struct ShardedOptions {
   // A parameter's unit by name (fsdp.wrapping_strategy by_block: its block); a new unit
   // starts where the value changes. Null: units of about bucket_bytes.
   std::function<int64_t(const std::string&)> unit_of;
+  // FULL_SHARD: the units with unit_of >= 0 (a block's layer) hold parameters only while
+  // their block runs.
+  bool shard_parameters = false;
+  // activation_checkpointing whole_layer: each block's backward runs as one reentrant
+  // recomputation, so a parameter two blocks read gets its gradient once from each.
+  bool blocks_recomputed = false;
 };
 
 // Elements of each rank's chunk of a tensor with `numel` elements over `world` ranks.
@@ -45,7 +64,7 @@ torch::Tensor shard_piece(const torch::Tensor& whole, int rank, int world);
 // The tensor shaped `shape` whose chunks are `pieces`, in rank order (the reverse).
 torch::Tensor unshard(const std::vector<torch::Tensor>& pieces, at::IntArrayRef shape);
 
-class ShardedGradSync : public GradientSync {
+class ShardedGradSync : public GradientSync, public model::BlockHooks {
  public:
   ShardedGradSync(const World& world, torch::Device device, ShardedOptions options);
   ~ShardedGradSync() override;
@@ -69,8 +88,16 @@ class ShardedGradSync : public GradientSync {
   // The full gradients live only between backward and the unit's reduce-scatter.
   int64_t gradient_bytes(int64_t) const override { return grad_shard_.defined() ? grad_shard_.nbytes() : 0; }
   std::string strategy() const override {
-    return "fsdp SHARD_GRAD_OP (gradients and optimizer state sharded)";
+    return options_.shard_parameters ? "fsdp FULL_SHARD (parameters, gradients and optimizer state sharded)"
+                                     : "fsdp SHARD_GRAD_OP (gradients and optimizer state sharded)";
   }
+  int64_t parameter_bytes(int64_t param_bytes) const override;
+  model::BlockHooks* block_hooks() override { return options_.shard_parameters ? this : nullptr; }
+  void make_params_whole() override;
+  void release_params() override;
+
+  void before_block(int64_t layer) override;
+  void after_block(int64_t layer, const std::vector<torch::Tensor>& produced) override;
 
  private:
   struct Entry {
@@ -85,9 +112,20 @@ class ShardedGradSync : public GradientSync {
     size_t pending = 0;
     torch::Tensor flat;  // [world * row] while its collective runs
     c10::intrusive_ptr<c10d::Work> work;
+    int64_t key = 0;                       // unit_of's value: the block's layer, or -1
+    bool released = false;                 // FULL_SHARD: its parameters hold no storage
+    torch::Tensor gathered, gather_input;  // [world * row] and [row] while its all-gather runs
+    c10::intrusive_ptr<c10d::Work> gathering;
   };
   void on_grad_ready(size_t entry);
   void launch(Unit& unit);
+  bool releases(const Unit& unit) const { return options_.shard_parameters && unit.key >= 0; }
+  void gather(Unit& unit);         // its parameters whole again (waits for its prefetch)
+  void prefetch_unit(Unit& unit);  // starts gather()'s all-gather
+  void release(Unit& unit);
+  void for_layer(int64_t layer, const std::function<void(Unit&)>& fn);
+  // Backward has reached block `layer` (a gradient of a stream it produced).
+  void reached(int64_t layer);
 
   std::unique_ptr<Communicator> comm_;
   ShardedOptions options_;
@@ -100,6 +138,10 @@ class ShardedGradSync : public GradientSync {
   torch::Tensor grad_shard_;          // their gradients, summed over ranks
   bool sync_ = false;
   double blocked_seconds_ = 0;
+  std::map<int64_t, std::vector<size_t>> units_of_layer_;  // FULL_SHARD's block units by layer
+  std::vector<bool> reached_;  // per layer: backward has reached it since its forward
+  int64_t unfinished_ = -1;    // recomputed blocks: the highest layer not finished this backward
+  void finish_layer(int64_t layer);
 };
 
 }  // namespace siamese

@@ -50,6 +50,9 @@ struct TopologySpec {
   // A string model key naming another row whose required settings this row needs too
   // (siamese: model.siamese.x_stream, the placement its X stream takes).
   std::string requires_as = {};
+  // Its project_weights rewrites whole weight matrices after every step (nGPT), which a
+  // strategy holding parameter shards cannot do.
+  bool projects_weights = false;
 };
 
 // HybridNorm (arXiv 2503.04598) normalizes Q, K and V per head inside attention in place of
@@ -109,7 +112,10 @@ inline const std::vector<TopologySpec>& topologies() {
        "nGPT: x = Norm(x + alpha (Norm(F(x)) - x)), unit-norm weight rows; logits s_z W x",
        make_ngpt,
        {},
-       {"x"}},
+       {"x"},
+       {},
+       {},
+       true},
       {"mhc",
        "mHC (hc_rate streams): H = comb^T H + post^T F(LN(pre . H)), comb Sinkhorn-projected",
        make_mhc,

@@ -20,6 +20,7 @@
 
 #include "siamese/config/config.h"
 #include "siamese/model/attention.h"
+#include "siamese/model/block_hooks.h"
 #include "siamese/model/mlp.h"
 #include "siamese/model/topology.h"
 
@@ -112,6 +113,8 @@ class TransformerImpl : public torch::nn::Module {
   void use_reference_attention(bool on);
 
   const ModelConfig& config() const { return cfg_; }
+  // Installs (or, with nullptr, removes) the calls made around every block; not owned.
+  void set_block_hooks(BlockHooks* hooks) { block_hooks_ = hooks; }
   TopologyImpl& topology() { return *topology_; }
 
   torch::nn::Embedding wte{nullptr};
@@ -128,6 +131,7 @@ class TransformerImpl : public torch::nn::Module {
   ModelConfig cfg_;
   std::shared_ptr<TopologyImpl> topology_;
   std::vector<Block> block_list_;
+  BlockHooks* block_hooks_ = nullptr;
 };
 TORCH_MODULE(Transformer);
 

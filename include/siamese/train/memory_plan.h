@@ -7,8 +7,9 @@
 //   ddp / NO_SHARD: everything whole; the gradients twice (.grad and the all-reduce buckets).
 //   SHARD_GRAD_OP:  whole parameters; gradient and optimizer shards of 1/N, plus one bucket
 //                   (distributed.bucket_mb) of full gradients in flight.
-//   FULL_SHARD:     parameters sharded too, plus two blocks gathered (the one computing and
-//                   the one prefetched). Not implemented yet.
+//   FULL_SHARD:     the blocks' parameters sharded too, plus three blocks gathered (the one
+//                   computing, the next, which it may read, and the one in flight); the
+//                   embedding, final norm and head whole.
 //   HYBRID_SHARD:   FULL_SHARD within a node of `local_world` ranks, replicated across nodes.
 // Activations of one micro-batch (b = device_train_microbatch_size, s = max_sequence_length,
 // h = d_model, a = n_heads, L = n_layers), after Korthikanti et al. 2022 (arXiv 2205.05198,

@@ -1,0 +1,25 @@
+#pragma once
+// Calls around each transformer block, for a strategy that holds only some blocks'
+// parameters at a time (fsdp FULL_SHARD gathers a block's parameters before it runs and
+// frees them after). Every forward through TransformerImpl::hidden makes them, in block
+// order; a checkpointed block's recomputation during backward does not.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace siamese::model {
+
+class BlockHooks {
+ public:
+  virtual ~BlockHooks() = default;
+  // Block `layer` is about to run: its parameters, and the next block's, must hold their
+  // values (a topology may fuse the next sublayer's input norm into this block's update).
+  virtual void before_block(int64_t layer) = 0;
+  // Block `layer` has run and `produced` are the tensors it made that later computation
+  // reads (the residual streams it changed). Backward reaches the block through their
+  // gradients, so that is where its parameters are needed again.
+  virtual void after_block(int64_t layer, const std::vector<torch::Tensor>& produced) = 0;
+};
+
+}  // namespace siamese::model
