@@ -71,9 +71,11 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
             run_block(block_state, l, nullptr, nullptr, nullptr, docs.get());
             *names_after = block_state.names;
             auto out = block_state.streams;
-            if (const auto* moe = block_list_[l]->mlp->moe_stats()) {
+            if (auto& mlp = block_list_[l]->mlp; const auto* moe = mlp->moe_stats()) {
               out.push_back(moe->load_balancing);
               out.push_back(moe->z_loss);
+              // The recomputation's losses would keep its graph alive until the next forward.
+              mlp->set_moe_losses(out[out.size() - 2].detach(), out.back().detach());
             }
             return out;
           });
