@@ -17,6 +17,7 @@
 #include "siamese/common/npy.h"
 #include "siamese/config/load.h"
 #include "siamese/eval/generate.h"
+#include "siamese/export/hf_stock.h"
 #include "siamese/export/safetensors.h"
 #include "siamese/model/accounting.h"
 #include "siamese/model/topology_table.h"
@@ -182,6 +183,43 @@ TEST(HfExportShards, LargeModelsAreSplitWithAnIndex) {
   const auto a = weights(dir.file("run")), b = weights(dir.file("back"));
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
+}
+
+// The shipped OLMoE-1B-7B config is a stock OlmoeForCausalLM: the config.json export writes
+// for it builds, in transformers, a model of our total and active parameter counts. What
+// OLMoE cannot compute is named as the reason for the siamese format instead.
+TEST(HfExportOlmoe, ShippedOlmoeOneBSevenBIsTheStockClassAndTheRestIsNamed) {
+  const std::string exps = std::string(SIAMESE_SOURCE_DIR) + "/configs/exps/";
+  const auto cfg = load_config(exps + "OLMoE-1B-7B.yaml", {}).model;
+  std::string why;
+  const hf::StockClass* cls = hf::stock_class_of(cfg, &why);
+  ASSERT_NE(cls, nullptr) << why;
+  EXPECT_EQ(cls->architecture, "OlmoeForCausalLM");
+  TempDir dir;
+  std::ofstream(dir.file("config.json")) << hf::stock_config(*cls, cfg).dump();
+  const std::string log = dir.file("log");
+  ASSERT_EQ(sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
+                   "/tests/model/moe_reference.py --count " + dir.file("config.json"),
+               log),
+            0)
+      << read_all(log);
+  std::string text = read_all(log);  // the counts are the last line
+  text = text.substr(0, text.find_last_not_of('\n') + 1);
+  std::istringstream in(text.substr(text.find_last_of('\n') + 1));
+  int64_t total = 0, active = 0;
+  ASSERT_TRUE(in >> total >> active) << text;
+  EXPECT_EQ(model::count_parameters(cfg).total(), total);
+  EXPECT_EQ(model::count_parameters(cfg).active(), active);
+
+  auto shared = cfg, capacity = cfg;
+  shared.moe_shared_expert = true;
+  capacity.moe_dropless = false;
+  const auto hybrid = load_config(exps + "OLMoE-1B-7B-hybrid.yaml", {}).model;
+  for (const auto& [other, reason] : std::vector<std::pair<ModelConfig, std::string>>{
+           {shared, "moe_shared_expert"}, {capacity, "moe_dropless"}, {hybrid, "with block_type moe"}}) {
+    EXPECT_EQ(hf::stock_class_of(other, &why), nullptr) << reason;
+    EXPECT_NE(why.find(reason), std::string::npos) << why;
+  }
 }
 
 TEST(Safetensors, AFullDiskKeepsTheEarlierFileWhole) {
