@@ -129,27 +129,64 @@ class Attention(nn.Module):
 
 
 class Mlp(nn.Module):
+    """Dense: ff_out(act(ff_proj(x))). block_type moe (src/model/mlp.h): OLMoE's router, softmax
+    in float32, the top moe_top_k probabilities (rescaled to sum 1 with moe_norm_topk_prob)
+    weighting stacked SwiGLU experts, ff_proj / ff_out then being the optional shared expert.
+    Without moe_dropless an expert keeps its earliest int(moe_capacity_factor * tokens *
+    top_k / experts) assignments (assignment = token * top_k + slot) and drops the rest."""
+
     def __init__(self, c):
         super().__init__()
         self.act = c["activation_type"]
-        hidden = c["mlp_hidden_size"]
+        d, hidden = c["d_model"], c["mlp_hidden_size"]
         inner = hidden // 2 if self.act == "swiglu" else hidden
-        self.ff_proj = nn.Linear(c["d_model"], hidden, bias=c["include_bias"])
-        self.ff_out = nn.Linear(inner, c["d_model"], bias=c["include_bias"])
+        moe = c["block_type"] == "moe"
+        self.ff_proj = self.ff_out = self.router = None
+        if not moe or c["moe_shared_expert"]:
+            self.ff_proj = nn.Linear(d, hidden, bias=c["include_bias"])
+            self.ff_out = nn.Linear(inner, d, bias=c["include_bias"])
+        if moe:
+            n = c["moe_num_experts"]
+            self.top_k, self.norm_topk = c["moe_top_k"], c["moe_norm_topk_prob"]
+            self.capacity_factor = None if c["moe_dropless"] else c["moe_capacity_factor"]
+            self.router = nn.Linear(d, n, bias=False)
+            self.experts = nn.Module()
+            self.experts.ff_proj = nn.Parameter(torch.empty(n, hidden, d))
+            self.experts.ff_out = nn.Parameter(torch.empty(n, d, inner))
         self.hooks = None  # the topology's sublayer hooks (nGPT)
 
-    def forward(self, x):
-        h = self.ff_proj(x)
+    def activate(self, h):
         if self.act == "swiglu":
             value, gate = h.chunk(2, -1)
             if self.hooks is not None:
                 value, gate = self.hooks.swiglu(value, gate)
-            h = F.silu(gate) * value
-        elif self.act == "gelu":
-            h = F.gelu(h)
-        else:
-            h = F.relu(h)
-        return self.ff_out(h)
+            return F.silu(gate) * value
+        return F.gelu(h) if self.act == "gelu" else F.relu(h)
+
+    def forward(self, x):
+        if self.router is None:
+            return self.ff_out(self.activate(self.ff_proj(x)))
+        flat = x.reshape(-1, x.shape[-1])
+        logits = self.router(flat)
+        top_p, top_e = F.softmax(logits, -1, dtype=torch.float).topk(self.top_k, -1)
+        if self.norm_topk:
+            top_p = top_p / top_p.sum(-1, keepdim=True)
+        weight_of, expert_of = top_p.to(logits.dtype).reshape(-1), top_e.reshape(-1)
+        n = self.experts.ff_proj.shape[0]
+        capacity = expert_of.numel()
+        if self.capacity_factor is not None:
+            capacity = int(self.capacity_factor * expert_of.numel() / n)
+        out = torch.zeros_like(flat)
+        for e in range(n):
+            a = (expert_of == e).nonzero().squeeze(1)[:capacity]
+            if a.numel() == 0:
+                continue
+            rows = a // self.top_k
+            h = F.linear(self.activate(F.linear(flat[rows], self.experts.ff_proj[e])), self.experts.ff_out[e])
+            out = out.index_add(0, rows, (h * weight_of[a, None]).to(out.dtype))
+        if self.ff_proj is not None:
+            out = out + self.ff_out(self.activate(self.ff_proj(flat)))
+        return out.reshape(x.shape)
 
 
 class Block(nn.Module):

@@ -116,12 +116,6 @@ void model_rules(const ModelConfig& m, const Rules& r) {
   r.require(m.block_type != "moe" || m.activation_type == "swiglu", "model.activation_type",
             fmt::format("block_type moe builds SwiGLU experts, but activation_type is {}", m.activation_type),
             "set activation_type: swiglu");
-  // A checkpointed block's first forward keeps no graph, so its auxiliary losses would reach
-  // the loss without a gradient.
-  r.require(m.block_type != "moe" || m.activation_checkpointing.empty(), "activation_checkpointing",
-            "block_type moe does not support activation_checkpointing yet (the router's auxiliary "
-            "losses would get no gradient)",
-            "remove activation_checkpointing, or use block_type sequential");
   r.require(!(m.attention_layer_norm && (m.use_query_norm || m.use_key_norm)), "model.attention_layer_norm",
             "model.attention_layer_norm (full-width Q, K norms) cannot be combined with the per-head "
             "model.use_query_norm / model.use_key_norm",
@@ -282,9 +276,6 @@ void validate(const TrainConfig& c, const KeyLocator& where) {
   model_rules(c.model, r);
   run_model_rules(c.model, r);
   validate_optimizer(c.optimizer, r);
-  r.require(c.model.block_type != "moe" || c.optimizer.name != "muon", "optimizer.name",
-            "Muon orthogonalises 2-D matrices, and block_type moe stacks its experts in 3-D tensors",
-            "use optimizer.name: adamw with block_type moe");
   validate_data(c, r);
   validate_strategy(c, r);
 }

@@ -109,11 +109,6 @@ void remove_quietly(const fs::path& p) {
 std::string export_model(const TrainConfig& config, model::TransformerImpl& model, const fs::path& out_path,
                          const ExportOptions& options) {
   const ModelConfig& c = config.model;
-  if (c.block_type == "moe")
-    throw Error(
-        "exporting a block_type moe model is not supported yet (no OlmoeForCausalLM writer, and "
-        "modeling_siamese.py has no sparse MLP)",
-        "model.block_type", "keep the run's checkpoints; export a block_type sequential model");
   const fs::path out = out_path.filename().empty() ? out_path.parent_path() : out_path;
   check_replaceable(out);
   std::unique_ptr<tokenizer::Tokenizer> tok;
@@ -198,9 +193,9 @@ ImportedModel import_model(const fs::path& dir) {
   } else if (stock) {
     m.config = config_from_stock(*stock, j, dir);
   } else {
-    throw Error(
-        "model_type \"" + type + "\" cannot be imported", config_path.string(),
-        "import a folder written by `siamese export`, or a LlamaForCausalLM or Olmo2ForCausalLM folder");
+    throw Error("model_type \"" + type + "\" cannot be imported", config_path.string(),
+                "import a folder written by `siamese export`, or a LlamaForCausalLM, Olmo2ForCausalLM or "
+                "OlmoeForCausalLM folder");
   }
   model::apply_required_settings(m.config.model);
   m.model = model::Transformer(m.config.model);

@@ -27,11 +27,25 @@ namespace {
 
 const std::vector<StockClass>& stock_classes() {
   static const std::vector<StockClass> classes = {
-      {"LlamaForCausalLM", "llama", "pre", "input_layernorm", "post_attention_layernorm", false},
+      {"LlamaForCausalLM", "llama", "pre", "input_layernorm", "post_attention_layernorm", false, false},
       {"Olmo2ForCausalLM", "olmo2", "reordered", "post_attention_layernorm", "post_feedforward_layernorm",
-       true},
+       true, false},
+      {"OlmoeForCausalLM", "olmoe", "pre", "input_layernorm", "post_attention_layernorm", true, true},
   };
   return classes;
+}
+
+// One layer's experts as ours stacks them ([E, 2 * inner, d] value rows first; [E, d, inner]).
+template <class Take>
+std::pair<torch::Tensor, torch::Tensor> olmoe_experts(const ModelConfig& c, const std::string& p,
+                                                      Take& take) {
+  std::vector<torch::Tensor> ff_proj, ff_out;
+  for (int64_t e = 0; e < c.moe_num_experts; ++e) {
+    const auto q = fmt::format("{}{}.", p, e);
+    ff_proj.push_back(torch::cat({take(q + "up_proj.weight"), take(q + "gate_proj.weight")}));
+    ff_out.push_back(take(q + "down_proj.weight"));
+  }
+  return {torch::stack(ff_proj), torch::stack(ff_out)};
 }
 
 }  // namespace
@@ -44,14 +58,17 @@ const StockClass* stock_class_named(const std::string& model_type) {
 
 const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not) {
   const StockClass* cls = nullptr;
+  const bool moe = c.block_type == "moe";
   for (const auto& candidate : stock_classes())
-    if (candidate.topology == c.residual) cls = &candidate;
+    if (candidate.topology == c.residual && candidate.moe == moe) cls = &candidate;
   auto no = [&](const std::string& why) -> const StockClass* {
     *why_not = why;
     return nullptr;
   };
-  if (!cls) return no("topology " + c.residual);
-  if (c.block_type != "sequential") return no("block_type " + c.block_type);
+  if (!cls) return no("topology " + c.residual + (moe ? " with block_type moe" : ""));
+  // OLMoE computes every routed token and has no shared expert.
+  if (moe && !c.moe_dropless) return no("moe_dropless false, which OlmoeForCausalLM cannot drop tokens for");
+  if (moe && c.moe_shared_expert) return no("moe_shared_expert, which OlmoeForCausalLM has not");
   if (c.layer_norm_type != "rms") return no("layer_norm_type " + c.layer_norm_type);
   if (!c.layer_norm_with_affine || c.bias_for_layer_norm.value_or(c.include_bias))
     return no("norm affine/bias");
@@ -61,7 +78,7 @@ const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not) {
   if (c.clip_qkv || c.use_query_norm || c.use_key_norm || c.use_value_norm)
     return no("Q/K/V clipping or norms");
   if (c.attention_layer_norm != cls->qk_norm || (cls->qk_norm && !c.attention_layer_norm_with_affine))
-    return no(cls->qk_norm ? "Q/K norms without weights" : "Q/K norms");
+    return no(cls->qk_norm ? cls->architecture + " needs full-width Q/K norms with weights" : "Q/K norms");
   if (c.embedding_layer_norm || c.scale_logits) return no("embedding norm or scaled logits");
   return cls;
 }
@@ -87,6 +104,17 @@ NamedTensors stock_tensors(const StockClass& cls, const ModelConfig& c, const Na
         out.emplace_back(p + "mlp.gate_proj.weight", t.narrow(0, inner, inner));
       } else if (r == "ff_out.weight") {
         out.emplace_back(p + "mlp.down_proj.weight", t);
+      } else if (cls.moe && r == "router.weight") {
+        out.emplace_back(p + "mlp.gate.weight", t);
+      } else if (cls.moe && r == "experts.ff_proj") {
+        for (int64_t e = 0; e < t.size(0); ++e) {
+          const auto q = fmt::format("{}mlp.experts.{}.", p, e);
+          out.emplace_back(q + "up_proj.weight", t[e].narrow(0, 0, inner));
+          out.emplace_back(q + "gate_proj.weight", t[e].narrow(0, inner, inner));
+        }
+      } else if (cls.moe && r == "experts.ff_out") {
+        for (int64_t e = 0; e < t.size(0); ++e)
+          out.emplace_back(fmt::format("{}mlp.experts.{}.down_proj.weight", p, e), t[e]);
       } else if (cls.qk_norm && (r == "q_norm.weight" || r == "k_norm.weight")) {
         out.emplace_back(p + "self_attn." + r, t);
       } else {
@@ -131,9 +159,16 @@ NamedTensors ours_from_stock(const StockClass& cls, const ModelConfig& c, Tensor
                      torch::cat({take(p + "self_attn.q_proj.weight"), take(p + "self_attn.k_proj.weight"),
                                  take(p + "self_attn.v_proj.weight")}));
     out.emplace_back(b + "attn.attn_out.weight", take(p + "self_attn.o_proj.weight"));
-    out.emplace_back(b + "mlp.ff_proj.weight",
-                     torch::cat({take(p + "mlp.up_proj.weight"), take(p + "mlp.gate_proj.weight")}));
-    out.emplace_back(b + "mlp.ff_out.weight", take(p + "mlp.down_proj.weight"));
+    if (cls.moe) {
+      out.emplace_back(b + "mlp.router.weight", take(p + "mlp.gate.weight"));
+      auto [ff_proj, ff_out] = olmoe_experts(c, p + "mlp.experts.", take);
+      out.emplace_back(b + "mlp.experts.ff_proj", std::move(ff_proj));
+      out.emplace_back(b + "mlp.experts.ff_out", std::move(ff_out));
+    } else {
+      out.emplace_back(b + "mlp.ff_proj.weight",
+                       torch::cat({take(p + "mlp.up_proj.weight"), take(p + "mlp.gate_proj.weight")}));
+      out.emplace_back(b + "mlp.ff_out.weight", take(p + "mlp.down_proj.weight"));
+    }
     if (cls.qk_norm) {
       out.emplace_back(b + "attn.q_norm.weight", take(p + "self_attn.q_norm.weight"));
       out.emplace_back(b + "attn.k_norm.weight", take(p + "self_attn.k_norm.weight"));
@@ -165,6 +200,16 @@ ordered_json stock_config(const StockClass& cls, const ModelConfig& c) {
             {"tie_word_embeddings", c.weight_tying},
             {"use_cache", true}});
   if (cls.model_type == "llama") j["mlp_bias"] = false;
+  if (cls.moe) {
+    // transformers' load-balancing loss counts each token once per selected expert, top_k
+    // times ours (mlp.h, MoeStats): this coefficient gives the loss ours adds in training.
+    j.update({{"num_experts", c.moe_num_experts},
+              {"num_experts_per_tok", c.moe_top_k},
+              {"norm_topk_prob", c.moe_norm_topk_prob},
+              {"clip_qkv", nullptr},
+              {"output_router_logits", false},
+              {"router_aux_loss_coef", c.moe_loss_weight / double(c.moe_top_k)}});
+  }
   return j;
 }
 
@@ -185,6 +230,8 @@ TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, co
   for (const char* key : {"attention_bias", "mlp_bias"})
     if (j.value(key, false)) refuse(key, "biases");
   if (j.value("hidden_act", "silu") != "silu") refuse("hidden_act", "SwiGLU uses silu");
+  if (j.contains("clip_qkv") && !j.at("clip_qkv").is_null())
+    refuse("clip_qkv", "OLMoE clips after its Q/K norms");
   TrainConfig cfg;
   auto& m = cfg.model;
   m.residual = cls.topology;
@@ -201,6 +248,13 @@ TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, co
   if (j.contains("head_dim") && !j.at("head_dim").is_null() && j.at("head_dim") != m.d_model / m.n_heads)
     refuse("head_dim", "the head size must be hidden_size / num_attention_heads");
   m.mlp_hidden_size = 2 * need("intermediate_size").get<int64_t>();
+  if (cls.moe) {
+    m.block_type = "moe";
+    m.moe_num_experts = need("num_experts");
+    m.moe_top_k = need("num_experts_per_tok");
+    m.moe_norm_topk_prob = j.value("norm_topk_prob", false);
+    m.moe_loss_weight = j.value("router_aux_loss_coef", 0.01) * double(m.moe_top_k);
+  }
   m.layer_norm_eps = j.value("rms_norm_eps", 1e-6);
   m.rope_theta = j.contains("rope_parameters") ? j.at("rope_parameters").value("rope_theta", 10000.0)
                                                : j.value("rope_theta", 10000.0);

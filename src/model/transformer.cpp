@@ -67,6 +67,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
         checkpoints_block(cfg_.activation_checkpointing, l)) {
       // The closure outlives this call (backward runs it again): it holds copies only. A block
       // may add streams (AttnRes's sources): their names come back through `names_after`.
+      // A sparse MLP's auxiliary losses ride along as the piece's last two outputs (mlp.h).
       auto docs = opts.documents ? std::make_shared<const Documents>(*opts.documents) : nullptr;
       auto names_after = std::make_shared<std::vector<std::string>>();
       st.streams = checkpointed(
@@ -74,9 +75,23 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
             State block_state{names, in};
             run_block(block_state, l, nullptr, nullptr, nullptr, docs.get());
             *names_after = block_state.names;
-            return block_state.streams;
+            auto out = block_state.streams;
+            if (auto& mlp = block_list_[l]->mlp; const auto* moe = mlp->moe_stats()) {
+              out.push_back(moe->load_balancing);
+              out.push_back(moe->z_loss);
+              // The recomputation's losses would keep its graph alive until the next forward.
+              mlp->set_moe_losses(out[out.size() - 2].detach(), out.back().detach());
+            }
+            return out;
           });
       st.names = *names_after;
+      if (auto& mlp = block_list_[l]->mlp; mlp->moe_stats()) {
+        const auto z = st.streams.back();
+        st.streams.pop_back();
+        const auto load_balancing = st.streams.back();
+        st.streams.pop_back();
+        mlp->set_moe_losses(load_balancing, z);
+      }
     } else {
       run_block(st, l, opts.sublayer_probe, opts.mixing_probe, opts.cache ? &opts.cache->layers[l] : nullptr,
                 opts.documents);

@@ -23,7 +23,7 @@ torch::Tensor newton_schulz(const torch::Tensor& update, int64_t steps) {
 }
 
 double adjusted_lr(double lr, const std::string& adjust_lr, torch::IntArrayRef shape) {
-  const double rows = double(shape[0]), cols = double(shape[1]);
+  const double rows = double(shape[shape.size() - 2]), cols = double(shape.back());
   if (adjust_lr == "match_rms_adamw") return lr * 0.2 * std::sqrt(std::max(rows, cols));
   TORCH_CHECK(adjust_lr == "original", "unknown Muon learning-rate adjustment ", adjust_lr);
   return lr * std::sqrt(std::max(1.0, rows / cols));
@@ -31,7 +31,9 @@ double adjusted_lr(double lr, const std::string& adjust_lr, torch::IntArrayRef s
 
 Muon::Muon(std::vector<torch::Tensor> params, MuonOptions options)
     : params_(std::move(params)), options_(std::move(options)) {
-  for (const auto& p : params_) TORCH_CHECK(p.dim() == 2, "Muon updates 2-D matrices, got ", p.sizes());
+  for (const auto& p : params_)
+    TORCH_CHECK(p.dim() == 2 || p.dim() == 3, "Muon updates 2-D matrices and stacks of them, got ",
+                p.sizes());
 }
 
 bool Muon::owns(const torch::Tensor& param) const {
@@ -56,7 +58,16 @@ void Muon::update(const std::optional<torch::Tensor>& skip) {
     torch::Tensor& buffer = buffers_[p.unsafeGetTensorImpl()];
     if (!buffer.defined()) buffer = torch::zeros_like(g, torch::MemoryFormat::Preserve);
     const auto next_buffer = buffer.lerp(g, 1 - o.momentum);
-    const auto step = newton_schulz(o.nesterov ? g.lerp(next_buffer, o.momentum) : next_buffer, o.ns_steps);
+    const auto direction = o.nesterov ? g.lerp(next_buffer, o.momentum) : next_buffer;
+    torch::Tensor step;
+    if (direction.dim() == 2) {
+      step = newton_schulz(direction, o.ns_steps);
+    } else {
+      std::vector<torch::Tensor> steps;
+      for (int64_t e = 0; e < direction.size(0); ++e)
+        steps.push_back(newton_schulz(direction[e], o.ns_steps));
+      step = torch::stack(steps);
+    }
     // Weight decay uses the unadjusted learning rate, as torch does.
     const double decay = 1 - o.lr * o.weight_decay, rate = -adjusted_lr(o.lr, o.adjust_lr, p.sizes());
     if (keep) {

@@ -17,9 +17,10 @@ ParamGroups param_groups(const OptimizerConfig& cfg,
   for (const auto& item : params) {
     if (!item.value().requires_grad()) continue;
     const ParamKind kind = model::param_kind(item.key());
-    // Muon's matrices are the hidden layers': the LM head (untied; tied, it is the
-    // embedding) maps to the vocabulary and stays with AdamW, as in Keller Jordan's setup.
-    if (cfg.name == "muon" && kind == ParamKind::Linear && item.value().dim() == 2 &&
+    // Muon's matrices are the hidden layers' (MoE experts' stacks and routers included): the
+    // LM head (untied; tied, it is the embedding) maps to the vocabulary and stays with
+    // AdamW, as in Keller Jordan's setup.
+    if (cfg.name == "muon" && kind == ParamKind::Linear && item.value().dim() >= 2 &&
         model::parse_param_name(item.key()).owner != model::ParamName::Owner::Head) {
       g.muon.push_back(item.key());
       continue;

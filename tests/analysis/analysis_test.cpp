@@ -323,3 +323,74 @@ TEST(DepthMixing, MhcPrePostAndCombMatchTheirParameters) {
 
 // Topologies with fixed mixing report none.
 TEST(DepthMixing, PreNormHasNoMixingWeights) { EXPECT_TRUE(depth_mixing(*tiny("pre"), batches()).empty()); }
+
+namespace {
+
+// hybrid_pre (two streams) with OLMoE's sparse blocks: 4 experts, 2 per token.
+model::Transformer tiny_moe() {
+  torch::manual_seed(7);
+  ModelConfig cfg = siamese::testing::tiny_model("hybrid_pre", {32, 2, 4, 60, 64, 16});
+  cfg.rope = true;
+  cfg.layer_norm_type = "rms";
+  cfg.include_bias = false;
+  cfg.block_type = "moe";
+  cfg.moe_num_experts = 4;
+  cfg.moe_top_k = 2;
+  model::Transformer m(cfg);
+  m->eval();
+  return m;
+}
+
+}  // namespace
+
+// The probes read a sparse model as any other: the head input's magnitude and the full-depth
+// loss against direct computations, and each block's gradient norm counts its router and
+// experts.
+TEST(MoeBlocks, ProbesMeasureTheSparseModel) {
+  auto m = tiny_moe();
+  const auto b = batches();
+  const auto mag = stream_magnitudes(*m, b);
+  ASSERT_EQ(mag.by_stream.size(), 2u);
+  for (const auto& [name, per_layer] : mag.by_stream) {
+    ASSERT_EQ(per_layer.size(), 5u) << name;
+    for (double v : per_layer) EXPECT_GT(v, 0.0) << name;
+  }
+  double head_input = 0, sum = 0;
+  int64_t n = 0;
+  {
+    torch::NoGradGuard g;
+    for (const auto& ids : b) {
+      head_input += m->hidden(ids).norm(2, -1).mean().item<double>() / double(b.size());
+      sum += torch::nn::functional::cross_entropy(
+                 m->forward(ids).slice(1, 0, -1).reshape({-1, 64}), ids.slice(1, 1).reshape({-1}),
+                 torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                 .item<double>();
+      n += ids.size(0) * (ids.size(1) - 1);
+    }
+  }
+  EXPECT_NEAR(mag.final_norm, head_input, 1e-5 * head_input);
+  const auto curve = effective_depth(*m, b);
+  ASSERT_EQ(curve.size(), 3u);
+  EXPECT_NEAR(curve[0].loss, sum / n, 1e-5);
+  const auto lens = logit_lens(*m, b);
+  for (const char* s : {"x", "y"}) {
+    EXPECT_GE(lens.agreement.at(s), 0.0);
+    EXPECT_LE(lens.agreement.at(s), 1.0);
+  }
+
+  m->train();
+  const auto ids = b[0];
+  torch::nn::functional::cross_entropy(m->forward(ids).slice(1, 0, -1).reshape({-1, 64}),
+                                       ids.slice(1, 1).reshape({-1}))
+      .backward();
+  const auto norms = per_layer_grad_norms(*m);
+  double sq = 0;
+  bool experts = false;
+  for (const auto& kv : m->named_parameters())
+    if (kv.key().rfind("blocks.1.", 0) == 0 || kv.key().rfind("topology.blocks.1.", 0) == 0) {
+      sq += kv.value().grad().pow(2).sum().item<double>();
+      experts = experts || kv.key() == "blocks.1.mlp.experts.ff_proj";
+    }
+  EXPECT_TRUE(experts);
+  EXPECT_NEAR(norms[1], std::sqrt(sq), 1e-6 * std::sqrt(sq));
+}

@@ -1,8 +1,9 @@
 // `siamese export` read back by the real transformers package: for every topology a small
 // model with perturbed norm and topology weights is saved as a checkpoint, exported, and
 // tests/export/hf_parity.py loads the folder with AutoModelForCausalLM (the stock
-// LlamaForCausalLM for pre, modeling_siamese.py with trust_remote_code otherwise) and
-// compares its logits (fp32, CPU) and greedy tokens with the ones computed here.
+// LlamaForCausalLM for pre, Olmo2ForCausalLM for reordered, OlmoeForCausalLM for pre with
+// OLMoE's sparse blocks, modeling_siamese.py with trust_remote_code otherwise) and compares
+// its logits (fp32, CPU) and greedy tokens with the ones computed here.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -16,6 +17,7 @@
 #include "siamese/common/npy.h"
 #include "siamese/config/load.h"
 #include "siamese/eval/generate.h"
+#include "siamese/export/hf_stock.h"
 #include "siamese/export/safetensors.h"
 #include "siamese/model/accounting.h"
 #include "siamese/model/topology_table.h"
@@ -74,6 +76,8 @@ model::Transformer save_run(const TrainConfig& cfg, const std::string& run) {
     for (auto& p : m->named_parameters())
       if (model::param_kind(p.key()) == model::ParamKind::Norm)
         p.value().copy_(1.0 + 0.3 * torch::randn_like(p.value()));
+      else if (p.key().find(".mlp.router.") != std::string::npos)
+        p.value().mul_(20.0);  // decisive routing: no near-tie for float rounding to flip
   }
   const auto optim = train::build_optimizer(cfg.optimizer, m->named_parameters());
   train::save_checkpoint(run, *m, *optim, train::TrainState{}, to_yaml(cfg));
@@ -82,17 +86,29 @@ model::Transformer save_run(const TrainConfig& cfg, const std::string& run) {
 
 class HfExport : public ::testing::TestWithParam<std::string> {};
 
-// A topology name, or "topology:layer_norm_type".
+// A topology name, "topology:layer_norm_type", or "topology+moe" (OLMoE's sparse blocks: for
+// pre with OLMoE's full-width Q/K norms, the stock OlmoeForCausalLM) and "topology+moe_shared"
+// (with a shared expert and rescaled top-k weights, which OLMoE has not).
 TrainConfig tiny_of(const std::string& spec) {
-  const auto colon = spec.find(':');
-  TrainConfig cfg = tiny(spec.substr(0, colon));
+  const auto colon = spec.find(':'), plus = spec.find('+');
+  TrainConfig cfg = tiny(spec.substr(0, std::min(colon, plus)));
   if (colon != std::string::npos) cfg.model.layer_norm_type = spec.substr(colon + 1);
+  if (plus != std::string::npos) {
+    auto& m = cfg.model;
+    m.block_type = "moe";
+    m.moe_num_experts = 4;
+    m.moe_top_k = 2;
+    m.mlp_ratio = 2;
+    m.attention_layer_norm = m.residual == "pre";
+    m.moe_shared_expert = m.moe_norm_topk_prob = spec.substr(plus + 1) == "moe_shared";
+  }
   return cfg;
 }
 
 std::vector<std::string> export_cases() {
   std::vector<std::string> cases = model::topology_names();
-  for (const char* extra : {"pre:dyt", "hybrid_pre:derf"}) cases.push_back(extra);
+  for (const char* extra : {"pre:dyt", "hybrid_pre:derf", "pre+moe", "hybrid_pre+moe", "pre+moe_shared"})
+    cases.push_back(extra);
   for (const auto& coupling : siamese::testing::kSiameseCouplings) cases.push_back(coupling);
   return cases;
 }
@@ -121,19 +137,21 @@ TEST_P(HfExport, TransformersComputesTheSameLogitsAndGreedyTokens) {
   const std::string export_cmd =
       std::string(SIAMESE_BINARY) + " export " + run + " --out " + dir.file("hf") + " > " + log + " 2>&1";
   ASSERT_EQ(std::system(export_cmd.c_str()), 0) << read_all(log);
-  // pre and reordered are stock classes (Llama, Olmo2): no remote code.
-  const bool stock = GetParam() == "pre" || GetParam() == "reordered";
+  // pre, reordered and pre+moe are stock classes (Llama, Olmo2, Olmoe): no remote code.
+  const bool stock = GetParam() == "pre" || GetParam() == "reordered" || GetParam() == "pre+moe";
   EXPECT_EQ(fs::exists(dir.file("hf") + "/modeling_siamese.py"), !stock);
   const std::string check = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
                             "/tests/export/hf_parity.py " + dir.file("hf") + " " + dir.file("ids.npy") + " " +
                             dir.file("logits.npy") + " " + dir.file("greedy.npy") + " > " + log + " 2>&1";
   EXPECT_EQ(std::system(check.c_str()), 0) << read_all(log);
+  std::cout << "[" << GetParam() << "] " << read_all(log);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTopology, HfExport, ::testing::ValuesIn(export_cases()), [](const auto& info) {
   std::string name = info.param;
   std::replace(name.begin(), name.end(), ':', '_');
   std::replace(name.begin(), name.end(), '/', '_');
+  std::replace(name.begin(), name.end(), '+', '_');
   return name;
 });
 
@@ -165,6 +183,43 @@ TEST(HfExportShards, LargeModelsAreSplitWithAnIndex) {
   const auto a = weights(dir.file("run")), b = weights(dir.file("back"));
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
+}
+
+// The shipped OLMoE-1B-7B config is a stock OlmoeForCausalLM: the config.json export writes
+// for it builds, in transformers, a model of our total and active parameter counts. What
+// OLMoE cannot compute is named as the reason for the siamese format instead.
+TEST(HfExportOlmoe, ShippedOlmoeOneBSevenBIsTheStockClassAndTheRestIsNamed) {
+  const std::string exps = std::string(SIAMESE_SOURCE_DIR) + "/configs/exps/";
+  const auto cfg = load_config(exps + "OLMoE-1B-7B.yaml", {}).model;
+  std::string why;
+  const hf::StockClass* cls = hf::stock_class_of(cfg, &why);
+  ASSERT_NE(cls, nullptr) << why;
+  EXPECT_EQ(cls->architecture, "OlmoeForCausalLM");
+  TempDir dir;
+  std::ofstream(dir.file("config.json")) << hf::stock_config(*cls, cfg).dump();
+  const std::string log = dir.file("log");
+  ASSERT_EQ(sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
+                   "/tests/model/moe_reference.py --count " + dir.file("config.json"),
+               log),
+            0)
+      << read_all(log);
+  std::string text = read_all(log);  // the counts are the last line
+  text = text.substr(0, text.find_last_not_of('\n') + 1);
+  std::istringstream in(text.substr(text.find_last_of('\n') + 1));
+  int64_t total = 0, active = 0;
+  ASSERT_TRUE(in >> total >> active) << text;
+  EXPECT_EQ(model::count_parameters(cfg).total(), total);
+  EXPECT_EQ(model::count_parameters(cfg).active(), active);
+
+  auto shared = cfg, capacity = cfg;
+  shared.moe_shared_expert = true;
+  capacity.moe_dropless = false;
+  const auto hybrid = load_config(exps + "OLMoE-1B-7B-hybrid.yaml", {}).model;
+  for (const auto& [other, reason] : std::vector<std::pair<ModelConfig, std::string>>{
+           {shared, "moe_shared_expert"}, {capacity, "moe_dropless"}, {hybrid, "with block_type moe"}}) {
+    EXPECT_EQ(hf::stock_class_of(other, &why), nullptr) << reason;
+    EXPECT_NE(why.find(reason), std::string::npos) << why;
+  }
 }
 
 TEST(Safetensors, AFullDiskKeepsTheEarlierFileWhole) {
@@ -229,7 +284,7 @@ class HfRoundTrip : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfRoundTrip, ExportThenImportIsBitExact) {
   TempDir dir;
-  const auto cfg = tiny(GetParam());
+  const auto cfg = tiny_of(GetParam());
   save_run(cfg, dir.file("run"));
   const std::string bin = SIAMESE_BINARY, log = dir.file("log");
   ASSERT_EQ(sh(bin + " export " + dir.file("run") + " --out " + dir.file("hf"), log), 0) << read_all(log);
@@ -244,7 +299,13 @@ TEST_P(HfRoundTrip, ExportThenImportIsBitExact) {
 
 INSTANTIATE_TEST_SUITE_P(LlamaAndSiamese, HfRoundTrip,
                          ::testing::Values("pre", "hybrid_pre", "hc", "ngpt", "mhc", "mhc_lite", "attnres",
-                                           "siamese/deepnorm"));
+                                           "siamese/deepnorm", "pre+moe", "hybrid_pre+moe"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '/', '_');
+                           std::replace(name.begin(), name.end(), '+', '_');
+                           return name;
+                         });
 
 // A random stock model made by transformers imports and computes transformers' logits, and
 // training on from it starts at transformers' loss on the same batch: the data file holds
@@ -265,7 +326,8 @@ TEST_P(HfImportStock, ComputesTheSameLogitsAndTrainsOnFromTheSameLoss) {
   const double hf_loss = std::stod(made.substr(made.rfind("loss ") + 5));
   ASSERT_EQ(sh(bin + " import " + dir.file("hf") + " --out " + dir.file("run"), log), 0) << read_all(log);
   const auto cfg = load_config(dir.file("run") + "/step0/config.yaml", {});
-  EXPECT_EQ(cfg.model.residual, GetParam() == "llama" ? "pre" : "reordered");
+  EXPECT_EQ(cfg.model.residual, GetParam() == "olmo2" ? "reordered" : "pre");
+  EXPECT_EQ(cfg.model.block_type, GetParam() == "olmoe" ? "moe" : "sequential");
   model::Transformer m(cfg.model);
   train::load_checkpoint(dir.file("run") + "/step0", *m, nullptr);
   m->eval();
@@ -290,7 +352,7 @@ TEST_P(HfImportStock, ComputesTheSameLogitsAndTrainsOnFromTheSameLoss) {
   EXPECT_NEAR(ours, hf_loss, 1e-5) << read_all(log);
 }
 
-INSTANTIATE_TEST_SUITE_P(LlamaAndOlmo2, HfImportStock, ::testing::Values("llama", "olmo2"),
+INSTANTIATE_TEST_SUITE_P(LlamaOlmo2AndOlmoe, HfImportStock, ::testing::Values("llama", "olmo2", "olmoe"),
                          [](const auto& info) { return info.param; });
 
 TEST(HfImport, WhatCannotBeRepresentedIsNamed) {

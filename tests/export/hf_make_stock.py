@@ -1,7 +1,7 @@
 """Saves a small random stock transformers model, a batch and what transformers computes on
 it, for `siamese import`.
 
-usage: hf_make_stock.py llama|olmo2 OUT_DIR IDS.npy LOGITS.npy [EXTRA_CONFIG_JSON]
+usage: hf_make_stock.py llama|olmo2|olmoe OUT_DIR IDS.npy LOGITS.npy [EXTRA_CONFIG_JSON]
 Also writes IDS.tokens (the batch as raw uint16 tokens, a data file for `siamese train`) and
 prints "loss <value>": transformers' mean next-token loss on the batch (labels = ids).
 """
@@ -10,11 +10,24 @@ import sys
 
 import numpy as np
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Olmo2Config, Olmo2ForCausalLM
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    Olmo2Config,
+    Olmo2ForCausalLM,
+    OlmoeConfig,
+    OlmoeForCausalLM,
+)
 
 kind, out, ids_path, logits_path = sys.argv[1:5]
 extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
-classes = {"llama": (LlamaConfig, LlamaForCausalLM), "olmo2": (Olmo2Config, Olmo2ForCausalLM)}
+classes = {
+    "llama": (LlamaConfig, LlamaForCausalLM),
+    "olmo2": (Olmo2Config, Olmo2ForCausalLM),
+    "olmoe": (OlmoeConfig, OlmoeForCausalLM),
+}
+if kind == "olmoe":
+    extra = {"num_experts": 4, "num_experts_per_tok": 2, **extra}
 config_class, model_class = classes[kind]
 torch.manual_seed(0)
 config = config_class(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
@@ -26,6 +39,8 @@ with torch.no_grad():
     for name, p in model.named_parameters():
         if "norm" in name:
             p.copy_(1.0 + 0.3 * torch.randn_like(p))
+        elif name.endswith("mlp.gate.weight"):
+            p.mul_(20.0)  # decisive routing: no near-tie for float rounding to flip
 model.save_pretrained(out)
 ids = torch.randint(2, 256, (4, 64))  # 4 sequences of max_position_embeddings
 np.save(ids_path, ids.numpy())

@@ -1,6 +1,7 @@
 // Activation checkpointing per block: the same loss and gradients as without it (dropout
-// included: the recomputation replays the random stream), and an autograd graph that
-// really holds fewer activations.
+// included: the recomputation replays the random stream; MoE blocks' auxiliary losses
+// included: counted once, with their router gradients), and an autograd graph that really
+// holds fewer activations.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -41,6 +42,8 @@ size_t count_nodes(const torch::autograd::Node* root) {
   return seen.size();
 }
 
+// The training loss: cross-entropy plus, for MoE blocks, the auxiliary losses at weights
+// that make their gradients count against the cross-entropy's.
 LossAndGrads run(const ModelConfig& cfg) {
   torch::manual_seed(5);
   Transformer m(cfg);
@@ -51,16 +54,28 @@ LossAndGrads run(const ModelConfig& cfg) {
   auto logits = m->forward(ids);
   LossAndGrads r;
   r.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), ids.reshape({-1}));
+  if (const auto moe = m->moe_losses(); moe.load_balancing.defined())
+    r.loss = r.loss + 0.5 * moe.load_balancing + 0.1 * moe.z_loss;
   r.graph_nodes = count_nodes(r.loss.grad_fn().get());
   r.loss.backward();
   for (auto& p : m->parameters()) r.grads.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
   return r;
 }
 
-void expect_checkpointing_keeps_loss_and_gradients(const std::string& topology) {
-  const LossAndGrads plain = run(config(topology, ""));
+ModelConfig moe(ModelConfig c) {
+  c.block_type = "moe";
+  c.moe_num_experts = 4;
+  c.moe_top_k = 2;
+  return c;
+}
+
+void expect_checkpointing_keeps_loss_and_gradients(const std::string& topology, bool sparse = false) {
+  auto configured = [&](const std::string& setting) {
+    return sparse ? moe(config(topology, setting)) : config(topology, setting);
+  };
+  const LossAndGrads plain = run(configured(""));
   for (const std::string setting : {"whole_layer", "one_in_two"}) {
-    const LossAndGrads ckpt = run(config(topology, setting));
+    const LossAndGrads ckpt = run(configured(setting));
     ASSERT_TRUE(torch::equal(plain.loss, ckpt.loss)) << topology << " " << setting;
     ASSERT_EQ(plain.grads.size(), ckpt.grads.size());
     for (size_t i = 0; i < plain.grads.size(); ++i)
@@ -77,6 +92,41 @@ TEST(ActivationCheckpoint, SameLossAndGradientsWithDropoutForEveryTopology) {
 TEST(ActivationCheckpoint, SameLossAndGradientsWithDropoutForEverySiameseCoupling) {
   for (const auto& topology : siamese::testing::kSiameseCouplings)
     expect_checkpointing_keeps_loss_and_gradients(topology);
+}
+
+TEST(ActivationCheckpoint, SameLossAndGradientsWithMoeBlocks) {
+  for (const std::string topology : {"pre", "hybrid_pre", "post", "hc"})
+    expect_checkpointing_keeps_loss_and_gradients(topology, /*sparse=*/true);
+}
+
+// The auxiliary losses reach the router through the recomputation: its gradient from them
+// alone (the cross-entropy's left out) is the one the plain model gets.
+TEST(ActivationCheckpoint, MoeAuxiliaryLossesBackPropagateThroughTheRecomputedRouter) {
+  auto router_grads = [](const std::string& setting) {
+    auto cfg = moe(config("pre", setting));
+    cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0.0;
+    torch::manual_seed(5);
+    Transformer m(cfg);
+    m->train();
+    torch::manual_seed(9);
+    m->forward(torch::randint(0, cfg.vocab_size, {3, cfg.max_sequence_length}));
+    const auto losses = m->moe_losses();
+    (losses.load_balancing + losses.z_loss).backward();
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : m->named_parameters())
+      if (p.key().find("router") != std::string::npos) grads.push_back(p.value().grad());
+    return std::pair{losses.load_balancing.detach() + losses.z_loss.detach(), grads};
+  };
+  const auto [plain_loss, plain] = router_grads("");
+  const auto [ckpt_loss, ckpt] = router_grads("whole_layer");
+  EXPECT_TRUE(torch::equal(plain_loss, ckpt_loss));
+  ASSERT_EQ(plain.size(), 4u);
+  ASSERT_EQ(ckpt.size(), 4u);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    ASSERT_TRUE(ckpt[i].defined()) << "router " << i << " got no gradient";
+    EXPECT_GT(plain[i].abs().max().item<double>(), 0.0);
+    EXPECT_TRUE(torch::allclose(plain[i], ckpt[i], 1e-5, 1e-8)) << "router " << i;
+  }
 }
 
 TEST(ActivationCheckpoint, CheckpointedBlocksKeepNoActivationsInTheGraph) {

@@ -5,7 +5,8 @@ usage: muon_reference.py FOLDER
 FOLDER holds spec.json (the parameter groups with their options, the number of steps and
 each step's learning rate per group), init/<name>.npy (the starting parameters) and
 <step>/<name>.npy (each step's gradients). Writes out/<name>.npy, the parameters after
-the last step.
+the last step. A 3-D Muon parameter (MoE experts [E, A, B]) is given to torch.optim.Muon as
+E matrices of its own, and written back stacked.
 """
 import json
 import sys
@@ -23,13 +24,18 @@ def load(path):
     return torch.from_numpy(np.load(path))
 
 
-params = {}
+params = {}  # name -> the tensors torch optimizes for it (one, or one per expert)
+stacked = set()  # the names split into their experts
 optimizers = []
 for group in spec["groups"]:
     tensors = []
     for name in group["names"]:
-        params[name] = load(folder / "init" / f"{name}.npy").requires_grad_()
-        tensors.append(params[name])
+        init = load(folder / "init" / f"{name}.npy")
+        if group["kind"] == "muon" and init.dim() == 3:
+            stacked.add(name)
+        parts = list(init) if name in stacked else [init]
+        params[name] = [t.clone().requires_grad_() for t in parts]
+        tensors += params[name]
     if group["kind"] == "muon":
         opt = torch.optim.Muon(
             tensors,
@@ -52,14 +58,17 @@ for group in spec["groups"]:
     optimizers.append((opt, group["lrs"]))
 
 for step in range(spec["steps"]):
-    for name, p in params.items():
-        p.grad = load(folder / str(step) / f"{name}.npy")
+    for name, parts in params.items():
+        grad = load(folder / str(step) / f"{name}.npy")
+        for p, g in zip(parts, list(grad) if name in stacked else [grad], strict=True):
+            p.grad = g.clone()
     for opt, lrs in optimizers:
         for g in opt.param_groups:
             g["lr"] = lrs[step]
         opt.step()
 
 (folder / "out").mkdir(exist_ok=True)
-for name, p in params.items():
-    np.save(folder / "out" / f"{name}.npy", p.detach().numpy())
+for name, parts in params.items():
+    value = torch.stack(parts) if name in stacked else parts[0]
+    np.save(folder / "out" / f"{name}.npy", value.detach().numpy())
 print(f"{len(params)} parameters, {spec['steps']} steps, {len(optimizers)} optimizers")

@@ -30,6 +30,17 @@ ModelConfig muon_test_model() {
   return c;
 }
 
+// block_type moe: Muon also takes the routers [E, d] and the stacked experts, ff_proj
+// [E, 2h, d] tall and ff_out [E, d, h] wide per expert.
+ModelConfig muon_moe_test_model() {
+  auto c = muon_test_model();
+  c.include_bias = false;
+  c.block_type = "moe";
+  c.moe_num_experts = 3;
+  c.moe_top_k = 2;
+  return c;
+}
+
 OptimizerConfig muon_config() {
   OptimizerConfig c;
   c.name = "muon";
@@ -45,10 +56,11 @@ struct MuonDifferences {
   std::map<std::string, double> muon, adamw;
 };
 
-MuonDifferences muon_differences_from_torch(const OptimizerConfig& cfg) {
+MuonDifferences muon_differences_from_torch(const OptimizerConfig& cfg,
+                                            const ModelConfig& model_cfg = muon_test_model()) {
   testing::TempDir dir;
   torch::manual_seed(3);
-  model::Transformer m(muon_test_model());
+  model::Transformer m(model_cfg);
   const auto params = m->named_parameters();
   auto opt = build_optimizer(cfg, params);
   std::map<const c10::TensorImpl*, std::string> name_of;
@@ -115,8 +127,9 @@ MuonDifferences muon_differences_from_torch(const OptimizerConfig& cfg) {
   return diffs;
 }
 
-void expect_matches_torch(const OptimizerConfig& cfg, const std::string& label) {
-  const MuonDifferences diffs = muon_differences_from_torch(cfg);
+void expect_matches_torch(const OptimizerConfig& cfg, const std::string& label,
+                          const ModelConfig& model_cfg = muon_test_model()) {
+  const MuonDifferences diffs = muon_differences_from_torch(cfg, model_cfg);
   ASSERT_FALSE(diffs.muon.empty());
   ASSERT_FALSE(diffs.adamw.empty());
   double muon_max = 0, adamw_max = 0;
@@ -149,6 +162,20 @@ TEST(Muon, MatchesTorchMuonWithOriginalAdjustmentAndPlainMomentum) {
   cfg.muon.ns_steps = 3;
   cfg.muon.weight_decay = 0.0;
   expect_matches_torch(cfg, "muon original, no nesterov, 3 NS steps");
+}
+
+// Each expert of a stack is a matrix of its own: torch.optim.Muon is given the experts one
+// parameter per matrix (muon_reference.py splits the stacks and stacks the results back).
+TEST(Muon, OrthogonalisesEachExpertOfAStackAsTorchMuonDoesEachMatrix) {
+  auto cfg = muon_config();
+  expect_matches_torch(cfg, "muon, MoE experts", muon_moe_test_model());
+  cfg.muon.adjust_lr = "original";
+  expect_matches_torch(cfg, "muon original, MoE experts", muon_moe_test_model());
+  model::Transformer m(muon_moe_test_model());
+  const auto g = param_groups(cfg, m->named_parameters());
+  for (const char* name :
+       {"blocks.0.mlp.experts.ff_proj", "blocks.0.mlp.experts.ff_out", "blocks.1.mlp.router.weight"})
+    EXPECT_NE(std::find(g.muon.begin(), g.muon.end(), name), g.muon.end()) << name;
 }
 
 // Muon's matrices are the blocks' attention and MLP weights; embeddings, the untied head,

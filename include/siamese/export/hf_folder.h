@@ -1,10 +1,10 @@
 #pragma once
 // A model as a Hugging Face folder and back: config.json, model.safetensors (sharded with an
 // index above a size), generation_config.json and, for tokenizer-based runs, the tokenizer
-// files. A Pre-Norm RMSNorm / SwiGLU / RoPE model is written as a stock LlamaForCausalLM
-// (hf_llama.h; same maths); every other model keeps the C++ parameter names and ships
-// modeling_siamese.py (python/, compiled into the binary), which transformers loads with
-// trust_remote_code=True. config.json carries the whole run config, so import restores it.
+// files. A model a stock transformers class computes is written as that class (hf_stock.h:
+// LlamaForCausalLM, Olmo2ForCausalLM, OlmoeForCausalLM; same maths); every other model keeps the C++
+// parameter names and ships modeling_siamese.py (python/, compiled into the binary), which transformers loads
+// with trust_remote_code=True. config.json carries the whole run config, so import restores it.
 #include <filesystem>
 #include <string>
 
@@ -22,7 +22,7 @@ struct ExportOptions {
 // swapped in whole: a kill or a full disk leaves the earlier export (or nothing) at `out`,
 // never a mix of two models or stale shards. `out` may be missing, empty, or an earlier
 // export (it has a config.json); any other folder is refused, untouched. Returns the
-// architecture written: "LlamaForCausalLM" or "SiameseForCausalLM (why not Llama)".
+// architecture written: the stock class, or "SiameseForCausalLM (why no stock class fits)".
 std::string export_model(const TrainConfig& config, model::TransformerImpl& model,
                          const std::filesystem::path& out, const ExportOptions& options);
 
@@ -32,7 +32,7 @@ struct ImportedModel {
 };
 
 // Reads a folder `siamese export` wrote (bit-exact: its config.json carries the run config)
-// or a stock LlamaForCausalLM folder. Anything the project cannot represent is an Error
+// or a stock folder of a class hf_stock.h lists. Anything the project cannot represent is an Error
 // naming the config key or tensor.
 ImportedModel import_model(const std::filesystem::path& folder);
 

@@ -3,8 +3,12 @@
 // the same maths, in both directions (export writes it, import reads it):
 //   pre       (RMSNorm, SwiGLU, RoPE, no biases)                      <-> LlamaForCausalLM
 //   reordered (the same, full-width Q/K RMSNorms with weights: OLMo-2) <-> Olmo2ForCausalLM
+//   pre with full-width Q/K RMSNorms and block_type moe (dropless, no
+//   shared expert: OLMoE)                                              <-> OlmoeForCausalLM
 // att_proj's rows are [q | k | v]; ff_proj's first half is SwiGLU's value (up_proj), its
-// second the gate (gate_proj).
+// second the gate (gate_proj), for the dense MLP and for each expert alike. OLMoE's experts
+// are one matrix per expert (mlp.experts.{e}.gate_proj.weight: the hub's layout, the one
+// transformers writes, fused on load); the router is mlp.gate.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -22,12 +26,13 @@ struct StockClass {
   // The HF names (under model.layers.{l}.) of the topology's attn_norm and ff_norm.
   std::string attn_norm, ff_norm;
   bool qk_norm;  // self_attn.q_norm / k_norm over the full projection width
+  bool moe;      // the MLP is OLMoE's sparse block (mlp.gate router, mlp.experts)
 };
 
 // The stock class that computes `c`, or nullptr with the reason in `why_not`.
 const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not);
 
-// The stock class of a config.json model_type ("llama", "olmo2"), or nullptr.
+// The stock class of a config.json model_type ("llama", "olmo2", "olmoe"), or nullptr.
 const StockClass* stock_class_named(const std::string& model_type);
 
 // The stock class's tensor names for our parameters.

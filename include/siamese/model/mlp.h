@@ -49,6 +49,14 @@ class MlpImpl : public torch::nn::Module {
   // Set by every forward of a sparse MLP; null for a dense one.
   const MoeStats* moe_stats() const { return router ? &stats_ : nullptr; }
 
+  // A checkpointed block runs its forward without autograd, so the auxiliary losses it leaves
+  // in moe_stats() have no gradient; the checkpoint returns them as outputs of the piece and
+  // puts these, which back-propagate through the recomputed router, in their place.
+  void set_moe_losses(torch::Tensor load_balancing, torch::Tensor z_loss) {
+    stats_.load_balancing = std::move(load_balancing);
+    stats_.z_loss = std::move(z_loss);
+  }
+
   // Dense: the MLP. Sparse: the shared expert (null without moe_shared_expert).
   torch::nn::Linear ff_proj{nullptr}, ff_out{nullptr};
   // Sparse only: router weight [num_experts, d]; experts' stacked SwiGLU weights.

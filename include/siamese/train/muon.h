@@ -10,6 +10,9 @@
 //   W  <- W * (1 - lr * weight_decay) - lr' * O
 // where lr' = lr * sqrt(max(1, A/B)) (adjust_lr original) or lr * 0.2 * sqrt(max(A, B))
 // (match_rms_adamw, Moonshot's "Muon is Scalable for LLM Training").
+// A stack of matrices [E, A, B] (block_type moe's experts) is E matrices: each one is
+// orthogonalised on its own and steps at the lr' of its [A, B], as torch.optim.Muon given
+// the E matrices as parameters of their own (the momentum is elementwise either way).
 #include <torch/torch.h>
 
 #include <array>
@@ -36,12 +39,12 @@ struct MuonOptions {
 // The Newton-Schulz orthogonalisation of a 2-D `update`, as a bfloat16 matrix of its shape.
 torch::Tensor newton_schulz(const torch::Tensor& update, int64_t steps);
 
-// The step size of a matrix of `shape` [A, B, ...] at learning rate `lr` (adjust_lr above).
+// The step size of a matrix of `shape` [..., A, B] at learning rate `lr` (adjust_lr above).
 double adjusted_lr(double lr, const std::string& adjust_lr, torch::IntArrayRef shape);
 
 class Muon {
  public:
-  // Every parameter must be a 2-D matrix.
+  // Every parameter must be a 2-D matrix or a 3-D stack of them.
   Muon(std::vector<torch::Tensor> params, MuonOptions options);
 
   // One update of every matrix that has a gradient. `skip` (a 0/1 float32 scalar on the
