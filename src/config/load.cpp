@@ -291,6 +291,14 @@ class Loader {
           parse(f, config, *raw, f.key);
       }
     }
+    // OLMo's own default is fsdp, so an OLMo file may set fsdp.* and leave the strategy out.
+    if (config.distributed_strategy == "ddp")
+      for (const auto& [key, where] : located_)
+        if (key.rfind("fsdp.", 0) == 0)
+          spdlog::warn(
+              "{}: {} has no effect: distributed_strategy is ddp (full replicas); set "
+              "distributed_strategy: fsdp for the sharding it describes",
+              where, key);
     if (origin) {
       const auto raw = value_of("model.residual");
       const bool from_command_line = raw && raw->where.rfind("command line", 0) == 0;

@@ -20,6 +20,7 @@
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/memory_plan.h"
 #include "siamese/train/save_folder.h"
+#include "support/cli.h"
 #include "support/free_port.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
@@ -152,6 +153,24 @@ TEST(Sharded, StrategiesNotImplementedAreRefusedNamingTheKey) {
     EXPECT_NE(std::string(e.what()).find("fsdp.sharding_strategy"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("whole weight matrices"), std::string::npos) << e.what();
   }
+}
+
+// An OLMo file may set fsdp.* and leave distributed_strategy at our default (ddp): the keys
+// are named as having no effect, and are not once the strategy is fsdp.
+TEST(Sharded, FsdpKeysUnderDdpAreNamedAsHavingNoEffect) {
+  const auto scratch = fresh_dir("sharded_warn", "cli");
+  fs::create_directories(scratch);
+  const auto ddp = siamese::testing::run_siamese(
+      "config configs/tiny/base.yaml --fsdp.sharding_strategy=FULL_SHARD", scratch);
+  ASSERT_EQ(ddp.code, 0) << ddp.err;
+  EXPECT_NE((ddp.out + ddp.err).find("fsdp.sharding_strategy has no effect: distributed_strategy is ddp"),
+            std::string::npos)
+      << ddp.out << ddp.err;
+  const auto fsdp = siamese::testing::run_siamese(
+      "config configs/tiny/base.yaml --fsdp.sharding_strategy=FULL_SHARD --distributed_strategy=fsdp",
+      scratch);
+  ASSERT_EQ(fsdp.code, 0) << fsdp.err;
+  EXPECT_EQ((fsdp.out + fsdp.err).find("has no effect"), std::string::npos) << fsdp.out << fsdp.err;
 }
 
 // With every block checkpointed, hybrid_pre's next-sublayer input norms get a gradient from
