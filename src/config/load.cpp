@@ -291,8 +291,9 @@ class Loader {
           parse(f, config, *raw, f.key);
       }
     }
-    // OLMo's own default is fsdp, so an OLMo file may set fsdp.* and leave the strategy out.
-    if (config.distributed_strategy == "ddp")
+    // OLMo's own default is fsdp, so an OLMo file may set fsdp.* and leave the strategy out
+    // (a saved run config names both, and says nothing new).
+    if (!located_.count("distributed_strategy"))
       for (const auto& [key, where] : located_)
         if (key.rfind("fsdp.", 0) == 0)
           spdlog::warn(
