@@ -28,11 +28,11 @@ void print_memory_plan(const TrainConfig& cfg, int world, int local_world) {
   std::cout << fmt::format("  {:<16}{:>9}{:>9}{:>9}{:>9}{:>12}{:>12}{:>12}{:>12}\n", "strategy", "params",
                            "grads", "optim", "state", "activ.", "activ.ckpt", "total", "total ckpt");
   for (const auto& r : train::plan_memory(cfg, world, local_world))
-    std::cout << fmt::format(
-        "  {:<16}{:>9.2f}{:>9.2f}{:>9.2f}{:>9.2f}{:>12.2f}{:>12.2f}{:>12.2f}{:>12.2f}{}\n", r.strategy,
-        r.parameters / gib, r.gradients / gib, r.optimizer / gib, r.state() / gib, r.activations / gib,
-        r.activations_checkpointed / gib, (r.state() + r.activations) / gib,
-        (r.state() + r.activations_checkpointed) / gib, r.implemented ? "" : "  (not implemented yet)");
+    std::cout << fmt::format("  {:<16}{:>9.2f}{:>9.2f}{:>9.2f}{:>9.2f}{:>12.2f}{:>12.2f}{:>12.2f}{:>12.2f}\n",
+                             r.strategy, r.parameters / gib, r.gradients / gib, r.optimizer / gib,
+                             r.state() / gib, r.activations / gib, r.activations_checkpointed / gib,
+                             (r.state() + r.activations) / gib,
+                             (r.state() + r.activations_checkpointed) / gib);
 }
 
 }  // namespace

@@ -172,7 +172,7 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("fsdp.sharding_strategy",
                "With distributed_strategy fsdp: NO_SHARD (the ddp path), SHARD_GRAD_OP (gradients, float32 "
                "master weights and optimizer state sharded), FULL_SHARD (parameters too, gathered a block "
-               "at a time), HYBRID_SHARD (not implemented yet).",
+               "at a time), HYBRID_SHARD (FULL_SHARD inside each node, a replica per node).",
                &T::fsdp, &FsdpConfig::sharding_strategy)
           .one_of({"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"}),
       field<T>("fsdp.precision",
@@ -185,6 +185,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                "by_block one per transformer block (FULL_SHARD always uses blocks).",
                &T::fsdp, &FsdpConfig::wrapping_strategy)
           .one_of({"", "by_block"}),
+      field<T>("fsdp.hybrid_sharding_num_model_replicas",
+               "HYBRID_SHARD: model replicas; each is sharded over world / replicas consecutive ranks "
+               "(null: one per node, from LOCAL_WORLD_SIZE or Slurm's tasks per node).",
+               &T::fsdp, &FsdpConfig::hybrid_sharding_num_model_replicas)
+          .positive(),
 
       field<T>("model.d_model", "Hidden size.", &T::model, &M::d_model).positive(),
       field<T>("model.n_heads", "Attention heads; must divide d_model.", &T::model, &M::n_heads).positive(),
@@ -533,14 +538,13 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"wandb", "metrics go to metrics.jsonl in save_folder"},
       {"compile", "no torch.compile in LibTorch"},
       {"fsdp.use_orig_params", "shards are kept apart from the parameters, which keep their names"},
-      {"fsdp.hybrid_sharding_num_model_replicas", "HYBRID_SHARD is not implemented", {"null"}},
       {"ddp", "gradients are summed once per step; parameters without a gradient contribute zeros"},
       {"speed_monitor", "throughput is always logged"},
       {"save_interval_unsharded", "every checkpoint is written at save_interval (docs/distributed.md)"},
       {"save_num_unsharded_checkpoints_to_keep", "save_num_checkpoints_to_keep counts every checkpoint"},
       {"save_interval_ephemeral", "not supported"},
       {"sharded_checkpointer",
-       "one layout: model.pt whole, optimizer state in per-rank shards under SHARD_GRAD_OP"},
+       "one layout: model.pt whole, optimizer state in per-rank shards under a sharded strategy"},
       {"remote_save_folder", "not supported"},
       {"max_grad_norm_ratio", "adaptive clipping is not supported", {"null"}},
       {"gen1_gc_interval", "no Python garbage collector"},

@@ -215,23 +215,19 @@ void validate_data(const TrainConfig& c, const Rules& r) {
 void validate_strategy(const TrainConfig& c, const Rules& r) {
   if (c.distributed_strategy != "fsdp") return;
   const std::string& s = c.fsdp.sharding_strategy;
-  r.require(s != "HYBRID_SHARD", "fsdp.sharding_strategy",
-            "fsdp.sharding_strategy HYBRID_SHARD is not implemented yet (NO_SHARD, SHARD_GRAD_OP and "
-            "FULL_SHARD are)",
-            "use FULL_SHARD (parameters too sharded over every rank) or SHARD_GRAD_OP");
-  const bool shards_params = s == "FULL_SHARD";
+  const bool shards_params = shards_parameters(c);
   r.require(!shards_params || c.model.block_type != "moe", "fsdp.sharding_strategy",
-            "FULL_SHARD with block_type moe is not implemented: which experts get tokens differs between "
-            "ranks, and the order of the per-block collectives must not",
+            s + " with block_type moe is not implemented: which experts get tokens differs between "
+                "ranks, and the order of the per-block collectives must not",
             "use fsdp.sharding_strategy: SHARD_GRAD_OP (docs/distributed.md: MoE-1B-7B fits 8 x 80 GB "
             "with it)");
   r.require(!shards_params || c.model.activation_checkpointing.empty() ||
                 c.model.activation_checkpointing == "whole_layer",
             "activation_checkpointing",
-            fmt::format("FULL_SHARD with activation_checkpointing {} is not implemented: a parameter two "
+            fmt::format("{} with activation_checkpointing {} is not implemented: a parameter two "
                         "blocks read gets its gradient in pieces when only one of them is recomputed",
-                        c.model.activation_checkpointing),
-            "use activation_checkpointing: whole_layer or none with FULL_SHARD");
+                        s, c.model.activation_checkpointing),
+            "use activation_checkpointing: whole_layer or none with " + s);
   // The topologies that rewrite whole weights (nGPT) are refused with FULL_SHARD where the
   // topology table is known: model::load_run_config.
   r.require(c.fsdp.precision == "mixed" || c.precision == "fp32", "fsdp.precision",

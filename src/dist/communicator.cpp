@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "siamese/common/error.h"
@@ -31,22 +32,43 @@ Communicator::Communicator(const World& world, torch::Device device, std::chrono
                 "launch with scripts/torchrun (or srun with MASTER_ADDR/MASTER_PORT set) and "
                 "check that every rank sees the same address");
   }
-  if (device.is_cuda()) {
+  connect();
+}
+
+Communicator::Communicator(World world, torch::Device device, std::chrono::milliseconds timeout,
+                           c10::intrusive_ptr<c10d::Store> store)
+    : world_(std::move(world)), device_(device), timeout_(timeout), store_(std::move(store)) {
+  connect();
+}
+
+std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name,
+                                                     const std::vector<int>& ranks) const {
+  const auto me = std::find(ranks.begin(), ranks.end(), world_.rank);
+  TORCH_CHECK(me != ranks.end(), "Communicator::subgroup: rank ", world_.rank, " is not in group ", name);
+  World member = world_;
+  member.rank = int(me - ranks.begin());
+  member.size = int(ranks.size());
+  auto store = c10::make_intrusive<c10d::PrefixStore>(name, store_);
+  return std::unique_ptr<Communicator>(new Communicator(member, device_, timeout_, store));
+}
+
+void Communicator::connect() {
+  if (device_.is_cuda()) {
     // NCCL binds a communicator to the current device; one GPU per rank (LOCAL_RANK).
-    c10::cuda::set_device(device.index());
+    c10::cuda::set_device(device_.index());
     auto nccl_opts = c10d::ProcessGroupNCCL::Options::create();
-    nccl_opts->timeout = timeout;
+    nccl_opts->timeout = timeout_;
     try {
-      group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, world.rank, world.size, nccl_opts);
+      group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, world_.rank, world_.size, nccl_opts);
     } catch (const std::exception& e) {
       fail(e, "connecting the NCCL process group");
     }
   } else {
     auto gloo_opts = c10d::ProcessGroupGloo::Options::create();
-    gloo_opts->timeout = timeout;
+    gloo_opts->timeout = timeout_;
     gloo_opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     try {
-      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, world.rank, world.size, gloo_opts);
+      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, world_.rank, world_.size, gloo_opts);
     } catch (const std::exception& e) {
       fail(e, "connecting the process group");
     }

@@ -39,7 +39,19 @@ void for_each_chunk(int64_t numel, int64_t chunk, int world, Copy copy) {
 }  // namespace
 
 ShardedGradSync::ShardedGradSync(const World& world, torch::Device device, ShardedOptions options)
-    : comm_(std::make_unique<Communicator>(world, device, options.timeout)), options_(std::move(options)) {}
+    : comm_(std::make_unique<Communicator>(world, device, options.timeout)), options_(std::move(options)) {
+  shards_ = comm_.get();
+  const int R = options_.replicas;
+  if (R <= 1) return;
+  TORCH_CHECK(world.size % R == 0, "ShardedGradSync: ", R, " replicas do not divide ", world.size, " ranks");
+  const int S = world.size / R, group = world.rank / S, index = world.rank % S;
+  std::vector<int> shard_ranks, replica_ranks;
+  for (int i = 0; i < S; ++i) shard_ranks.push_back(group * S + i);
+  for (int g = 0; g < R; ++g) replica_ranks.push_back(g * S + index);
+  shard_group_ = comm_->subgroup("shard" + std::to_string(group), shard_ranks);
+  replicas_ = comm_->subgroup("replica" + std::to_string(index), replica_ranks);
+  shards_ = shard_group_.get();
+}
 
 ShardedGradSync::~ShardedGradSync() = default;
 
@@ -51,7 +63,7 @@ void ShardedGradSync::attach(const std::vector<torch::Tensor>& params) {
 GradientSync::NamedTensors ShardedGradSync::optimizer_params(const NamedTensors& params) {
   TORCH_CHECK(entries_.empty(), "ShardedGradSync::optimizer_params: called twice");
   torch::NoGradGuard no_grad;
-  const int W = world_size();
+  const int W = shards_->size();
   // Units in reverse registration order, roughly the order backward finishes gradients in.
   std::vector<size_t> order;
   for (size_t k = params.size(); k-- > 0;)
@@ -110,7 +122,7 @@ GradientSync::NamedTensors ShardedGradSync::optimizer_params(const NamedTensors&
     const Entry& e = entries_[i];
     const Unit& u = units_[unit_of_entry_[i]];
     auto view = shard_.narrow(0, u.offset + e.offset, e.chunk).detach();
-    view.copy_(shard_piece(e.param, rank(), W));
+    view.copy_(shard_piece(e.param, shards_->rank(), W));
     view.set_requires_grad(true);  // a leaf the optimizer owns, like a parameter
     views_.push_back(view);
     views[order[i]] = view;
@@ -155,7 +167,7 @@ void ShardedGradSync::on_grad_ready(size_t entry) {
 
 void ShardedGradSync::launch(Unit& u) {
   torch::NoGradGuard no_grad;
-  const int W = world_size();
+  const int W = shards_->size();
   u.flat = torch::zeros({W, u.row}, shard_.options());
   for (size_t i : u.entries) {
     Entry& e = entries_[i];
@@ -169,7 +181,7 @@ void ShardedGradSync::launch(Unit& u) {
   }
   auto out = grad_shard_.narrow(0, u.offset, u.row);
   u.flat = u.flat.view({-1});
-  u.work = comm_->reduce_scatter_sum_async(out, u.flat);
+  u.work = shards_->reduce_scatter_sum_async(out, u.flat);
 }
 
 void ShardedGradSync::after_backward() {
@@ -186,7 +198,16 @@ void ShardedGradSync::after_backward() {
     comm_->wait(u.work);
     u.work.reset();
     u.flat = torch::Tensor();
+    if (replicas_) {
+      auto mine = grad_shard_.narrow(0, u.offset, u.row);
+      u.replica_sum = replicas_->all_reduce_sum_async(mine);
+    }
   }
+  for (auto& u : units_)
+    if (u.replica_sum) {
+      comm_->wait(u.replica_sum);
+      u.replica_sum.reset();
+    }
   // The optimizer's zero_grad() let go of them at the start of the step.
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Unit& u = units_[unit_of_entry_[i]];
@@ -198,12 +219,12 @@ void ShardedGradSync::after_backward() {
 
 void ShardedGradSync::after_update() {
   torch::NoGradGuard no_grad;
-  const int W = world_size();
+  const int W = shards_->size();
   for (auto& u : units_) {
     if (u.released) continue;  // gathered from the updated shard when its block next runs
     auto flat = torch::empty({W * u.row}, shard_.options());
     auto mine = shard_.narrow(0, u.offset, u.row).clone();
-    comm_->wait(comm_->all_gather_async(flat, mine));
+    comm_->wait(shards_->all_gather_async(flat, mine));
     const auto rows = flat.view({W, u.row});
     for (size_t i : u.entries) {
       Entry& e = entries_[i];
@@ -219,7 +240,7 @@ void ShardedGradSync::params_changed() {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < entries_.size(); ++i)
     if (!units_[unit_of_entry_[i]].released)  // a released unit's shard is its only copy
-      views_[i].copy_(shard_piece(entries_[i].param, rank(), world_size()));
+      views_[i].copy_(shard_piece(entries_[i].param, shards_->rank(), shards_->size()));
 }
 
 int64_t ShardedGradSync::parameter_bytes(int64_t param_bytes) const {
@@ -234,7 +255,7 @@ int64_t ShardedGradSync::parameter_bytes(int64_t param_bytes) const {
 void ShardedGradSync::gather(Unit& u) {
   if (!u.released) return;
   torch::NoGradGuard no_grad;
-  const int W = world_size();
+  const int W = shards_->size();
   if (!u.gathering) prefetch_unit(u);
   comm_->wait(u.gathering);
   u.gathering.reset();
@@ -258,9 +279,9 @@ void ShardedGradSync::gather(Unit& u) {
 
 void ShardedGradSync::prefetch_unit(Unit& u) {
   if (!u.released || u.gathering) return;
-  u.gathered = torch::empty({world_size() * u.row}, shard_.options());
+  u.gathered = torch::empty({shards_->size() * u.row}, shard_.options());
   u.gather_input = shard_.narrow(0, u.offset, u.row).clone();
-  u.gathering = comm_->all_gather_async(u.gathered, u.gather_input);
+  u.gathering = shards_->all_gather_async(u.gathered, u.gather_input);
 }
 
 void ShardedGradSync::release(Unit& u) {
@@ -324,7 +345,7 @@ void ShardedGradSync::release_params() {
 }
 
 torch::Tensor ShardedGradSync::shard_of(const torch::Tensor& whole) {
-  return shard_piece(whole, rank(), world_size());
+  return shard_piece(whole, shards_->rank(), shards_->size());
 }
 
 double ShardedGradSync::take_comm_seconds() {

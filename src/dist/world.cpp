@@ -28,6 +28,20 @@ int env_int(const char* name, int fallback) {
               "environment", "unset it or give a number; it is set by torchrun or srun");
 }
 
+// Slurm's tasks per node: SLURM_NTASKS_PER_NODE where the job asked for a number, else the
+// first count of SLURM_TASKS_PER_NODE ("4(x2)", or "4,2" for an uneven job: 0, unknown).
+int slurm_tasks_per_node() {
+  if (env("SLURM_NTASKS_PER_NODE")) return env_int("SLURM_NTASKS_PER_NODE", 0);
+  const auto spec = env("SLURM_TASKS_PER_NODE");
+  if (!spec || spec->find(',') != std::string::npos) return 0;
+  try {
+    const int n = std::stoi(*spec);
+    return n > 0 ? n : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 }  // namespace
 
 World detect_world() {
@@ -37,6 +51,7 @@ World detect_world() {
     w.rank = env_int("RANK", 0);
     w.size = env_int("WORLD_SIZE", 1);
     w.local_rank = env_int("LOCAL_RANK", 0);
+    w.local_size = env_int("LOCAL_WORLD_SIZE", w.size);
     auto agent = env("TORCHELASTIC_USE_AGENT_STORE");
     w.agent_hosts_store = agent && (*agent == "True" || *agent == "true" || *agent == "1");
   } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
@@ -44,6 +59,7 @@ World detect_world() {
     w.rank = env_int("SLURM_PROCID", 0);
     w.size = env_int("SLURM_NTASKS", 1);
     w.local_rank = env_int("SLURM_LOCALID", 0);
+    w.local_size = slurm_tasks_per_node();
   }
   if (auto addr = env("MASTER_ADDR")) w.master_addr = *addr;
   w.master_port = env_int("MASTER_PORT", w.master_port);

@@ -136,12 +136,11 @@ TrainConfig load_run_config(const std::string& path, const std::vector<std::stri
   for (const auto& [key, value] : find_topology(config.model.residual)->defaults)
     if (!origin.explicit_keys.count(key)) schema::train_field(key).ref<int64_t>(probe) = value;
   check_model_config(probe.model, &origin);
-  if (find_topology(config.model.residual)->projects_weights && config.distributed_strategy == "fsdp" &&
-      config.fsdp.sharding_strategy == "FULL_SHARD") {
+  if (find_topology(config.model.residual)->projects_weights && shards_parameters(config)) {
     const auto at = origin.explicit_keys.find("fsdp.sharding_strategy");
     throw Error(fmt::format("topology {} rewrites whole weight matrices after every step, and under "
-                            "fsdp.sharding_strategy FULL_SHARD each rank holds a flat shard of them",
-                            config.model.residual),
+                            "fsdp.sharding_strategy {} each rank holds a flat shard of them",
+                            config.model.residual, config.fsdp.sharding_strategy),
                 at != origin.explicit_keys.end() ? at->second + " (fsdp.sharding_strategy)" : path,
                 "use fsdp.sharding_strategy: SHARD_GRAD_OP");
   }

@@ -17,6 +17,7 @@
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/runtime.h"
+#include "siamese/train/strategy.h"
 #include "siamese/train/train_step.h"
 
 namespace siamese::train {
@@ -173,11 +174,14 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
     ScalingSetup result;
     GradientSync* sync;
   };
-  std::vector<Setup> setups = {
-      {{"1 rank", 1, {}}, &alone},
-      {{fmt::format("{} ranks, all-reduce overlapped with backward", world.size), world.size, {}},
-       &overlapped},
-      {{fmt::format("{} ranks, all-reduce after backward", world.size), world.size, {}}, &after_backward}};
+  std::vector<Setup> setups = {{{"1 rank", 1, {}}, &alone}};
+  // Where the trainer would not overlap (activation checkpointing), neither is timed so.
+  if (reduces_during_backward(base))
+    setups.push_back(
+        {{fmt::format("{} ranks, all-reduce overlapped with backward", world.size), world.size, {}},
+         &overlapped});
+  setups.push_back(
+      {{fmt::format("{} ranks, all-reduce after backward", world.size), world.size, {}}, &after_backward});
   for (int r = 0; r < options.rounds; ++r)
     for (auto& setup : setups) {
       overlapped.before_backward(false);

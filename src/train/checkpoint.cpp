@@ -145,7 +145,7 @@ fs::path optimizer_shard_folder(const fs::path& save_folder, int64_t step, int s
 }
 
 void save_optimizer_shard(const fs::path& save_folder, int64_t step, Optimizer& optim, int rank, int shards) {
-  if (shards == 1) return;
+  if (shards == 1 || rank < 0) return;
   const fs::path folder = optimizer_shard_folder(save_folder, step, shards);
   const std::string name = optimizer_shard_name(rank, shards);
   try {

@@ -10,7 +10,9 @@ std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int 
   const ModelConfig& m = cfg.model;
   const auto counts = model::count_parameters(m);
   const double N = double(counts.total()), W = double(world_size);
-  const double G = double(std::min(world_size, std::max(1, local_world)));
+  // HYBRID_SHARD's shard group: world / replicas ranks, by default a node.
+  const auto& replicas = cfg.fsdp.hybrid_sharding_num_model_replicas;
+  const double G = replicas ? W / double(*replicas) : double(std::min(world_size, std::max(1, local_world)));
   const double block = double(counts.attention + counts.mlp + counts.residual) / double(m.n_layers);
   const double bucket = cfg.distributed.bucket_mb * 1048576.0;
 
@@ -25,8 +27,8 @@ std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int 
   const double activations = L * per_block + logits;
   const double checkpointed = L * 4.0 * s * b * h + per_block + logits;
 
-  auto row = [&](std::string name, bool implemented, double params, double grads, double optim) {
-    return RankMemory{std::move(name), implemented, params, grads, optim, activations, checkpointed};
+  auto row = [&](std::string name, double params, double grads, double optim) {
+    return RankMemory{std::move(name), params, grads, optim, activations, checkpointed};
   };
   const double whole = 4.0 * N;
   // Sharding parameters reaches only the blocks' (embedding, final norm and head stay whole),
@@ -38,10 +40,10 @@ std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int 
     return outside_blocks + (whole - outside_blocks) / ranks + gathered;
   };
   return {
-      row("ddp / NO_SHARD", true, whole, 2.0 * whole, 2.0 * whole),
-      row("SHARD_GRAD_OP", true, whole, whole / W + std::min(bucket, whole), 2.0 * whole / W),
-      row("FULL_SHARD", true, sharded_params(W), whole / W + gathered, 2.0 * whole / W),
-      row("HYBRID_SHARD", false, sharded_params(G), whole / G + gathered, 2.0 * whole / G),
+      row("ddp / NO_SHARD", whole, 2.0 * whole, 2.0 * whole),
+      row("SHARD_GRAD_OP", whole, whole / W + std::min(bucket, whole), 2.0 * whole / W),
+      row("FULL_SHARD", sharded_params(W), whole / W + gathered, 2.0 * whole / W),
+      row("HYBRID_SHARD", sharded_params(G), whole / G + gathered, 2.0 * whole / G),
   };
 }
 

@@ -1,28 +1,53 @@
 #include "siamese/train/strategy.h"
 
+#include <fmt/format.h>
+
+#include "siamese/common/error.h"
+
 #include "siamese/dist/data_parallel.h"
 #include "siamese/dist/sharded.h"
 #include "siamese/model/olmo_names.h"
 #include "siamese/train/runtime.h"
 
 namespace siamese::train {
+namespace {
+
+// HYBRID_SHARD's replicas: the config's count, or one per node (OLMo's default).
+int hybrid_replicas(const TrainConfig& cfg, const World& world) {
+  const auto& asked = cfg.fsdp.hybrid_sharding_num_model_replicas;
+  if (!asked && (world.local_size < 1 || world.size % world.local_size != 0))
+    throw Error(
+        fmt::format("HYBRID_SHARD shards within a node, and the launcher does not say how many of the "
+                    "{} ranks share one (LOCAL_WORLD_SIZE, or Slurm's tasks per node, gave {})",
+                    world.size, world.local_size),
+        "fsdp.hybrid_sharding_num_model_replicas",
+        "set fsdp.hybrid_sharding_num_model_replicas to the number of model copies");
+  const int64_t replicas = asked ? *asked : world.size / world.local_size;
+  if (world.size % replicas != 0)
+    throw Error(fmt::format("{} model replicas do not split {} ranks evenly", replicas, world.size),
+                "fsdp.hybrid_sharding_num_model_replicas", "use a divisor of the world size");
+  return int(replicas);
+}
+
+}  // namespace
+
+bool reduces_during_backward(const TrainConfig& cfg) {
+  return cfg.distributed.overlap && cfg.model.activation_checkpointing.empty();
+}
 
 std::unique_ptr<GradientSync> make_strategy(const TrainConfig& cfg, const World& world) {
   const torch::Device device = resolve_device(cfg.device, world.local_rank);
   const auto bucket_bytes = static_cast<int64_t>(cfg.distributed.bucket_mb * (1 << 20));
   const std::chrono::milliseconds timeout = std::chrono::seconds(cfg.distributed.timeout_seconds);
   const std::string& sharding = cfg.fsdp.sharding_strategy;
-  // With activation checkpointing every recomputed block back-propagates on its own, so a
-  // parameter two blocks read (SiameseNorm's next-sublayer input norms) reports a gradient
-  // once from each: a bucket counted complete at the first would be reduced without the
-  // second. Those runs reduce after backward (FULL_SHARD keeps its own rule, by block).
-  const bool overlap = cfg.distributed.overlap && cfg.model.activation_checkpointing.empty();
-  if (cfg.distributed_strategy == "fsdp" && (sharding == "SHARD_GRAD_OP" || sharding == "FULL_SHARD")) {
+  const bool overlap = reduces_during_backward(cfg);
+  if (cfg.distributed_strategy == "fsdp" && sharding != "NO_SHARD") {
     ShardedOptions options;
     options.bucket_bytes = bucket_bytes;
     // FULL_SHARD gathers parameters a block at a time, so its units are the blocks whatever
     // the wrapping strategy says.
-    options.shard_parameters = sharding == "FULL_SHARD";
+    options.shard_parameters = shards_parameters(cfg);
+    if (sharding == "HYBRID_SHARD") options.replicas = hybrid_replicas(cfg, world);
     options.overlap = options.shard_parameters ? cfg.distributed.overlap : overlap;
     options.timeout = timeout;
     options.blocks_recomputed = cfg.model.activation_checkpointing == "whole_layer";

@@ -227,7 +227,7 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     state.loss_scale_good_steps = scaler.enabled() ? scaler.good_steps() : 0;
     // A sharded strategy's ranks each write their optimizer shard first; rank 0 writes the
     // rest and the manifest, the index that makes the shards a checkpoint, last.
-    save_optimizer_shard(run_dir, state.step, *optim, sync.rank(), sync.optimizer_shards());
+    save_optimizer_shard(run_dir, state.step, *optim, sync.optimizer_shard_rank(), sync.optimizer_shards());
     sync.barrier();
     if (main_rank) {
       auto dir = save_checkpoint(run_dir, *model, *optim, state, config_yaml, sync.optimizer_shards());

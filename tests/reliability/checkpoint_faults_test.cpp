@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "siamese_process.h"
+#include "support/free_port.h"
 
 using namespace siamese;
 using namespace siamese::testing;
@@ -102,7 +103,7 @@ TEST(FullDisk, SaveFailsCleanlyAndTheRunResumesExactly) {
     const auto before = snapshot(c.save_folder);
     ASSERT_EQ(before.size(), 12u);  // step2 and step4, six files each
 
-    const auto full = run_siamese(train_args(c), root / (failing + ".2.log"), {limit});
+    const auto full = run_siamese(train_args(c), root / (failing + ".2.log"), {limit, 120, {}});
     EXPECT_EQ(full.exit_code, 2) << full.output;
     EXPECT_EQ(full.signal, 0);
     EXPECT_NE(full.output.find("cannot write: File too large"), std::string::npos) << full.output;
@@ -385,4 +386,112 @@ TEST(Metrics, DamagedInnerLineStopsTheResumeAndKeepsTheLog) {
   EXPECT_NE(resumed.output.find("metrics.jsonl:2"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("repair or remove this line"), std::string::npos) << resumed.output;
   EXPECT_EQ(read_all(metrics), text);
+}
+
+namespace {
+
+// The ranks of a FULL_SHARD run of `c`, started as torchrun starts them (RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT), each logging to `log`.r<rank>.
+std::vector<std::unique_ptr<Child>> start_sharded(const TrainConfig& c, int ranks, const std::string& log) {
+  const std::string port = std::to_string(free_port());
+  std::vector<std::unique_ptr<Child>> children;
+  for (int r = 0; r < ranks; ++r) {
+    Limits limits;
+    limits.env = {{"RANK", std::to_string(r)},
+                  {"LOCAL_RANK", std::to_string(r)},
+                  {"WORLD_SIZE", std::to_string(ranks)},
+                  {"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", port}};
+    children.push_back(std::make_unique<Child>(train_args(c), log + ".r" + std::to_string(r), limits));
+  }
+  return children;
+}
+
+// Waits for every rank; the outcome of rank 0, its output followed by the others'.
+Outcome wait_sharded(std::vector<std::unique_ptr<Child>>& children) {
+  Outcome first;
+  for (size_t r = 0; r < children.size(); ++r) {
+    Outcome o = children[r]->wait();
+    if (r == 0)
+      first = o;
+    else
+      first.output += "\n--- rank " + std::to_string(r) + " ---\n" + o.output;
+  }
+  return first;
+}
+
+TrainConfig tiny_sharded(const fs::path& folder) {
+  TrainConfig c = tiny_saving(folder);
+  c.distributed_strategy = "fsdp";
+  c.fsdp.sharding_strategy = "FULL_SHARD";
+  c.distributed.timeout_seconds = 15;  // a rank left alone gives up soon
+  return c;
+}
+
+}  // namespace
+
+// SIGKILL during the third save of 2 FULL_SHARD ranks, at three points of the sharded save:
+// the optimizer shards' staging folder created, rank 1's shard written, rank 0's manifest
+// being written. Both ranks are killed (a job killed mid-save), and in one more run only rank 1
+// (a node lost: rank 0 gives up at the timeout and exits non-zero). The next 2-rank start
+// clears what the save left, resumes from step2 or step3 as the kill left them, and ends with
+// the uninterrupted run's losses bit for bit; no checkpoint on disk is incomplete.
+TEST(KillDuringShardedSave, EveryPointResumesBitExact) {
+  const auto root = scratch("kill_sharded");
+  const TrainConfig ref = tiny_sharded(root / "reference");
+  auto ref_ranks = start_sharded(ref, 2, (root / "reference.log").string());
+  const Outcome ref_run = wait_sharded(ref_ranks);
+  ASSERT_EQ(ref_run.exit_code, 0) << ref_run.output;
+  const auto reference = losses(ref.save_folder);
+  ASSERT_EQ(reference.size(), 6u);
+  struct Point {
+    const char* what;
+    uint32_t mask;
+    const char* prefix;
+    int nth;
+    bool only_rank1;
+  };
+  const std::vector<Point> points = {
+      {"shards' staging folder created", IN_CREATE, ".step3.shards-2", 1, false},
+      {"rank 1's shard written", IN_CLOSE_WRITE, "optim_shard1of2.pt.json", 3, false},
+      {"manifest being written", IN_CREATE, "manifest.json", 3, false},
+      {"rank 1 lost while writing its shard", IN_CREATE, ".step3.shards-2", 1, true},
+  };
+  for (const auto& point : points) {
+    SCOPED_TRACE(point.what);
+    const TrainConfig c = tiny_sharded(root / ("run_" + std::to_string(&point - points.data())));
+    const std::string log = c.save_folder + ".killed.log";
+    SaveWatch watch(c.save_folder);
+    auto ranks = start_sharded(c, 2, log);
+    const bool hit = watch.wait_for(point.mask, point.prefix, point.nth,
+                                    [&] { return ranks[0]->running() || ranks[1]->running(); });
+    ASSERT_TRUE(hit) << read_all(log + ".r0");
+    ranks[1]->kill();
+    if (!point.only_rank1) ranks[0]->kill();
+    const Outcome killed = wait_sharded(ranks);
+    if (point.only_rank1) {
+      EXPECT_NE(killed.exit_code, 0) << killed.output;
+      EXPECT_NE(killed.output.find("another rank probably died"), std::string::npos) << killed.output;
+    } else {
+      EXPECT_EQ(killed.signal, SIGKILL) << killed.output;
+    }
+    // A step folder is in place whole or not at all.
+    for (const auto& [step, dir] : train::checkpoint_folders(c.save_folder))
+      EXPECT_FALSE(train::checkpoint_problem(dir).has_value()) << dir;
+    const bool step3_done = fs::exists(fs::path(c.save_folder) / "step3");
+
+    auto again = start_sharded(c, 2, c.save_folder + ".resumed.log");
+    const Outcome resumed = wait_sharded(again);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resumed from " +
+                                  (fs::path(c.save_folder) / (step3_done ? "step3" : "step2")).string()),
+              std::string::npos)
+        << resumed.output;
+    EXPECT_EQ(losses(c.save_folder), reference);
+    EXPECT_FALSE(has_scratch(c.save_folder)) << fmt::format("{}", fmt::join(entries(c.save_folder), " "));
+    for (const auto& name : entries(c.save_folder))
+      EXPECT_EQ(name.find(".shards-"), std::string::npos) << name;
+    EXPECT_EQ(intact(c.save_folder),
+              (std::vector<std::string>{"step1", "step2", "step3", "step4", "step5", "step6"}));
+  }
 }

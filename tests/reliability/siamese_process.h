@@ -37,8 +37,9 @@ struct Outcome {
 };
 
 struct Limits {
-  long file_size_bytes = -1;  // RLIMIT_FSIZE: writes past it fail with EFBIG, as on a full disk
-  int timeout_seconds = 120;  // a hang fails the test instead of the suite
+  long file_size_bytes = -1;               // RLIMIT_FSIZE: writes past it fail with EFBIG, as on a full disk
+  int timeout_seconds = 120;               // a hang fails the test instead of the suite
+  std::map<std::string, std::string> env;  // set in the child's environment (a rank's RANK...)
 };
 
 // A started `siamese ARGS...` whose output goes to `log`.
@@ -54,6 +55,7 @@ class Child {
       ::dup2(fd, 2);
       ::setenv("OMP_NUM_THREADS", "1", 1);  // tests share 2 busy cores
       ::unsetenv("MODEL_TYPE");
+      for (const auto& [name, value] : limits.env) ::setenv(name.c_str(), value.c_str(), 1);
       if (limits.file_size_bytes >= 0) {
         const rlimit r{rlim_t(limits.file_size_bytes), rlim_t(limits.file_size_bytes)};
         ::setrlimit(RLIMIT_FSIZE, &r);
@@ -201,40 +203,59 @@ inline std::map<std::string, std::string> snapshot(const fs::path& folder) {
   return out;
 }
 
-// Starts `args` and SIGKILLs it as soon as inotify reports the `nth` event `mask` on an
-// entry whose name starts with `prefix`, in `watched` or in a folder created there (the
-// temporary folder of a save). Returns the outcome and whether the kill came before the
-// process ended.
+// Watches a save folder, and the folders created in it (a save's temporary and staging
+// folders), from construction on, so that a child started afterwards cannot get ahead of it.
+class SaveWatch {
+ public:
+  explicit SaveWatch(const fs::path& watched) : watched_(watched) {
+    fs::create_directories(watched);
+    in_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    dirs_[::inotify_add_watch(in_, watched.c_str(), kEvents)] = watched;
+  }
+  ~SaveWatch() { ::close(in_); }
+  SaveWatch(const SaveWatch&) = delete;
+  SaveWatch& operator=(const SaveWatch&) = delete;
+
+  // Returns once the `nth` event `mask` on an entry whose name starts with `prefix` happened
+  // (true), or once `running()` says the children are gone (false).
+  bool wait_for(uint32_t mask, const std::string& prefix, int nth, const std::function<bool()>& running) {
+    alignas(inotify_event) char buffer[1 << 16];
+    while (running()) {
+      const ssize_t n = ::read(in_, buffer, sizeof buffer);
+      if (n <= 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        continue;
+      }
+      for (char* p = buffer; p < buffer + n;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(p);
+        p += sizeof(inotify_event) + e->len;
+        if (e->len == 0) continue;
+        const std::string name = e->name;
+        if ((e->mask & IN_CREATE) && (e->mask & IN_ISDIR) && dirs_.count(e->wd) && dirs_[e->wd] == watched_)
+          dirs_[::inotify_add_watch(in_, (watched_ / name).c_str(), kEvents)] = watched_ / name;
+        if ((e->mask & mask) && name.rfind(prefix, 0) == 0 && --nth == 0) return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  static constexpr uint32_t kEvents = IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE;
+  fs::path watched_;
+  int in_ = -1;
+  std::map<int, fs::path> dirs_;
+};
+
+// Starts `args` and SIGKILLs it as soon as the save folder `watched` sees the `nth` event
+// `mask` on an entry named `prefix`... (SaveWatch). Returns the outcome and whether the kill
+// came before the process ended.
 inline std::pair<Outcome, bool> run_killed_at(const std::vector<std::string>& args, const fs::path& watched,
                                               uint32_t mask, const std::string& prefix, int nth,
                                               const fs::path& log) {
-  fs::create_directories(watched);
-  const int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  const uint32_t events = IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE;
-  std::map<int, fs::path> dirs = {{::inotify_add_watch(in, watched.c_str(), events), watched}};
+  SaveWatch watch(watched);
   Child child(args, log);
-  bool killed = false;
-  alignas(inotify_event) char buffer[1 << 16];
-  while (!killed && child.running()) {
-    const ssize_t n = ::read(in, buffer, sizeof buffer);
-    if (n <= 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-      continue;
-    }
-    for (char* p = buffer; p < buffer + n && !killed;) {
-      const auto* e = reinterpret_cast<const inotify_event*>(p);
-      p += sizeof(inotify_event) + e->len;
-      if (e->len == 0) continue;
-      const std::string name = e->name;
-      if ((e->mask & IN_CREATE) && (e->mask & IN_ISDIR) && dirs.count(e->wd) && dirs[e->wd] == watched)
-        dirs[::inotify_add_watch(in, (watched / name).c_str(), events)] = watched / name;
-      if ((e->mask & mask) && name.rfind(prefix, 0) == 0 && --nth == 0) {
-        child.kill();
-        killed = true;
-      }
-    }
-  }
-  ::close(in);
+  const bool killed = watch.wait_for(mask, prefix, nth, [&] { return child.running(); });
+  if (killed) child.kill();
   return {child.wait(), killed};
 }
 

@@ -190,6 +190,8 @@ struct FsdpConfig {
   std::string sharding_strategy = "FULL_SHARD";  // NO_SHARD | SHARD_GRAD_OP | FULL_SHARD | HYBRID_SHARD
   std::string precision = "pure";                // pure: reduce in the autocast dtype; mixed: in float32
   std::string wrapping_strategy = "";            // "" (null) | by_block: the units gradients are sharded in
+  // HYBRID_SHARD: copies of the model, each sharded over world / replicas ranks (unset: one per node)
+  std::optional<int64_t> hybrid_sharding_num_model_replicas;
 };
 
 struct TrainConfig {
@@ -237,5 +239,12 @@ struct TrainConfig {
   std::string distributed_strategy = "ddp";  // ddp | fsdp (OLMo's default is fsdp; ours keeps replicas)
   FsdpConfig fsdp;
 };
+
+// distributed_strategy fsdp with a sharding strategy that keeps only a shard of each block's
+// parameters between uses (FULL_SHARD, HYBRID_SHARD).
+inline bool shards_parameters(const TrainConfig& c) {
+  return c.distributed_strategy == "fsdp" &&
+         (c.fsdp.sharding_strategy == "FULL_SHARD" || c.fsdp.sharding_strategy == "HYBRID_SHARD");
+}
 
 }  // namespace siamese

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -24,6 +25,10 @@ class Communicator {
   // Connects to the rendezvous store at world.master_addr:master_port and builds the
   // process group for `device`. `timeout` bounds every collective and the rendezvous.
   Communicator(const World& world, torch::Device device, std::chrono::milliseconds timeout);
+
+  // The group of the world ranks `ranks` (this rank among them), named `name`: every member
+  // passes the same name and list, and each rank builds only the groups it is in.
+  std::unique_ptr<Communicator> subgroup(const std::string& name, const std::vector<int>& ranks) const;
 
   const World& world() const { return world_; }
   int rank() const { return world_.rank; }
@@ -44,6 +49,9 @@ class Communicator {
   void barrier();
 
  private:
+  Communicator(World world, torch::Device device, std::chrono::milliseconds timeout,
+               c10::intrusive_ptr<c10d::Store> store);
+  void connect();
   [[noreturn]] void fail(const std::exception& e, const char* op) const;
 
   World world_;

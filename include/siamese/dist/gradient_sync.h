@@ -50,6 +50,9 @@ class GradientSync {
   // How many ranks hold distinct optimizer state, each saving its own shard (1: rank 0
   // saves it whole).
   virtual int optimizer_shards() const { return 1; }
+  // Which of those shards this rank writes: -1 where a rank of another replica holds the
+  // same one and writes it (HYBRID_SHARD).
+  virtual int optimizer_shard_rank() const { return rank(); }
   // This rank's part of `whole`, a tensor shaped like a parameter (optimizer state saved
   // whole), laid out as optimizer_params() holds it.
   virtual torch::Tensor shard_of(const torch::Tensor& whole) { return whole; }

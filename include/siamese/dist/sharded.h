@@ -27,6 +27,11 @@
 // order, whatever order autograd happens to finish gradients in. The other units (embedding,
 // final norm, LM head) stay whole. Freeing keeps each parameter's tensor and storage object
 // and drops only the bytes, so what autograd saved in forward sees the values gathered back.
+//
+// HYBRID_SHARD (`replicas` > 1) is FULL_SHARD inside each group of world / replicas
+// consecutive ranks (a node, by default) and a replica across the groups: the reduce-scatter
+// and all-gathers run in the shard group, and each unit's gradient shard is then all-reduced
+// over the ranks that hold the same shard in the other groups, as PyTorch's HSDP does.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -55,6 +60,8 @@ struct ShardedOptions {
   // activation_checkpointing whole_layer: each block's backward runs as one reentrant
   // recomputation, so a parameter two blocks read gets its gradient once from each.
   bool blocks_recomputed = false;
+  // HYBRID_SHARD: copies of the sharded model, each over world / replicas consecutive ranks.
+  int replicas = 1;
 };
 
 // Elements of each rank's chunk of a tensor with `numel` elements over `world` ranks.
@@ -76,10 +83,13 @@ class ShardedGradSync : public GradientSync, public model::BlockHooks {
   NamedTensors optimizer_params(const NamedTensors& params) override;
   void before_backward(bool last_micro_batch) override;
   void after_backward() override;
-  void sum_shards_(torch::Tensor& tensor) override { comm_->all_reduce_sum(tensor); }
+  void sum_shards_(torch::Tensor& tensor) override { shards_->all_reduce_sum(tensor); }
   void after_update() override;
   void params_changed() override;
-  int optimizer_shards() const override { return world_size(); }
+  int optimizer_shards() const override { return shards_->size(); }
+  int optimizer_shard_rank() const override {
+    return replicas_ && replicas_->rank() > 0 ? -1 : shards_->rank();
+  }
   torch::Tensor shard_of(const torch::Tensor& whole) override;
   double sum(double value) override { return comm_->all_reduce_sum(value); }
   void sum_(torch::Tensor& tensor) override { comm_->all_reduce_sum(tensor); }
@@ -88,6 +98,9 @@ class ShardedGradSync : public GradientSync, public model::BlockHooks {
   // The full gradients live only between backward and the unit's reduce-scatter.
   int64_t gradient_bytes(int64_t) const override { return grad_shard_.defined() ? grad_shard_.nbytes() : 0; }
   std::string strategy() const override {
+    if (replicas_)
+      return "fsdp HYBRID_SHARD (FULL_SHARD over " + std::to_string(shards_->size()) + " ranks, " +
+             std::to_string(replicas_->size()) + " replicas)";
     return options_.shard_parameters ? "fsdp FULL_SHARD (parameters, gradients and optimizer state sharded)"
                                      : "fsdp SHARD_GRAD_OP (gradients and optimizer state sharded)";
   }
@@ -112,9 +125,10 @@ class ShardedGradSync : public GradientSync, public model::BlockHooks {
     size_t pending = 0;
     torch::Tensor flat;  // [world * row] while its collective runs
     c10::intrusive_ptr<c10d::Work> work;
-    int64_t key = 0;                       // unit_of's value: the block's layer, or -1
-    bool released = false;                 // FULL_SHARD: its parameters hold no storage
-    torch::Tensor gathered, gather_input;  // [world * row] and [row] while its all-gather runs
+    c10::intrusive_ptr<c10d::Work> replica_sum;  // HYBRID_SHARD: its gradient shard over replicas
+    int64_t key = 0;                             // unit_of's value: the block's layer, or -1
+    bool released = false;                       // FULL_SHARD: its parameters hold no storage
+    torch::Tensor gathered, gather_input;        // [world * row] and [row] while its all-gather runs
     c10::intrusive_ptr<c10d::Work> gathering;
   };
   void on_grad_ready(size_t entry);
@@ -129,6 +143,8 @@ class ShardedGradSync : public GradientSync, public model::BlockHooks {
 
   std::unique_ptr<Communicator> comm_;
   ShardedOptions options_;
+  std::unique_ptr<Communicator> shard_group_, replicas_;  // HYBRID_SHARD's two groups
+  Communicator* shards_ = nullptr;  // the ranks the state is sharded over: shard_group_ or comm_
   std::vector<Entry> entries_;
   std::vector<size_t> unit_of_entry_;
   std::vector<Unit> units_;

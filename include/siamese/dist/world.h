@@ -1,7 +1,8 @@
 #pragma once
 // Where this process sits in a distributed launch, read from the launcher's environment:
-// torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
-// TORCHELASTIC_USE_AGENT_STORE) or Slurm's srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID).
+// torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_USE_AGENT_STORE) or Slurm's srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+// SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE).
 // A plain `siamese train` is a world of one.
 #include <string>
 
@@ -11,6 +12,8 @@ struct World {
   int rank = 0;
   int size = 1;
   int local_rank = 0;
+  // Ranks on this node (0: the launcher did not say, as with a heterogeneous Slurm job).
+  int local_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   // torchrun's agent already hosts the TCPStore: every rank, rank 0 included, is a client.

@@ -48,7 +48,8 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& save_folder, 
 // Called on every rank of a sharded strategy before rank 0's save_checkpoint: writes this
 // rank's optimizer state, optim_shard<rank>of<shards>.pt, and its manifest (bytes, sha256)
 // into save_folder/.step<N>.shards-<shards>/, which a save cut short leaves for
-// clean_save_folder. Nothing with one shard (rank 0 writes optim.pt whole).
+// clean_save_folder. Nothing with one shard (rank 0 writes optim.pt whole) or with rank -1
+// (a replica whose twin in the first replica writes the same shard).
 void save_optimizer_shard(const std::filesystem::path& save_folder, int64_t step, Optimizer& optim, int rank,
                           int shards);
 std::string optimizer_shard_name(int rank, int shards);

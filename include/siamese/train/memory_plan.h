@@ -10,7 +10,8 @@
 //   FULL_SHARD:     the blocks' parameters sharded too, plus three blocks gathered (the one
 //                   computing, the next, which it may read, and the one in flight); the
 //                   embedding, final norm and head whole.
-//   HYBRID_SHARD:   FULL_SHARD within a node of `local_world` ranks, replicated across nodes.
+//   HYBRID_SHARD:   FULL_SHARD within a node of `local_world` ranks (or world /
+//                   fsdp.hybrid_sharding_num_model_replicas), replicated across them.
 // Activations of one micro-batch (b = device_train_microbatch_size, s = max_sequence_length,
 // h = d_model, a = n_heads, L = n_layers), after Korthikanti et al. 2022 (arXiv 2205.05198,
 // eq. 2, 16-bit activations): L * s*b*h * (34 + 5*a*s/h), the 5as/h term (attention scores)
@@ -26,7 +27,6 @@ namespace siamese::train {
 
 struct RankMemory {
   std::string strategy;
-  bool implemented = true;
   double parameters = 0, gradients = 0, optimizer = 0;  // bytes
   double activations = 0, activations_checkpointed = 0;
   double state() const { return parameters + gradients + optimizer; }
