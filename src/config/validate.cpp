@@ -235,11 +235,6 @@ void validate_strategy(const TrainConfig& c, const Rules& r) {
                         "dtype, which is not implemented",
                         c.precision),
             "set fsdp.precision: mixed (gradient reductions in float32)");
-  r.require(s == "NO_SHARD" || c.optimizer.name == "adamw", "optimizer.name",
-            fmt::format("Muon orthogonalises whole matrices, and under fsdp.sharding_strategy {} each rank "
-                        "holds a flat shard of them",
-                        s),
-            "use optimizer.name: adamw, or fsdp.sharding_strategy: NO_SHARD");
 }
 
 }  // namespace

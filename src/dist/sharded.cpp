@@ -348,6 +348,13 @@ torch::Tensor ShardedGradSync::shard_of(const torch::Tensor& whole) {
   return shard_piece(whole, shards_->rank(), shards_->size());
 }
 
+torch::Tensor ShardedGradSync::whole_of(const torch::Tensor& piece, at::IntArrayRef shape) {
+  auto mine = piece.contiguous();
+  auto rows = torch::empty({shards_->size() * mine.numel()}, mine.options());
+  comm_->wait(shards_->all_gather_async(rows, mine));
+  return unshard({rows}, shape);
+}
+
 double ShardedGradSync::take_comm_seconds() {
   const double s = blocked_seconds_;
   blocked_seconds_ = 0;

@@ -29,11 +29,16 @@ double adjusted_lr(double lr, const std::string& adjust_lr, torch::IntArrayRef s
   return lr * std::sqrt(std::max(1.0, rows / cols));
 }
 
-Muon::Muon(std::vector<torch::Tensor> params, MuonOptions options)
-    : params_(std::move(params)), options_(std::move(options)) {
-  for (const auto& p : params_)
-    TORCH_CHECK(p.dim() == 2 || p.dim() == 3, "Muon updates 2-D matrices and stacks of them, got ",
-                p.sizes());
+Muon::Muon(std::vector<torch::Tensor> params, MuonOptions options, std::vector<std::vector<int64_t>> shapes,
+           GradientSync* shards)
+    : params_(std::move(params)), shapes_(std::move(shapes)), shards_(shards), options_(std::move(options)) {
+  if (shapes_.empty())
+    for (const auto& p : params_) shapes_.push_back(p.sizes().vec());
+  TORCH_CHECK(shapes_.size() == params_.size(), "Muon: ", shapes_.size(), " shapes for ", params_.size(),
+              " parameters");
+  for (const auto& shape : shapes_)
+    TORCH_CHECK(shape.size() == 2 || shape.size() == 3, "Muon updates 2-D matrices and stacks of them, got ",
+                shape);
 }
 
 bool Muon::owns(const torch::Tensor& param) const {
@@ -52,13 +57,16 @@ void Muon::update(const std::optional<torch::Tensor>& skip) {
   const MuonOptions& o = options_;
   std::optional<torch::Tensor> keep;
   if (skip) keep = *skip == 0;
-  for (auto& p : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& p = params_[i];
+    const auto& shape = shapes_[i];
     if (!p.grad().defined()) continue;
     const torch::Tensor& g = p.grad();
     torch::Tensor& buffer = buffers_[p.unsafeGetTensorImpl()];
     if (!buffer.defined()) buffer = torch::zeros_like(g, torch::MemoryFormat::Preserve);
     const auto next_buffer = buffer.lerp(g, 1 - o.momentum);
-    const auto direction = o.nesterov ? g.lerp(next_buffer, o.momentum) : next_buffer;
+    const auto chunk = o.nesterov ? g.lerp(next_buffer, o.momentum) : next_buffer;
+    const auto direction = shards_ ? shards_->whole_of(chunk, shape) : chunk;
     torch::Tensor step;
     if (direction.dim() == 2) {
       step = newton_schulz(direction, o.ns_steps);
@@ -68,8 +76,9 @@ void Muon::update(const std::optional<torch::Tensor>& skip) {
         steps.push_back(newton_schulz(direction[e], o.ns_steps));
       step = torch::stack(steps);
     }
+    if (shards_) step = shards_->shard_of(step);
     // Weight decay uses the unadjusted learning rate, as torch does.
-    const double decay = 1 - o.lr * o.weight_decay, rate = -adjusted_lr(o.lr, o.adjust_lr, p.sizes());
+    const double decay = 1 - o.lr * o.weight_decay, rate = -adjusted_lr(o.lr, o.adjust_lr, shape);
     if (keep) {
       p.copy_(torch::where(*keep, p.mul(decay).add_(step, rate), p));
       buffer = torch::where(*keep, next_buffer, buffer);

@@ -46,8 +46,8 @@ ParamGroups param_groups(const OptimizerConfig& cfg,
   return g;
 }
 
-Optimizer::Optimizer(const OptimizerConfig& cfg,
-                     const torch::OrderedDict<std::string, torch::Tensor>& params) {
+Optimizer::Optimizer(const OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params,
+                     const WholeParamsOf* whole) {
   if (cfg.name != "adamw" && cfg.name != "muon")
     throw Error("optimizer '" + cfg.name + "' is not implemented", "optimizer.name", "use adamw or muon");
   if (cfg.betas.size() != 2) throw Error("betas needs two values", "optimizer.betas", "e.g. [0.9, 0.95]");
@@ -57,7 +57,7 @@ Optimizer::Optimizer(const OptimizerConfig& cfg,
                                                             .eps(cfg.eps)
                                                             .weight_decay(weight_decay));
   };
-  const ParamGroups g = param_groups(cfg, params);
+  const ParamGroups g = param_groups(cfg, whole ? whole->params : params);
   auto tensors = [&](const std::vector<std::string>& names) {
     std::vector<torch::Tensor> out;
     for (const auto& n : names) out.push_back(params[n]);
@@ -77,7 +77,9 @@ Optimizer::Optimizer(const OptimizerConfig& cfg,
     o.ns_steps = m.ns_steps;
     o.adjust_lr = m.adjust_lr;
     muon_lr_ratio_ = o.lr / cfg.learning_rate;
-    muon_ = std::make_unique<Muon>(tensors(g.muon), o);
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& n : g.muon) shapes.push_back((whole ? whole->params[n] : params[n]).sizes().vec());
+    muon_ = std::make_unique<Muon>(tensors(g.muon), o, std::move(shapes), whole ? whole->sync : nullptr);
   }
   for (const auto& item : params)
     if (item.value().requires_grad()) {
@@ -118,8 +120,9 @@ void Optimizer::update(const std::optional<torch::Tensor>& skip) {
 }
 
 std::unique_ptr<Optimizer> build_optimizer(const OptimizerConfig& cfg,
-                                           const torch::OrderedDict<std::string, torch::Tensor>& params) {
-  return std::make_unique<Optimizer>(cfg, params);
+                                           const torch::OrderedDict<std::string, torch::Tensor>& params,
+                                           const WholeParamsOf* whole) {
+  return std::make_unique<Optimizer>(cfg, params, whole);
 }
 
 void set_learning_rate(torch::optim::Optimizer& optim, double lr) {

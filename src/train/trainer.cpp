@@ -98,7 +98,8 @@ int train(const TrainConfig& cfg, const RunControl& control) {
         device.str());
   check_ranks_agree(sync, cfg, device);
   sync.attach(model->parameters());
-  auto optim = build_optimizer(cfg.optimizer, sync.optimizer_params(model->named_parameters()));
+  const WholeParamsOf whole_params{model->named_parameters(), &sync};
+  auto optim = build_optimizer(cfg.optimizer, sync.optimizer_params(whole_params.params), &whole_params);
   model->set_block_hooks(sync.block_hooks());
   optim->allocate_state();
   int64_t param_bytes = 0;

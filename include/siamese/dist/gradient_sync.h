@@ -56,6 +56,11 @@ class GradientSync {
   // This rank's part of `whole`, a tensor shaped like a parameter (optimizer state saved
   // whole), laid out as optimizer_params() holds it.
   virtual torch::Tensor shard_of(const torch::Tensor& whole) { return whole; }
+  // The reverse, on every rank at once: the tensor shaped `shape` whose parts the ranks hold
+  // as `piece` (Muon orthogonalises whole matrices).
+  virtual torch::Tensor whole_of(const torch::Tensor& piece, at::IntArrayRef shape) {
+    return piece.view(shape);
+  }
   // Bytes this rank keeps between steps for gradients and their communication buffers, for
   // parameters of `param_bytes`: one process keeps a gradient per parameter.
   virtual int64_t gradient_bytes(int64_t param_bytes) const { return param_bytes; }

@@ -91,6 +91,7 @@ class ShardedGradSync : public GradientSync, public model::BlockHooks {
     return replicas_ && replicas_->rank() > 0 ? -1 : shards_->rank();
   }
   torch::Tensor shard_of(const torch::Tensor& whole) override;
+  torch::Tensor whole_of(const torch::Tensor& piece, at::IntArrayRef shape) override;
   double sum(double value) override { return comm_->all_reduce_sum(value); }
   void sum_(torch::Tensor& tensor) override { comm_->all_reduce_sum(tensor); }
   void barrier() override { comm_->barrier(); }

@@ -13,6 +13,10 @@
 // A stack of matrices [E, A, B] (block_type moe's experts) is E matrices: each one is
 // orthogonalised on its own and steps at the lr' of its [A, B], as torch.optim.Muon given
 // the E matrices as parameters of their own (the momentum is elementwise either way).
+// Under a sharded strategy each rank holds a flat chunk of every matrix: the momentum and the
+// direction U are computed on the chunk, U is gathered whole (GradientSync::whole_of) for
+// Newton-Schulz on every rank, and each rank applies its chunk of O. The arithmetic is the
+// unsharded one, so a sharded run takes the same steps (tests/dist/sharded_test.cpp).
 #include <torch/torch.h>
 
 #include <array>
@@ -20,6 +24,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "siamese/dist/gradient_sync.h"
 
 namespace siamese::train {
 
@@ -44,8 +50,10 @@ double adjusted_lr(double lr, const std::string& adjust_lr, torch::IntArrayRef s
 
 class Muon {
  public:
-  // Every parameter must be a 2-D matrix or a 3-D stack of them.
-  Muon(std::vector<torch::Tensor> params, MuonOptions options);
+  // Every parameter must be a 2-D matrix or a 3-D stack of them. Where `params` are a sharded
+  // strategy's chunks, `shapes` gives each one's whole shape and `shards` the strategy.
+  Muon(std::vector<torch::Tensor> params, MuonOptions options, std::vector<std::vector<int64_t>> shapes = {},
+       GradientSync* shards = nullptr);
 
   // One update of every matrix that has a gradient. `skip` (a 0/1 float32 scalar on the
   // parameters' device) cancels it, momentum included, without a host sync.
@@ -60,6 +68,8 @@ class Muon {
 
  private:
   std::vector<torch::Tensor> params_;
+  std::vector<std::vector<int64_t>> shapes_;
+  GradientSync* shards_;
   std::unordered_map<const c10::TensorImpl*, torch::Tensor> buffers_;
   MuonOptions options_;
 };

@@ -52,9 +52,18 @@ class AdamW : public torch::optim::AdamW {
   AdamWState& state_of(const torch::Tensor& param);
 };
 
+// What the optimizer's parameters stand for when they are a strategy's shards
+// (GradientSync::optimizer_params): the whole parameters by name, whose shapes pick Muon's
+// matrices, and the strategy that gathers a matrix for Newton-Schulz.
+struct WholeParamsOf {
+  torch::OrderedDict<std::string, torch::Tensor> params;
+  GradientSync* sync = nullptr;
+};
+
 class Optimizer {
  public:
-  Optimizer(const OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params);
+  Optimizer(const OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params,
+            const WholeParamsOf* whole = nullptr);
 
   void zero_grad();
   // `lr` is the schedule's value for optimizer.learning_rate: AdamW's groups take it, Muon's
@@ -84,7 +93,8 @@ class Optimizer {
 };
 
 std::unique_ptr<Optimizer> build_optimizer(const OptimizerConfig& cfg,
-                                           const torch::OrderedDict<std::string, torch::Tensor>& params);
+                                           const torch::OrderedDict<std::string, torch::Tensor>& params,
+                                           const WholeParamsOf* whole = nullptr);
 
 void set_learning_rate(torch::optim::Optimizer& optim, double lr);
 
