@@ -92,19 +92,21 @@ int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& 
   if (!world.is_main()) return 0;
   const int64_t rank_tokens = base.global_train_batch_size / world.size * base.model.max_sequence_length;
   double single = 0;
-  fmt::print("{:<52} {:>10} {:>10} {:>11} {:>11}\n", "setup", "tokens/s", "step s", "efficiency",
-             "comm share");
+  fmt::print("{:<44} {:>10} {:>10} {:>11} {:>11} {:>10}\n", "setup", "tokens/s", "step s", "efficiency",
+             "comm share", "state MiB");
   for (const auto& setup : setups) {
     std::vector<double> steps, shares;
     for (const auto& x : setup.steps) steps.push_back(x.total()), shares.push_back(x.comm / x.total());
     const double step = train::median(steps);
     if (setup.ranks == 1) single = step;
-    fmt::print("{:<52} {:>10.0f} {:>10.6f} {:>11.2f} {:>10.2f}%\n", setup.name,
-               double(rank_tokens * setup.ranks) / step, step, single / step, 100 * train::median(shares));
+    fmt::print("{:<44} {:>10.0f} {:>10.6f} {:>11.2f} {:>10.2f}% {:>10.3f}\n", setup.name,
+               double(rank_tokens * setup.ranks) / step, step, single / step, 100 * train::median(shares),
+               double(setup.state_bytes) / 1048576.0);
   }
   fmt::print(
       "efficiency = tokens/s(N ranks) / (N x tokens/s(1 rank)); comm share = median time "
-      "blocked on the all-reduce / step time\n");
+      "blocked on gradient communication / step time; state = parameters, gradients and optimizer "
+      "state a rank keeps between steps\n");
   return 0;
 }
 

@@ -39,8 +39,12 @@ void for_each_chunk(int64_t numel, int64_t chunk, int world, Copy copy) {
 }  // namespace
 
 ShardedGradSync::ShardedGradSync(const World& world, torch::Device device, ShardedOptions options)
-    : comm_(std::make_unique<Communicator>(world, device, options.timeout)), options_(std::move(options)) {
+    : ShardedGradSync(std::make_unique<Communicator>(world, device, options.timeout), std::move(options)) {}
+
+ShardedGradSync::ShardedGradSync(std::unique_ptr<Communicator> comm, ShardedOptions options)
+    : comm_(std::move(comm)), options_(std::move(options)) {
   shards_ = comm_.get();
+  const World& world = comm_->world();
   const int R = options_.replicas;
   if (R <= 1) return;
   TORCH_CHECK(world.size % R == 0, "ShardedGradSync: ", R, " replicas do not divide ", world.size, " ranks");

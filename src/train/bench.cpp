@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
 
 #include "siamese/common/autocast.h"
 #include "siamese/config/validate.h"
@@ -11,6 +12,7 @@
 #include "siamese/data/token_dataset.h"
 #include "siamese/dist/communicator.h"
 #include "siamese/dist/data_parallel.h"
+#include "siamese/dist/sharded.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/device_clock.h"
@@ -33,7 +35,10 @@ struct Subject {
   int64_t step = 0;
 };
 
-std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device device) {
+// With `sync`, the model is that strategy's (its parameters broadcast, its optimizer on the
+// strategy's shards, its block hooks installed), as the trainer sets it up.
+std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device device,
+                                      GradientSync* sync = nullptr) {
   auto s = std::make_unique<Subject>();
   s->timing.topology = subject.label;
   TrainConfig& cfg = s->timing.config;
@@ -42,7 +47,15 @@ std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device
   s->model = model::Transformer(cfg.model);
   s->model->to(device);
   s->model->train();
-  s->optim = build_optimizer(cfg.optimizer, s->model->named_parameters());
+  if (sync) {
+    sync->attach(s->model->parameters());
+    const WholeParamsOf whole{s->model->named_parameters(), sync};
+    s->optim = build_optimizer(cfg.optimizer, sync->optimizer_params(whole.params), &whole);
+    s->model->set_block_hooks(sync->block_hooks());
+  } else {
+    s->optim = build_optimizer(cfg.optimizer, s->model->named_parameters());
+  }
+  s->optim->allocate_state();
   s->scaler = std::make_unique<LossScaler>(cfg.precision == "amp_fp16", cfg.fp16_initial_loss_scale,
                                            cfg.fp16_loss_scale_growth_interval, device);
   return s;
@@ -169,33 +182,57 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
                          static_cast<uint64_t>(base.data.seed.value_or(base.seed)), world.rank, world.size);
 
+  // The config's sharded strategy, on a model of its own and a process group of its own.
+  const bool sharded = base.distributed_strategy == "fsdp" && base.fsdp.sharding_strategy != "NO_SHARD";
+  std::vector<int> everyone(world.size);
+  std::iota(everyone.begin(), everyone.end(), 0);
+  std::unique_ptr<ShardedGradSync> shards;
+  std::unique_ptr<Subject> sharded_subject;
+  if (sharded) {
+    shards = std::make_unique<ShardedGradSync>(comm.subgroup("bench-sharded", everyone),
+                                               sharded_options(base, world));
+    sharded_subject = make_subject({base.model.residual, base}, device, shards.get());
+  }
+
   GradientSync alone;
   struct Setup {
     ScalingSetup result;
     GradientSync* sync;
+    Subject* subject;
   };
-  std::vector<Setup> setups = {{{"1 rank", 1, {}}, &alone}};
+  std::vector<Setup> setups = {{{"1 rank", 1, {}}, &alone, &s}};
   // Where the trainer would not overlap (activation checkpointing), neither is timed so.
   if (reduces_during_backward(base))
     setups.push_back(
-        {{fmt::format("{} ranks, all-reduce overlapped with backward", world.size), world.size, {}},
-         &overlapped});
-  setups.push_back(
-      {{fmt::format("{} ranks, all-reduce after backward", world.size), world.size, {}}, &after_backward});
+        {{fmt::format("{} ranks, ddp, all-reduce overlapped", world.size), world.size, {}}, &overlapped, &s});
+  setups.push_back({{fmt::format("{} ranks, ddp, all-reduce after backward", world.size), world.size, {}},
+                    &after_backward,
+                    &s});
+  if (sharded)
+    setups.push_back(
+        {{fmt::format("{} ranks, fsdp {}", world.size, base.fsdp.sharding_strategy), world.size, {}},
+         shards.get(),
+         sharded_subject.get()});
   for (int r = 0; r < options.rounds; ++r)
     for (auto& setup : setups) {
       overlapped.before_backward(false);
       after_backward.before_backward(false);
       comm.barrier();
       if (setup.result.ranks == 1 && !world.is_main()) continue;  // wait at the next barrier
-      TrainStep step = training_step(s, *setup.sync, device, world.size);
+      TrainStep step = training_step(*setup.subject, *setup.sync, device, world.size);
       const int warmup = r == 0 ? options.warmup : 0;
       for (int i = 0; i < warmup + options.steps; ++i) {
-        StepSplit t = timed_step(s, step, *setup.sync, ds, order, device);
+        StepSplit t = timed_step(*setup.subject, step, *setup.sync, ds, order, device);
         if (i >= warmup) setup.result.steps.push_back(t);
       }
     }
   comm.barrier();
+  for (auto& setup : setups) {
+    int64_t param_bytes = 0;
+    for (const auto& p : setup.subject->model->parameters()) param_bytes += p.nbytes();
+    setup.result.state_bytes = setup.sync->parameter_bytes(param_bytes) +
+                               setup.sync->gradient_bytes(param_bytes) + setup.subject->optim->state_bytes();
+  }
   std::vector<ScalingSetup> out;
   if (world.is_main())
     for (auto& setup : setups) out.push_back(std::move(setup.result));

@@ -35,33 +35,32 @@ bool reduces_during_backward(const TrainConfig& cfg) {
   return cfg.distributed.overlap && cfg.model.activation_checkpointing.empty();
 }
 
+ShardedOptions sharded_options(const TrainConfig& cfg, const World& world) {
+  ShardedOptions options;
+  options.bucket_bytes = static_cast<int64_t>(cfg.distributed.bucket_mb * (1 << 20));
+  options.timeout = std::chrono::seconds(cfg.distributed.timeout_seconds);
+  // FULL_SHARD gathers parameters a block at a time, so its units are the blocks whatever
+  // the wrapping strategy says, and it keeps its own rule for overlapping, by block.
+  options.shard_parameters = shards_parameters(cfg);
+  if (cfg.fsdp.sharding_strategy == "HYBRID_SHARD") options.replicas = hybrid_replicas(cfg, world);
+  options.overlap = options.shard_parameters ? cfg.distributed.overlap : reduces_during_backward(cfg);
+  options.blocks_recomputed = cfg.model.activation_checkpointing == "whole_layer";
+  if (cfg.fsdp.wrapping_strategy == "by_block" || options.shard_parameters)
+    // Everything outside the blocks (embeddings, final norm, LM head) is one more unit.
+    options.unit_of = [](const std::string& name) {
+      return model::parse_param_name(name).layer.value_or(-1);
+    };
+  return options;
+}
+
 std::unique_ptr<GradientSync> make_strategy(const TrainConfig& cfg, const World& world) {
   const torch::Device device = resolve_device(cfg.device, world.local_rank);
-  const auto bucket_bytes = static_cast<int64_t>(cfg.distributed.bucket_mb * (1 << 20));
-  const std::chrono::milliseconds timeout = std::chrono::seconds(cfg.distributed.timeout_seconds);
-  const std::string& sharding = cfg.fsdp.sharding_strategy;
-  const bool overlap = reduces_during_backward(cfg);
-  if (cfg.distributed_strategy == "fsdp" && sharding != "NO_SHARD") {
-    ShardedOptions options;
-    options.bucket_bytes = bucket_bytes;
-    // FULL_SHARD gathers parameters a block at a time, so its units are the blocks whatever
-    // the wrapping strategy says.
-    options.shard_parameters = shards_parameters(cfg);
-    if (sharding == "HYBRID_SHARD") options.replicas = hybrid_replicas(cfg, world);
-    options.overlap = options.shard_parameters ? cfg.distributed.overlap : overlap;
-    options.timeout = timeout;
-    options.blocks_recomputed = cfg.model.activation_checkpointing == "whole_layer";
-    if (cfg.fsdp.wrapping_strategy == "by_block" || options.shard_parameters)
-      // Everything outside the blocks (embeddings, final norm, LM head) is one more unit.
-      options.unit_of = [](const std::string& name) {
-        return model::parse_param_name(name).layer.value_or(-1);
-      };
-    return std::make_unique<ShardedGradSync>(world, device, std::move(options));
-  }
+  if (cfg.distributed_strategy == "fsdp" && cfg.fsdp.sharding_strategy != "NO_SHARD")
+    return std::make_unique<ShardedGradSync>(world, device, sharded_options(cfg, world));
   DataParallelOptions options;
-  options.bucket_bytes = bucket_bytes;
-  options.overlap = overlap;
-  options.timeout = timeout;
+  options.bucket_bytes = static_cast<int64_t>(cfg.distributed.bucket_mb * (1 << 20));
+  options.overlap = reduces_during_backward(cfg);
+  options.timeout = std::chrono::seconds(cfg.distributed.timeout_seconds);
   return std::make_unique<DataParallelSync>(world, device, options);
 }
 

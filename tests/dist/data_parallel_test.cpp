@@ -238,10 +238,12 @@ TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
   EXPECT_LT(std::stod(read_all(dir.string() + ".elapsed")), timeout_s + 10.0) << log;
 }
 
-// `siamese bench` under torchrun times three setups in one launch. Timings are not
-// asserted (noisy machines); what must hold is the table's arithmetic and that the
-// 2-rank setups really communicated while the 1-rank baseline did not.
-TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
+// `siamese bench` under torchrun times four setups in one launch: 1 rank, ddp overlapped and
+// after backward, and the config's sharded strategy (here FULL_SHARD) on its own model.
+// Timings are not asserted (noisy machines); what must hold is the table's arithmetic, that
+// the 2-rank setups really communicated while the 1-rank baseline did not, and that the
+// sharded setup keeps less state per rank than ddp.
+TEST(DataParallel, BenchUnderTorchrunReportsScalingOfEachStrategy) {
   auto dir = fresh_dir("dp_test", "bench");
   const std::string cmd =
       std::string(SIAMESE_TORCHRUN) + " --no_python --nproc_per_node 2 " + "--master_port " +
@@ -249,15 +251,17 @@ TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
       "/configs/tiny/quickstart.yaml --model.d_model=32 --model.n_heads=2 --model.n_layers=2"
       " --model.max_sequence_length=32 --global_train_batch_size=8"
       " --device_train_microbatch_size=2 --distributed.bucket_mb=0.01 --steps 3 --warmup 1"
-      " --rounds 2 > " +
+      " --rounds 2 --distributed_strategy=fsdp --fsdp.sharding_strategy=FULL_SHARD > " +
       dir.string() + ".log 2>&1";
   ASSERT_EQ(std::system(("OMP_NUM_THREADS=1 " + cmd).c_str()), 0) << read_all(dir.string() + ".log");
   const std::string out = read_all(dir.string() + ".log");
-  const std::regex row(R"((1 rank|2 ranks, all-reduce [a-z ]+?) +(\d+) +([\d.]+) +([\d.]+) +([\d.]+)%)");
+  const std::regex row(R"((1 rank|2 ranks, [A-Za-z_, -]+?) +(\d+) +([\d.]+) +([\d.]+) +([\d.]+)% +([\d.]+))");
   std::map<std::string, std::vector<double>> rows;
   for (std::sregex_iterator it(out.begin(), out.end(), row), end; it != end; ++it)
-    rows[(*it)[1]] = {std::stod((*it)[2]), std::stod((*it)[3]), std::stod((*it)[4]), std::stod((*it)[5])};
-  ASSERT_EQ(rows.size(), 3u) << out;
+    rows[(*it)[1]] = {std::stod((*it)[2]), std::stod((*it)[3]), std::stod((*it)[4]), std::stod((*it)[5]),
+                      std::stod((*it)[6])};
+  ASSERT_EQ(rows.size(), 4u) << out;
+  ASSERT_TRUE(rows.count("2 ranks, fsdp FULL_SHARD")) << out;
   const double rank_tokens = 4 * 32;  // global batch 8 over 2 ranks, 32 tokens each
   const double single_step = rows["1 rank"][1];
   EXPECT_DOUBLE_EQ(rows["1 rank"][2], 1.0);
@@ -267,9 +271,14 @@ TEST(DataParallel, BenchUnderTorchrunReportsScalingOfThreeSetups) {
     EXPECT_NEAR(r[0], ranks * rank_tokens / r[1], 0.01 * r[0] + 1) << name;  // tokens/s
     EXPECT_NEAR(r[2], single_step / r[1], 0.011) << name;                    // efficiency
     if (ranks == 2) {
-      EXPECT_GT(r[3], 0.0) << name << ": no time blocked on the all-reduce";
+      EXPECT_GT(r[3], 0.0) << name << ": no time blocked on gradient communication";
     }
   }
+  // State per rank: ddp adds its buckets to one process's; FULL_SHARD halves most of it.
+  const double one = rows["1 rank"][4], ddp = rows["2 ranks, ddp, all-reduce after backward"][4];
+  EXPECT_EQ(rows["2 ranks, ddp, all-reduce overlapped"][4], ddp);
+  EXPECT_GT(ddp, one);
+  EXPECT_LT(rows["2 ranks, fsdp FULL_SHARD"][4], 0.75 * one);
 }
 
 // Ranks that resolved different configs (here the layer count comes from RANK, so the

@@ -74,6 +74,8 @@ torch::Tensor unshard(const std::vector<torch::Tensor>& pieces, at::IntArrayRef 
 class ShardedGradSync : public GradientSync, public model::BlockHooks {
  public:
   ShardedGradSync(const World& world, torch::Device device, ShardedOptions options);
+  // Over `comm`, a group of its own (the bench's: Communicator::subgroup of every rank).
+  ShardedGradSync(std::unique_ptr<Communicator> comm, ShardedOptions options);
   ~ShardedGradSync() override;
 
   int rank() const override { return comm_->rank(); }

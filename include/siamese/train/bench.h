@@ -57,15 +57,20 @@ TopologyBench bench_topologies(const std::vector<BenchSubject>& subjects, const 
                                const std::function<void(const TopologyBench&)>& started = {});
 
 struct ScalingSetup {
-  std::string name;  // "1 rank", "N ranks, all-reduce overlapped with backward", ...
+  std::string name;  // "1 rank", "N ranks, ddp, all-reduce overlapped", "N ranks, fsdp FULL_SHARD"...
   int ranks = 1;
   std::vector<StepSplit> steps;
+  // What a rank keeps between steps: parameters, gradients and optimizer state. Peak RSS
+  // cannot be told apart between setups that alternate in one process; this can.
+  int64_t state_bytes = 0;
 };
 
-// Data-parallel scaling under a launcher: rank 0 alone, then all ranks with the all-reduce
-// overlapped with backward, then after backward, alternating over rounds. Every rank does
-// the same per-rank work in each setup, so efficiency = step(1 rank) / step(N ranks). Only
-// the main rank gets the setups back (the others get an empty list).
+// Data-parallel scaling under a launcher: rank 0 alone, then all ranks with ddp's all-reduce
+// overlapped with backward (unless activation checkpointing rules that out), after backward,
+// and, where the config asks for a sharded fsdp strategy, that strategy on a model of its own,
+// alternating over rounds. Every rank does the same per-rank work in each setup, so
+// efficiency = step(1 rank) / step(N ranks). Only the main rank gets the setups back (the
+// others get an empty list).
 std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& world,
                                         const BenchOptions& options);
 

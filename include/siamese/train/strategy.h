@@ -8,11 +8,15 @@
 
 #include "siamese/config/config.h"
 #include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/sharded.h"
 #include "siamese/dist/world.h"
 
 namespace siamese::train {
 
 std::unique_ptr<GradientSync> make_strategy(const TrainConfig& cfg, const World& world);
+
+// The options of the sharded strategies (fsdp SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD).
+ShardedOptions sharded_options(const TrainConfig& cfg, const World& world);
 
 // Whether ddp and SHARD_GRAD_OP start reducing a bucket during backward (distributed.overlap),
 // which activation checkpointing rules out: every recomputed block back-propagates on its own,
