@@ -24,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # What siamese's configure_cpu_runtime does with mallopt, as glibc tunables for Python.
-SIAMESE_MALLOC = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
+# mallopt(M_TRIM_THRESHOLD, -1) is SIZE_MAX: never trim.
+SIAMESE_MALLOC = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=18446744073709551615"
 
 
 def run(cmd, env):

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "swiglu_cpu.h"
+
 namespace siamese::model {
 
 int64_t mlp_hidden_size(const ModelConfig& cfg) {
@@ -44,8 +46,44 @@ MlpImpl::MlpImpl(const ModelConfig& cfg, SublayerHooks hooks)
       holder->register_parameter("ff_out", torch::empty({experts, cfg.d_model, mlp_inner_size(cfg)}));
 }
 
+namespace {
+
+bool fused_swiglu_supports(const torch::Tensor& h) {
+  return h.is_cpu() && (h.scalar_type() == torch::kFloat || h.scalar_type() == torch::kBFloat16);
+}
+
+// SwiGLU as one autograd node on swiglu_cpu.h's passes. Saves only h, the MLP's projection
+// output (LibTorch's form keeps b, silu(b) and a).
+class SwigluFunction : public torch::autograd::Function<SwigluFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h_in) {
+    const auto h = h_in.contiguous();
+    const int64_t n = h.size(-1) / 2;
+    auto sizes = h.sizes().vec();
+    sizes.back() = n;
+    auto out = torch::empty(sizes, h.options());
+    swiglu_cpu::forward(h.data_ptr(), out.data_ptr(), h.numel() / h.size(-1), n,
+                        h.scalar_type() == torch::kBFloat16);
+    ctx->save_for_backward({h});
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto h = ctx->get_saved_variables()[0];
+    const auto g = grads[0].to(h.scalar_type()).contiguous();
+    auto dh = torch::empty_like(h);
+    swiglu_cpu::backward(h.data_ptr(), g.data_ptr(), dh.data_ptr(), h.numel() / h.size(-1), h.size(-1) / 2,
+                         h.scalar_type() == torch::kBFloat16);
+    return {dh};
+  }
+};
+
+}  // namespace
+
 torch::Tensor MlpImpl::activate(const torch::Tensor& h) const {
   if (activation_ == "swiglu") {
+    if (!hooks_.swiglu && fused_swiglu_supports(h)) return SwigluFunction::apply(h);
     auto parts = h.chunk(2, -1);
     if (hooks_.swiglu) std::tie(parts[0], parts[1]) = hooks_.swiglu(parts[0], parts[1]);
     return torch::silu(parts[1]) * parts[0];

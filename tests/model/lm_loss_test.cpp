@@ -2,6 +2,9 @@
 // formula computed directly in float64, and the cross-entropy unchanged beside it.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "siamese/model/lm_loss.h"
 
 namespace siamese::model {
@@ -74,6 +77,66 @@ TEST(LmLoss, CrossEntropyAndGradientAreLibTorchs) {
     EXPECT_LT((logits.grad() - reference.grad()).abs().max().item<double>(),
               tol * reference.grad().abs().max().item<double>());
   }
+}
+
+// The float32 CPU passes (softmax_cpu.h) on a learned model's rows: most log-probabilities far
+// below -87, where ATen's exp turns subnormal. Loss, z-loss and gradient are the float64
+// formula's to float32 rounding, with gradients below FLT_MIN flushed to zero and none
+// subnormal; rows of 1037 test the tails after the 16-wide lanes.
+TEST(LmLoss, Float32CpuPassesMatchFloat64OnFarNegativeLogProbs) {
+  torch::manual_seed(9);
+  const double multiplier = 1e-3;
+  const auto logits = (torch::randn({4, 9, 1037}) * 60).requires_grad_();
+  const auto targets = torch::randint(0, 1037, {4, 9});
+  const auto wide = logits.detach().to(torch::kFloat64);
+  const auto log_probs = wide.log_softmax(-1);
+  ASSERT_GT((log_probs < -104).to(torch::kFloat64).mean().item<double>(), 0.5);
+  ASSERT_GT(((log_probs < -87) & (log_probs > -104)).sum().item<int64_t>(), 100);
+
+  const LossSums sums = loss_sums(logits, targets, multiplier);
+  const auto lse = wide.logsumexp(-1);
+  const double nll = -log_probs.gather(-1, targets.unsqueeze(-1)).sum().item<double>();
+  EXPECT_NEAR(sums.nll.item<double>() / nll, 1.0, 1e-6);
+  EXPECT_NEAR(sums.z.item<double>() / (multiplier * lse.pow(2).sum().item<double>()), 1.0, 1e-6);
+
+  (sums.total() / 36).backward();
+  const auto softmax = log_probs.exp();
+  const auto onehot = torch::one_hot(targets, 1037).to(torch::kFloat64);
+  const auto expected = (softmax - onehot + 2 * multiplier * lse.unsqueeze(-1) * softmax) / 36;
+  const auto grad = logits.grad().to(torch::kFloat64);
+  // float32 log-probabilities of logits near 200 carry ulp(200) = 1.5e-5 of absolute error:
+  // LibTorch's float32 gradient is off the float64 one by that much too, and ours may be too.
+  const auto reference = logits.detach().clone().requires_grad_();
+  const auto ref_lp = reference.log_softmax(-1);
+  const auto ref_lse = reference.logsumexp(-1);
+  ((-ref_lp.gather(-1, targets.unsqueeze(-1)).sum() + multiplier * ref_lse.pow(2).sum()) / 36).backward();
+  const double theirs = (reference.grad().to(torch::kFloat64) - expected).abs().max().item<double>();
+  const double ours = (grad - expected).abs().max().item<double>();
+  EXPECT_LT(ours, 1.5 * theirs + 1e-9) << "LibTorch float32: " << theirs;
+  EXPECT_LT(ours, 2e-5 * expected.abs().max().item<double>());
+  const double flt_min = std::numeric_limits<float>::min();
+  EXPECT_EQ(((grad != 0) & (grad.abs() < flt_min)).sum().item<int64_t>(), 0) << "subnormal gradients";
+  EXPECT_GT((grad == 0).sum().item<int64_t>(), 0);
+}
+
+// bfloat16 logits (CPU autocast) are read as they are, not copied to float32: the loss is the
+// float32 one of the same values, and the gradient comes back in bfloat16, the float32
+// gradient rounded once.
+TEST(LmLoss, Bfloat16LogitsOnTheCpuGiveTheFloat32LossAndARoundedGradient) {
+  torch::manual_seed(12);
+  const auto logits = (torch::randn({2, 5, 301}) * 6).to(torch::kBFloat16).requires_grad_();
+  const auto targets = torch::randint(0, 301, {2, 5});
+  const auto wide = logits.detach().to(torch::kFloat).requires_grad_();
+  const LossSums ours = loss_sums(logits, targets, 1e-3), theirs = loss_sums(wide, targets, 1e-3);
+  EXPECT_EQ(ours.nll.scalar_type(), torch::kFloat);
+  EXPECT_NEAR(ours.nll.item<double>() / theirs.nll.item<double>(), 1.0, 1e-6);
+  EXPECT_NEAR(ours.z.item<double>() / theirs.z.item<double>(), 1.0, 1e-6);
+  (ours.total() / 10).backward();
+  (theirs.total() / 10).backward();
+  ASSERT_EQ(logits.grad().scalar_type(), torch::kBFloat16);
+  const auto rounded = wide.grad().to(torch::kBFloat16).to(torch::kFloat);
+  EXPECT_LE((logits.grad().to(torch::kFloat) - rounded).abs().max().item<double>(),
+            std::ldexp(rounded.abs().max().item<double>(), -8));
 }
 
 // Backward through the z-loss alone (the cross-entropy's gradient slot left empty):

@@ -1,0 +1,71 @@
+// Compiled with cpu_loops.h's flags (CMakeLists.txt): vector selects, and the same bits from
+// every clone.
+#include "swiglu_cpu.h"
+
+#include <type_traits>
+
+#include "cpu_loops.h"
+
+namespace siamese::model::swiglu_cpu {
+namespace {
+
+using cpu_loops::each_row;
+using cpu_loops::exp_nonpositive;
+using cpu_loops::load;
+using cpu_loops::store;
+
+// sigmoid(b) from exp(-|b|) <= 1, so nothing overflows: 1 / (1 + e) for b >= 0, e / (1 + e)
+// below.
+inline float sigmoid(float b) {
+  const float e = exp_nonpositive(b < 0.0f ? b : -b);
+  const float inv = 1.0f / (1.0f + e);
+  return b < 0.0f ? e * inv : inv;
+}
+
+template <typename T>
+__attribute__((target_clones("avx512f", "avx2", "default"))) void forward_row(const T* h, T* out, int64_t n) {
+  const T* a = h;
+  const T* b = h + n;
+  for (int64_t j = 0; j < n; ++j) {
+    const float bj = load(b, j);
+    store(out, j, load(a, j) * (bj * sigmoid(bj)));
+  }
+}
+
+// d silu(b) / db = s (1 + b (1 - s)), s = sigmoid(b).
+template <typename T>
+__attribute__((target_clones("avx512f", "avx2", "default"))) void backward_row(const T* h, const T* g, T* dh,
+                                                                               int64_t n) {
+  const T* a = h;
+  const T* b = h + n;
+  for (int64_t j = 0; j < n; ++j) {
+    const float bj = load(b, j), gj = load(g, j), s = sigmoid(bj);
+    store(dh, j, gj * (bj * s));
+    store(dh + n, j, gj * load(a, j) * (s * (1.0f + bj * (1.0f - s))));
+  }
+}
+
+}  // namespace
+
+void forward(const void* h, void* out, int64_t rows, int64_t n, bool bf16) {
+  auto run = [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    const T* in = static_cast<const T*>(h);
+    T* o = static_cast<T*>(out);
+    each_row(rows, n, [&](int64_t i) { forward_row(in + i * 2 * n, o + i * n, n); });
+  };
+  bf16 ? run(static_cast<c10::BFloat16*>(nullptr)) : run(static_cast<float*>(nullptr));
+}
+
+void backward(const void* h, const void* g, void* dh, int64_t rows, int64_t n, bool bf16) {
+  auto run = [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    const T* in = static_cast<const T*>(h);
+    const T* up = static_cast<const T*>(g);
+    T* d = static_cast<T*>(dh);
+    each_row(rows, n, [&](int64_t i) { backward_row(in + i * 2 * n, up + i * n, d + i * 2 * n, n); });
+  };
+  bf16 ? run(static_cast<c10::BFloat16*>(nullptr)) : run(static_cast<float*>(nullptr));
+}
+
+}  // namespace siamese::model::swiglu_cpu
