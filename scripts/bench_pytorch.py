@@ -162,6 +162,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--topology", choices=["pre", "hybrid_pre"], default="pre")
     ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
+    ap.add_argument(
+        "--precision",
+        choices=["fp32", "amp_bf16"],
+        default="fp32",
+        help="amp_bf16: the forward and loss under CPU autocast to bfloat16, as siamese's precision: amp_bf16",
+    )
     ap.add_argument("--steps", type=int, default=10, help="timed steps")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens here)")
     ap.add_argument("--d-model", type=int, default=256)
@@ -195,7 +201,8 @@ def main():
     )
 
     def loss_of(tokens):
-        logits = model(tokens[:, :-1])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "amp_bf16"):
+            logits = model(tokens[:, :-1])
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tokens[:, 1:].reshape(-1))
 
     def update():
@@ -222,6 +229,7 @@ def main():
         json.dumps(
             {
                 "impl": f"pytorch-{a.mode}",
+                "precision": a.precision,
                 "topology": a.topology,
                 "params": sum(p.numel() for p in model.parameters()),
                 "threads": torch.get_num_threads(),

@@ -45,6 +45,7 @@ def siamese(binary, topology, a, env):
             "--model.weight_tying=false",
             "--global_train_batch_size=8",
             "--device_train_microbatch_size=8",
+            f"--precision={a.precision}",
             "--steps",
             str(a.steps),
             "--warmup",
@@ -70,6 +71,8 @@ def pytorch(mode, topology, a, env):
             topology,
             "--mode",
             mode,
+            "--precision",
+            a.precision,
             "--steps",
             str(a.steps),
             "--warmup",
@@ -87,6 +90,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--binary", default=str(ROOT / "build/siamese"))
     ap.add_argument("--topologies", default="pre,hybrid_pre")
+    ap.add_argument("--precision", choices=["fp32", "amp_bf16"], default="fp32", help="for every implementation")
     ap.add_argument("--json", help="write every measurement here too")
     a = ap.parse_args()
 
@@ -117,7 +121,10 @@ def main():
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
 
-    print(f"\nmedian tokens/s over {a.rounds} alternating rounds, OMP_NUM_THREADS={base['OMP_NUM_THREADS']}:")
+    print(
+        f"\nmedian tokens/s over {a.rounds} alternating rounds, {a.precision}, "
+        f"OMP_NUM_THREADS={base['OMP_NUM_THREADS']}:"
+    )
     print(
         "| model | "
         + " | ".join(implementations)

@@ -3,6 +3,7 @@
 #include "softmax_cpu.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cpu_loops.h"
@@ -24,34 +25,49 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void scaled_exp_row
   for (int64_t j = 0; j < n; ++j) store(out, j, exp_nonpositive(lp[j]) * scale);
 }
 
-// Partial sums and maxima in 16 lanes: GCC vectorises a reduction only over independent lanes.
-constexpr int kLanes = 16;
-
-template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const T* x, int64_t n) {
-  float lane[kLanes];
-  for (int k = 0; k < kLanes; ++k) lane[k] = -std::numeric_limits<float>::infinity();
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) {
-      const float v = load(x, j + k);
-      lane[k] = v > lane[k] ? v : lane[k];
-    }
-  float m = -std::numeric_limits<float>::infinity();
-  for (; j < n; ++j) m = load(x, j) > m ? load(x, j) : m;
-  for (int k = 0; k < kLanes; ++k) m = lane[k] > m ? lane[k] : m;
-  return m;
+// A float's bits as an int32 in the floats' order (negative floats get their magnitude bits
+// flipped), and back: GCC vectorises an integer max reduction, where a float one needs
+// -ffinite-math-only. NaNs order above +inf, so a row with one gives a NaN maximum.
+inline int32_t ordered_bits(float v) {
+  int32_t i;
+  std::memcpy(&i, &v, sizeof i);
+  return i ^ ((i >> 31) & 0x7fffffff);
+}
+inline float from_ordered_bits(int32_t i) {
+  i ^= (i >> 31) & 0x7fffffff;
+  float v;
+  std::memcpy(&v, &i, sizeof v);
+  return v;
 }
 
 template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) float row_sum_exp(const T* x, float shift,
-                                                                               int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const T* x, int64_t n) {
+  int32_t m = std::numeric_limits<int32_t>::min();
+  for (int64_t j = 0; j < n; ++j) {
+    const int32_t o = ordered_bits(load(x, j));
+    m = o > m ? o : m;
+  }
+  return from_ordered_bits(m);
+}
+
+// exp(x - shift) into out: the log-softmax's first pass, whose output row stays in cache for
+// the sum and the final pass.
+template <typename T>
+__attribute__((target_clones("avx512f", "avx2", "default"))) void shifted_exp_row(const T* x, float shift,
+                                                                                  float* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = exp_nonpositive(load(x, j) - shift);
+}
+
+// Partial sums in 16 lanes: GCC vectorises a reduction only over independent lanes.
+constexpr int kLanes = 16;
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) float row_sum(const float* x, int64_t n) {
   float lane[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] += exp_nonpositive(load(x, j + k) - shift);
+    for (int k = 0; k < kLanes; ++k) lane[k] += x[j + k];
   float s = 0.0f;
-  for (; j < n; ++j) s += exp_nonpositive(load(x, j) - shift);
+  for (; j < n; ++j) s += x[j];
   for (int k = 0; k < kLanes; ++k) s += lane[k];
   return s;
 }
@@ -69,8 +85,10 @@ template <typename T>
 void log_softmax_of(const T* x, float* out, int64_t rows, int64_t vocab) {
   each_row(rows, vocab, [&](int64_t i) {
     const T* row = x + i * vocab;
+    float* lp = out + i * vocab;
     const float m = row_max(row, vocab);
-    log_probs_row(row, m, std::log(row_sum_exp(row, m, vocab)), out + i * vocab, vocab);
+    shifted_exp_row(row, m, lp, vocab);
+    log_probs_row(row, m, std::log(row_sum(lp, vocab)), lp, vocab);
   });
 }
 
