@@ -125,12 +125,18 @@ TEST(Trainer, MoeRunWithMuonTrainsTheSameWithActivationCheckpointing) {
   ASSERT_EQ(run_cli(plain, "hybrid_pre", settings, "0.1"), 0) << read_all(plain.string() + ".log");
   ASSERT_EQ(run_cli(ckpt, "hybrid_pre", settings + "--activation_checkpointing=whole_layer", "0.1"), 0)
       << read_all(ckpt.string() + ".log");
-  for (const char* key : {"loss", "moe_lbl_loss", "moe_z_loss"}) {
+  // The load-balancing loss counts tokens per expert: a token at a near tie in its top-k may
+  // be routed to the other expert after a rounding difference, which moves 1/124 of a
+  // micro-batch's assignments (2 x 31 tokens, top-2) and the loss by up to
+  // E / 124 * (difference of the two experts' mean probabilities), about 1e-3 here.
+  const std::map<std::string, double> tolerance = {
+      {"loss", 1e-4}, {"moe_lbl_loss", 2e-3}, {"moe_z_loss", 1e-4}};
+  for (const auto& [key, tol] : tolerance) {
     const auto a = step_values(plain, key), b = step_values(ckpt, key);
     ASSERT_EQ(a.size(), 8u) << key;
     ASSERT_EQ(b.size(), 8u) << key;
     for (const auto& [step, value] : a)
-      EXPECT_NEAR(std::stod(b.at(step)), std::stod(value), 1e-4 * std::abs(std::stod(value)))
+      EXPECT_NEAR(std::stod(b.at(step)), std::stod(value), tol * std::abs(std::stod(value)))
           << key << " " << step;
   }
   const auto la = losses(plain);
