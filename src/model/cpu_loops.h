@@ -41,6 +41,15 @@ inline float exp_nonpositive(float v) {
   return v < kLowest ? 0.0f : e;
 }
 
+// One copy of a loop per AVX width, picked when the program loads (GCC's ifunc). Not under
+// ThreadSanitizer: its instrumented resolver would run during relocation, before TSan is set
+// up, and crash the program at start.
+#if defined(__SANITIZE_THREAD__)
+#define SIAMESE_VECTOR_CLONES
+#else
+#define SIAMESE_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 inline float load(const float* p, int64_t i) { return p[i]; }
 inline float load(const c10::BFloat16* p, int64_t i) { return static_cast<float>(p[i]); }
 inline void store(float* p, int64_t i, float v) { p[i] = v; }

@@ -20,8 +20,7 @@ using cpu_loops::store;
 // contraction each gives the same bits as the baseline one.
 
 template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void scaled_exp_row(const float* lp, float scale,
-                                                                                 T* out, int64_t n) {
+SIAMESE_VECTOR_CLONES void scaled_exp_row(const float* lp, float scale, T* out, int64_t n) {
   for (int64_t j = 0; j < n; ++j) store(out, j, exp_nonpositive(lp[j]) * scale);
 }
 
@@ -41,7 +40,7 @@ inline float from_ordered_bits(int32_t i) {
 }
 
 template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const T* x, int64_t n) {
+SIAMESE_VECTOR_CLONES float row_max(const T* x, int64_t n) {
   int32_t m = std::numeric_limits<int32_t>::min();
   for (int64_t j = 0; j < n; ++j) {
     const int32_t o = ordered_bits(load(x, j));
@@ -53,15 +52,14 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const
 // exp(x - shift) into out: the log-softmax's first pass, whose output row stays in cache for
 // the sum and the final pass.
 template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void shifted_exp_row(const T* x, float shift,
-                                                                                  float* out, int64_t n) {
+SIAMESE_VECTOR_CLONES void shifted_exp_row(const T* x, float shift, float* out, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = exp_nonpositive(load(x, j) - shift);
 }
 
 // Partial sums in 16 lanes: GCC vectorises a reduction only over independent lanes.
 constexpr int kLanes = 16;
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) float row_sum(const float* x, int64_t n) {
+SIAMESE_VECTOR_CLONES float row_sum(const float* x, int64_t n) {
   float lane[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
@@ -75,9 +73,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float row_sum(const
 // (x - max) - log(sum), not x - (max + log(sum)): max + log(sum) would round at the scale of
 // the logits, and that error would reach every log-probability of the row.
 template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void log_probs_row(const T* x, float max,
-                                                                                float log_sum, float* out,
-                                                                                int64_t n) {
+SIAMESE_VECTOR_CLONES void log_probs_row(const T* x, float max, float log_sum, float* out, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = (load(x, j) - max) - log_sum;
 }
 

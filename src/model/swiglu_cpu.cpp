@@ -23,7 +23,7 @@ inline float sigmoid(float b) {
 }
 
 template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void forward_row(const T* h, T* out, int64_t n) {
+SIAMESE_VECTOR_CLONES void forward_row(const T* h, T* out, int64_t n) {
   const T* a = h;
   const T* b = h + n;
   for (int64_t j = 0; j < n; ++j) {
@@ -34,8 +34,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void forward_row(co
 
 // d silu(b) / db = s (1 + b (1 - s)), s = sigmoid(b).
 template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void backward_row(const T* h, const T* g, T* dh,
-                                                                               int64_t n) {
+SIAMESE_VECTOR_CLONES void backward_row(const T* h, const T* g, T* dh, int64_t n) {
   const T* a = h;
   const T* b = h + n;
   for (int64_t j = 0; j < n; ++j) {
