@@ -26,9 +26,9 @@ torch::Tensor log_softmax_rows(const torch::Tensor& rows) {
 // into it and runs log_softmax's backward over both (bench --profile: a tenth of the CPU
 // step on base.yaml). On the CPU both are single passes of softmax_cpu.h, whose exp has no
 // slow path for the far-negative log-probabilities of a trained model, and which read and
-// write bfloat16 logits and their gradient without float32 copies. The
-// logsumexp the z-loss needs is logit - log_softmax at the target, not a second pass over
-// the row. Value and gradient are cross_entropy's to rounding (tests/model/lm_loss_test.cpp).
+// write bfloat16 logits and their gradient without float32 copies. The logsumexp the z-loss
+// needs is logit - log_softmax at the target, not a second pass over the row. Value and
+// gradient are cross_entropy's to rounding (tests/model/lm_loss_test.cpp).
 class CrossEntropySums : public torch::autograd::Function<CrossEntropySums> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
