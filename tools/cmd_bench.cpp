@@ -60,21 +60,31 @@ void print_timing(const train::TopologyTiming& t, torch::Device device, double m
       fpt / 1e9, t.steps.size());
 }
 
-// The ops that take most host time per step (self time: inside the op, not in the ops it
-// called), the table scripts/bench_pytorch.py --profile prints for the PyTorch step.
-void print_ops(const train::TopologyTiming& t, int top) {
+// One profile table: the entries with the most self time per profiled step.
+void print_profile_table(const std::string& title, const std::vector<train::OpTime>& ops, double steps,
+                         int top, size_t name_width) {
   double all = 0;
-  for (const auto& op : t.ops) all += op.self_seconds;
-  const double n = t.profiled_steps;
-  fmt::print("profile {}: {:.1f} ms of op self time per step over {} profiled steps\n", t.topology,
-             1e3 * all / n, t.profiled_steps);
-  fmt::print("  {:<56} {:>10} {:>7} {:>10} {:>8}\n", "op", "self ms", "share", "total ms", "calls");
-  for (size_t i = 0; i < t.ops.size() && i < static_cast<size_t>(top); ++i) {
-    const auto& op = t.ops[i];
-    fmt::print("  {:<56} {:>10.2f} {:>6.1f}% {:>10.2f} {:>8.0f}\n", op.name.substr(0, 56),
-               1e3 * op.self_seconds / n, 100 * op.self_seconds / all, 1e3 * op.total_seconds / n,
-               op.calls / n);
+  for (const auto& op : ops) all += op.self_seconds;
+  fmt::print("{}: {:.1f} ms per step over {} profiled steps\n", title, 1e3 * all / steps, steps);
+  fmt::print("  {:<{}} {:>10} {:>7} {:>10} {:>8}\n", "name", name_width, "self ms", "share", "total ms",
+             "calls");
+  for (size_t i = 0; i < ops.size() && i < static_cast<size_t>(top); ++i) {
+    const auto& op = ops[i];
+    fmt::print("  {:<{}} {:>10.2f} {:>6.1f}% {:>10.2f} {:>8.0f}\n", op.name.substr(0, name_width), name_width,
+               1e3 * op.self_seconds / steps, 100 * op.self_seconds / all, 1e3 * op.total_seconds / steps,
+               op.calls / steps);
   }
+}
+
+// The ops that take most host time per step (self time: inside the op, not in the ops it
+// called), the table scripts/bench_pytorch.py --profile prints for the PyTorch step; on a GPU
+// the device's kernels too, whose time is where a step that waits for the GPU goes.
+void print_ops(const train::TopologyTiming& t, int top) {
+  print_profile_table(fmt::format("profile {}: host op self time", t.topology), t.ops, t.profiled_steps, top,
+                      56);
+  if (!t.kernels.empty())
+    print_profile_table(fmt::format("profile {}: GPU time of kernels, copies and memsets", t.topology),
+                        t.kernels, t.profiled_steps, top, 100);
 }
 
 int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& world) {

@@ -1,5 +1,7 @@
 #include "siamese/model/norm.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <cmath>
 
 #include "siamese/model/fused_norm.h"
@@ -63,11 +65,16 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
     if (bias.defined()) h = h + bias;
     return h.to(x.scalar_type());
   }
-  // Half inputs (autocast) are normalized in float32 with the float32 affine parameters,
-  // as CUDA autocast does for layer_norm; CPU kernels reject the mixed dtypes otherwise.
-  if (kind_ == NormKind::LayerNorm)
-    return torch::layer_norm(x.is_floating_point() && x.element_size() < 4 ? x.to(torch::kFloat) : x, {dim_},
-                             weight, bias, eps_);
+  // Half inputs are normalized in float32 (CPU kernels reject mixed dtypes). Under autocast
+  // the result stays float32, as CUDA autocast's layer_norm gives; a model cast to a half
+  // dtype gets its dtype back.
+  if (kind_ == NormKind::LayerNorm) {
+    if (!x.is_floating_point() || x.element_size() >= 4)
+      return torch::layer_norm(x, {dim_}, weight, bias, eps_);
+    auto to_float = [](const torch::Tensor& t) { return t.defined() ? t.to(torch::kFloat) : t; };
+    const auto h = torch::layer_norm(x.to(torch::kFloat), {dim_}, to_float(weight), to_float(bias), eps_);
+    return at::autocast::is_autocast_enabled(x.device().type()) ? h : h.to(x.scalar_type());
+  }
   // OLMo's RMSLayerNorm: x * rsqrt(mean(x^2) + eps), in float32 for half inputs, returned
   // in x's dtype (the fused kernels do both). Dtypes without a kernel go through float32.
   const auto in = fused::supports(x) ? x : x.to(torch::kFloat);

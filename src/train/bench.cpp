@@ -154,9 +154,11 @@ TopologyBench bench_topologies(const std::vector<BenchSubject>& compared, const 
     }
   if (options.profile)
     for (size_t k = 0; k < subjects.size(); ++k) {
-      OpProfile profile;
+      OpProfile profile(device.is_cuda());
       for (int i = 0; i < options.steps; ++i) timed_step(*subjects[k], steps[k], alone, ds, order, device);
-      subjects[k]->timing.ops = profile.stop();
+      auto [host, kernels] = profile.stop();
+      subjects[k]->timing.ops = std::move(host);
+      subjects[k]->timing.kernels = std::move(kernels);
       subjects[k]->timing.profiled_steps = options.steps;
     }
   for (auto& s : subjects) bench.timings.push_back(std::move(s->timing));

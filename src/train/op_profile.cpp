@@ -7,34 +7,60 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace siamese::train {
 
 namespace prof = torch::profiler::impl;
 
-OpProfile::OpProfile() {
+namespace {
+
+std::vector<OpTime> by_self_time(std::map<std::string, OpTime> by_name) {
+  std::vector<OpTime> out;
+  for (auto& [name, t] : by_name) {
+    t.name = name;
+    out.push_back(t);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const OpTime& a, const OpTime& b) { return a.self_seconds > b.self_seconds; });
+  return out;
+}
+
+}  // namespace
+
+OpProfile::OpProfile(bool device_activity) {
   // Kineto probes for GPUs when it starts and logs an error line where there is no driver;
   // on a CPU-only machine that line is noise. A KINETO_LOG_LEVEL the user set wins.
   if (!torch::cuda::is_available()) ::setenv("KINETO_LOG_LEVEL", "5", /*overwrite=*/0);
   const prof::ProfilerConfig config(prof::ProfilerState::KINETO, /*report_input_shapes=*/false,
                                     /*profile_memory=*/false);
-  torch::autograd::profiler::prepareProfiler(config, {prof::ActivityType::CPU});
-  torch::autograd::profiler::enableProfiler(config, {prof::ActivityType::CPU});
+  std::set<prof::ActivityType> activities{prof::ActivityType::CPU};
+  if (device_activity) activities.insert(prof::ActivityType::CUDA);
+  torch::autograd::profiler::prepareProfiler(config, activities);
+  torch::autograd::profiler::enableProfiler(config, activities);
 }
 
 OpProfile::~OpProfile() {
   if (running_) torch::autograd::profiler::disableProfiler();
 }
 
-std::vector<OpTime> OpProfile::stop() {
+OpProfile::Result OpProfile::stop() {
   running_ = false;
   const auto result = torch::autograd::profiler::disableProfiler();
-  std::vector<OpInterval> intervals;
-  for (const auto& e : result->events())
-    if (e.deviceType() == c10::DeviceType::CPU && e.endNs() > e.startNs())
-      intervals.push_back({e.name(), e.startThreadId(), e.startNs(), e.endNs()});
-  return self_times(std::move(intervals));
+  std::vector<OpInterval> host;
+  std::map<std::string, OpTime> device;  // device work does not nest: self time is duration
+  for (const auto& e : result->events()) {
+    if (e.endNs() <= e.startNs()) continue;
+    if (e.deviceType() == c10::DeviceType::CPU) {
+      host.push_back({e.name(), e.startThreadId(), e.startNs(), e.endNs()});
+    } else {
+      OpTime& t = device[e.name()];
+      t.self_seconds = t.total_seconds += (e.endNs() - e.startNs()) * 1e-9;
+      ++t.calls;
+    }
+  }
+  return {self_times(std::move(host)), by_self_time(std::move(device))};
 }
 
 std::vector<OpTime> self_times(std::vector<OpInterval> intervals) {
@@ -61,14 +87,7 @@ std::vector<OpTime> self_times(std::vector<OpInterval> intervals) {
     open.emplace_back(&e, 0);
   }
   for (; !open.empty(); open.pop_back()) close(open.back().first, open.back().second);
-  std::vector<OpTime> out;
-  for (auto& [name, t] : by_name) {
-    t.name = name;
-    out.push_back(t);
-  }
-  std::sort(out.begin(), out.end(),
-            [](const OpTime& a, const OpTime& b) { return a.self_seconds > b.self_seconds; });
-  return out;
+  return by_self_time(std::move(by_name));
 }
 
 }  // namespace siamese::train

@@ -1,6 +1,7 @@
 // RMSNorm's hand-written backward against the composite formula under autograd, in
 // float64, with and without the affine weight and bias; DyT and Derf against their formulas
 // and finite differences.
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include "siamese/model/norm.h"
@@ -56,6 +57,26 @@ TEST(Norm, RmsNormOfBfloat16InputComputesInFloat32AndReturnsBfloat16) {
   EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
   auto expected = composite_rms(x.to(torch::kBFloat16).to(torch::kFloat), norm->weight, {}, 1e-5);
   EXPECT_LT((y.to(torch::kFloat) - expected).abs().max().item<double>(), 1e-2);
+}
+
+// LayerNorm of a bf16 input computes in float32: under autocast the result stays float32
+// (autocast's layer_norm), in a model cast to bf16 (weights bf16 too) it is bf16 again.
+TEST(Norm, LayerNormOfBfloat16InputIsFloat32UnderAutocastAndBfloat16InACastModel) {
+  Norm norm(NormKind::LayerNorm, 16, 1e-5, true, true);
+  torch::manual_seed(2);
+  auto x = (torch::randn({4, 16}) * 100).to(torch::kBFloat16);
+  const auto expected = torch::layer_norm(x.to(torch::kFloat), {16}, norm->weight, norm->bias, 1e-5);
+  {
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    const auto y = norm(x);
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+    EXPECT_EQ(y.scalar_type(), torch::kFloat);
+    EXPECT_TRUE(torch::equal(y, expected));
+  }
+  norm->to(torch::kBFloat16);
+  const auto y = norm(x);
+  EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+  EXPECT_LT((y.to(torch::kFloat) - expected).abs().max().item<double>(), 2e-2);
 }
 
 // DyT and Derf as their papers write them, and float64 central differences for the gradient

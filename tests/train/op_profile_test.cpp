@@ -2,6 +2,8 @@
 // and a real profile of known work.
 #include "siamese/train/op_profile.h"
 
+#include <torch/cuda.h>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -39,7 +41,9 @@ TEST(OpProfile, RecordsEveryOpOfAForwardAndBackwardWithinTheWallTime) {
   const auto t0 = std::chrono::steady_clock::now();
   OpProfile profile;
   for (int i = 0; i < 3; ++i) torch::mm(x, w).relu().sum().backward();
-  const auto ops = by_op_name(profile.stop());
+  const auto result = profile.stop();
+  const auto ops = by_op_name(result.host);
+  EXPECT_TRUE(result.device.empty());
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(ops.count("aten::mm"));
   // Forward mm once per iteration, backward's grad of w one more (x needs no grad).
@@ -52,6 +56,34 @@ TEST(OpProfile, RecordsEveryOpOfAForwardAndBackwardWithinTheWallTime) {
   }
   EXPECT_GT(self, 0);
   EXPECT_LE(self, wall);  // one thread's nested events cannot add up to more than the time
+}
+
+// On a GPU the profile also holds the device's work: the kernels of a known amount of
+// matrix products, each timed on the device and within the wall time.
+TEST(GpuOpProfile, RecordsTheKernelsOfEveryProductWithinTheWallTime) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto opts = torch::dtype(torch::kFloat).device(torch::kCUDA);
+  auto w = torch::randn({512, 512}, opts.requires_grad(true));
+  auto x = torch::randn({256, 512}, opts);
+  torch::mm(x, w).sum().backward();  // cuBLAS picks and loads its kernels outside the profile
+  torch::cuda::synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  OpProfile profile(/*device_activity=*/true);
+  for (int i = 0; i < 3; ++i) torch::mm(x, w).relu().sum().backward();
+  torch::cuda::synchronize();
+  const auto result = profile.stop();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(result.device.empty());
+  double device = 0;
+  int64_t launches = 0;
+  for (const auto& k : result.device) {
+    EXPECT_EQ(k.self_seconds, k.total_seconds) << k.name;
+    device += k.self_seconds;
+    launches += k.calls;
+  }
+  EXPECT_GT(device, 0);
+  EXPECT_LE(device, wall);     // one stream: its kernels run one after another
+  EXPECT_GE(launches, 6 + 3);  // six products, three relus, and more (sums, gradient fills)
 }
 
 }  // namespace

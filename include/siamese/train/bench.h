@@ -38,8 +38,9 @@ struct TopologyTiming {
   std::string topology;  // the subject's label
   TrainConfig config;
   std::vector<StepSplit> steps;
-  double peak_memory_mib = 0;  // CUDA allocator on GPUs, process RSS on CPUs
-  std::vector<OpTime> ops;     // with BenchOptions::profile, over `profiled_steps` steps
+  double peak_memory_mib = 0;   // CUDA allocator on GPUs, process RSS on CPUs
+  std::vector<OpTime> ops;      // with BenchOptions::profile, over `profiled_steps` steps
+  std::vector<OpTime> kernels;  // the same on a GPU: device time of kernels, copies, memsets
   int profiled_steps = 0;
 };
 

@@ -20,14 +20,19 @@ struct OpTime {
 
 class OpProfile {
  public:
-  // Starts recording host-side ops on every thread (autograd's backward included).
-  OpProfile();
+  // Starts recording host-side ops on every thread (autograd's backward included), and with
+  // `device_activity` the GPU's kernels, copies and memsets.
+  explicit OpProfile(bool device_activity = false);
   ~OpProfile();
   OpProfile(const OpProfile&) = delete;
   OpProfile& operator=(const OpProfile&) = delete;
 
-  // Stops recording; ops sorted by self time, largest first.
-  std::vector<OpTime> stop();
+  struct Result {
+    std::vector<OpTime> host;    // by self time, largest first
+    std::vector<OpTime> device;  // GPU activity by duration (device work does not nest)
+  };
+  // Stops recording.
+  Result stop();
 
  private:
   bool running_ = true;
