@@ -48,13 +48,13 @@ ctest --test-dir "$SIAMESE_BUILD_DIR" -L gpu --output-on-failure --timeout 300 |
 
 # The paper's model as its configs give it (LayerNorm without affine parameters), Pre-Norm
 # against SiameseNorm alternating, with each one's GPU kernel time per step; then both with
-# RMSNorm (HybridNorm's reference config), where SiameseNorm's stream updates are the fused
+# RMSNorm (HybridNorm's reference config), profiled too, where SiameseNorm's stream updates are the fused
 # kernels; then Pre-Norm with every block recomputed at a 4x larger micro-batch.
 bench=(configs/exps/OLMo-1B-1e-3.yaml --data.paths='[]' --data.synthetic=arithmetic
        --global_train_batch_size=16 --peak_tflops="${PEAK_TFLOPS:-989}" --steps 3 --warmup 2)
 $bin bench "${bench[@]}" --device_train_microbatch_size=4 --compare pre,hybrid_pre --rounds 3 --profile 40 \
   | tee "$out/bench_olmo1b_pre_vs_hybrid_pre.txt"
-$bin bench "${bench[@]}" --device_train_microbatch_size=4 --rounds 2 \
+$bin bench "${bench[@]}" --device_train_microbatch_size=4 --rounds 2 --profile 40 \
   --compare pre:model.layer_norm_type=rms,hybrid_pre:model.layer_norm_type=rms | tee "$out/bench_olmo1b_rms.txt"
 $bin bench "${bench[@]}" --device_train_microbatch_size=16 --activation_checkpointing=whole_layer \
   | tee "$out/bench_olmo1b_checkpointed.txt"
