@@ -70,13 +70,14 @@ int64_t rows_of(const Tensor& x) { return x.numel() / x.size(-1); }
 
 // Null for an undefined tensor (an absent gradient).
 const void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+void* out_ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-// A norm's weight gradient: the row groups' partial sums and their total (scratch for an
-// unweighted norm), none for a norm that is off.
+// A norm's weight gradient: the row groups' partial sums and their total; none for a norm
+// that is off or has no weight.
 struct WeightGrad {
   Tensor partial, dw;
-  WeightGrad(const Tensor& x, bool on) {
-    if (!on) return;
+  WeightGrad(const Tensor& x, bool weighted) {
+    if (!weighted) return;
     const auto opts = x.options().dtype(acc_type(x));
     partial = torch::empty({weight_grad_parts(rows_of(x), x.is_cuda()), x.size(-1)}, opts);
     dw = torch::zeros({x.size(-1)}, opts);
@@ -122,10 +123,10 @@ RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Te
   const auto r = r_in.to(acc_type(x)).contiguous();
   TORCH_CHECK(r.numel() == rows_of(x), "fused norm: r has ", r.numel(), " rows, x ", rows_of(x));
   const auto w = acc_weight(weight, x);
-  const WeightGrad g(x, true);
+  const WeightGrad g(x, weight.defined());
   RmsNormGrads out{like_x(x), {}};
   run(x, RmsBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), x.data_ptr(), r.data_ptr(), w.data_ptr(),
-                         dy.data_ptr(), out.dx.data_ptr(), g.dw.data_ptr(), g.partial.data_ptr()});
+                         dy.data_ptr(), out.dx.data_ptr(), out_ptr(g.dw), out_ptr(g.partial)});
   out.dw = g.result(weight);
   return out;
 }
@@ -157,7 +158,8 @@ StreamUpdateGrads stream_update_backward(const Tensor& d_x_out, const Tensor& d_
   check_input(x_ref);
   const auto x = x_ref.contiguous(), y = like(saved.y, x_ref, "y'");
   const auto gx = like(d_x_out, x_ref, "dx'"), gy = like(d_y_out, x_ref, "dy'");
-  const WeightGrad grad_wx(x, norm_x.on), grad_wy(x, norm_y.on);
+  const WeightGrad grad_wx(x, norm_x.on && norm_x.weight.defined()),
+      grad_wy(x, norm_y.on && norm_y.weight.defined());
   Tensor keep[2][3];  // alive until the kernels have run
   auto norm = [&](const StreamNormSpec& spec, const Tensor& r, const Tensor& dn, const WeightGrad& g,
                   Tensor(&k)[3]) {
@@ -166,8 +168,8 @@ StreamUpdateGrads stream_update_backward(const Tensor& d_x_out, const Tensor& d_
     k[0] = acc_weight(spec.weight, x);
     k[1] = r.to(acc_type(x)).contiguous();
     k[2] = like(dn, x_ref, "the norm's gradient");
-    return StreamNorm{true,      spec.eps,        k[0].data_ptr(),     nullptr, k[1].data_ptr(),
-                      ptr(k[2]), g.dw.data_ptr(), g.partial.data_ptr()};
+    return StreamNorm{true,      spec.eps,      k[0].data_ptr(),   nullptr, k[1].data_ptr(),
+                      ptr(k[2]), out_ptr(g.dw), out_ptr(g.partial)};
   };
   StreamUpdateGrads out{like_x(x), like_x(x), like_x(x), {}, {}};
   run(x, StreamBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), y.data_ptr(), ptr(gx),

@@ -101,8 +101,11 @@ template <typename Args>
 const char* backward(const Args& a, cudaStream_t stream,
                      std::initializer_list<std::pair<const void*, void*>> weights) {
   if (a.rows == 0) return nullptr;
-  const int64_t rows_per = rows_per_part(a.rows, /*cuda=*/true);
-  const int64_t parts = weight_grad_parts(a.rows, /*cuda=*/true);
+  bool weight_grads = false;
+  for (const auto& [partial, dw] : weights) weight_grads = weight_grads || partial;
+  // Without weight gradients nothing is summed per group: one block per row.
+  const int64_t rows_per = weight_grads ? rows_per_part(a.rows, /*cuda=*/true) : 1;
+  const int64_t parts = (a.rows + rows_per - 1) / rows_per;
   if (const char* err = by_dtype(a.dtype, [&](auto t) {
         backward_kernel<decltype(t)><<<static_cast<int>(parts), threads_for(a.d), 0, stream>>>(a, rows_per);
       }))

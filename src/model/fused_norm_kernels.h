@@ -4,8 +4,11 @@
 // kernels (fused_norm.cu). Plain structs and no LibTorch so nvcc compiles the kernels without
 // the LibTorch headers. All row tensors are contiguous [rows, d] in `dtype`; per-row and
 // per-column tensors (w, r, dw, partial sums) are in the accumulation type: float, or double
-// for Float64. Weights and weight gradients are never null where a norm is on: an unweighted
-// norm gets ones and a scratch gradient, so the element loops have no branches.
+// for Float64. Weights are never null where a norm is on: an unweighted norm gets ones, so
+// the element loops have no branches. Its weight gradient and partial sums are null: nothing
+// is summed for it, and a backward with no weight gradient at all needs no row groups (on
+// CUDA it then runs one block per row, which short rows such as per-head norms need to fill
+// the GPU).
 #include <cstdint>
 
 struct CUstream_st;  // cudaStream_t without <cuda_runtime.h>
@@ -32,8 +35,8 @@ struct RmsBackwardArgs {
   const void* w;
   const void* dy;
   void* dx;
-  void* dw;
-  void* dw_partial;  // [parts, d], see weight_grad_parts
+  void* dw;          // null: no weight of its own
+  void* dw_partial;  // [parts, d], see weight_grad_parts; null with dw
 };
 
 // One stream's optional RMSNorm inside the stream update.

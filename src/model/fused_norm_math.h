@@ -114,7 +114,7 @@ SIAMESE_HD inline void scale_share(const T* __restrict__ x, const Acc* __restric
 
 // One normalized row seen from its backward: the norm's input x, its r and weight, the
 // gradient dn arriving at its output (null: none, or the norm is off) and this row group's
-// dw partial sums (never null when dn is not).
+// dw partial sums (null: the norm has no weight of its own).
 template <typename Acc, typename T>
 struct NormedRow {
   const T* x;
@@ -134,7 +134,7 @@ SIAMESE_HD inline Acc dot_dxhat_xhat(const NormedRow<Acc, T>& n, int64_t d, int6
 }
 
 // g = d_out + (the norm's gradient), given proj = mean(dxhat xhat), adding dn xhat to the
-// weight's partial sums; kOut / kNorm false: that term is absent. Separate pointers marked
+// weight's partial sums (if any); kOut / kNorm false: that term is absent. Separate pointers marked
 // __restrict__ so that a CPU compiler vectorizes without runtime overlap checks.
 template <bool kOut, bool kNorm, typename Acc, typename T>
 SIAMESE_HD inline void grad_share(const T* __restrict__ d_out, const T* __restrict__ x, Acc r,
@@ -145,7 +145,7 @@ SIAMESE_HD inline void grad_share(const T* __restrict__ d_out, const T* __restri
     Acc gi = kOut ? load<Acc>(d_out, i) : Acc(0);
     if (kNorm) {
       const Acc gn = load<Acc>(dn, i), xhat = load<Acc>(x, i) * r;
-      dw_part[i] += gn * xhat;
+      if (dw_part) dw_part[i] += gn * xhat;  // loop-invariant: compilers unswitch it
       gi += (gn * w[i] - xhat * proj) * r;
     }
     store(g, i, gi);
