@@ -176,8 +176,9 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &T::fsdp, &FsdpConfig::sharding_strategy)
           .one_of({"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"}),
       field<T>("fsdp.precision",
-               "mixed: gradient reductions in float32; pure: in the autocast dtype (so far only with "
-               "precision fp32, where that is float32).",
+               "mixed: gradient reductions in float32; pure: reduce-scatters in the autocast dtype "
+               "(bf16 / fp16 under amp_*, half the bytes; float32 under fp32), shards and optimizer in "
+               "float32.",
                &T::fsdp, &FsdpConfig::precision)
           .one_of({"pure", "mixed"}),
       field<T>("fsdp.wrapping_strategy",

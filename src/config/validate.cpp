@@ -230,11 +230,6 @@ void validate_strategy(const TrainConfig& c, const Rules& r) {
             "use activation_checkpointing: whole_layer or none with " + s);
   // The topologies that rewrite whole weights (nGPT) are refused with FULL_SHARD where the
   // topology table is known: model::load_run_config.
-  r.require(c.fsdp.precision == "mixed" || c.precision == "fp32", "fsdp.precision",
-            fmt::format("fsdp.precision pure with precision {} would reduce gradients in the autocast "
-                        "dtype, which is not implemented",
-                        c.precision),
-            "set fsdp.precision: mixed (gradient reductions in float32)");
 }
 
 }  // namespace

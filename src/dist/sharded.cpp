@@ -172,7 +172,7 @@ void ShardedGradSync::on_grad_ready(size_t entry) {
 void ShardedGradSync::launch(Unit& u) {
   torch::NoGradGuard no_grad;
   const int W = shards_->size();
-  u.flat = torch::zeros({W, u.row}, shard_.options());
+  u.flat = torch::zeros({W, u.row}, shard_.options().dtype(options_.reduce_dtype));
   for (size_t i : u.entries) {
     Entry& e = entries_[i];
     if (!e.param.grad().defined()) continue;  // no gradient this step: zeros
@@ -183,7 +183,9 @@ void ShardedGradSync::launch(Unit& u) {
     // ZeRO-2's saving: once in the unit's buffer, the full gradient is not needed again.
     e.param.mutable_grad().reset();
   }
-  auto out = grad_shard_.narrow(0, u.offset, u.row);
+  auto out = options_.reduce_dtype == torch::kFloat ? grad_shard_.narrow(0, u.offset, u.row)
+                                                    : torch::empty({u.row}, u.flat.options());
+  if (options_.reduce_dtype != torch::kFloat) u.reduced = out;
   u.flat = u.flat.view({-1});
   u.work = shards_->reduce_scatter_sum_async(out, u.flat);
 }
@@ -202,6 +204,10 @@ void ShardedGradSync::after_backward() {
     comm_->wait(u.work);
     u.work.reset();
     u.flat = torch::Tensor();
+    if (u.reduced.defined()) {
+      grad_shard_.narrow(0, u.offset, u.row).copy_(u.reduced);
+      u.reduced = torch::Tensor();
+    }
     if (replicas_) {
       auto mine = grad_shard_.narrow(0, u.offset, u.row);
       u.replica_sum = replicas_->all_reduce_sum_async(mine);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "siamese/common/autocast.h"
 #include "siamese/common/error.h"
 
 #include "siamese/dist/data_parallel.h"
@@ -45,6 +46,8 @@ ShardedOptions sharded_options(const TrainConfig& cfg, const World& world) {
   if (cfg.fsdp.sharding_strategy == "HYBRID_SHARD") options.replicas = hybrid_replicas(cfg, world);
   options.overlap = options.shard_parameters ? cfg.distributed.overlap : reduces_during_backward(cfg);
   options.blocks_recomputed = cfg.model.activation_checkpointing == "whole_layer";
+  if (cfg.fsdp.precision == "pure")
+    options.reduce_dtype = autocast_dtype(cfg.precision).value_or(torch::kFloat);
   if (cfg.fsdp.wrapping_strategy == "by_block" || options.shard_parameters)
     // Everything outside the blocks (embeddings, final norm, LM head) is one more unit.
     options.unit_of = [](const std::string& name) {

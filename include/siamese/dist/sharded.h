@@ -62,6 +62,10 @@ struct ShardedOptions {
   bool blocks_recomputed = false;
   // HYBRID_SHARD: copies of the sharded model, each over world / replicas consecutive ranks.
   int replicas = 1;
+  // The dtype gradients are reduce-scattered in (fsdp.precision pure under autocast: the
+  // autocast dtype, half the bytes on the wire); the shards, the replicas' all-reduce and the
+  // optimizer stay float32.
+  torch::Dtype reduce_dtype = torch::kFloat;
 };
 
 // Elements of each rank's chunk of a tensor with `numel` elements over `world` ranks.
@@ -101,11 +105,16 @@ class ShardedGradSync : public GradientSync, public model::BlockHooks {
   // The full gradients live only between backward and the unit's reduce-scatter.
   int64_t gradient_bytes(int64_t) const override { return grad_shard_.defined() ? grad_shard_.nbytes() : 0; }
   std::string strategy() const override {
+    const std::string reduced =
+        options_.reduce_dtype == torch::kFloat
+            ? ""
+            : std::string(", gradients reduced in ") + c10::toString(options_.reduce_dtype);
     if (replicas_)
       return "fsdp HYBRID_SHARD (FULL_SHARD over " + std::to_string(shards_->size()) + " ranks, " +
-             std::to_string(replicas_->size()) + " replicas)";
-    return options_.shard_parameters ? "fsdp FULL_SHARD (parameters, gradients and optimizer state sharded)"
-                                     : "fsdp SHARD_GRAD_OP (gradients and optimizer state sharded)";
+             std::to_string(replicas_->size()) + " replicas" + reduced + ")";
+    return options_.shard_parameters
+               ? "fsdp FULL_SHARD (parameters, gradients and optimizer state sharded" + reduced + ")"
+               : "fsdp SHARD_GRAD_OP (gradients and optimizer state sharded" + reduced + ")";
   }
   int64_t parameter_bytes(int64_t param_bytes) const override;
   model::BlockHooks* block_hooks() override { return options_.shard_parameters ? this : nullptr; }
@@ -126,7 +135,8 @@ class ShardedGradSync : public GradientSync, public model::BlockHooks {
     int64_t row = 0;     // elements of one rank's row: the sum of its entries' chunks
     int64_t offset = 0;  // of the row within the shard
     size_t pending = 0;
-    torch::Tensor flat;  // [world * row] while its collective runs
+    torch::Tensor flat;     // [world * row] while its collective runs
+    torch::Tensor reduced;  // [row] in reduce_dtype when that is not float32, until copied in
     c10::intrusive_ptr<c10d::Work> work;
     c10::intrusive_ptr<c10d::Work> replica_sum;  // HYBRID_SHARD: its gradient shard over replicas
     int64_t key = 0;                             // unit_of's value: the block's layer, or -1
