@@ -210,28 +210,6 @@ void validate_data(const TrainConfig& c, const Rules& r) {
   }
 }
 
-// distributed_strategy fsdp: what the sharded path implements so far; the rest is refused
-// rather than trained with full replicas behind the config's back.
-void validate_strategy(const TrainConfig& c, const Rules& r) {
-  if (c.distributed_strategy != "fsdp") return;
-  const std::string& s = c.fsdp.sharding_strategy;
-  const bool shards_params = shards_parameters(c);
-  r.require(!shards_params || c.model.block_type != "moe", "fsdp.sharding_strategy",
-            s + " with block_type moe is not implemented: which experts get tokens differs between "
-                "ranks, and the order of the per-block collectives must not",
-            "use fsdp.sharding_strategy: SHARD_GRAD_OP (docs/distributed.md: MoE-1B-7B fits 8 x 80 GB "
-            "with it)");
-  r.require(!shards_params || c.model.activation_checkpointing.empty() ||
-                c.model.activation_checkpointing == "whole_layer",
-            "activation_checkpointing",
-            fmt::format("{} with activation_checkpointing {} is not implemented: a parameter two "
-                        "blocks read gets its gradient in pieces when only one of them is recomputed",
-                        s, c.model.activation_checkpointing),
-            "use activation_checkpointing: whole_layer or none with " + s);
-  // The topologies that rewrite whole weights (nGPT) are refused with FULL_SHARD where the
-  // topology table is known: model::load_run_config.
-}
-
 }  // namespace
 
 void validate_model(const ModelConfig& model, const KeyLocator& where) { check_model(model, Rules(where)); }
@@ -263,7 +241,6 @@ void validate(const TrainConfig& c, const KeyLocator& where) {
   run_model_rules(c.model, r);
   validate_optimizer(c.optimizer, r);
   validate_data(c, r);
-  validate_strategy(c, r);
 }
 
 void validate_for_world_size(const TrainConfig& c, int world_size, const KeyLocator& where) {

@@ -152,21 +152,16 @@ void ShardedGradSync::before_backward(bool last_micro_batch) {
   }
 }
 
-// Every rank runs the same autograd graph, and the engine runs it in the same order, so
-// collectives started from here follow one order on every rank. Under FULL_SHARD the
-// other units wait for after_backward: which of them finishes when depends on the topology.
-// Recomputed blocks finish from reached() instead: there a parameter's accumulator fires
-// once for each recomputation that reads it.
+// SHARD_GRAD_OP: every rank runs the same autograd graph, and the engine runs it in the
+// same order, so collectives started from here follow one order on every rank. FULL_SHARD
+// finishes its blocks from reached() instead, in block order: there a parameter's
+// accumulator fires once for each recomputation that reads it, and with block_type moe the
+// graphs differ between ranks (which experts get tokens), and so may the order in which a
+// block's last gradients land. Its other unit waits for after_backward.
 void ShardedGradSync::on_grad_ready(size_t entry) {
   Unit& u = units_[unit_of_entry_[entry]];
   if (u.pending == 0 || --u.pending > 0) return;
-  if (releases(u)) {
-    if (options_.blocks_recomputed) return;
-    if (sync_ && options_.overlap) launch(u);
-    release(u);  // between micro-batches the gradients accumulate whole
-  } else if (sync_ && options_.overlap && !options_.shard_parameters) {
-    launch(u);
-  }
+  if (sync_ && options_.overlap && !options_.shard_parameters) launch(u);
 }
 
 void ShardedGradSync::launch(Unit& u) {
@@ -331,15 +326,14 @@ void ShardedGradSync::reached(int64_t layer) {
   if (layer >= int64_t(reached_.size()) || reached_[size_t(layer)]) return;
   reached_[size_t(layer)] = true;
   for_layer(layer, [this](Unit& u) { gather(u); });
-  // A recomputed block's backward ran whole before backward reaches the block below it, and
-  // reads its own parameters and the next block's: two blocks up, the gradients are final.
-  if (options_.blocks_recomputed)
-    for (; unfinished_ >= layer + 2; --unfinished_) finish_layer(unfinished_);
+  // A block's backward (recomputed or not) ran whole before backward reaches the block below
+  // it, and reads its own parameters and the next block's: two blocks up, the gradients are
+  // final.
+  for (; unfinished_ >= layer + 2; --unfinished_) finish_layer(unfinished_);
   for_layer(layer - 1, [this](Unit& u) { prefetch_unit(u); });
 }
 
 void ShardedGradSync::finish_layer(int64_t layer) {
-  if (!options_.blocks_recomputed) return;
   for_layer(layer, [this](Unit& u) {
     if (sync_ && options_.overlap && !u.work) launch(u);
     release(u);

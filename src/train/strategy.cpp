@@ -33,7 +33,8 @@ int hybrid_replicas(const TrainConfig& cfg, const World& world) {
 }  // namespace
 
 bool reduces_during_backward(const TrainConfig& cfg) {
-  return cfg.distributed.overlap && cfg.model.activation_checkpointing.empty();
+  return cfg.distributed.overlap && cfg.model.activation_checkpointing.empty() &&
+         cfg.model.block_type != "moe";
 }
 
 ShardedOptions sharded_options(const TrainConfig& cfg, const World& world) {
@@ -45,7 +46,6 @@ ShardedOptions sharded_options(const TrainConfig& cfg, const World& world) {
   options.shard_parameters = shards_parameters(cfg);
   if (cfg.fsdp.sharding_strategy == "HYBRID_SHARD") options.replicas = hybrid_replicas(cfg, world);
   options.overlap = options.shard_parameters ? cfg.distributed.overlap : reduces_during_backward(cfg);
-  options.blocks_recomputed = cfg.model.activation_checkpointing == "whole_layer";
   if (cfg.fsdp.precision == "pure")
     options.reduce_dtype = autocast_dtype(cfg.precision).value_or(torch::kFloat);
   if (cfg.fsdp.wrapping_strategy == "by_block" || options.shard_parameters)

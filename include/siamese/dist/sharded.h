@@ -57,9 +57,6 @@ struct ShardedOptions {
   // FULL_SHARD: the units with unit_of >= 0 (a block's layer) hold parameters only while
   // their block runs.
   bool shard_parameters = false;
-  // activation_checkpointing whole_layer: each block's backward runs as one reentrant
-  // recomputation, so a parameter two blocks read gets its gradient once from each.
-  bool blocks_recomputed = false;
   // HYBRID_SHARD: copies of the sharded model, each over world / replicas consecutive ranks.
   int replicas = 1;
   // The dtype gradients are reduce-scattered in (fsdp.precision pure under autocast: the

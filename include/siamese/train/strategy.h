@@ -22,7 +22,9 @@ ShardedOptions sharded_options(const TrainConfig& cfg, const World& world);
 // which activation checkpointing rules out: every recomputed block back-propagates on its own,
 // so a parameter two blocks read (SiameseNorm's next-sublayer input norms) reports a gradient
 // once from each, and a bucket counted complete at the first would be reduced without the
-// second. FULL_SHARD keeps its own rule, by block.
+// second. block_type moe rules it out too: which experts get tokens differs between ranks, so
+// do the autograd graphs and with them the order in which buckets complete, and collectives
+// must start in one order everywhere. FULL_SHARD keeps its own rule, by block.
 bool reduces_during_backward(const TrainConfig& cfg);
 
 }  // namespace siamese::train
