@@ -213,14 +213,18 @@ TEST(DataParallel, ResumesWithADifferentWorldSize) {
   for (auto& [step, loss] : la) EXPECT_NEAR(std::stod(loss), std::stod(lb[step]), 1e-5) << step;
 }
 
-TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
-  auto dir = fresh_dir("dp_test", "killed");
+// Rank 1 is killed with SIGKILL (no chance to say goodbye) once training is under way; rank 0,
+// blocked in a collective (a gradient reduction, or under FULL_SHARD a block's all-gather
+// too), exits non-zero within the timeout saying why.
+void expect_killed_rank_ends_the_other(const std::string& name, const std::string& strategy) {
+  SCOPED_TRACE(name);
+  auto dir = fresh_dir("dp_test", name);
   const int timeout_s = 20;
   const std::string env =
       "OMP_NUM_THREADS=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port());
-  const std::string args =
-      train_args(dir, 2, "--max_duration=100000 --distributed.timeout_seconds=" + std::to_string(timeout_s));
-  // Rank 1 is killed with SIGKILL (no chance to say goodbye) once training is under way.
+  const std::string args = train_args(
+      dir, 2,
+      "--max_duration=100000 --distributed.timeout_seconds=" + std::to_string(timeout_s) + " " + strategy);
   const std::string script = "(RANK=0 LOCAL_RANK=0 " + env + " " + SIAMESE_BINARY + args + " > " +
                              dir.string() + ".r0.log 2>&1; echo $? > " + dir.string() + ".r0.rc) & r0=$!\n" +
                              "RANK=1 LOCAL_RANK=1 " + env + " " + SIAMESE_BINARY + args + " > " +
@@ -236,6 +240,12 @@ TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
   EXPECT_NE(std::stoi(read_all(dir.string() + ".r0.rc")), 0) << log;
   EXPECT_NE(log.find("another rank probably died"), std::string::npos) << log;
   EXPECT_LT(std::stod(read_all(dir.string() + ".elapsed")), timeout_s + 10.0) << log;
+}
+
+TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
+  expect_killed_rank_ends_the_other("killed", "");
+  expect_killed_rank_ends_the_other("killed_full_shard",
+                                    "--distributed_strategy=fsdp --fsdp.sharding_strategy=FULL_SHARD");
 }
 
 // `siamese bench` under torchrun times four setups in one launch: 1 rank, ddp overlapped and
