@@ -5,7 +5,10 @@
 # profile of each, the same with RMSNorm, then with activation checkpointing at a larger
 # micro-batch. Everything lands in OUT (argument 1, else $OUT, else gpu_results/). The machine
 # has no apt: carry .debs/ from scripts/fetch_debs.sh; they are unpacked into .deps/ and the
-# build finds its libraries there. docs/results.md ("On the GPU") has what it printed.
+# build finds its libraries there. SIAMESE_PREBUILT=DIR skips the build (minutes of device
+# time): DIR holds `siamese` and test executables built on a development machine against the
+# same torch 2.11 + CUDA 13.0 and carried along; they find the machine's torch, NCCL and cudart
+# through LD_LIBRARY_PATH. docs/results.md ("On one GPU") has what it printed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${1:-${OUT:-gpu_results}}
@@ -34,17 +37,29 @@ fi
 # executables' RUNPATH, which covers their direct dependencies only.
 export LD_LIBRARY_PATH=$SIAMESE_DEPS_PREFIX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 
-export SIAMESE_BUILD_DIR=${SIAMESE_BUILD_DIR:-build-gpu}
-export SIAMESE_CUDA_ARCHS=${SIAMESE_CUDA_ARCHS:-9.0}
-export SIAMESE_CMAKE_ARGS="${SIAMESE_CMAKE_ARGS:-} -DSIAMESE_WERROR=OFF"
 start=$(date +%s)
-scripts/setup.sh || { echo "gpu_check: build failed"; exit 1; }
-echo "gpu_check: build took $(( $(date +%s) - start )) s"
-bin=$SIAMESE_BUILD_DIR/siamese
+if [ -n "${SIAMESE_PREBUILT:-}" ]; then
+  site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  cuda_libs=$(find "$site/nvidia" /usr/local/cuda/ \( -name 'libnccl.so.2' -o -name 'libcudart.so.13' \) \
+    -printf '%h:' 2>/dev/null)
+  export LD_LIBRARY_PATH=$site/torch/lib:$cuda_libs$LD_LIBRARY_PATH
+  bin=$SIAMESE_PREBUILT/siamese
+else
+  export SIAMESE_BUILD_DIR=${SIAMESE_BUILD_DIR:-build-gpu}
+  export SIAMESE_CUDA_ARCHS=${SIAMESE_CUDA_ARCHS:-9.0}
+  export SIAMESE_CMAKE_ARGS="${SIAMESE_CMAKE_ARGS:-} -DSIAMESE_WERROR=OFF"
+  scripts/setup.sh || { echo "gpu_check: build failed"; exit 1; }
+  echo "gpu_check: build took $(( $(date +%s) - start )) s"
+  bin=$SIAMESE_BUILD_DIR/siamese
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 $bin --version | tee "$out/version.txt"
 
-ctest --test-dir "$SIAMESE_BUILD_DIR" -L gpu --output-on-failure --timeout 300 | tee "$out/gpu_tests.txt"
+if [ -n "${SIAMESE_PREBUILT:-}" ]; then
+  for test in "$SIAMESE_PREBUILT"/test_*; do "$test" --gtest_filter='Gpu*'; done | tee "$out/gpu_tests.txt"
+else
+  ctest --test-dir "$SIAMESE_BUILD_DIR" -L gpu --output-on-failure --timeout 300 | tee "$out/gpu_tests.txt"
+fi
 
 # The paper's model as its configs give it (LayerNorm without affine parameters), Pre-Norm
 # against SiameseNorm alternating, with each one's GPU kernel time per step; then both with
