@@ -299,7 +299,8 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &T::model, &M::moe_top_k)
           .positive(),
       field<T>("model.moe_mlp_impl",
-               "block_type moe: OLMo's choice of expert kernel; both run one matmul per expert here.",
+               "block_type moe: sparse runs LibTorch's grouped GEMM on CUDA under bf16 and one matmul per "
+               "expert elsewhere; grouped also takes the grouped GEMM on the CPU.",
                &T::model, &M::moe_mlp_impl)
           .one_of({"sparse", "grouped"})
           .changeable_on_resume(),

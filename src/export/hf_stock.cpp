@@ -35,10 +35,19 @@ const std::vector<StockClass>& stock_classes() {
   return classes;
 }
 
-// One layer's experts as ours stacks them ([E, 2 * inner, d] value rows first; [E, d, inner]).
-template <class Take>
-std::pair<torch::Tensor, torch::Tensor> olmoe_experts(const ModelConfig& c, const std::string& p,
-                                                      Take& take) {
+// One layer's experts as ours stacks them ([E, 2 * inner, d] value rows first; [E, d, inner])
+// from either OLMoE layout: save_pretrained's tensor per expert and projection, or the stacked
+// tensors transformers holds in memory (gate_up_proj [E, 2 * inner, d] gate rows first;
+// down_proj [E, d, inner]), which it also reads from a folder.
+template <class Take, class Has>
+std::pair<torch::Tensor, torch::Tensor> olmoe_experts(const ModelConfig& c, const std::string& p, Take& take,
+                                                      Has& has) {
+  if (has(p + "gate_up_proj")) {
+    const auto gate_up = take(p + "gate_up_proj");
+    const int64_t inner = gate_up.size(1) / 2;
+    return {torch::cat({gate_up.narrow(1, inner, inner), gate_up.narrow(1, 0, inner)}, 1),
+            take(p + "down_proj")};
+  }
   std::vector<torch::Tensor> ff_proj, ff_out;
   for (int64_t e = 0; e < c.moe_num_experts; ++e) {
     const auto q = fmt::format("{}{}.", p, e);
@@ -152,6 +161,7 @@ NamedTensors ours_from_stock(const StockClass& cls, const ModelConfig& c, Tensor
     hf.erase(it);
     return t;
   };
+  auto has = [&](const std::string& key) { return hf.count(key) > 0; };
   out.emplace_back("wte.weight", take("model.embed_tokens.weight"));
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const auto p = fmt::format("model.layers.{}.", l), b = fmt::format("blocks.{}.", l);
@@ -161,7 +171,7 @@ NamedTensors ours_from_stock(const StockClass& cls, const ModelConfig& c, Tensor
     out.emplace_back(b + "attn.attn_out.weight", take(p + "self_attn.o_proj.weight"));
     if (cls.moe) {
       out.emplace_back(b + "mlp.router.weight", take(p + "mlp.gate.weight"));
-      auto [ff_proj, ff_out] = olmoe_experts(c, p + "mlp.experts.", take);
+      auto [ff_proj, ff_out] = olmoe_experts(c, p + "mlp.experts.", take, has);
       out.emplace_back(b + "mlp.experts.ff_proj", std::move(ff_proj));
       out.emplace_back(b + "mlp.experts.ff_out", std::move(ff_out));
     } else {

@@ -1,9 +1,9 @@
 #include "siamese/model/attention.h"
 
-#include <ATen/autocast_mode.h>
-
 #include <cmath>
 #include <limits>
+
+#include "siamese/common/autocast.h"
 
 namespace siamese::model {
 
@@ -65,8 +65,7 @@ namespace {
 std::optional<at::ScalarType> flash_varlen_type(const torch::Tensor& q, const Documents& docs) {
   if (!docs.cu_seqlens.defined() || !q.is_cuda() || q.size(-1) % 8 != 0 || q.size(-1) > 256)
     return std::nullopt;
-  const auto t = at::autocast::is_autocast_enabled(at::kCUDA) ? at::autocast::get_autocast_dtype(at::kCUDA)
-                                                              : q.scalar_type();
+  const auto t = matmul_dtype(q);
   if (t != torch::kHalf && t != torch::kBFloat16) return std::nullopt;
   return t;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "siamese/common/autocast.h"
 #include "swiglu_cpu.h"
 
 namespace siamese::model {
@@ -35,6 +36,7 @@ MlpImpl::MlpImpl(const ModelConfig& cfg, SublayerHooks hooks)
   dropless_ = cfg.moe_dropless;
   lbl_in_fp32_ = cfg.moe_lbl_in_fp32;
   capacity_factor_ = cfg.moe_capacity_factor;
+  grouped_ = cfg.moe_mlp_impl == "grouped";
   const int64_t experts = cfg.moe_num_experts;
   router = register_module("router",
                            torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, experts).bias(false)));
@@ -91,6 +93,40 @@ torch::Tensor MlpImpl::activate(const torch::Tensor& h) const {
   return activation_ == "gelu" ? torch::gelu(h) : torch::relu(h);
 }
 
+bool MlpImpl::runs_grouped(const torch::Tensor& inputs) const {
+  const auto dtype = matmul_dtype(inputs);
+  // LibTorch's kernels want every operand's row stride a multiple of 16 bytes.
+  const int64_t bytes = c10::elementSize(dtype), d = inputs.size(1), inner = expert_ff_out.size(2);
+  if ((d * bytes) % 16 != 0 || (inner * bytes) % 16 != 0) return false;
+  if (inputs.is_cuda()) return dtype == torch::kBFloat16;
+  return grouped_ && inputs.is_cpu() &&
+         (dtype == torch::kFloat || dtype == torch::kBFloat16 || dtype == torch::kHalf);
+}
+
+torch::Tensor MlpImpl::grouped_experts(const torch::Tensor& inputs, const std::vector<int64_t>& kept) const {
+  std::vector<int32_t> ends(kept.size());
+  int64_t end = 0;
+  for (size_t e = 0; e < kept.size(); ++e) ends[e] = static_cast<int32_t>(end += kept[e]);
+  const auto offs = torch::tensor(at::ArrayRef<int32_t>(ends), torch::kInt).to(inputs.device());
+  const auto dtype = matmul_dtype(inputs);
+  // Weights [E, out, in] seen as [E, in, out]: the column-major right operand the kernels take.
+  const auto h = at::_grouped_mm(inputs.to(dtype), expert_ff_proj.to(dtype).transpose(1, 2), offs);
+  return at::_grouped_mm(activate(h).contiguous(), expert_ff_out.to(dtype).transpose(1, 2), offs);
+}
+
+torch::Tensor MlpImpl::looped_experts(const torch::Tensor& inputs, const std::vector<int64_t>& kept) const {
+  std::vector<torch::Tensor> outputs;
+  int64_t offset = 0;
+  for (size_t e = 0; e < kept.size(); ++e) {
+    if (kept[e] == 0) continue;
+    const auto i = static_cast<int64_t>(e);
+    const auto h = activate(torch::linear(inputs.narrow(0, offset, kept[e]), expert_ff_proj[i]));
+    outputs.push_back(torch::linear(h, expert_ff_out[i]));
+    offset += kept[e];
+  }
+  return torch::cat(outputs);
+}
+
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   if (router) return sparse(x);
   return ff_out(activate(ff_proj(x)));
@@ -120,25 +156,33 @@ torch::Tensor MlpImpl::sparse(const torch::Tensor& x) {
 
   const int64_t capacity =
       dropless_ ? assignments : int64_t(capacity_factor_ * double(assignments) / double(experts));
-  std::vector<torch::Tensor> outputs, targets;
+  std::vector<int64_t> kept(experts);
   stats_.tokens_per_expert.assign(count, count + experts);
   stats_.assignments = assignments;
   stats_.dropped = 0;
-  int64_t offset = 0;
   for (int64_t e = 0; e < experts; ++e) {
-    const int64_t kept = std::min(count[e], capacity);
-    stats_.dropped += count[e] - kept;
-    if (kept > 0) {
-      const auto rows = token_of.narrow(0, offset, kept);
-      const auto h = activate(torch::linear(flat.index_select(0, rows), expert_ff_proj[e]));
-      outputs.push_back(torch::linear(h, expert_ff_out[e]) * weight_of.narrow(0, offset, kept).unsqueeze(1));
-      targets.push_back(rows);
+    kept[e] = std::min(count[e], capacity);
+    stats_.dropped += count[e] - kept[e];
+  }
+  // The kept assignments in expert order: each expert's first `kept` of its sorted rows.
+  auto rows = token_of, weights = weight_of;
+  if (stats_.dropped > 0) {
+    std::vector<int64_t> keep;
+    int64_t offset = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      for (int64_t i = 0; i < kept[e]; ++i) keep.push_back(offset + i);
+      offset += count[e];
     }
-    offset += count[e];
+    const auto keep_index = torch::tensor(keep, torch::kLong).to(flat.device());
+    rows = rows.index_select(0, keep_index);
+    weights = weights.index_select(0, keep_index);
   }
   auto out = torch::zeros_like(flat);
-  if (!outputs.empty())
-    out = out.index_add(0, torch::cat(targets), torch::cat(outputs).to(out.scalar_type()));
+  if (rows.numel() > 0) {
+    const auto inputs = flat.index_select(0, rows);
+    const auto routed = runs_grouped(inputs) ? grouped_experts(inputs, kept) : looped_experts(inputs, kept);
+    out = out.index_add(0, rows, (routed * weights.unsqueeze(1)).to(out.scalar_type()));
+  }
   if (ff_proj) out = out + ff_out(activate(ff_proj(flat)));
 
   // A rank with no rows this micro-batch still runs it (gradient sync): its losses are 0.

@@ -1,7 +1,10 @@
 """Saves a small random stock transformers model, a batch and what transformers computes on
 it, for `siamese import`.
 
-usage: hf_make_stock.py llama|olmo2|olmoe OUT_DIR IDS.npy LOGITS.npy [EXTRA_CONFIG_JSON]
+usage: hf_make_stock.py llama|olmo2|olmoe|olmoe_fused OUT_DIR IDS.npy LOGITS.npy [EXTRA_CONFIG_JSON]
+olmoe_fused writes OLMoE's experts as transformers holds them in memory (one gate_up_proj and
+one down_proj tensor per layer) instead of save_pretrained's per-expert tensors; transformers
+reads both, and the folder is checked to load back to the same logits.
 Also writes IDS.tokens (the batch as raw uint16 tokens, a data file for `siamese train`) and
 prints "loss <value>": transformers' mean next-token loss on the batch (labels = ids).
 """
@@ -10,6 +13,7 @@ import sys
 
 import numpy as np
 import torch
+from safetensors.torch import save_file
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
@@ -25,8 +29,9 @@ classes = {
     "llama": (LlamaConfig, LlamaForCausalLM),
     "olmo2": (Olmo2Config, Olmo2ForCausalLM),
     "olmoe": (OlmoeConfig, OlmoeForCausalLM),
+    "olmoe_fused": (OlmoeConfig, OlmoeForCausalLM),
 }
-if kind == "olmoe":
+if kind.startswith("olmoe"):
     extra = {"num_experts": 4, "num_experts_per_tok": 2, **extra}
 config_class, model_class = classes[kind]
 torch.manual_seed(0)
@@ -47,5 +52,13 @@ np.save(ids_path, ids.numpy())
 ids.numpy().astype("<u2").tofile(ids_path.removesuffix(".npy") + ".tokens")
 with torch.no_grad():
     result = model(input_ids=ids, labels=ids)
+if kind == "olmoe_fused":
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight" or
+             not config.tie_word_embeddings}
+    assert any(k.endswith("mlp.experts.gate_up_proj") for k in state), sorted(state)[:8]
+    save_file(state, f"{out}/model.safetensors", metadata={"format": "pt"})
+    with torch.no_grad():
+        reloaded = model_class.from_pretrained(out).eval()(input_ids=ids).logits
+    assert torch.equal(reloaded, result.logits), "transformers does not read the fused folder back"
 np.save(logits_path, result.logits.numpy())
 print(f"loss {result.loss.item():.9f}")

@@ -2,7 +2,8 @@
 // transformers' OlmoeSparseMoeBlock and load_balancing_loss_func (tests/model/moe_reference.py)
 // with the same weights: output, router logits, both auxiliary losses and every gradient in
 // float32 to 1e-5. In float64 against a per-token re-derivation of the routing (no grouping),
-// dropless and with capacity dropping, with and without the shared expert. And in a whole
+// dropless and with capacity dropping, with and without the shared expert; the grouped GEMM
+// against the per-expert loop. And in a whole
 // model: one expert with weight 1 is the dense MLP, for every topology; the parameter count
 // matches the built model and FLOPs count the active experts only.
 #include <gtest/gtest.h>
@@ -13,16 +14,19 @@
 #include <fstream>
 #include <iostream>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "siamese/common/autocast.h"
 #include "siamese/common/npy.h"
 #include "siamese/config/load.h"
 #include "siamese/model/accounting.h"
 #include "siamese/model/attention.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
+#include "support/autograd_graph.h"
 #include "support/cli.h"
 #include "support/files.h"
 #include "support/python_reference.h"
@@ -196,6 +200,66 @@ TEST(MoeLayer, EqualsThePerTokenRoutingInFloat64) {
               stats->assignments);
     if (!c.dropless && c.capacity_factor < 1.0) {
       EXPECT_GT(stats->dropped, 0);
+    }
+  }
+}
+
+// moe_mlp_impl grouped runs the experts as LibTorch's grouped GEMM (at::_grouped_mm, on the
+// CPU its own loop) and gives the per-expert loop's output, losses and gradients, dropless
+// and dropping, with the shared expert, in float32 and under bf16 autocast. Widths whose rows
+// the grouped kernels cannot take (5 floats, 20 bytes) fall back to the loop.
+TEST(MoeLayer, GroupedGemmEqualsThePerExpertLoop) {
+  struct Case {
+    int64_t inner;
+    bool shared, dropless, autocast;
+  };
+  const std::vector<Case> cases = {{8, false, true, false},
+                                   {8, true, false, false},
+                                   {8, false, true, true},
+                                   {kMoeInner, false, true, false}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    SCOPED_TRACE("case " + std::to_string(i));
+    auto cfg = moe_config(6, 2);
+    cfg.mlp_hidden_size = 2 * c.inner;
+    cfg.moe_shared_expert = c.shared;
+    cfg.moe_dropless = c.dropless;
+    cfg.moe_capacity_factor = 0.5;
+    torch::manual_seed(60 + i);
+    const auto x = torch::randn({4, 6, kMoeWidth});
+    const auto g = torch::randn({4, 6, kMoeWidth});
+    std::vector<torch::Tensor> results[2];
+    int64_t dropped[2] = {0, 0};
+    for (int grouped = 0; grouped < 2; ++grouped) {
+      cfg.moe_mlp_impl = grouped ? "grouped" : "sparse";
+      auto mlp = random_moe(cfg, torch::kFloat, 70 + i);
+      const auto xi = x.clone().requires_grad_();
+      torch::Tensor out;
+      {
+        std::optional<AutocastGuard> amp;
+        if (c.autocast) amp.emplace(torch::kCPU, torch::kBFloat16);
+        out = mlp(xi);
+      }
+      const auto* stats = mlp->moe_stats();
+      EXPECT_EQ(siamese::testing::graph_has_node(out, "GroupedMmBackward0"), grouped && c.inner == 8);
+      ((out.to(torch::kFloat) * g).sum() + stats->load_balancing + stats->z_loss).backward();
+      dropped[grouped] = stats->dropped;
+      results[grouped] = {out.to(torch::kFloat),
+                          stats->load_balancing,
+                          stats->z_loss,
+                          xi.grad(),
+                          mlp->router->weight.grad(),
+                          mlp->expert_ff_proj.grad(),
+                          mlp->expert_ff_out.grad()};
+    }
+    EXPECT_EQ(dropped[0], dropped[1]);
+    EXPECT_EQ(dropped[0] > 0, !c.dropless);
+    const double tolerance = c.autocast ? 1e-2 : 1e-6;
+    for (size_t k = 0; k < results[0].size(); ++k) {
+      SCOPED_TRACE("result " + std::to_string(k));
+      const double scale = results[0][k].abs().max().item<double>();
+      EXPECT_GT(scale, 0.0);
+      EXPECT_LE((results[1][k] - results[0][k]).abs().max().item<double>(), tolerance * scale);
     }
   }
 }

@@ -1,21 +1,24 @@
 // The CUDA paths on a GPU (ctest label `gpu`; each test skips without a CUDA device):
 // CUDA vs CPU parity of every topology and of the MoE block in fp32, bf16 and fp16 autocast
-// training against fp32, activation checkpointing with the chunked loss, the NCCL process
-// group and fsdp FULL_SHARD over it on one rank, bit-exact resume of a checkpoint saved on
-// the GPU, and the attention kernels chosen. scripts/gpu_check.sh runs them.
+// training against fp32, MoE's grouped GEMM under bf16, activation checkpointing with the chunked loss, the
+// NCCL process group and fsdp FULL_SHARD over it on one rank, bit-exact resume of a checkpoint saved on the
+// GPU, and the attention kernels chosen. scripts/gpu_check.sh runs them.
 #include <ATen/SDPBackend.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
+#include "siamese/common/autocast.h"
 #include "siamese/dist/communicator.h"
 #include "siamese/model/lm_loss.h"
+#include "siamese/model/mlp.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/runtime.h"
 #include "siamese/train/strategy.h"
 #include "siamese/train/trainer.h"
+#include "support/autograd_graph.h"
 #include "support/free_port.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
@@ -180,6 +183,48 @@ TEST(GpuParity, MoeOnCudaMatchesCpuInFloat32) {
     cfg.moe_top_k = 2;
     expect_cuda_matches_cpu(cfg, topology + " moe");
   }
+}
+
+// Under bf16 autocast on CUDA the experts run as LibTorch's grouped GEMM (mlp.h) and give the
+// float32 per-expert loop's output and gradients on the CPU to bf16's precision.
+TEST(GpuParity, MoeGroupedGemmUnderBf16MatchesTheFloat32Loop) {
+  REQUIRE_GPU();
+  ModelConfig cfg = small_model("pre");
+  cfg.block_type = "moe";
+  cfg.moe_num_experts = 8;
+  cfg.moe_top_k = 2;
+  torch::manual_seed(9);
+  model::Mlp cpu(cfg);
+  {
+    torch::NoGradGuard g;
+    for (auto& p : cpu->parameters()) p.normal_(0.0, 0.3);
+  }
+  model::Mlp gpu(cfg);
+  {
+    torch::NoGradGuard g;
+    const auto from = cpu->named_parameters();
+    for (auto& p : gpu->named_parameters()) p.value().copy_(from[p.key()]);
+  }
+  gpu->to(torch::kCUDA);
+  const auto x = torch::randn({4, 32, cfg.d_model}), grad = torch::randn({4, 32, cfg.d_model});
+  const auto xc = x.clone().requires_grad_(), xg = x.to(torch::kCUDA).requires_grad_();
+  auto want = cpu(xc);
+  (want * grad).sum().backward();
+  torch::Tensor got;
+  {
+    AutocastGuard amp(torch::kCUDA, torch::kBFloat16);
+    got = gpu(xg);
+  }
+  EXPECT_TRUE(siamese::testing::graph_has_node(got, "GroupedMmBackward0"));
+  (got.to(torch::kFloat) * grad.to(torch::kCUDA)).sum().backward();
+  auto close = [](const torch::Tensor& a, const torch::Tensor& b, const std::string& what) {
+    const double scale = b.abs().max().item<double>();
+    EXPECT_LT((a.cpu().to(torch::kFloat) - b).abs().max().item<double>(), 3e-2 * scale) << what;
+  };
+  close(got, want, "output");
+  close(xg.grad(), xc.grad(), "input gradient");
+  const auto from = cpu->named_parameters();
+  for (const auto& p : gpu->named_parameters()) close(p.value().grad(), from[p.key()].grad(), p.key());
 }
 
 // Every block recomputed in backward and the LM head + loss over chunks of tokens train, on

@@ -17,6 +17,15 @@ inline std::optional<at::ScalarType> autocast_dtype(const std::string& precision
   return std::nullopt;
 }
 
+// The type a matmul of `t` runs in: the autocast type where autocast is on for t's device
+// (it casts float32, float16 and bfloat16 operands), else t's own. For kernels that are not
+// autocast ops, whose operands we cast ourselves.
+inline at::ScalarType matmul_dtype(const torch::Tensor& t) {
+  const auto type = t.device().type();
+  if (t.scalar_type() == at::kDouble || !at::autocast::is_autocast_enabled(type)) return t.scalar_type();
+  return at::autocast::get_autocast_dtype(type);
+}
+
 class AutocastGuard {
  public:
   AutocastGuard(torch::Device device, at::ScalarType dtype)

@@ -12,9 +12,11 @@
 // moe_intermediate_size: mlp_ratio 1 and d_model 2048 give 1024). With moe_shared_expert,
 // ff_proj / ff_out are an always-used dense expert added on top (DeepSeekMoE).
 // Tokens are grouped by expert (a stable sort of the assignments, so each expert sees its
-// tokens in order) and every expert runs one matmul pair on its tokens, then one index_add
-// scatters the weighted outputs back. That loop is also what runs on CUDA (no grouped GEMM
-// yet). moe_dropless false keeps at most int(moe_capacity_factor * tokens * top_k /
+// tokens in order), the experts run on them, and one index_add scatters the weighted outputs
+// back. The experts run as LibTorch's grouped GEMM (at::_grouped_mm: one call per projection
+// over every expert's rows) on CUDA under bf16, where it has a kernel (CUTLASS on sm_90), and
+// on the CPU when moe_mlp_impl is grouped; otherwise as one matmul pair per expert.
+// moe_dropless false keeps at most int(moe_capacity_factor * tokens * top_k /
 // num_experts) tokens per expert, the earliest ones (megablocks' rule), and drops the rest.
 #include <torch/torch.h>
 
@@ -66,11 +68,16 @@ class MlpImpl : public torch::nn::Module {
  private:
   torch::Tensor activate(const torch::Tensor& h) const;
   torch::Tensor sparse(const torch::Tensor& x);
+  // The routed experts on `inputs`, the kept assignments' rows in expert order, `kept[e]`
+  // of them for expert e: one grouped GEMM per projection, or one matmul pair per expert.
+  bool runs_grouped(const torch::Tensor& inputs) const;
+  torch::Tensor grouped_experts(const torch::Tensor& inputs, const std::vector<int64_t>& kept) const;
+  torch::Tensor looped_experts(const torch::Tensor& inputs, const std::vector<int64_t>& kept) const;
 
   std::string activation_;
   SublayerHooks hooks_;
   int64_t top_k_ = 0;
-  bool norm_topk_ = false, dropless_ = true, lbl_in_fp32_ = false;
+  bool norm_topk_ = false, dropless_ = true, lbl_in_fp32_ = false, grouped_ = false;
   double capacity_factor_ = 1.0;
   MoeStats stats_;
 };
