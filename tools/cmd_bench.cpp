@@ -60,6 +60,20 @@ void print_timing(const train::TopologyTiming& t, torch::Device device, double m
       fpt / 1e9, t.steps.size());
 }
 
+// An op's name without the wrappers every custom autograd node shares, so that a column
+// of 56 characters shows which node it is ("CppNode<siamese::model::(anonymous
+// namespace)::SwigluFunction>" prints as "node SwigluFunction").
+std::string short_op_name(std::string name) {
+  const bool node = name.find("CppNode<") != std::string::npos;
+  for (const std::string wrapper :
+       {"torch::autograd::CppNode<", "siamese::model::", "(anonymous namespace)::"}) {
+    for (auto at = name.find(wrapper); at != std::string::npos; at = name.find(wrapper))
+      name.replace(at, wrapper.size(), wrapper[0] == 't' ? "node " : "");
+  }
+  if (node && !name.empty() && name.back() == '>') name.pop_back();
+  return name;
+}
+
 // One profile table: the entries with the most self time per profiled step.
 void print_profile_table(const std::string& title, const std::vector<train::OpTime>& ops, double steps,
                          int top, size_t name_width) {
@@ -70,9 +84,9 @@ void print_profile_table(const std::string& title, const std::vector<train::OpTi
              "calls");
   for (size_t i = 0; i < ops.size() && i < static_cast<size_t>(top); ++i) {
     const auto& op = ops[i];
-    fmt::print("  {:<{}} {:>10.2f} {:>6.1f}% {:>10.2f} {:>8.0f}\n", op.name.substr(0, name_width), name_width,
-               1e3 * op.self_seconds / steps, 100 * op.self_seconds / all, 1e3 * op.total_seconds / steps,
-               op.calls / steps);
+    fmt::print("  {:<{}} {:>10.2f} {:>6.1f}% {:>10.2f} {:>8.0f}\n",
+               short_op_name(op.name).substr(0, name_width), name_width, 1e3 * op.self_seconds / steps,
+               100 * op.self_seconds / all, 1e3 * op.total_seconds / steps, op.calls / steps);
   }
 }
 

@@ -158,27 +158,40 @@ TEST(Trainer, MicroBatchingKeepsTheLossNormalisedOverTheGlobalBatch) {
 }
 
 // amp_bf16 autocasts matmuls to bfloat16 while weights, gradients and AdamW state stay
-// float32, so a short run follows the float32 loss curve closely but not exactly.
+// float32, so a short run follows the float32 loss curve closely but not exactly. Also with
+// MoE blocks whose experts run as the grouped GEMM (moe_mlp_impl grouped: in bf16 under
+// autocast, cast by the MoE layer itself).
 TEST(Trainer, AmpBf16FollowsTheFloat32LossCurve) {
-  auto fp32 = tiny(fresh_dir("trainer_test", "fp32")), bf16 = tiny(fresh_dir("trainer_test", "bf16"));
-  for (auto* c : {&fp32, &bf16}) {
-    c->model.attention_dropout = c->model.residual_dropout = 0;
-    c->max_duration = "20";
+  for (const bool moe : {false, true}) {
+    SCOPED_TRACE(moe ? "moe" : "dense");
+    const std::string tag = moe ? "_moe" : "";
+    auto fp32 = tiny(fresh_dir("trainer_test", "fp32" + tag)),
+         bf16 = tiny(fresh_dir("trainer_test", "bf16" + tag));
+    for (auto* c : {&fp32, &bf16}) {
+      c->model.attention_dropout = c->model.residual_dropout = 0;
+      c->max_duration = "20";
+      if (moe) {
+        c->model.block_type = "moe";
+        c->model.moe_num_experts = 4;
+        c->model.moe_top_k = 2;
+        c->model.moe_mlp_impl = "grouped";
+      }
+    }
+    bf16.precision = "amp_bf16";
+    ASSERT_EQ(train::train(fp32), 0);
+    ASSERT_EQ(train::train(bf16), 0);
+    auto lf = losses(fp32.save_folder), lb = losses(bf16.save_folder);
+    ASSERT_EQ(lb.size(), 20u);
+    double max_rel = 0;
+    for (auto& [step, loss] : lf)
+      max_rel = std::max(max_rel, std::abs(std::stod(lb[step]) / std::stod(loss) - 1));
+    EXPECT_LT(max_rel, 2e-2);  // bf16 keeps 8 bits of mantissa: ~4e-3 per rounding
+    EXPECT_GT(max_rel, 0.0);   // autocast really changed the arithmetic
+    EXPECT_LT(std::stod(lb[20]), std::stod(lb[1]) - 0.5);
+    model::Transformer m(bf16.model);
+    train::load_checkpoint(fs::path(bf16.save_folder) / "step20", *m, nullptr);
+    for (auto& p : m->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat);
   }
-  bf16.precision = "amp_bf16";
-  ASSERT_EQ(train::train(fp32), 0);
-  ASSERT_EQ(train::train(bf16), 0);
-  auto lf = losses(fp32.save_folder), lb = losses(bf16.save_folder);
-  ASSERT_EQ(lb.size(), 20u);
-  double max_rel = 0;
-  for (auto& [step, loss] : lf)
-    max_rel = std::max(max_rel, std::abs(std::stod(lb[step]) / std::stod(loss) - 1));
-  EXPECT_LT(max_rel, 2e-2);  // bf16 keeps 8 bits of mantissa: ~4e-3 per rounding
-  EXPECT_GT(max_rel, 0.0);   // autocast really changed the arithmetic
-  EXPECT_LT(std::stod(lb[20]), std::stod(lb[1]) - 0.5);
-  model::Transformer m(bf16.model);
-  train::load_checkpoint(fs::path(bf16.save_folder) / "step20", *m, nullptr);
-  for (auto& p : m->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat);
 }
 
 // amp_fp16 with a start scale far too large: the first steps overflow in float16, are
