@@ -299,10 +299,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &T::model, &M::moe_top_k)
           .positive(),
       field<T>("model.moe_mlp_impl",
-               "block_type moe: sparse runs LibTorch's grouped GEMM on CUDA under bf16 and one matmul per "
-               "expert elsewhere; grouped also takes the grouped GEMM on the CPU.",
+               "block_type moe: sparse and grouped (OLMo's names) run LibTorch's grouped GEMM where it "
+               "takes the operands (CPU; CUDA under bf16) and one matmul per expert elsewhere; loop always "
+               "runs one matmul per expert.",
                &T::model, &M::moe_mlp_impl)
-          .one_of({"sparse", "grouped"})
+          .one_of({"sparse", "grouped", "loop"})
           .changeable_on_resume(),
       field<T>("model.moe_log_expert_assignment",
                "block_type moe: log every block's per-expert token counts each step (metrics.jsonl).",

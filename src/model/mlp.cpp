@@ -36,7 +36,7 @@ MlpImpl::MlpImpl(const ModelConfig& cfg, SublayerHooks hooks)
   dropless_ = cfg.moe_dropless;
   lbl_in_fp32_ = cfg.moe_lbl_in_fp32;
   capacity_factor_ = cfg.moe_capacity_factor;
-  grouped_ = cfg.moe_mlp_impl == "grouped";
+  loop_ = cfg.moe_mlp_impl == "loop";
   const int64_t experts = cfg.moe_num_experts;
   router = register_module("router",
                            torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, experts).bias(false)));
@@ -94,13 +94,13 @@ torch::Tensor MlpImpl::activate(const torch::Tensor& h) const {
 }
 
 bool MlpImpl::runs_grouped(const torch::Tensor& inputs) const {
+  if (loop_) return false;
   const auto dtype = matmul_dtype(inputs);
   // LibTorch's kernels want every operand's row stride a multiple of 16 bytes.
   const int64_t bytes = c10::elementSize(dtype), d = inputs.size(1), inner = expert_ff_out.size(2);
   if ((d * bytes) % 16 != 0 || (inner * bytes) % 16 != 0) return false;
   if (inputs.is_cuda()) return dtype == torch::kBFloat16;
-  return grouped_ && inputs.is_cpu() &&
-         (dtype == torch::kFloat || dtype == torch::kBFloat16 || dtype == torch::kHalf);
+  return inputs.is_cpu() && (dtype == torch::kFloat || dtype == torch::kBFloat16 || dtype == torch::kHalf);
 }
 
 torch::Tensor MlpImpl::grouped_experts(const torch::Tensor& inputs, const std::vector<int64_t>& kept) const {

@@ -204,8 +204,8 @@ TEST(MoeLayer, EqualsThePerTokenRoutingInFloat64) {
   }
 }
 
-// moe_mlp_impl grouped runs the experts as LibTorch's grouped GEMM (at::_grouped_mm, on the
-// CPU its own loop) and gives the per-expert loop's output, losses and gradients, dropless
+// The experts as LibTorch's grouped GEMM (at::_grouped_mm, the default where it runs) give
+// the per-expert loop's (moe_mlp_impl loop) output, losses and gradients, dropless
 // and dropping, with the shared expert, in float32 and under bf16 autocast. Widths whose rows
 // the grouped kernels cannot take (5 floats, 20 bytes) fall back to the loop.
 TEST(MoeLayer, GroupedGemmEqualsThePerExpertLoop) {
@@ -231,7 +231,7 @@ TEST(MoeLayer, GroupedGemmEqualsThePerExpertLoop) {
     std::vector<torch::Tensor> results[2];
     int64_t dropped[2] = {0, 0};
     for (int grouped = 0; grouped < 2; ++grouped) {
-      cfg.moe_mlp_impl = grouped ? "grouped" : "sparse";
+      cfg.moe_mlp_impl = grouped ? "sparse" : "loop";
       auto mlp = random_moe(cfg, torch::kFloat, 70 + i);
       const auto xi = x.clone().requires_grad_();
       torch::Tensor out;

@@ -159,8 +159,8 @@ TEST(Trainer, MicroBatchingKeepsTheLossNormalisedOverTheGlobalBatch) {
 
 // amp_bf16 autocasts matmuls to bfloat16 while weights, gradients and AdamW state stay
 // float32, so a short run follows the float32 loss curve closely but not exactly. Also with
-// MoE blocks whose experts run as the grouped GEMM (moe_mlp_impl grouped: in bf16 under
-// autocast, cast by the MoE layer itself).
+// MoE blocks, whose experts run as the grouped GEMM in bf16 (cast by the MoE layer itself:
+// the kernel is no autocast op).
 TEST(Trainer, AmpBf16FollowsTheFloat32LossCurve) {
   for (const bool moe : {false, true}) {
     SCOPED_TRACE(moe ? "moe" : "dense");
@@ -174,7 +174,6 @@ TEST(Trainer, AmpBf16FollowsTheFloat32LossCurve) {
         c->model.block_type = "moe";
         c->model.moe_num_experts = 4;
         c->model.moe_top_k = 2;
-        c->model.moe_mlp_impl = "grouped";
       }
     }
     bf16.precision = "amp_bf16";

@@ -74,7 +74,7 @@ struct ModelConfig {
   // OLMoE's sparse feed-forward (block_type moe; mlp.h). OLMo's names and defaults.
   int64_t moe_num_experts = 8;
   int64_t moe_top_k = 2;
-  std::string moe_mlp_impl = "sparse";  // sparse | grouped: how the experts run (mlp.h)
+  std::string moe_mlp_impl = "sparse";  // sparse | grouped | loop: how the experts run (mlp.h)
   bool moe_log_expert_assignment = false;
   bool moe_shared_expert = false;
   bool moe_lbl_in_fp32 = false;

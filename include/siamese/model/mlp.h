@@ -14,8 +14,9 @@
 // Tokens are grouped by expert (a stable sort of the assignments, so each expert sees its
 // tokens in order), the experts run on them, and one index_add scatters the weighted outputs
 // back. The experts run as LibTorch's grouped GEMM (at::_grouped_mm: one call per projection
-// over every expert's rows) on CUDA under bf16, where it has a kernel (CUTLASS on sm_90), and
-// on the CPU when moe_mlp_impl is grouped; otherwise as one matmul pair per expert.
+// over every expert's rows) wherever LibTorch has it for the operands (CUDA under bf16,
+// CUTLASS on sm_90; the CPU in float32, bf16 and fp16), else, and with moe_mlp_impl loop, as
+// one matmul pair per expert.
 // moe_dropless false keeps at most int(moe_capacity_factor * tokens * top_k /
 // num_experts) tokens per expert, the earliest ones (megablocks' rule), and drops the rest.
 #include <torch/torch.h>
@@ -77,7 +78,7 @@ class MlpImpl : public torch::nn::Module {
   std::string activation_;
   SublayerHooks hooks_;
   int64_t top_k_ = 0;
-  bool norm_topk_ = false, dropless_ = true, lbl_in_fp32_ = false, grouped_ = false;
+  bool norm_topk_ = false, dropless_ = true, lbl_in_fp32_ = false, loop_ = false;
   double capacity_factor_ = 1.0;
   MoeStats stats_;
 };
