@@ -136,18 +136,20 @@ StreamUpdateOut stream_update_forward(const Tensor& x_in, const Tensor& y_in, co
                                       const StreamNormSpec& norm_y) {
   check_input(x_in);
   const auto x = x_in.contiguous(), y = like(y_in, x_in, "y"), o = like(o_in, x_in, "o");
-  StreamUpdateOut out{like_x(x), like_x(x), {}, {}, {}, {}};
+  StreamUpdateOut out{like_x(x), like_x(x), {}, {}, {}, {}, {}, {}};
   Tensor w[2];  // alive until the kernels have run
-  auto norm = [&](const StreamNormSpec& spec, Tensor& w, Tensor& n, Tensor& r) {
+  auto norm = [&](const StreamNormSpec& spec, Tensor& w, Tensor& n, Tensor& r, Tensor& mu) {
     if (!spec.on) return StreamNorm{};
     w = acc_weight(spec.weight, x);
     n = like_x(x);
     r = per_row(x);
-    return StreamNorm{true, spec.eps, w.data_ptr(), n.data_ptr(), r.data_ptr()};
+    if (spec.centered) mu = per_row(x);
+    return StreamNorm{true, spec.centered, spec.eps, w.data_ptr(), n.data_ptr(), r.data_ptr(), out_ptr(mu)};
   };
-  run(x, StreamForwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), y.data_ptr(),
-                           o.data_ptr(), out.x.data_ptr(), out.y.data_ptr(),
-                           norm(norm_x, w[0], out.nx, out.rx), norm(norm_y, w[1], out.ny, out.ry)});
+  run(x,
+      StreamForwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), y.data_ptr(), o.data_ptr(),
+                        out.x.data_ptr(), out.y.data_ptr(), norm(norm_x, w[0], out.nx, out.rx, out.mux),
+                        norm(norm_y, w[1], out.ny, out.ry, out.muy)});
   return out;
 }
 
@@ -160,22 +162,27 @@ StreamUpdateGrads stream_update_backward(const Tensor& d_x_out, const Tensor& d_
   const auto gx = like(d_x_out, x_ref, "dx'"), gy = like(d_y_out, x_ref, "dy'");
   const WeightGrad grad_wx(x, norm_x.on && norm_x.weight.defined()),
       grad_wy(x, norm_y.on && norm_y.weight.defined());
-  Tensor keep[2][3];  // alive until the kernels have run
-  auto norm = [&](const StreamNormSpec& spec, const Tensor& r, const Tensor& dn, const WeightGrad& g,
-                  Tensor(&k)[3]) {
+  Tensor keep[2][4];  // alive until the kernels have run
+  auto per_row_saved = [&](const Tensor& t, const char* name) {
+    TORCH_CHECK(t.defined() && t.numel() == rows_of(x), "fused norm: ", name, " missing or misshapen");
+    return t.to(acc_type(x)).contiguous();
+  };
+  auto norm = [&](const StreamNormSpec& spec, const Tensor& r, const Tensor& mu, const Tensor& dn,
+                  const WeightGrad& g, Tensor(&k)[4]) {
     if (!spec.on) return StreamNorm{};
-    TORCH_CHECK(r.defined() && r.numel() == rows_of(x), "fused norm: r missing or misshapen");
     k[0] = acc_weight(spec.weight, x);
-    k[1] = r.to(acc_type(x)).contiguous();
-    k[2] = like(dn, x_ref, "the norm's gradient");
-    return StreamNorm{true,      spec.eps,      k[0].data_ptr(),   nullptr, k[1].data_ptr(),
-                      ptr(k[2]), out_ptr(g.dw), out_ptr(g.partial)};
+    k[1] = per_row_saved(r, "r");
+    if (spec.centered) k[2] = per_row_saved(mu, "mu");
+    k[3] = like(dn, x_ref, "the norm's gradient");
+    return StreamNorm{true,          spec.centered,     spec.eps,      k[0].data_ptr(),
+                      nullptr,       k[1].data_ptr(),   out_ptr(k[2]), ptr(k[3]),
+                      out_ptr(g.dw), out_ptr(g.partial)};
   };
   StreamUpdateGrads out{like_x(x), like_x(x), like_x(x), {}, {}};
   run(x, StreamBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), y.data_ptr(), ptr(gx),
                             ptr(gy), out.dx.data_ptr(), out.dy.data_ptr(), out.d_o.data_ptr(),
-                            norm(norm_x, saved.rx, d_nx, grad_wx, keep[0]),
-                            norm(norm_y, saved.ry, d_ny, grad_wy, keep[1])});
+                            norm(norm_x, saved.rx, saved.mux, d_nx, grad_wx, keep[0]),
+                            norm(norm_y, saved.ry, saved.muy, d_ny, grad_wy, keep[1])});
   out.dw_x = grad_wx.result(norm_x.on ? norm_x.weight : Tensor());
   out.dw_y = grad_wy.result(norm_y.on ? norm_y.weight : Tensor());
   return out;
@@ -187,7 +194,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // The stream update as one autograd node. Outputs x', y', then nx and ny for the norms that
-// are on. Saves x', y' (the new streams, alive anyway) and the per-row r of each norm.
+// are on. Saves x', y' (the new streams, alive anyway) and the per-row r (and mean) of each
+// norm.
 class StreamUpdateFunction : public torch::autograd::Function<StreamUpdateFunction> {
  public:
   // The weights come separately from the specs so that autograd sees them as inputs.
@@ -201,7 +209,9 @@ class StreamUpdateFunction : public torch::autograd::Function<StreamUpdateFuncti
     ctx->saved_data["alpha"] = alpha;
     ctx->saved_data["on_x"] = norm_x.on;
     ctx->saved_data["on_y"] = norm_y.on;
-    ctx->save_for_backward({out.x, out.y, out.rx, out.ry, norm_x.weight, norm_y.weight});
+    ctx->saved_data["centered_x"] = norm_x.centered;
+    ctx->saved_data["centered_y"] = norm_y.centered;
+    ctx->save_for_backward({out.x, out.y, out.rx, out.ry, out.mux, out.muy, norm_x.weight, norm_y.weight});
     variable_list result{out.x, out.y};
     if (norm_x.on) result.push_back(out.nx);
     if (norm_y.on) result.push_back(out.ny);
@@ -211,8 +221,9 @@ class StreamUpdateFunction : public torch::autograd::Function<StreamUpdateFuncti
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const bool on_x = ctx->saved_data["on_x"].toBool(), on_y = ctx->saved_data["on_y"].toBool();
-    const StreamNormSpec norm_x{on_x, saved[4]}, norm_y{on_y, saved[5]};
-    const StreamUpdateOut fwd{saved[0], saved[1], {}, {}, saved[2], saved[3]};
+    const StreamNormSpec norm_x{on_x, saved[6], 0, ctx->saved_data["centered_x"].toBool()},
+        norm_y{on_y, saved[7], 0, ctx->saved_data["centered_y"].toBool()};
+    const StreamUpdateOut fwd{saved[0], saved[1], {}, {}, saved[2], saved[3], saved[4], saved[5]};
     auto g = stream_update_backward(grads[0], grads[1], on_x ? grads[2] : Tensor(),
                                     on_y ? grads[2 + on_x] : Tensor(), fwd,
                                     ctx->saved_data["alpha"].toDouble(), norm_x, norm_y);

@@ -39,13 +39,16 @@ struct RmsBackwardArgs {
   void* dw_partial;  // [parts, d], see weight_grad_parts; null with dw
 };
 
-// One stream's optional RMSNorm inside the stream update.
+// One stream's optional norm inside the stream update: RMSNorm, or LayerNorm when centered
+// (the row's mean subtracted before its variance and scale are taken).
 struct StreamNorm {
   bool on = false;
+  bool centered = false;
   double eps = 0;
   const void* w = nullptr;
   void* n = nullptr;         // forward: the normalized stream
   void* r = nullptr;         // forward: written; backward: read
+  void* mu = nullptr;        // the row means when centered, written and read as r
   const void* dn = nullptr;  // backward: gradient of n, null = zero
   void* dw = nullptr;
   void* dw_partial = nullptr;

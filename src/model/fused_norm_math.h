@@ -11,7 +11,12 @@
 //   r = rsqrt(mean(x^2) + eps),  y = x r w
 // and its backward with xhat = x r, dxhat = dy w:
 //   dx = r (dxhat - xhat mean(dxhat xhat)),  dw = sum over rows of dy xhat.
-// SiameseNorm's stream update: X' = X + alpha o, Y' = Y + o, then RMSNorm of X' and of Y'.
+// LayerNorm without bias (the bias is added outside) centers the row first:
+//   mu = mean(x),  r = rsqrt(mean((x - mu)^2) + eps),  xhat = (x - mu) r,  y = xhat w
+//   dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dw as for RMSNorm;
+// RMSNorm is the case mu = 0 without the mean(dxhat) term, and shares every loop with it.
+// SiameseNorm's stream update: X' = X + alpha o, Y' = Y + o, then the norm (RMSNorm or
+// LayerNorm) of X' and of Y'.
 #include <cmath>
 #include <cstdint>
 
@@ -89,36 +94,43 @@ SIAMESE_HD inline V share_sum(int64_t d, int64_t start, int64_t step, F f) {
   return lane[0];
 }
 
+// Sum of (x - mu)^2 over the share: mu = 0 for RMSNorm, the row's mean for LayerNorm.
 template <int kLanes, typename Acc, typename T>
-SIAMESE_HD inline Acc sum_squares(const T* x, int64_t d, int64_t start, int64_t step) {
+SIAMESE_HD inline Acc sum_squares(const T* x, Acc mu, int64_t d, int64_t start, int64_t step) {
   return share_sum<kLanes, Acc>(d, start, step, [&](int64_t i) {
-    const Acc v = load<Acc>(x, i);
+    const Acc v = load<Acc>(x, i) - mu;
     return v * v;
   });
 }
 
-// r from the whole row's sum of squares.
+template <int kLanes, typename Acc, typename T>
+SIAMESE_HD inline Acc sum_values(const T* x, int64_t d, int64_t start, int64_t step) {
+  return share_sum<kLanes, Acc>(d, start, step, [&](int64_t i) { return load<Acc>(x, i); });
+}
+
+// r from the whole row's sum of squares (about mu).
 template <typename Acc>
 SIAMESE_HD inline Acc inv_rms(Acc sum_sq, int64_t d, Acc eps) {
   return rsqrt_of(sum_sq / static_cast<Acc>(d) + eps);
 }
 
-// y = x r w. Weights are never null: an unweighted norm gets ones from the dispatcher,
+// y = (x - mu) r w. Weights are never null: an unweighted norm gets ones from the dispatcher,
 // which costs nothing measurable and keeps the element loops free of branches (a CPU
 // compiler vectorizes them only then).
 template <typename Acc, typename T>
-SIAMESE_HD inline void scale_share(const T* __restrict__ x, const Acc* __restrict__ w, Acc r,
+SIAMESE_HD inline void scale_share(const T* __restrict__ x, const Acc* __restrict__ w, Acc r, Acc mu,
                                    T* __restrict__ y, int64_t d, int64_t start, int64_t step) {
-  for (int64_t i = start; i < d; i += step) store(y, i, load<Acc>(x, i) * r * w[i]);
+  for (int64_t i = start; i < d; i += step) store(y, i, (load<Acc>(x, i) - mu) * r * w[i]);
 }
 
-// One normalized row seen from its backward: the norm's input x, its r and weight, the
-// gradient dn arriving at its output (null: none, or the norm is off) and this row group's
-// dw partial sums (null: the norm has no weight of its own).
+// One normalized row seen from its backward: the norm's input x, its r, mean mu (0 unless
+// centered) and weight, the gradient dn arriving at its output (null: none, or the norm is
+// off) and this row group's dw partial sums (null: the norm has no weight of its own).
 template <typename Acc, typename T>
 struct NormedRow {
   const T* x;
-  Acc r;
+  Acc r, mu;
+  bool centered;
   const Acc* w;
   const T* dn;
   Acc* dw_part;
@@ -129,42 +141,54 @@ struct NormedRow {
 template <int kLanes, typename Acc, typename T>
 SIAMESE_HD inline Acc dot_dxhat_xhat(const NormedRow<Acc, T>& n, int64_t d, int64_t start, int64_t step) {
   if (!n.dn) return Acc(0);
-  return share_sum<kLanes, Acc>(
-      d, start, step, [&](int64_t i) { return load<Acc>(n.dn, i) * n.w[i] * (load<Acc>(n.x, i) * n.r); });
+  return share_sum<kLanes, Acc>(d, start, step, [&](int64_t i) {
+    return load<Acc>(n.dn, i) * n.w[i] * ((load<Acc>(n.x, i) - n.mu) * n.r);
+  });
 }
 
-// g = d_out + (the norm's gradient), given proj = mean(dxhat xhat), adding dn xhat to the
+// Share of sum(dxhat), whose mean a centered norm's dx drops too (the output does not move
+// when every input does); 0 for RMSNorm.
+template <int kLanes, typename Acc, typename T>
+SIAMESE_HD inline Acc sum_dxhat(const NormedRow<Acc, T>& n, int64_t d, int64_t start, int64_t step) {
+  if (!n.dn || !n.centered) return Acc(0);
+  return share_sum<kLanes, Acc>(d, start, step, [&](int64_t i) { return load<Acc>(n.dn, i) * n.w[i]; });
+}
+
+// g = d_out + (the norm's gradient), given proj = mean(dxhat xhat) and mean_dxhat (0 for
+// RMSNorm), adding dn xhat to the
 // weight's partial sums (if any); kOut / kNorm false: that term is absent. Separate pointers marked
 // __restrict__ so that a CPU compiler vectorizes without runtime overlap checks.
 template <bool kOut, bool kNorm, typename Acc, typename T>
-SIAMESE_HD inline void grad_share(const T* __restrict__ d_out, const T* __restrict__ x, Acc r,
+SIAMESE_HD inline void grad_share(const T* __restrict__ d_out, const T* __restrict__ x, Acc r, Acc mu,
                                   const Acc* __restrict__ w, const T* __restrict__ dn, Acc proj,
-                                  Acc* __restrict__ dw_part, T* __restrict__ g, int64_t d, int64_t start,
-                                  int64_t step) {
+                                  Acc mean_dxhat, Acc* __restrict__ dw_part, T* __restrict__ g, int64_t d,
+                                  int64_t start, int64_t step) {
   for (int64_t i = start; i < d; i += step) {
     Acc gi = kOut ? load<Acc>(d_out, i) : Acc(0);
     if (kNorm) {
-      const Acc gn = load<Acc>(dn, i), xhat = load<Acc>(x, i) * r;
+      const Acc gn = load<Acc>(dn, i), xhat = (load<Acc>(x, i) - mu) * r;
       if (dw_part) dw_part[i] += gn * xhat;  // loop-invariant: compilers unswitch it
-      gi += (gn * w[i] - xhat * proj) * r;
+      gi += (gn * w[i] - mean_dxhat - xhat * proj) * r;
     }
     store(g, i, gi);
   }
 }
 
 // The gradient reaching a stream's updated value: what arrived at it directly (d_out, null:
-// nothing) plus what came back through its norm (n).
+// nothing) plus what came back through its norm (n), given the row's sums of dxhat xhat and
+// of dxhat.
 template <typename Acc, typename T>
-SIAMESE_HD inline void stream_grad_share(const T* d_out, const NormedRow<Acc, T>& n, Acc proj, T* g,
-                                         int64_t d, int64_t start, int64_t step) {
+SIAMESE_HD inline void stream_grad_share(const T* d_out, const NormedRow<Acc, T>& n, Acc dot, Acc dxhat_sum,
+                                         T* g, int64_t d, int64_t start, int64_t step) {
+  const Acc proj = dot / static_cast<Acc>(d), m = dxhat_sum / static_cast<Acc>(d);
   if (d_out && n.dn)
-    grad_share<true, true>(d_out, n.x, n.r, n.w, n.dn, proj, n.dw_part, g, d, start, step);
+    grad_share<true, true>(d_out, n.x, n.r, n.mu, n.w, n.dn, proj, m, n.dw_part, g, d, start, step);
   else if (d_out)
-    grad_share<true, false>(d_out, n.x, n.r, n.w, n.dn, proj, n.dw_part, g, d, start, step);
+    grad_share<true, false>(d_out, n.x, n.r, n.mu, n.w, n.dn, proj, m, n.dw_part, g, d, start, step);
   else if (n.dn)
-    grad_share<false, true>(d_out, n.x, n.r, n.w, n.dn, proj, n.dw_part, g, d, start, step);
+    grad_share<false, true>(d_out, n.x, n.r, n.mu, n.w, n.dn, proj, m, n.dw_part, g, d, start, step);
   else
-    grad_share<false, false>(d_out, n.x, n.r, n.w, n.dn, proj, n.dw_part, g, d, start, step);
+    grad_share<false, false>(d_out, n.x, n.r, n.mu, n.w, n.dn, proj, m, n.dw_part, g, d, start, step);
 }
 
 // X' = X + alpha o and Y' = Y + o over the share.
@@ -216,11 +240,11 @@ template <int kLanes, typename Acc, typename T, typename RowSum>
 SIAMESE_HD inline void forward_row(const RmsForwardArgs& a, int64_t row, int64_t start, int64_t step,
                                    RowSum row_sum) {
   const T* x = at_row<T>(a.x, row, a.d);
-  Acc sum[1] = {sum_squares<kLanes, Acc>(x, a.d, start, step)};
+  Acc sum[1] = {sum_squares<kLanes, Acc>(x, Acc(0), a.d, start, step)};
   row_sum(sum);
   const Acc r = inv_rms(sum[0], a.d, static_cast<Acc>(a.eps));
   if (start == 0) static_cast<Acc*>(a.r)[row] = r;
-  scale_share(x, static_cast<const Acc*>(a.w), r, at_row<T>(a.y, row, a.d), a.d, start, step);
+  scale_share(x, static_cast<const Acc*>(a.w), r, Acc(0), at_row<T>(a.y, row, a.d), a.d, start, step);
 }
 
 // Row group `part`'s dw partial sums, zeroed (null: the norm is off).
@@ -239,24 +263,29 @@ SIAMESE_HD inline void backward_part(const RmsBackwardArgs& a, int64_t part, int
   Acc* dw_part = zeroed_part<Acc>(a.dw_partial, part, a.d, start, step);
   const int64_t end = (part + 1) * rows_per < a.rows ? (part + 1) * rows_per : a.rows;
   for (int64_t row = part * rows_per; row < end; ++row) {
-    const NormedRow<Acc, T> n{at_row<T>(a.x, row, a.d), static_cast<const Acc*>(a.r)[row],
-                              static_cast<const Acc*>(a.w), at_row<T>(a.dy, row, a.d), dw_part};
+    const NormedRow<Acc, T> n{at_row<T>(a.x, row, a.d),     static_cast<const Acc*>(a.r)[row], Acc(0), false,
+                              static_cast<const Acc*>(a.w), at_row<T>(a.dy, row, a.d),         dw_part};
     Acc dot[1] = {dot_dxhat_xhat<kLanes>(n, a.d, start, step)};
     row_sum(dot);
-    stream_grad_share<Acc, T>(nullptr, n, dot[0] / static_cast<Acc>(a.d), at_row<T>(a.dx, row, a.d), a.d,
-                              start, step);
+    stream_grad_share<Acc, T>(nullptr, n, dot[0], Acc(0), at_row<T>(a.dx, row, a.d), a.d, start, step);
   }
 }
 
-// The stream's norm of its updated row x (when the norm is on), from x's sum of squares.
+// The stream's norm of its updated row x (when the norm is on), from x's sum of squares
+// about its mean mu (0 unless centered).
 template <typename Acc, typename T>
-SIAMESE_HD inline void normalize_stream_share(const StreamNorm& sn, const T* x, Acc sum_sq, int64_t row,
-                                              int64_t d, int64_t start, int64_t step) {
+SIAMESE_HD inline void normalize_stream_share(const StreamNorm& sn, const T* x, Acc sum_sq, Acc mu,
+                                              int64_t row, int64_t d, int64_t start, int64_t step) {
   if (!sn.on) return;
   const Acc r = inv_rms(sum_sq, d, static_cast<Acc>(sn.eps));
-  if (start == 0) static_cast<Acc*>(sn.r)[row] = r;
-  scale_share(x, static_cast<const Acc*>(sn.w), r, at_row<T>(sn.n, row, d), d, start, step);
+  if (start == 0) {
+    static_cast<Acc*>(sn.r)[row] = r;
+    if (sn.centered) static_cast<Acc*>(sn.mu)[row] = mu;
+  }
+  scale_share(x, static_cast<const Acc*>(sn.w), r, mu, at_row<T>(sn.n, row, d), d, start, step);
 }
+
+SIAMESE_HD inline bool centers(const StreamNorm& sn) { return sn.on && sn.centered; }
 
 template <int kLanes, typename Acc, typename T, typename RowSum>
 SIAMESE_HD inline void forward_row(const StreamForwardArgs& a, int64_t row, int64_t start, int64_t step,
@@ -267,12 +296,22 @@ SIAMESE_HD inline void forward_row(const StreamForwardArgs& a, int64_t row, int6
   add_streams_share(at_row<T>(a.x, row, d), at_row<T>(a.y, row, d), at_row<T>(a.o, row, d),
                     static_cast<Acc>(a.alpha), x_out, y_out, d, start, step);
   // The norms read X' and Y' as stored (rounded to T), as separate norms would. Each share
-  // reads back only the elements it wrote, so no barrier is needed.
-  Acc sums[2] = {a.nx.on ? sum_squares<kLanes, Acc>(x_out, d, start, step) : Acc(0),
-                 a.ny.on ? sum_squares<kLanes, Acc>(y_out, d, start, step) : Acc(0)};
+  // reads back only the elements it wrote, so no barrier is needed. A centered norm takes
+  // its row's mean first and then the squares about it (two passes, as exact as LayerNorm's
+  // own kernels); the condition is the same for every share, so all reach each row_sum.
+  Acc mu[2] = {Acc(0), Acc(0)};
+  if (centers(a.nx) || centers(a.ny)) {
+    mu[0] = centers(a.nx) ? sum_values<kLanes, Acc>(x_out, d, start, step) : Acc(0);
+    mu[1] = centers(a.ny) ? sum_values<kLanes, Acc>(y_out, d, start, step) : Acc(0);
+    row_sum(mu);
+    mu[0] /= static_cast<Acc>(d);
+    mu[1] /= static_cast<Acc>(d);
+  }
+  Acc sums[2] = {a.nx.on ? sum_squares<kLanes, Acc>(x_out, mu[0], d, start, step) : Acc(0),
+                 a.ny.on ? sum_squares<kLanes, Acc>(y_out, mu[1], d, start, step) : Acc(0)};
   row_sum(sums);
-  normalize_stream_share(a.nx, x_out, sums[0], row, d, start, step);
-  normalize_stream_share(a.ny, y_out, sums[1], row, d, start, step);
+  normalize_stream_share(a.nx, x_out, sums[0], mu[0], row, d, start, step);
+  normalize_stream_share(a.ny, y_out, sums[1], mu[1], row, d, start, step);
 }
 
 // A stream's norm as its backward sees row `row`; an off norm, or one that got no gradient,
@@ -280,9 +319,14 @@ SIAMESE_HD inline void forward_row(const StreamForwardArgs& a, int64_t row, int6
 template <typename Acc, typename T>
 SIAMESE_HD inline NormedRow<Acc, T> stream_norm_row(const StreamNorm& sn, const void* x, int64_t row,
                                                     int64_t d, Acc* dw_part) {
-  if (!sn.on || !sn.dn) return {nullptr, Acc(0), nullptr, nullptr, nullptr};
-  return {at_row<T>(x, row, d), static_cast<const Acc*>(sn.r)[row], static_cast<const Acc*>(sn.w),
-          at_row<T>(sn.dn, row, d), dw_part};
+  if (!sn.on || !sn.dn) return {nullptr, Acc(0), Acc(0), false, nullptr, nullptr, nullptr};
+  return {at_row<T>(x, row, d),
+          static_cast<const Acc*>(sn.r)[row],
+          sn.centered ? static_cast<const Acc*>(sn.mu)[row] : Acc(0),
+          sn.centered,
+          static_cast<const Acc*>(sn.w),
+          at_row<T>(sn.dn, row, d),
+          dw_part};
 }
 
 // Row group `part`, as for RMSNorm.
@@ -296,14 +340,15 @@ SIAMESE_HD inline void backward_part(const StreamBackwardArgs& a, int64_t part, 
   for (int64_t row = part * rows_per; row < end; ++row) {
     const auto nx = stream_norm_row<Acc, T>(a.nx, a.x_out, row, d, dwx);
     const auto ny = stream_norm_row<Acc, T>(a.ny, a.y_out, row, d, dwy);
-    Acc dots[2] = {dot_dxhat_xhat<kLanes>(nx, d, start, step), dot_dxhat_xhat<kLanes>(ny, d, start, step)};
-    row_sum(dots);
+    Acc sums[4] = {dot_dxhat_xhat<kLanes>(nx, d, start, step), dot_dxhat_xhat<kLanes>(ny, d, start, step),
+                   sum_dxhat<kLanes>(nx, d, start, step), sum_dxhat<kLanes>(ny, d, start, step)};
+    row_sum(sums);
     T* dx = at_row<T>(a.dx, row, d);
     T* dy = at_row<T>(a.dy, row, d);
-    stream_grad_share(a.dx_out ? at_row<T>(a.dx_out, row, d) : nullptr, nx, dots[0] / static_cast<Acc>(d), dx,
-                      d, start, step);
-    stream_grad_share(a.dy_out ? at_row<T>(a.dy_out, row, d) : nullptr, ny, dots[1] / static_cast<Acc>(d), dy,
-                      d, start, step);
+    stream_grad_share(a.dx_out ? at_row<T>(a.dx_out, row, d) : nullptr, nx, sums[0], sums[2], dx, d, start,
+                      step);
+    stream_grad_share(a.dy_out ? at_row<T>(a.dy_out, row, d) : nullptr, ny, sums[1], sums[3], dy, d, start,
+                      step);
     // Each share reads back only the elements it wrote, so no barrier is needed.
     combine_share(dx, dy, static_cast<Acc>(a.alpha), at_row<T>(a.d_o, row, d), d, start, step);
   }

@@ -1,6 +1,7 @@
 // The fused RMSNorm and SiameseNorm stream update (fused_norm.h) against independent ATen
 // composites under autograd, forward and backward: on CPU in float64 (to rounding), float32
-// and bfloat16, with and without weights, each norm on and off, incoming gradients missing;
+// and bfloat16, with and without weights, each norm on and off, RMSNorm and LayerNorm (ATen's
+// layer_norm as the reference), incoming gradients missing;
 // finite differences in float64; and (suites named Gpu*) the CUDA kernels on a GPU.
 #include "siamese/model/fused_norm.h"
 
@@ -100,18 +101,29 @@ struct Used {
   bool x, y, nx, ny;
 };
 
+// The norm a stream update checks: RMSNorm, or LayerNorm when centered.
+Tensor reference_norm(const Tensor& x, const Tensor& w, bool centered) {
+  if (!centered) return composite_rms_as_stored(x, w, kEps);
+  const auto c = compute_type(x.scalar_type());
+  const int64_t d = x.size(-1);
+  return torch::layer_norm(x.to(c), {d}, w.defined() ? w.to(c) : w, {}, kEps).to(x.scalar_type());
+}
+
 // The stream update through its autograd node against the composite
-//   x' = x + alpha o,  y' = y + o,  nx = RMSNorm(x'),  ny = RMSNorm(y')
+//   x' = x + alpha o,  y' = y + o,  nx = norm(x'),  ny = norm(y')
 // with the streams rounded to their dtype before the norms read them, as stored streams are.
+// The streams are offset from zero so that a LayerNorm's centering matters.
 void check_stream_update(torch::Device dev, torch::ScalarType t, std::vector<int64_t> sizes, bool on_x,
-                         bool on_y, bool weighted, Used used, bool shared_input = false) {
-  SCOPED_TRACE(std::string(c10::toString(t)) + " norms " + std::to_string(on_x) + std::to_string(on_y) +
-               (weighted ? " weighted" : "") + " used " + std::to_string(used.x) + std::to_string(used.y) +
-               std::to_string(used.nx) + std::to_string(used.ny) + (shared_input ? " x is y" : ""));
+                         bool on_y, bool weighted, Used used, bool shared_input = false,
+                         bool centered = false) {
+  SCOPED_TRACE(std::string(c10::toString(t)) + (centered ? " LayerNorm" : " RMSNorm") + " norms " +
+               std::to_string(on_x) + std::to_string(on_y) + (weighted ? " weighted" : "") + " used " +
+               std::to_string(used.x) + std::to_string(used.y) + std::to_string(used.nx) +
+               std::to_string(used.ny) + (shared_input ? " x is y" : ""));
   const int64_t d = sizes.back();
   const double alpha = 0.37;
-  const auto x = random(sizes, dev, t, 2), o = random(sizes, dev, t);
-  const auto y = shared_input ? x : random(sizes, dev, t, 2);
+  const auto x = (random(sizes, dev, t, 2) + 1.5).to(t), o = random(sizes, dev, t);
+  const auto y = shared_input ? x : (random(sizes, dev, t, 2) - 0.75).to(t);
   const auto wx = on_x && weighted ? random({d}, dev, compute_type(t)).mul(0.5).add(1) : Tensor();
   const auto wy = on_y && weighted ? random({d}, dev, compute_type(t)).mul(0.5).add(1) : Tensor();
   std::vector<Tensor> cot;  // the loss's cotangents of x', y', nx, ny
@@ -127,7 +139,8 @@ void check_stream_update(torch::Device dev, torch::ScalarType t, std::vector<int
 
   auto x1 = leaf(x), o1 = leaf(o), wx1 = leaf(wx), wy1 = leaf(wy);
   auto y1 = shared_input ? x1 : leaf(y);
-  const auto s = fused::stream_update(x1, y1, o1, alpha, {on_x, wx1, kEps}, {on_y, wy1, kEps});
+  const auto s =
+      fused::stream_update(x1, y1, o1, alpha, {on_x, wx1, kEps, centered}, {on_y, wy1, kEps, centered});
   EXPECT_EQ(s.nx.defined(), on_x);
   EXPECT_EQ(s.ny.defined(), on_y);
 
@@ -136,8 +149,8 @@ void check_stream_update(torch::Device dev, torch::ScalarType t, std::vector<int
   auto y2 = shared_input ? x2 : leaf(y);
   const auto xo = (x2.to(c) + alpha * o2.to(c)).to(t);
   const auto yo = (y2.to(c) + o2.to(c)).to(t);
-  const auto nx = on_x ? composite_rms_as_stored(xo, wx2, kEps) : Tensor();
-  const auto ny = on_y ? composite_rms_as_stored(yo, wy2, kEps) : Tensor();
+  const auto nx = on_x ? reference_norm(xo, wx2, centered) : Tensor();
+  const auto ny = on_y ? reference_norm(yo, wy2, centered) : Tensor();
 
   const auto tol = tolerance(t);
   expect_close(s.x, xo, tol.fwd);
@@ -158,9 +171,11 @@ void check_stream_update(torch::Device dev, torch::ScalarType t, std::vector<int
 }
 
 void check_every_stream_setting(torch::Device dev, torch::ScalarType t, std::vector<int64_t> sizes) {
-  for (int norms = 0; norms < 4; ++norms)
-    for (bool weighted : {false, true})
-      check_stream_update(dev, t, sizes, norms & 1, norms & 2, weighted, {true, true, true, true});
+  for (bool centered : {false, true})
+    for (int norms = 0; norms < 4; ++norms)
+      for (bool weighted : {false, true})
+        check_stream_update(dev, t, sizes, norms & 1, norms & 2, weighted, {true, true, true, true},
+                            /*shared_input=*/false, centered);
 }
 
 // Central differences of loss(inputs) along a random direction against the gradient's
@@ -262,9 +277,11 @@ TEST(FusedNorm, StreamUpdateOfBfloat16ComputesInFloat32) {
 // Outputs the loss does not read send no gradient (undefined in the backward).
 TEST(FusedNorm, StreamUpdateWithMissingIncomingGradients) {
   torch::manual_seed(9);
-  for (int used = 1; used < 16; ++used)
-    check_stream_update(kCpu, torch::kDouble, {3, 16}, true, true, true,
-                        {(used & 1) != 0, (used & 2) != 0, (used & 4) != 0, (used & 8) != 0});
+  for (bool centered : {false, true})
+    for (int used = 1; used < 16; ++used)
+      check_stream_update(kCpu, torch::kDouble, {3, 16}, true, true, true,
+                          {(used & 1) != 0, (used & 2) != 0, (used & 4) != 0, (used & 8) != 0}, false,
+                          centered);
   // The raw backward with nothing arriving: all gradients zero, weights' too.
   const auto x = torch::randn({3, 16}, torch::kDouble), w = torch::rand({16}, torch::kDouble);
   const fused::StreamNormSpec on{true, w, kEps};
@@ -285,16 +302,19 @@ TEST(FusedNorm, StreamUpdateFiniteDifferencesFloat64) {
   const int64_t d = 9;
   std::vector<Tensor> cot;
   for (int i = 0; i < 4; ++i) cot.push_back(torch::randn({4, d}, torch::kDouble));
-  const double err = directional_mismatch(
-      [&](const std::vector<Tensor>& in) {
-        const auto s =
-            fused::stream_update(in[0], in[1], in[2], 0.6, {true, in[3], kEps}, {true, in[4], kEps});
-        return (s.x * cot[0]).sum() + (s.y * cot[1]).sum() + (s.nx * cot[2]).sum() + (s.ny * cot[3]).sum();
-      },
-      {torch::randn({4, d}, torch::kDouble), torch::randn({4, d}, torch::kDouble),
-       torch::randn({4, d}, torch::kDouble), torch::rand({d}, torch::kDouble) + 0.5,
-       torch::rand({d}, torch::kDouble) + 0.5});
-  EXPECT_LT(err, 1e-8);
+  for (bool centered : {false, true}) {
+    SCOPED_TRACE(centered ? "LayerNorm" : "RMSNorm");
+    const double err = directional_mismatch(
+        [&](const std::vector<Tensor>& in) {
+          const auto s = fused::stream_update(in[0], in[1], in[2], 0.6, {true, in[3], kEps, centered},
+                                              {true, in[4], kEps, centered});
+          return (s.x * cot[0]).sum() + (s.y * cot[1]).sum() + (s.nx * cot[2]).sum() + (s.ny * cot[3]).sum();
+        },
+        {torch::randn({4, d}, torch::kDouble) + 1, torch::randn({4, d}, torch::kDouble),
+         torch::randn({4, d}, torch::kDouble), torch::rand({d}, torch::kDouble) + 0.5,
+         torch::rand({d}, torch::kDouble) + 0.5});
+    EXPECT_LT(err, 1e-8);
+  }
 }
 
 TEST(FusedNorm, WeightGradientIsReproducible) {
@@ -328,9 +348,11 @@ TEST(GpuFusedNorm, StreamUpdateMatchesComposite) {
     check_every_stream_setting(gpu, t, {2, 8, 256});
     check_every_stream_setting(gpu, t, {2500, 100});
   }
-  for (int used = 1; used < 16; ++used)
-    check_stream_update(gpu, torch::kFloat, {40, 96}, true, true, true,
-                        {(used & 1) != 0, (used & 2) != 0, (used & 4) != 0, (used & 8) != 0});
+  for (bool centered : {false, true})
+    for (int used = 1; used < 16; ++used)
+      check_stream_update(gpu, torch::kFloat, {40, 96}, true, true, true,
+                          {(used & 1) != 0, (used & 2) != 0, (used & 4) != 0, (used & 8) != 0}, false,
+                          centered);
 }
 
 TEST(GpuFusedNorm, CudaMatchesCpuAndIsReproducible) {

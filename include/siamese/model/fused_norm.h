@@ -1,6 +1,7 @@
 #pragma once
 // Fused kernels where SiameseNorm spends its norm time: OLMo's RMSNorm and the SiameseNorm
-// stream update (the two residual adds and the RMSNorms that follow them) as single passes,
+// stream update (the two residual adds and the RMSNorms or LayerNorms that follow them) as
+// single passes,
 // forward and backward. CUDA tensors go to the CUDA kernels, CPU tensors to a CPU
 // implementation of the same row maths
 // (src/model/fused_norm_math.h). Inputs are made contiguous; the normalized dimension is
@@ -27,24 +28,27 @@ struct RmsNormGrads {
 RmsNormGrads rms_norm_backward(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& r,
                                const torch::Tensor& weight /* or {} */);
 
-// One stream's norm in the stream update: off, or an RMSNorm with an optional weight.
+// One stream's norm in the stream update: off, or an RMSNorm (a LayerNorm when centered)
+// with an optional weight.
 struct StreamNormSpec {
   bool on = false;
   torch::Tensor weight;  // undefined: no affine weight
   double eps = 1e-5;
+  bool centered = false;
 };
 
-// SiameseNorm's stream update: x' = x + alpha o, y' = y + o, nx = RMSNorm(x'), ny =
-// RMSNorm(y') for the norms that are on (nx, rx / ny, ry undefined otherwise).
+// SiameseNorm's stream update: x' = x + alpha o, y' = y + o, nx = norm(x'), ny = norm(y')
+// for the norms that are on (nx, rx / ny, ry undefined otherwise); r is the per-row inverse
+// RMS or standard deviation, mu the per-row mean of a centered norm (undefined otherwise).
 struct StreamUpdateOut {
-  torch::Tensor x, y, nx, ny, rx, ry;
+  torch::Tensor x, y, nx, ny, rx, ry, mux, muy;
 };
 StreamUpdateOut stream_update_forward(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& o,
                                       double alpha, const StreamNormSpec& norm_x,
                                       const StreamNormSpec& norm_y);
 
 // Gradients of the update from those of x', y', nx, ny (any undefined: zero), given the
-// forward's x', y', rx, ry. dw_x / dw_y are undefined where that norm is off or unweighted.
+// forward's x', y', rx, ry, mux, muy. dw_x / dw_y are undefined where that norm is off or unweighted.
 struct StreamUpdateGrads {
   torch::Tensor dx, dy, d_o, dw_x, dw_y;
 };

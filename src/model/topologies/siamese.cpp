@@ -32,6 +32,8 @@
 // until enter asks for them; anything else takes separate ops.
 // model.siamese: depth_scaling off sets c_l = 1; fused_input_norm off drops LN_in; gamma off
 // drops g.
+#include <ATen/autocast_mode.h>
+
 #include <cmath>
 #include <string>
 #include <utility>
@@ -194,20 +196,27 @@ class Siamese : public TopologyImpl {
     return gamma_.empty() ? x + y_term : torch::addcmul(y_term, x, gamma_[layer]);
   }
 
-  // The fused update covers RMSNorm, streams and f of one shape and device, and a dtype with
-  // a kernel that f's does not outrank.
+  // The fused update covers RMSNorm and LayerNorm, streams and f of one shape and device, and
+  // a dtype with a kernel that f's does not outrank. LayerNorm of half streams under autocast
+  // returns float32 (NormImpl), which the kernel's half output is not.
   static bool fusable(const State& st, const torch::Tensor& f, const StreamNorms& next) {
-    for (const Norm* n : {&next.x, &next.y})
-      if (!n->is_empty() && (*n)->kind() != NormKind::RMS) return false;
     const auto &x = st[0], &y = st[1];
     const auto t = x.scalar_type();
+    for (const Norm* n : {&next.x, &next.y}) {
+      if (n->is_empty()) continue;
+      const NormKind kind = (*n)->kind();
+      if (kind == NormKind::LayerNorm && x.element_size() < 4 &&
+          at::autocast::is_autocast_enabled(x.device().type()))
+        return false;
+      if (kind != NormKind::RMS && kind != NormKind::LayerNorm) return false;
+    }
     return fused::supports(x) && y.scalar_type() == t && y.sizes() == x.sizes() && f.sizes() == x.sizes() &&
            y.device() == x.device() && f.device() == x.device() && c10::promoteTypes(t, f.scalar_type()) == t;
   }
 
   static fused::StreamNormSpec spec(const Norm& n) {
     if (n.is_empty()) return {};
-    return {true, n->weight, n->eps()};
+    return {true, n->weight, n->eps(), n->kind() == NormKind::LayerNorm};
   }
 
   // The norm's output from the fused kernel's normalized stream (its bias added as
