@@ -40,12 +40,15 @@ void check_input(const Tensor& x) {
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "fused norm: needs a last dimension, got ", x.sizes());
 }
 
-// t made contiguous after checking it matches x (undefined stays undefined).
-Tensor like(const Tensor& t, const Tensor& x, const char* name) {
+// t made contiguous after checking it matches x, in x's dtype unless another is given
+// (undefined stays undefined).
+Tensor like(const Tensor& t, const Tensor& x, const char* name,
+            torch::ScalarType dtype = torch::ScalarType::Undefined) {
   if (!t.defined()) return t;
-  TORCH_CHECK(t.sizes() == x.sizes() && t.scalar_type() == x.scalar_type() && t.device() == x.device(),
+  if (dtype == torch::ScalarType::Undefined) dtype = x.scalar_type();
+  TORCH_CHECK(t.sizes() == x.sizes() && t.scalar_type() == dtype && t.device() == x.device(),
               "fused norm: ", name, " is ", t.scalar_type(), t.sizes(), " on ", t.device(), ", expected ",
-              x.scalar_type(), x.sizes(), " on ", x.device());
+              dtype, x.sizes(), " on ", x.device());
   return t.contiguous();
 }
 
@@ -67,6 +70,13 @@ std::vector<int64_t> row_shape(const Tensor& x) {
 Tensor per_row(const Tensor& x) { return torch::empty(row_shape(x), x.options().dtype(acc_type(x))); }
 Tensor like_x(const Tensor& x) { return torch::empty(x.sizes(), x.options()); }
 int64_t rows_of(const Tensor& x) { return x.numel() / x.size(-1); }
+
+// A per-row tensor the forward saved (r, mu), checked against x's rows, in the
+// accumulation type.
+Tensor per_row_saved(const Tensor& t, const Tensor& x, const char* name) {
+  TORCH_CHECK(t.defined() && t.numel() == rows_of(x), "fused norm: ", name, " missing or misshapen");
+  return t.to(acc_type(x)).contiguous();
+}
 
 // Null for an undefined tensor (an absent gradient).
 const void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
@@ -106,27 +116,33 @@ bool supports(const Tensor& x) {
   return x.device().is_cpu() && (t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16);
 }
 
-RmsNormOut rms_norm_forward(const Tensor& x_in, const Tensor& weight, double eps) {
+NormOut norm_forward(const Tensor& x_in, const Tensor& weight, double eps, bool centered, bool float_out) {
   check_input(x_in);
   const auto x = x_in.contiguous();
   const auto w = acc_weight(weight, x);
-  RmsNormOut out{like_x(x), per_row(x)};
-  run(x, RmsForwardArgs{dtype_of(x), rows_of(x), x.size(-1), eps, x.data_ptr(), w.data_ptr(),
-                        out.y.data_ptr(), out.r.data_ptr()});
+  const auto out_type = float_out && x.element_size() < 4 ? torch::kFloat : x.scalar_type();
+  NormOut out{torch::empty(x.sizes(), x.options().dtype(out_type)), per_row(x),
+              centered ? per_row(x) : Tensor()};
+  run(x, NormForwardArgs{dtype_of(x), dtype_of(out.y), rows_of(x), x.size(-1), eps, centered, x.data_ptr(),
+                         w.data_ptr(), out.y.data_ptr(), out.r.data_ptr(), out_ptr(out.mu)});
   return out;
 }
 
-RmsNormGrads rms_norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& r_in,
-                               const Tensor& weight) {
+NormGrads norm_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& r, const Tensor& mu,
+                        const Tensor& weight) {
   check_input(x_in);
-  const auto x = x_in.contiguous(), dy = like(dy_in, x_in, "dy");
-  const auto r = r_in.to(acc_type(x)).contiguous();
-  TORCH_CHECK(r.numel() == rows_of(x), "fused norm: r has ", r.numel(), " rows, x ", rows_of(x));
+  const auto x = x_in.contiguous();
+  // dy comes in x's dtype, or in float32 from a half x's float output.
+  const bool float_dy = dy_in.scalar_type() == torch::kFloat && x.element_size() < 4;
+  const auto dy = like(dy_in, x_in, "dy", float_dy ? torch::kFloat : x.scalar_type());
+  const auto r_acc = per_row_saved(r, x, "r");
+  const auto mu_acc = mu.defined() ? per_row_saved(mu, x, "mu") : Tensor();
   const auto w = acc_weight(weight, x);
   const WeightGrad g(x, weight.defined());
-  RmsNormGrads out{like_x(x), {}};
-  run(x, RmsBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), x.data_ptr(), r.data_ptr(), w.data_ptr(),
-                         dy.data_ptr(), out.dx.data_ptr(), out_ptr(g.dw), out_ptr(g.partial)});
+  NormGrads out{like_x(x), {}};
+  run(x, NormBackwardArgs{dtype_of(x), dtype_of(dy), rows_of(x), x.size(-1), mu.defined(), x.data_ptr(),
+                          r_acc.data_ptr(), ptr(mu_acc), w.data_ptr(), dy.data_ptr(), out.dx.data_ptr(),
+                          out_ptr(g.dw), out_ptr(g.partial)});
   out.dw = g.result(weight);
   return out;
 }
@@ -163,16 +179,12 @@ StreamUpdateGrads stream_update_backward(const Tensor& d_x_out, const Tensor& d_
   const WeightGrad grad_wx(x, norm_x.on && norm_x.weight.defined()),
       grad_wy(x, norm_y.on && norm_y.weight.defined());
   Tensor keep[2][4];  // alive until the kernels have run
-  auto per_row_saved = [&](const Tensor& t, const char* name) {
-    TORCH_CHECK(t.defined() && t.numel() == rows_of(x), "fused norm: ", name, " missing or misshapen");
-    return t.to(acc_type(x)).contiguous();
-  };
   auto norm = [&](const StreamNormSpec& spec, const Tensor& r, const Tensor& mu, const Tensor& dn,
                   const WeightGrad& g, Tensor(&k)[4]) {
     if (!spec.on) return StreamNorm{};
     k[0] = acc_weight(spec.weight, x);
-    k[1] = per_row_saved(r, "r");
-    if (spec.centered) k[2] = per_row_saved(mu, "mu");
+    k[1] = per_row_saved(r, x, "r");
+    if (spec.centered) k[2] = per_row_saved(mu, x, "mu");
     k[3] = like(dn, x_ref, "the norm's gradient");
     return StreamNorm{true,          spec.centered,     spec.eps,      k[0].data_ptr(),
                       nullptr,       k[1].data_ptr(),   out_ptr(k[2]), ptr(k[3]),

@@ -1,4 +1,4 @@
-// CUDA backend of the fused RMSNorm and SiameseNorm stream update (fused_norm_kernels.h):
+// CUDA backend of the fused norms and SiameseNorm stream update (fused_norm_kernels.h):
 // one row per block, the row maths of fused_norm_math.h, float accumulation, row sums
 // across the block in a fixed order. The weight gradient is summed per row group (one block
 // each) and then per column by a second kernel: no atomics, so it is reproducible.
@@ -51,15 +51,15 @@ struct BlockSum {
   }
 };
 
-template <typename T, typename Args>
+template <typename T, typename U, typename Args>
 __global__ void forward_kernel(Args a) {
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x)
-    forward_row<1, float, T>(a, row, threadIdx.x, blockDim.x, BlockSum{});
+    forward_row<1, float, T, U>(a, row, threadIdx.x, blockDim.x, BlockSum{});
 }
 
-template <typename T, typename Args>
+template <typename T, typename U, typename Args>
 __global__ void backward_kernel(Args a, int64_t rows_per) {
-  backward_part<1, float, T>(a, blockIdx.x, rows_per, threadIdx.x, blockDim.x, BlockSum{});
+  backward_part<1, float, T, U>(a, blockIdx.x, rows_per, threadIdx.x, blockDim.x, BlockSum{});
 }
 
 __global__ void sum_parts_kernel(const void* partial, int64_t parts, int64_t d, void* dw) {
@@ -87,13 +87,25 @@ const char* by_dtype(DType dtype, Launch launch) {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
+// Runs launch(T{}, U{}) for the input and output storage types of `a`.
+template <typename Args, typename Launch>
+const char* by_dtypes(const Args& a, Launch launch) {
+  return by_dtype(a.dtype, [&](auto t) {
+    if (out_dtype(a) == a.dtype)
+      launch(t, t);
+    else
+      launch(t, float{});
+  });
+}
+
 // One block per row (grid-striding beyond kMaxGrid rows).
 template <typename Args>
 const char* forward(const Args& a, cudaStream_t stream) {
   if (a.rows == 0) return nullptr;
   const int grid = static_cast<int>(a.rows < kMaxGrid ? a.rows : kMaxGrid);
-  return by_dtype(a.dtype,
-                  [&](auto t) { forward_kernel<decltype(t)><<<grid, threads_for(a.d), 0, stream>>>(a); });
+  return by_dtypes(a, [&](auto t, auto u) {
+    forward_kernel<decltype(t), decltype(u)><<<grid, threads_for(a.d), 0, stream>>>(a);
+  });
 }
 
 // One block per row group, then each weight's partial sums (partial, dw) per column.
@@ -106,8 +118,9 @@ const char* backward(const Args& a, cudaStream_t stream,
   // Without weight gradients nothing is summed per group: one block per row.
   const int64_t rows_per = weight_grads ? rows_per_part(a.rows, /*cuda=*/true) : 1;
   const int64_t parts = (a.rows + rows_per - 1) / rows_per;
-  if (const char* err = by_dtype(a.dtype, [&](auto t) {
-        backward_kernel<decltype(t)><<<static_cast<int>(parts), threads_for(a.d), 0, stream>>>(a, rows_per);
+  if (const char* err = by_dtypes(a, [&](auto t, auto u) {
+        backward_kernel<decltype(t), decltype(u)>
+            <<<static_cast<int>(parts), threads_for(a.d), 0, stream>>>(a, rows_per);
       }))
     return err;
   for (const auto& [partial, dw] : weights) {
@@ -124,11 +137,11 @@ const char* backward(const Args& a, cudaStream_t stream,
 
 }  // namespace
 
-const char* run_cuda(const RmsForwardArgs& a, CUstream_st* stream) { return forward(a, stream); }
+const char* run_cuda(const NormForwardArgs& a, CUstream_st* stream) { return forward(a, stream); }
 
 const char* run_cuda(const StreamForwardArgs& a, CUstream_st* stream) { return forward(a, stream); }
 
-const char* run_cuda(const RmsBackwardArgs& a, CUstream_st* stream) {
+const char* run_cuda(const NormBackwardArgs& a, CUstream_st* stream) {
   return backward(a, stream, {{a.dw_partial, a.dw}});
 }
 

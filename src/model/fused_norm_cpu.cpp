@@ -1,4 +1,4 @@
-// CPU backend of the fused RMSNorm and SiameseNorm stream update (fused_norm_kernels.h):
+// CPU backend of the fused norms and SiameseNorm stream update (fused_norm_kernels.h):
 // the row maths of fused_norm_math.h, one row at a time per thread (at::parallel_for), in
 // float for float32 and bfloat16, in double for float64. The weight gradient is summed over
 // fixed row groups and then per column, so it does not depend on the thread count.
@@ -29,16 +29,19 @@ struct WholeRow {
 // Rows per parallel task: about 32k elements, so small tensors stay on one thread.
 int64_t grain(int64_t d) { return d >= 32768 ? 1 : 32768 / d; }
 
-// Calls run(T{}, Acc{}) for the storage and accumulation types of `dtype`.
-template <typename Run>
-void by_dtype(DType dtype, Run run) {
-  switch (dtype) {
+// Calls run(T{}, U{}, Acc{}) for the input and output storage types of `a` and their
+// accumulation type.
+template <typename Args, typename Run>
+void by_dtypes(const Args& a, Run run) {
+  const bool float_out = out_dtype(a) != a.dtype;
+  switch (a.dtype) {
     case DType::Float32:
-      return run(float{}, float{});
+      return run(float{}, float{}, float{});
     case DType::Float64:
-      return run(double{}, double{});
+      return run(double{}, double{}, double{});
     case DType::BFloat16:
-      return run(c10::BFloat16{}, float{});
+      return float_out ? run(c10::BFloat16{}, float{}, float{})
+                       : run(c10::BFloat16{}, c10::BFloat16{}, float{});
     default:
       throw std::invalid_argument("fused norm: unsupported dtype on CPU");
   }
@@ -47,10 +50,10 @@ void by_dtype(DType dtype, Run run) {
 // Every row, spread over the threads.
 template <typename Args>
 void forward(const Args& a) {
-  by_dtype(a.dtype, [&](auto t, auto acc) {
+  by_dtypes(a, [&](auto t, auto u, auto acc) {
     at::parallel_for(0, a.rows, grain(a.d), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row)
-        forward_row<kLanes, decltype(acc), decltype(t)>(a, row, 0, 1, WholeRow{});
+        forward_row<kLanes, decltype(acc), decltype(t), decltype(u)>(a, row, 0, 1, WholeRow{});
     });
   });
 }
@@ -61,11 +64,11 @@ template <typename Args>
 void backward(const Args& a, std::initializer_list<std::pair<const void*, void*>> weights) {
   const int64_t rows_per = rows_per_part(a.rows, /*cuda=*/false);
   const int64_t parts = weight_grad_parts(a.rows, /*cuda=*/false);
-  by_dtype(a.dtype, [&](auto t, auto acc) {
+  by_dtypes(a, [&](auto t, auto u, auto acc) {
     using Acc = decltype(acc);
     at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p)
-        backward_part<kLanes, Acc, decltype(t)>(a, p, rows_per, 0, 1, WholeRow{});
+        backward_part<kLanes, Acc, decltype(t), decltype(u)>(a, p, rows_per, 0, 1, WholeRow{});
     });
     for (const auto& [partial, dw] : weights) sum_parts<Acc>(partial, parts, a.d, dw, 0, 1);
   });
@@ -73,11 +76,11 @@ void backward(const Args& a, std::initializer_list<std::pair<const void*, void*>
 
 }  // namespace
 
-void run_cpu(const RmsForwardArgs& a) { forward(a); }
+void run_cpu(const NormForwardArgs& a) { forward(a); }
 
 void run_cpu(const StreamForwardArgs& a) { forward(a); }
 
-void run_cpu(const RmsBackwardArgs& a) { backward(a, {{a.dw_partial, a.dw}}); }
+void run_cpu(const NormBackwardArgs& a) { backward(a, {{a.dw_partial, a.dw}}); }
 
 void run_cpu(const StreamBackwardArgs& a) {
   backward(a, {{a.nx.dw_partial, a.nx.dw}, {a.ny.dw_partial, a.ny.dw}});

@@ -2,7 +2,9 @@
 // The raw-pointer seam between the fused-norm dispatcher (fused_norm.cpp, which owns tensors,
 // shapes and dtypes) and its two backends: the CPU loops (fused_norm_cpu.cpp) and the CUDA
 // kernels (fused_norm.cu). Plain structs and no LibTorch so nvcc compiles the kernels without
-// the LibTorch headers. All row tensors are contiguous [rows, d] in `dtype`; per-row and
+// the LibTorch headers. All row tensors are contiguous [rows, d] in `dtype`, except a norm's
+// output and its gradient, which are in `out_dtype`: the input's, or float32 for a half input
+// (a LayerNorm under autocast returns float32, as CUDA autocast's layer_norm does); per-row and
 // per-column tensors (w, r, dw, partial sums) are in the accumulation type: float, or double
 // for Float64. Weights are never null where a norm is on: an unweighted norm gets ones, so
 // the element loops have no branches. Its weight gradient and partial sums are null: nothing
@@ -17,21 +19,26 @@ namespace siamese::model::fused_kernels {
 
 enum class DType { Float32, Float64, BFloat16, Float16 };
 
-struct RmsForwardArgs {
-  DType dtype;
+// RMSNorm, or LayerNorm (without its bias) when centered.
+struct NormForwardArgs {
+  DType dtype, out_dtype;
   int64_t rows, d;
   double eps;
+  bool centered;
   const void* x;
   const void* w;
   void* y;
-  void* r;  // rsqrt(mean(x^2) + eps) per row
+  void* r;   // rsqrt(mean((x - mu)^2) + eps) per row
+  void* mu;  // the row means when centered, else null
 };
 
-struct RmsBackwardArgs {
-  DType dtype;
+struct NormBackwardArgs {
+  DType dtype, out_dtype;  // of x and dx; of dy
   int64_t rows, d;
+  bool centered;
   const void* x;
   const void* r;
+  const void* mu;  // null unless centered
   const void* w;
   const void* dy;
   void* dx;
@@ -74,6 +81,13 @@ struct StreamBackwardArgs {
   StreamNorm nx, ny;
 };
 
+// The type of a norm's output and its gradient: the input's, or float32 (the stream update's
+// are the streams').
+inline DType out_dtype(const NormForwardArgs& a) { return a.out_dtype; }
+inline DType out_dtype(const NormBackwardArgs& a) { return a.out_dtype; }
+inline DType out_dtype(const StreamForwardArgs& a) { return a.dtype; }
+inline DType out_dtype(const StreamBackwardArgs& a) { return a.dtype; }
+
 // The weight gradient is summed in fixed order within groups of consecutive rows, then over
 // the groups per column, with no atomics: the grouping depends only on the row count and the
 // device kind, so dw is the same bit for bit from run to run.
@@ -87,14 +101,14 @@ inline int64_t weight_grad_parts(int64_t rows, bool cuda) {
 }
 
 // One overload per operation, so the dispatcher launches any of them the same way.
-void run_cpu(const RmsForwardArgs& a);
-void run_cpu(const RmsBackwardArgs& a);
+void run_cpu(const NormForwardArgs& a);
+void run_cpu(const NormBackwardArgs& a);
 void run_cpu(const StreamForwardArgs& a);
 void run_cpu(const StreamBackwardArgs& a);
 
 // Enqueue on `stream`; each returns null on success, else the CUDA error's text.
-const char* run_cuda(const RmsForwardArgs& a, CUstream_st* stream);
-const char* run_cuda(const RmsBackwardArgs& a, CUstream_st* stream);
+const char* run_cuda(const NormForwardArgs& a, CUstream_st* stream);
+const char* run_cuda(const NormBackwardArgs& a, CUstream_st* stream);
 const char* run_cuda(const StreamForwardArgs& a, CUstream_st* stream);
 const char* run_cuda(const StreamBackwardArgs& a, CUstream_st* stream);
 

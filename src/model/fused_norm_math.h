@@ -32,8 +32,9 @@
 
 namespace siamese::model::fused_math {
 
-using fused_kernels::RmsBackwardArgs;
-using fused_kernels::RmsForwardArgs;
+using fused_kernels::NormBackwardArgs;
+using fused_kernels::NormForwardArgs;
+
 using fused_kernels::StreamBackwardArgs;
 using fused_kernels::StreamForwardArgs;
 using fused_kernels::StreamNorm;
@@ -117,29 +118,30 @@ SIAMESE_HD inline Acc inv_rms(Acc sum_sq, int64_t d, Acc eps) {
 // y = (x - mu) r w. Weights are never null: an unweighted norm gets ones from the dispatcher,
 // which costs nothing measurable and keeps the element loops free of branches (a CPU
 // compiler vectorizes them only then).
-template <typename Acc, typename T>
+template <typename Acc, typename T, typename U>
 SIAMESE_HD inline void scale_share(const T* __restrict__ x, const Acc* __restrict__ w, Acc r, Acc mu,
-                                   T* __restrict__ y, int64_t d, int64_t start, int64_t step) {
+                                   U* __restrict__ y, int64_t d, int64_t start, int64_t step) {
   for (int64_t i = start; i < d; i += step) store(y, i, (load<Acc>(x, i) - mu) * r * w[i]);
 }
 
 // One normalized row seen from its backward: the norm's input x, its r, mean mu (0 unless
 // centered) and weight, the gradient dn arriving at its output (null: none, or the norm is
-// off) and this row group's dw partial sums (null: the norm has no weight of its own).
-template <typename Acc, typename T>
+// off; in the output's type G) and this row group's dw partial sums (null: the norm has no
+// weight of its own).
+template <typename Acc, typename T, typename G = T>
 struct NormedRow {
   const T* x;
   Acc r, mu;
   bool centered;
   const Acc* w;
-  const T* dn;
+  const G* dn;
   Acc* dw_part;
 };
 
 // Share of sum(dxhat xhat); its mean over the row is the part of dxhat along xhat, which
 // the norm's output cannot change and dx therefore drops.
-template <int kLanes, typename Acc, typename T>
-SIAMESE_HD inline Acc dot_dxhat_xhat(const NormedRow<Acc, T>& n, int64_t d, int64_t start, int64_t step) {
+template <int kLanes, typename Acc, typename T, typename G>
+SIAMESE_HD inline Acc dot_dxhat_xhat(const NormedRow<Acc, T, G>& n, int64_t d, int64_t start, int64_t step) {
   if (!n.dn) return Acc(0);
   return share_sum<kLanes, Acc>(d, start, step, [&](int64_t i) {
     return load<Acc>(n.dn, i) * n.w[i] * ((load<Acc>(n.x, i) - n.mu) * n.r);
@@ -148,8 +150,8 @@ SIAMESE_HD inline Acc dot_dxhat_xhat(const NormedRow<Acc, T>& n, int64_t d, int6
 
 // Share of sum(dxhat), whose mean a centered norm's dx drops too (the output does not move
 // when every input does); 0 for RMSNorm.
-template <int kLanes, typename Acc, typename T>
-SIAMESE_HD inline Acc sum_dxhat(const NormedRow<Acc, T>& n, int64_t d, int64_t start, int64_t step) {
+template <int kLanes, typename Acc, typename T, typename G>
+SIAMESE_HD inline Acc sum_dxhat(const NormedRow<Acc, T, G>& n, int64_t d, int64_t start, int64_t step) {
   if (!n.dn || !n.centered) return Acc(0);
   return share_sum<kLanes, Acc>(d, start, step, [&](int64_t i) { return load<Acc>(n.dn, i) * n.w[i]; });
 }
@@ -158,9 +160,9 @@ SIAMESE_HD inline Acc sum_dxhat(const NormedRow<Acc, T>& n, int64_t d, int64_t s
 // RMSNorm), adding dn xhat to the
 // weight's partial sums (if any); kOut / kNorm false: that term is absent. Separate pointers marked
 // __restrict__ so that a CPU compiler vectorizes without runtime overlap checks.
-template <bool kOut, bool kNorm, typename Acc, typename T>
+template <bool kOut, bool kNorm, typename Acc, typename T, typename G>
 SIAMESE_HD inline void grad_share(const T* __restrict__ d_out, const T* __restrict__ x, Acc r, Acc mu,
-                                  const Acc* __restrict__ w, const T* __restrict__ dn, Acc proj,
+                                  const Acc* __restrict__ w, const G* __restrict__ dn, Acc proj,
                                   Acc mean_dxhat, Acc* __restrict__ dw_part, T* __restrict__ g, int64_t d,
                                   int64_t start, int64_t step) {
   for (int64_t i = start; i < d; i += step) {
@@ -177,9 +179,9 @@ SIAMESE_HD inline void grad_share(const T* __restrict__ d_out, const T* __restri
 // The gradient reaching a stream's updated value: what arrived at it directly (d_out, null:
 // nothing) plus what came back through its norm (n), given the row's sums of dxhat xhat and
 // of dxhat.
-template <typename Acc, typename T>
-SIAMESE_HD inline void stream_grad_share(const T* d_out, const NormedRow<Acc, T>& n, Acc dot, Acc dxhat_sum,
-                                         T* g, int64_t d, int64_t start, int64_t step) {
+template <typename Acc, typename T, typename G>
+SIAMESE_HD inline void stream_grad_share(const T* d_out, const NormedRow<Acc, T, G>& n, Acc dot,
+                                         Acc dxhat_sum, T* g, int64_t d, int64_t start, int64_t step) {
   const Acc proj = dot / static_cast<Acc>(d), m = dxhat_sum / static_cast<Acc>(d);
   if (d_out && n.dn)
     grad_share<true, true>(d_out, n.x, n.r, n.mu, n.w, n.dn, proj, m, n.dw_part, g, d, start, step);
@@ -236,15 +238,26 @@ SIAMESE_HD inline const T* at_row(const void* p, int64_t row, int64_t d) {
   return static_cast<const T*>(p) + row * d;
 }
 
-template <int kLanes, typename Acc, typename T, typename RowSum>
-SIAMESE_HD inline void forward_row(const RmsForwardArgs& a, int64_t row, int64_t start, int64_t step,
+// A norm's row, its output in U. A centered norm takes the row's mean first and then the
+// squares about it: two passes, as exact as LayerNorm's own kernels.
+template <int kLanes, typename Acc, typename T, typename U, typename RowSum>
+SIAMESE_HD inline void forward_row(const NormForwardArgs& a, int64_t row, int64_t start, int64_t step,
                                    RowSum row_sum) {
   const T* x = at_row<T>(a.x, row, a.d);
-  Acc sum[1] = {sum_squares<kLanes, Acc>(x, Acc(0), a.d, start, step)};
+  Acc mu[1] = {Acc(0)};
+  if (a.centered) {
+    mu[0] = sum_values<kLanes, Acc>(x, a.d, start, step);
+    row_sum(mu);
+    mu[0] /= static_cast<Acc>(a.d);
+  }
+  Acc sum[1] = {sum_squares<kLanes, Acc>(x, mu[0], a.d, start, step)};
   row_sum(sum);
   const Acc r = inv_rms(sum[0], a.d, static_cast<Acc>(a.eps));
-  if (start == 0) static_cast<Acc*>(a.r)[row] = r;
-  scale_share(x, static_cast<const Acc*>(a.w), r, Acc(0), at_row<T>(a.y, row, a.d), a.d, start, step);
+  if (start == 0) {
+    static_cast<Acc*>(a.r)[row] = r;
+    if (a.centered) static_cast<Acc*>(a.mu)[row] = mu[0];
+  }
+  scale_share(x, static_cast<const Acc*>(a.w), r, mu[0], at_row<U>(a.y, row, a.d), a.d, start, step);
 }
 
 // Row group `part`'s dw partial sums, zeroed (null: the norm is off).
@@ -256,18 +269,24 @@ SIAMESE_HD inline Acc* zeroed_part(void* partial, int64_t part, int64_t d, int64
   return p;
 }
 
-// Row group `part` (rows_per rows from part * rows_per): dx of its rows and its share of dw.
-template <int kLanes, typename Acc, typename T, typename RowSum>
-SIAMESE_HD inline void backward_part(const RmsBackwardArgs& a, int64_t part, int64_t rows_per, int64_t start,
+// Row group `part` (rows_per rows from part * rows_per): dx of its rows and its share of dw;
+// dy in U.
+template <int kLanes, typename Acc, typename T, typename U, typename RowSum>
+SIAMESE_HD inline void backward_part(const NormBackwardArgs& a, int64_t part, int64_t rows_per, int64_t start,
                                      int64_t step, RowSum row_sum) {
   Acc* dw_part = zeroed_part<Acc>(a.dw_partial, part, a.d, start, step);
   const int64_t end = (part + 1) * rows_per < a.rows ? (part + 1) * rows_per : a.rows;
   for (int64_t row = part * rows_per; row < end; ++row) {
-    const NormedRow<Acc, T> n{at_row<T>(a.x, row, a.d),     static_cast<const Acc*>(a.r)[row], Acc(0), false,
-                              static_cast<const Acc*>(a.w), at_row<T>(a.dy, row, a.d),         dw_part};
-    Acc dot[1] = {dot_dxhat_xhat<kLanes>(n, a.d, start, step)};
-    row_sum(dot);
-    stream_grad_share<Acc, T>(nullptr, n, dot[0], Acc(0), at_row<T>(a.dx, row, a.d), a.d, start, step);
+    const NormedRow<Acc, T, U> n{at_row<T>(a.x, row, a.d),
+                                 static_cast<const Acc*>(a.r)[row],
+                                 a.centered ? static_cast<const Acc*>(a.mu)[row] : Acc(0),
+                                 a.centered,
+                                 static_cast<const Acc*>(a.w),
+                                 at_row<U>(a.dy, row, a.d),
+                                 dw_part};
+    Acc sums[2] = {dot_dxhat_xhat<kLanes>(n, a.d, start, step), sum_dxhat<kLanes>(n, a.d, start, step)};
+    row_sum(sums);
+    stream_grad_share<Acc, T, U>(nullptr, n, sums[0], sums[1], at_row<T>(a.dx, row, a.d), a.d, start, step);
   }
 }
 
@@ -287,7 +306,7 @@ SIAMESE_HD inline void normalize_stream_share(const StreamNorm& sn, const T* x, 
 
 SIAMESE_HD inline bool centers(const StreamNorm& sn) { return sn.on && sn.centered; }
 
-template <int kLanes, typename Acc, typename T, typename RowSum>
+template <int kLanes, typename Acc, typename T, typename U, typename RowSum>
 SIAMESE_HD inline void forward_row(const StreamForwardArgs& a, int64_t row, int64_t start, int64_t step,
                                    RowSum row_sum) {
   const int64_t d = a.d;
@@ -296,9 +315,9 @@ SIAMESE_HD inline void forward_row(const StreamForwardArgs& a, int64_t row, int6
   add_streams_share(at_row<T>(a.x, row, d), at_row<T>(a.y, row, d), at_row<T>(a.o, row, d),
                     static_cast<Acc>(a.alpha), x_out, y_out, d, start, step);
   // The norms read X' and Y' as stored (rounded to T), as separate norms would. Each share
-  // reads back only the elements it wrote, so no barrier is needed. A centered norm takes
-  // its row's mean first and then the squares about it (two passes, as exact as LayerNorm's
-  // own kernels); the condition is the same for every share, so all reach each row_sum.
+  // reads back only the elements it wrote, so no barrier is needed. Centered norms take
+  // their rows' means first, as a norm's forward_row does; the condition is the same for
+  // every share, so all reach each row_sum.
   Acc mu[2] = {Acc(0), Acc(0)};
   if (centers(a.nx) || centers(a.ny)) {
     mu[0] = centers(a.nx) ? sum_values<kLanes, Acc>(x_out, d, start, step) : Acc(0);
@@ -329,8 +348,8 @@ SIAMESE_HD inline NormedRow<Acc, T> stream_norm_row(const StreamNorm& sn, const 
           dw_part};
 }
 
-// Row group `part`, as for RMSNorm.
-template <int kLanes, typename Acc, typename T, typename RowSum>
+// Row group `part`, as for a norm (the streams' type T throughout: U is T).
+template <int kLanes, typename Acc, typename T, typename U, typename RowSum>
 SIAMESE_HD inline void backward_part(const StreamBackwardArgs& a, int64_t part, int64_t rows_per,
                                      int64_t start, int64_t step, RowSum row_sum) {
   const int64_t d = a.d;

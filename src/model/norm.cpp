@@ -12,33 +12,42 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// RMSNorm as one autograd node on the fused kernels (fused_norm.h):
-//   y = x r w,  r = rsqrt(mean(x^2) + eps)
-//   dx = r (dxhat - xhat mean(dxhat xhat)),  xhat = x r,  dxhat = dy w,  dw = sum(dy xhat)
-// Saves x and the per-row r rather than xhat: a [rows] tensor instead of a second [B, T, d].
-class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+// RMSNorm or LayerNorm (without bias) as one autograd node on the fused kernels
+// (fused_norm.h); with xhat = (x - mu) r, dxhat = dy w:
+//   y = xhat w,  dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dw = sum(dy xhat)
+// where RMSNorm has mu = 0 and no mean(dxhat) term. Saves x and the per-row r (and mu)
+// rather than xhat: [rows] tensors instead of a second [B, T, d].
+class NormFunction : public torch::autograd::Function<NormFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
-                               double eps) {
-    const auto xc = x.contiguous();
-    auto out = fused::rms_norm_forward(xc, weight, eps);
-    ctx->save_for_backward({xc, out.r, weight});
-    return out.y;
+                               double eps, bool centered, bool float_out) {
+    return run(ctx, x, weight, eps, centered, float_out);
   }
   // Without an affine weight (autograd functions take no undefined tensor inputs).
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, double eps) {
-    const auto xc = x.contiguous();
-    auto out = fused::rms_norm_forward(xc, {}, eps);
-    ctx->save_for_backward({xc, out.r});
-    return out.y;
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, double eps, bool centered,
+                               bool float_out) {
+    return run(ctx, x, {}, eps, centered, float_out);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const bool affine = saved.size() == 3;
-    auto g = fused::rms_norm_backward(grads[0], saved[0], saved[1], affine ? saved[2] : torch::Tensor());
-    if (!affine) return {g.dx, torch::Tensor()};
-    return {g.dx, g.dw, torch::Tensor()};
+    const bool affine = saved.size() == 4;
+    auto g =
+        fused::norm_backward(grads[0], saved[0], saved[1], saved[2], affine ? saved[3] : torch::Tensor());
+    if (!affine) return {g.dx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {g.dx, g.dw, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+
+ private:
+  static torch::Tensor run(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                           double eps, bool centered, bool float_out) {
+    const auto xc = x.contiguous();
+    auto out = fused::norm_forward(xc, weight, eps, centered, float_out);
+    if (weight.defined())
+      ctx->save_for_backward({xc, out.r, out.mu, weight});
+    else
+      ctx->save_for_backward({xc, out.r, out.mu});
+    return out.y;
   }
 };
 
@@ -65,21 +74,26 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
     if (bias.defined()) h = h + bias;
     return h.to(x.scalar_type());
   }
-  // Half inputs are normalized in float32 (CPU kernels reject mixed dtypes). Under autocast
-  // the result stays float32, as CUDA autocast's layer_norm gives; a model cast to a half
-  // dtype gets its dtype back.
-  if (kind_ == NormKind::LayerNorm) {
-    if (!x.is_floating_point() || x.element_size() >= 4)
-      return torch::layer_norm(x, {dim_}, weight, bias, eps_);
-    auto to_float = [](const torch::Tensor& t) { return t.defined() ? t.to(torch::kFloat) : t; };
-    const auto h = torch::layer_norm(x.to(torch::kFloat), {dim_}, to_float(weight), to_float(bias), eps_);
-    return at::autocast::is_autocast_enabled(x.device().type()) ? h : h.to(x.scalar_type());
-  }
-  // OLMo's RMSLayerNorm: x * rsqrt(mean(x^2) + eps), in float32 for half inputs, returned
-  // in x's dtype (the fused kernels do both). Dtypes without a kernel go through float32.
+  // Half inputs are normalized in float32 (the fused kernels compute in float32; dtypes
+  // without a kernel are converted). LayerNorm adds its bias in float32 and returns float32
+  // under autocast, as CUDA autocast's layer_norm does, else x's dtype. OLMo's RMSLayerNorm
+  // returns x's dtype and adds the bias after. A float32 or float64 LayerNorm is ATen's:
+  // its vectorized kernel beats ours on wide rows (H100, results.md), and ours pays only
+  // where it also takes a half input's conversion.
+  if (kind_ == NormKind::LayerNorm && x.element_size() >= 4)
+    return torch::layer_norm(x, {dim_}, weight, bias, eps_);
   const auto in = fused::supports(x) ? x : x.to(torch::kFloat);
-  auto h = weight.defined() ? RmsNormFunction::apply(in, weight, eps_) : RmsNormFunction::apply(in, eps_);
-  h = h.to(x.scalar_type());
+  auto norm = [&](bool centered, bool float_out) {
+    return weight.defined() ? NormFunction::apply(in, weight, eps_, centered, float_out)
+                            : NormFunction::apply(in, eps_, centered, float_out);
+  };
+  if (kind_ == NormKind::LayerNorm) {
+    const bool autocast = at::autocast::is_autocast_enabled(x.device().type());
+    auto h = norm(/*centered=*/true, /*float_out=*/autocast || bias.defined());
+    if (bias.defined()) h = h + bias;
+    return autocast ? h : h.to(x.scalar_type());
+  }
+  const auto h = norm(/*centered=*/false, /*float_out=*/false).to(x.scalar_type());
   return bias.defined() ? h + bias : h;
 }
 

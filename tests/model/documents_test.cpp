@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -196,16 +199,36 @@ TEST(GpuDocuments, VarlenFlashFollowsTheMaskedFloat32Path) {
   const auto got = forward_documents(*half, rows, true);   // bf16: the varlen flash kernel
   const double scale = want.abs().max().item<double>();
   EXPECT_LT((got.to(torch::kFloat) - want).abs().max().item<double>(), 5e-2 * scale);
-  // The kernel's backward: the bf16 gradients follow the float32 ones too.
+  // The kernel's backward: the bf16 gradients follow the float32 ones too, each module's
+  // (a block's attention, its MLP, the embedding, ...) within 10% in norm: a bf16 model
+  // rounds every weight, activation and gradient, and a wrong document boundary moves them
+  // by their whole size. Per module rather than per parameter: some parameters' gradients
+  // nearly cancel (a bias added to every key shifts all of a query's scores alike, which
+  // the softmax ignores except through RoPE), so rounding is large against them alone.
   const auto weights = torch::randn(want.sizes(), want.options());
   (want * weights).sum().backward();
   (got.to(torch::kFloat) * weights).sum().backward();
-  const auto wf = full->named_parameters(), wh = half->named_parameters();
-  for (const auto& kv : wf) {
+  const auto wh = half->named_parameters();
+  auto module_of = [](const std::string& name) {  // blocks.N.attn.k_norm.bias: blocks.N.attn
+    const auto first = name.find('.'), second = name.find('.', first + 1);
+    const bool in_block = name.rfind("blocks.", 0) == 0 && second != std::string::npos;
+    return name.substr(0, in_block ? name.find('.', second + 1) : name.rfind('.'));
+  };
+  std::map<std::string, std::pair<double, double>> module_sq;  // squared error, squared norm
+  for (const auto& kv : full->named_parameters()) {
     const auto& g = kv.value().grad();
     const auto gh = wh[kv.key()].grad().to(torch::kFloat);
-    EXPECT_LT((gh - g).abs().max().item<double>(), 1e-1 * g.abs().max().item<double>() + 1e-6) << kv.key();
+    auto& [err, norm] = module_sq[module_of(kv.key())];
+    err += (gh - g).pow(2).sum().item<double>();
+    norm += g.pow(2).sum().item<double>();
   }
+  double worst = 0;
+  for (const auto& [module, sq] : module_sq) {
+    const double rel = std::sqrt(sq.first / std::max(sq.second, 1e-30));
+    EXPECT_LT(rel, 0.1) << module;
+    worst = std::max(worst, rel);
+  }
+  std::printf("[gpu documents] worst module gradient difference %.4f (relative, in norm)\n", worst);
 }
 
 TEST(Documents, RopeAtRowPositionsIsTheOffsetRopeBitForBit) {

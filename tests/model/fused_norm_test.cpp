@@ -65,27 +65,39 @@ Tensor random(std::vector<int64_t> sizes, torch::Device dev, torch::ScalarType t
 
 Tensor leaf(const Tensor& t) { return t.defined() ? t.detach().clone().requires_grad_() : t; }
 
-// RMSNorm's fused forward and backward against the composite under autograd.
-void check_rms(torch::Device dev, torch::ScalarType t, std::vector<int64_t> sizes, bool weighted) {
+// A norm's fused forward and backward against the composite under autograd: RMSNorm, or
+// LayerNorm (ATen's layer_norm) when centered, its output in float32 for a half input when
+// float_out.
+void check_norm(torch::Device dev, torch::ScalarType t, std::vector<int64_t> sizes, bool weighted,
+                bool centered = false, bool float_out = false) {
   SCOPED_TRACE(std::string(c10::toString(t)) + " d=" + std::to_string(sizes.back()) +
-               (weighted ? " weighted" : " unweighted"));
+               (weighted ? " weighted" : " unweighted") + (centered ? " LayerNorm" : " RMSNorm") +
+               (float_out ? " float out" : ""));
   const int64_t d = sizes.back();
-  const auto x = random(sizes, dev, t, 3);
+  const auto x = (random(sizes, dev, t, 3) + (centered ? 2 : 0)).to(t);
   const auto w = weighted ? random({d}, dev, compute_type(t)).mul(0.5).add(1) : Tensor();
-  const auto dy = random(sizes, dev, t);
-  const auto out = fused::rms_norm_forward(x, w, kEps);
-  const auto g = fused::rms_norm_backward(dy, x, out.r, w);
-
   const auto c = compute_type(t);
+  const auto out_type = float_out ? c : t;
+  const auto dy = random(sizes, dev, out_type);
+  const auto out = fused::norm_forward(x, w, kEps, centered, float_out);
+  const auto g = fused::norm_backward(dy, x, out.r, out.mu, w);
+
   auto x_ref = leaf(x.to(c)), w_ref = leaf(w.defined() ? w.to(c) : w);
-  const auto y_ref = composite_rms(x_ref, w_ref, kEps);
+  const auto y_ref =
+      centered ? torch::layer_norm(x_ref, {d}, w_ref, {}, kEps) : composite_rms(x_ref, w_ref, kEps);
   (y_ref * dy.to(c)).sum().backward();
 
   const auto tol = tolerance(t);
-  EXPECT_EQ(out.y.scalar_type(), t);
+  EXPECT_EQ(out.y.scalar_type(), out_type);
   EXPECT_EQ(out.y.sizes(), x.sizes());
-  expect_close(out.y, y_ref, tol.fwd);
-  EXPECT_LT(rel_err(out.r, torch::rsqrt(x.to(c).pow(2).mean(-1, true) + kEps)), tol.fwd);
+  // A float output carries no rounding to t: only the input's.
+  expect_close(out.y, y_ref, float_out ? tolerance(c).fwd : tol.fwd);
+  const auto mean = centered ? x.to(c).mean(-1, true) : torch::zeros({1}, x.options().dtype(c));
+  EXPECT_LT(rel_err(out.r, torch::rsqrt((x.to(c) - mean).pow(2).mean(-1, true) + kEps)), tol.fwd);
+  EXPECT_EQ(out.mu.defined(), centered);
+  if (centered) {
+    EXPECT_LT(rel_err(out.mu, mean), tol.fwd);
+  }
   EXPECT_EQ(g.dx.scalar_type(), t);
   expect_close(g.dx, x_ref.grad(), tol.grad);
   if (weighted) {
@@ -208,30 +220,30 @@ const torch::Device kCpu(torch::kCPU);
 TEST(FusedNorm, RmsNormMatchesCompositeFloat64) {
   torch::manual_seed(1);
   for (bool weighted : {false, true}) {
-    check_rms(kCpu, torch::kDouble, {3, 5, 24}, weighted);
-    check_rms(kCpu, torch::kDouble, {7, 37}, weighted);   // a row that is no multiple of 8 lanes
-    check_rms(kCpu, torch::kDouble, {300, 3}, weighted);  // many row groups
+    check_norm(kCpu, torch::kDouble, {3, 5, 24}, weighted);
+    check_norm(kCpu, torch::kDouble, {7, 37}, weighted);   // a row that is no multiple of 8 lanes
+    check_norm(kCpu, torch::kDouble, {300, 3}, weighted);  // many row groups
   }
 }
 
 TEST(FusedNorm, RmsNormMatchesCompositeFloat32) {
   torch::manual_seed(2);
   for (bool weighted : {false, true}) {
-    check_rms(kCpu, torch::kFloat, {4, 6, 64}, weighted);
-    check_rms(kCpu, torch::kFloat, {2000, 19}, weighted);
+    check_norm(kCpu, torch::kFloat, {4, 6, 64}, weighted);
+    check_norm(kCpu, torch::kFloat, {2000, 19}, weighted);
   }
 }
 
 TEST(FusedNorm, RmsNormOfBfloat16ComputesInFloat32) {
   torch::manual_seed(3);
-  for (bool weighted : {false, true}) check_rms(kCpu, torch::kBFloat16, {16, 48}, weighted);
+  for (bool weighted : {false, true}) check_norm(kCpu, torch::kBFloat16, {16, 48}, weighted);
 }
 
 TEST(FusedNorm, RmsNormTakesNonContiguousInput) {
   torch::manual_seed(4);
   const auto x = torch::randn({6, 32}, torch::kDouble).t();  // rows of 6 with stride 32
   const auto w = torch::rand({6}, torch::kDouble);
-  EXPECT_LT(rel_err(fused::rms_norm_forward(x, w, kEps).y, composite_rms(x, w, kEps)), 1e-14);
+  EXPECT_LT(rel_err(fused::norm_forward(x, w, kEps).y, composite_rms(x, w, kEps)), 1e-14);
 }
 
 TEST(FusedNorm, RmsNormFiniteDifferencesFloat64) {
@@ -251,11 +263,23 @@ TEST(FusedNorm, RmsNormFiniteDifferencesFloat64) {
 TEST(FusedNorm, UnsupportedDtypeIsRejectedAndTheNormModuleFallsBackToFloat32) {
   const auto x = torch::randn({3, 8}).to(torch::kHalf);
   EXPECT_FALSE(fused::supports(x));
-  EXPECT_THROW(fused::rms_norm_forward(x, {}, kEps), c10::Error);
+  EXPECT_THROW(fused::norm_forward(x, {}, kEps), c10::Error);
   Norm norm(NormKind::RMS, 8, kEps, true, false);
   const auto y = norm(x);
   EXPECT_EQ(y.scalar_type(), torch::kHalf);
   EXPECT_LT(rel_err(y, composite_rms(x.to(torch::kFloat), norm->weight, kEps)), 1e-3);
+}
+
+TEST(FusedNorm, LayerNormMatchesAtenInEveryDtype) {
+  torch::manual_seed(13);
+  for (bool weighted : {false, true}) {
+    check_norm(kCpu, torch::kDouble, {3, 5, 24}, weighted, /*centered=*/true);
+    check_norm(kCpu, torch::kDouble, {300, 37}, weighted, true);
+    check_norm(kCpu, torch::kFloat, {4, 6, 64}, weighted, true);
+    check_norm(kCpu, torch::kFloat, {2000, 19}, weighted, true);
+    check_norm(kCpu, torch::kBFloat16, {16, 48}, weighted, true);
+    check_norm(kCpu, torch::kBFloat16, {16, 48}, weighted, true, /*float_out=*/true);
+  }
 }
 
 TEST(FusedNorm, StreamUpdateMatchesCompositeFloat64EveryNormSetting) {
@@ -320,24 +344,27 @@ TEST(FusedNorm, StreamUpdateFiniteDifferencesFloat64) {
 TEST(FusedNorm, WeightGradientIsReproducible) {
   torch::manual_seed(12);
   const auto x = torch::randn({1000, 64}), dy = torch::randn({1000, 64}), w = torch::rand({64});
-  const auto r = fused::rms_norm_forward(x, w, kEps).r;
-  const auto a = fused::rms_norm_backward(dy, x, r, w), b = fused::rms_norm_backward(dy, x, r, w);
+  const auto r = fused::norm_forward(x, w, kEps).r;
+  const auto a = fused::norm_backward(dy, x, r, {}, w), b = fused::norm_backward(dy, x, r, {}, w);
   EXPECT_TRUE(torch::equal(a.dw, b.dw));
   EXPECT_TRUE(torch::equal(a.dx, b.dx));
 }
 
 // ---- On a GPU: the CUDA kernels against the composite on the same device.
 
-TEST(GpuFusedNorm, RmsNormMatchesComposite) {
+TEST(GpuFusedNorm, NormsMatchComposite) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: the CUDA kernels need a GPU";
   torch::manual_seed(21);
   const torch::Device gpu(torch::kCUDA);
   for (auto t : {torch::kFloat, torch::kBFloat16, torch::kHalf})
-    for (bool weighted : {false, true}) {
-      check_rms(gpu, t, {4, 6, 64}, weighted);
-      check_rms(gpu, t, {3000, 37}, weighted);  // several rows per block, a ragged warp
-      check_rms(gpu, t, {64, 8192}, weighted);  // the widest block
-    }
+    for (bool centered : {false, true})
+      for (bool float_out : {false, centered && t != torch::kFloat})
+        for (bool weighted : {false, true}) {
+          check_norm(gpu, t, {4, 6, 64}, weighted, centered, float_out);
+          check_norm(gpu, t, {3000, 37}, weighted, centered,
+                     float_out);  // several rows per block, a ragged warp
+          check_norm(gpu, t, {64, 8192}, weighted, centered, float_out);  // the widest block
+        }
 }
 
 TEST(GpuFusedNorm, StreamUpdateMatchesComposite) {
@@ -359,13 +386,13 @@ TEST(GpuFusedNorm, CudaMatchesCpuAndIsReproducible) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: the CUDA kernels need a GPU";
   torch::manual_seed(23);
   const auto x = torch::randn({5000, 512}), dy = torch::randn({5000, 512}), w = torch::rand({512});
-  const auto cpu = fused::rms_norm_forward(x, w, kEps);
-  const auto cpu_g = fused::rms_norm_backward(dy, x, cpu.r, w);
+  const auto cpu = fused::norm_forward(x, w, kEps);
+  const auto cpu_g = fused::norm_backward(dy, x, cpu.r, {}, w);
   const auto xg = x.cuda(), dyg = dy.cuda(), wg = w.cuda();
-  const auto gpu = fused::rms_norm_forward(xg, wg, kEps);
-  const auto gpu_g = fused::rms_norm_backward(dyg, xg, gpu.r, wg);
+  const auto gpu = fused::norm_forward(xg, wg, kEps);
+  const auto gpu_g = fused::norm_backward(dyg, xg, gpu.r, {}, wg);
   EXPECT_LT(rel_err(gpu.y, cpu.y), 2e-6);
   EXPECT_LT(rel_err(gpu_g.dx, cpu_g.dx), 1e-5);
   EXPECT_LT(rel_err(gpu_g.dw, cpu_g.dw), 1e-5);
-  EXPECT_TRUE(torch::equal(gpu_g.dw, fused::rms_norm_backward(dyg, xg, gpu.r, wg).dw));
+  EXPECT_TRUE(torch::equal(gpu_g.dw, fused::norm_backward(dyg, xg, gpu.r, {}, wg).dw));
 }

@@ -1,7 +1,7 @@
 #pragma once
-// Fused kernels where SiameseNorm spends its norm time: OLMo's RMSNorm and the SiameseNorm
-// stream update (the two residual adds and the RMSNorms or LayerNorms that follow them) as
-// single passes,
+// Fused kernels where SiameseNorm spends its norm time: OLMo's RMSNorm and LayerNorm, and the
+// SiameseNorm stream update (the two residual adds and the RMSNorms or LayerNorms that follow
+// them) as single passes,
 // forward and backward. CUDA tensors go to the CUDA kernels, CPU tensors to a CPU
 // implementation of the same row maths
 // (src/model/fused_norm_math.h). Inputs are made contiguous; the normalized dimension is
@@ -16,17 +16,22 @@ namespace siamese::model::fused {
 // True when x's device and dtype have a fused kernel in this build.
 bool supports(const torch::Tensor& x);
 
-// RMSNorm: y = x r w, r = rsqrt(mean(x^2) + eps) per row, shaped as x with last dim 1.
-struct RmsNormOut {
-  torch::Tensor y, r;
+// A norm without its bias: RMSNorm, y = x r w with r = rsqrt(mean(x^2) + eps), or, when
+// centered, LayerNorm, y = (x - mu) r w with mu the row's mean and r = rsqrt(mean((x - mu)^2)
+// + eps). r and mu are shaped as x with last dim 1 (mu undefined unless centered). The output
+// is in x's dtype, or in float32 for a half x when float_out (LayerNorm under autocast).
+struct NormOut {
+  torch::Tensor y, r, mu;
 };
-RmsNormOut rms_norm_forward(const torch::Tensor& x, const torch::Tensor& weight /* or {} */, double eps);
+NormOut norm_forward(const torch::Tensor& x, const torch::Tensor& weight /* or {} */, double eps,
+                     bool centered = false, bool float_out = false);
 
-struct RmsNormGrads {
+// dy in the forward's output dtype; mu undefined for RMSNorm.
+struct NormGrads {
   torch::Tensor dx, dw;  // dw undefined without weight
 };
-RmsNormGrads rms_norm_backward(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& r,
-                               const torch::Tensor& weight /* or {} */);
+NormGrads norm_backward(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& r,
+                        const torch::Tensor& mu, const torch::Tensor& weight /* or {} */);
 
 // One stream's norm in the stream update: off, or an RMSNorm (a LayerNorm when centered)
 // with an optional weight.

@@ -27,7 +27,7 @@
 // generalization property, tested for every placement in tests/model/topologies_test.cpp).
 // The placements' constants (DeepNorm's alpha and beta, Mix-LN's split, LNS's scale) are
 // their single-stream files' (placement_rules.h); each X norm carries the name it has there.
-// With RMSNorm, an update with a_s = 1 and no M_s and the norms that read the streams next
+// With RMSNorm or LayerNorm, an update with a_s = 1 and no M_s and the norms that read the streams next
 // are one fused kernel (fused_norm.h) whose normalized streams wait in State::normalized
 // until enter asks for them; anything else takes separate ops.
 // model.siamese: depth_scaling off sets c_l = 1; fused_input_norm off drops LN_in; gamma off
