@@ -41,13 +41,15 @@ inline float exp_nonpositive(float v) {
   return v < kLowest ? 0.0f : e;
 }
 
-// One copy of a loop per AVX width, picked when the program loads (GCC's ifunc). Not under
+// One copy of a loop per AVX width, picked when the program loads (GCC's ifunc): x86-64-v4
+// (AVX-512 with its byte and word instructions, which bfloat16 loads and stores need to
+// vectorise; "avx512f" alone left them scalar), AVX2, and the baseline. Not under
 // ThreadSanitizer: its instrumented resolver would run during relocation, before TSan is set
 // up, and crash the program at start.
 #if defined(__SANITIZE_THREAD__)
 #define SIAMESE_VECTOR_CLONES
 #else
-#define SIAMESE_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define SIAMESE_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #endif
 
 inline float load(const float* p, int64_t i) { return p[i]; }
