@@ -11,63 +11,65 @@ bool fast_cpu_path(const torch::Tensor& t) {
   return t.is_cpu() && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16);
 }
 
-torch::Tensor log_softmax_rows(const torch::Tensor& rows) {
-  if (!fast_cpu_path(rows)) return torch::log_softmax(rows, 1);
-  const auto x = rows.contiguous();
-  auto out = torch::empty(x.sizes(), x.options().dtype(torch::kFloat));
-  softmax_cpu::log_softmax(x.data_ptr(), x.scalar_type() == torch::kBFloat16, out.data_ptr<float>(),
-                           x.size(0), x.size(1));
-  return out;
-}
-
 // The cross-entropy and z-loss sums of logits rows [N, V] as one autograd node. The
-// vocabulary-wide work is one log_softmax in forward and, in backward, one exp and one scale
-// of what it saved, where cross_entropy's backward fills a zero [N, V] gradient, scatters
-// into it and runs log_softmax's backward over both (bench --profile: a tenth of the CPU
-// step on base.yaml). On the CPU both are single passes of softmax_cpu.h, whose exp has no
-// slow path for the far-negative log-probabilities of a trained model, and which read and
-// write bfloat16 logits and their gradient without float32 copies. The logsumexp the z-loss
-// needs is logit - log_softmax at the target, not a second pass over the row. Value and
-// gradient are cross_entropy's to rounding (tests/model/lm_loss_test.cpp).
+// vocabulary-wide work is the softmax's statistics in forward and, in backward, one exp and
+// one scale, where cross_entropy's backward fills a zero [N, V] gradient, scatters into it
+// and runs log_softmax's backward over both (bench --profile: a tenth of the CPU step on
+// base.yaml). On the CPU both are passes of softmax_cpu.h, whose exp has no slow path for the
+// far-negative log-probabilities of a trained model, and which read and write bfloat16 logits
+// and their gradient without float32 copies. Forward keeps two floats a row, not the [N, V]
+// log-probabilities (a logits-sized buffer less at the peak), and backward recomputes them
+// from the logits, bit for bit. The logsumexp the z-loss needs is logit - log-probability at
+// the target, not a second pass over the row. Value and gradient are cross_entropy's to
+// rounding (tests/model/lm_loss_test.cpp).
 class CrossEntropySums : public torch::autograd::Function<CrossEntropySums> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const torch::Tensor& rows, const torch::Tensor& targets,
                                                 std::optional<double> z) {
     const auto index = targets.unsqueeze(1);
-    const auto log_probs = log_softmax_rows(rows);
-    const auto picked = log_probs.gather(1, index);
+    torch::Tensor saved_rows, stats, picked;
+    if (fast_cpu_path(rows)) {
+      saved_rows = rows.contiguous();
+      stats = torch::empty({2, rows.size(0), 1}, rows.options().dtype(torch::kFloat));
+      softmax_cpu::log_softmax_stats(saved_rows.data_ptr(), rows.scalar_type() == torch::kBFloat16,
+                                     stats[0].data_ptr<float>(), stats[1].data_ptr<float>(), rows.size(0),
+                                     rows.size(1));
+      picked = (saved_rows.gather(1, index).to(torch::kFloat) - stats[0]) - stats[1];
+    } else {
+      saved_rows = torch::log_softmax(rows, 1);
+      picked = saved_rows.gather(1, index);
+    }
     torch::autograd::variable_list out = {-picked.sum()};
     torch::Tensor lse;
     if (z) {
       lse = rows.gather(1, index).to(picked.scalar_type()) - picked;
       out.push_back(*z * lse.pow(2).sum());
     }
-    ctx->save_for_backward({log_probs, index, lse});
+    ctx->save_for_backward({saved_rows, index, lse, stats});
     ctx->saved_data["z"] = z.value_or(0.0);
-    ctx->saved_data["bf16_rows"] = rows.scalar_type() == torch::kBFloat16;
     return out;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &log_probs = saved[0], &index = saved[1], &lse = saved[2];
-    const auto g_nll = grads[0].defined() ? grads[0] : torch::zeros({}, log_probs.options());
+    const auto &rows_or_log_probs = saved[0], &index = saved[1], &lse = saved[2], &stats = saved[3];
+    const auto g_nll = grads[0].defined() ? grads[0] : torch::zeros({}, rows_or_log_probs.options());
     const bool z_grad = lse.defined() && grads.size() > 1 && grads[1].defined();
     const auto row_scale = z_grad ? g_nll + 2 * ctx->saved_data["z"].toDouble() * grads[1] * lse : g_nll;
-    if (fast_cpu_path(log_probs)) {
-      const bool bf16 = ctx->saved_data["bf16_rows"].toBool();
-      auto grad = torch::empty_like(log_probs, bf16 ? torch::kBFloat16 : torch::kFloat);
-      const auto scale = row_scale.to(torch::kFloat).contiguous();
-      const auto targets = index.contiguous();
-      softmax_cpu::cross_entropy_grad(log_probs.contiguous().data_ptr<float>(), scale.data_ptr<float>(),
-                                      z_grad ? 1 : 0, targets.data_ptr<int64_t>(), g_nll.item<float>(),
-                                      grad.data_ptr(), bf16, log_probs.size(0), log_probs.size(1));
+    if (!stats.defined()) {
+      auto grad = rows_or_log_probs.exp().mul_(row_scale);
+      grad.scatter_add_(1, index, (-g_nll).expand({index.size(0), 1}).to(grad.scalar_type()));
       return {grad, torch::Tensor(), torch::Tensor()};
     }
-    auto grad = log_probs.exp().mul_(row_scale);
-    grad.scatter_add_(1, index, (-g_nll).expand({index.size(0), 1}).to(grad.scalar_type()));
+    const auto& rows = rows_or_log_probs;
+    auto grad = torch::empty_like(rows);
+    const auto scale = row_scale.to(torch::kFloat).contiguous();
+    softmax_cpu::cross_entropy_grad(rows.data_ptr(), stats[0].data_ptr<float>(), stats[1].data_ptr<float>(),
+                                    scale.data_ptr<float>(), z_grad ? 1 : 0, index.data_ptr<int64_t>(),
+                                    g_nll.item<float>(), grad.data_ptr(),
+                                    rows.scalar_type() == torch::kBFloat16, rows.size(0), rows.size(1));
     return {grad, torch::Tensor(), torch::Tensor()};
   }
 };
@@ -78,8 +80,8 @@ LossSums loss_sums(const torch::Tensor& logits, const torch::Tensor& targets,
                    std::optional<double> z_loss_multiplier) {
   const bool as_is = logits.scalar_type() == torch::kFloat64 || fast_cpu_path(logits);
   const auto wide = as_is ? logits : logits.to(torch::kFloat32);
-  const auto sums =
-      CrossEntropySums::apply(wide.reshape({-1, wide.size(-1)}), targets.reshape({-1}), z_loss_multiplier);
+  const auto sums = CrossEntropySums::apply(wide.reshape({-1, wide.size(-1)}),
+                                            targets.reshape({-1}).contiguous(), z_loss_multiplier);
   return {sums[0], sums.size() > 1 ? sums[1] : torch::Tensor()};
 }
 

@@ -19,9 +19,12 @@ using cpu_loops::store;
 // Each row function has one clone per vector width, picked once at load time; without FMA
 // contraction each gives the same bits as the baseline one.
 
+// Out of place: rewriting the logits' own buffer took 1.6x as long on this machine's
+// Xeon (2 threads over [2040, 50304] float32: 78 against 47 ms), and saves no time anywhere else.
 template <typename T>
-SIAMESE_VECTOR_CLONES void scaled_exp_row(const float* lp, float scale, T* out, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) store(out, j, exp_nonpositive(lp[j]) * scale);
+SIAMESE_VECTOR_CLONES void softmax_grad_row(const T* __restrict x, float max, float log_sum, float scale,
+                                            T* __restrict out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) store(out, j, exp_nonpositive((load(x, j) - max) - log_sum) * scale);
 }
 
 // A float's bits as an int32 in the floats' order (negative floats get their magnitude bits
@@ -49,74 +52,66 @@ SIAMESE_VECTOR_CLONES float row_max(const T* x, int64_t n) {
   return from_ordered_bits(m);
 }
 
-// exp(x - shift) into out: the log-softmax's first pass, whose output row stays in cache for
-// the sum and the final pass.
-template <typename T>
-SIAMESE_VECTOR_CLONES void shifted_exp_row(const T* x, float shift, float* out, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) out[j] = exp_nonpositive(load(x, j) - shift);
-}
-
 // Partial sums in 16 lanes: GCC vectorises a reduction only over independent lanes.
 constexpr int kLanes = 16;
 
-SIAMESE_VECTOR_CLONES float row_sum(const float* x, int64_t n) {
+// sum_j exp(x[j] - shift), with nothing written: the row was just read by row_max and is
+// read again from cache.
+template <typename T>
+SIAMESE_VECTOR_CLONES float shifted_exp_sum(const T* x, float shift, int64_t n) {
   float lane[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] += x[j + k];
+    for (int k = 0; k < kLanes; ++k) lane[k] += exp_nonpositive(load(x, j + k) - shift);
   float s = 0.0f;
-  for (; j < n; ++j) s += x[j];
+  for (; j < n; ++j) s += exp_nonpositive(load(x, j) - shift);
   for (int k = 0; k < kLanes; ++k) s += lane[k];
   return s;
 }
 
-// (x - max) - log(sum), not x - (max + log(sum)): max + log(sum) would round at the scale of
-// the logits, and that error would reach every log-probability of the row.
 template <typename T>
-SIAMESE_VECTOR_CLONES void log_probs_row(const T* x, float max, float log_sum, float* out, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) out[j] = (load(x, j) - max) - log_sum;
-}
-
-template <typename T>
-void log_softmax_of(const T* x, float* out, int64_t rows, int64_t vocab) {
+void log_softmax_stats_of(const T* x, float* max, float* log_sum, int64_t rows, int64_t vocab) {
   each_row(rows, vocab, [&](int64_t i) {
     const T* row = x + i * vocab;
-    float* lp = out + i * vocab;
-    const float m = row_max(row, vocab);
-    shifted_exp_row(row, m, lp, vocab);
-    log_probs_row(row, m, std::log(row_sum(lp, vocab)), lp, vocab);
+    max[i] = row_max(row, vocab);
+    log_sum[i] = std::log(shifted_exp_sum(row, max[i], vocab));
   });
 }
 
-// The target's entry is computed again in float and stored once, so that a bfloat16 gradient
-// rounds it once.
+// The target's entry is computed in float and stored once, so that a bfloat16 gradient rounds it once. (x -
+// max) - log_sum, not x - (max + log_sum): the sum would round at the scale of the logits, and that error
+// would reach every probability of the row.
 template <typename T>
-void cross_entropy_grad_of(const float* log_probs, const float* row_scale, int64_t row_scale_stride,
-                           const int64_t* targets, float target_grad, T* grad, int64_t rows, int64_t vocab) {
+void cross_entropy_grad_of(const T* x, const float* max, const float* log_sum, const float* row_scale,
+                           int64_t row_scale_stride, const int64_t* targets, float target_grad, T* grad,
+                           int64_t rows, int64_t vocab) {
   each_row(rows, vocab, [&](int64_t i) {
-    const float* lp = log_probs + i * vocab;
-    const float scale = row_scale[i * row_scale_stride];
+    const T* in = x + i * vocab;
     T* out = grad + i * vocab;
-    scaled_exp_row(lp, scale, out, vocab);
-    store(out, targets[i], exp_nonpositive(lp[targets[i]]) * scale - target_grad);
+    const float scale = row_scale[i * row_scale_stride];
+    const float at_target =
+        exp_nonpositive((load(in, targets[i]) - max[i]) - log_sum[i]) * scale - target_grad;
+    softmax_grad_row(in, max[i], log_sum[i], scale, out, vocab);
+    store(out, targets[i], at_target);
   });
 }
 
 }  // namespace
 
-void log_softmax(const void* x, bool bf16, float* out, int64_t rows, int64_t vocab) {
-  if (bf16) return log_softmax_of(static_cast<const c10::BFloat16*>(x), out, rows, vocab);
-  log_softmax_of(static_cast<const float*>(x), out, rows, vocab);
+void log_softmax_stats(const void* x, bool bf16, float* max, float* log_sum, int64_t rows, int64_t vocab) {
+  if (bf16) return log_softmax_stats_of(static_cast<const c10::BFloat16*>(x), max, log_sum, rows, vocab);
+  log_softmax_stats_of(static_cast<const float*>(x), max, log_sum, rows, vocab);
 }
 
-void cross_entropy_grad(const float* log_probs, const float* row_scale, int64_t row_scale_stride,
-                        const int64_t* targets, float target_grad, void* grad, bool bf16, int64_t rows,
-                        int64_t vocab) {
+void cross_entropy_grad(const void* x, const float* max, const float* log_sum, const float* row_scale,
+                        int64_t row_scale_stride, const int64_t* targets, float target_grad, void* grad,
+                        bool bf16, int64_t rows, int64_t vocab) {
   if (bf16)
-    return cross_entropy_grad_of(log_probs, row_scale, row_scale_stride, targets, target_grad,
-                                 static_cast<c10::BFloat16*>(grad), rows, vocab);
-  cross_entropy_grad_of(log_probs, row_scale, row_scale_stride, targets, target_grad,
-                        static_cast<float*>(grad), rows, vocab);
+    return cross_entropy_grad_of(static_cast<const c10::BFloat16*>(x), max, log_sum, row_scale,
+                                 row_scale_stride, targets, target_grad, static_cast<c10::BFloat16*>(grad),
+                                 rows, vocab);
+  cross_entropy_grad_of(static_cast<const float*>(x), max, log_sum, row_scale, row_scale_stride, targets,
+                        target_grad, static_cast<float*>(grad), rows, vocab);
 }
 
 }  // namespace siamese::model::softmax_cpu

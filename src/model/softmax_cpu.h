@@ -9,15 +9,18 @@
 
 namespace siamese::model::softmax_cpu {
 
-// out[i, :] = x[i, :] - logsumexp(x[i, :]) for rows [rows, vocab]; x is bfloat16 where bf16,
-// float otherwise.
-void log_softmax(const void* x, bool bf16, float* out, int64_t rows, int64_t vocab);
+// Per row i of x [rows, vocab]: max[i] and log_sum[i] = log(sum_j exp(x[i, j] - max[i])), so
+// that log_softmax(x)[i, j] = (x[i, j] - max[i]) - log_sum[i]. Two numbers a row are all the
+// loss keeps of the softmax: its backward recomputes the exp from the logits, and no
+// [rows, vocab] log-probabilities are written. x is bfloat16 where bf16, float otherwise.
+void log_softmax_stats(const void* x, bool bf16, float* max, float* log_sum, int64_t rows, int64_t vocab);
 
-// grad[i, j] = exp(log_probs[i, j]) * row_scale[i], then grad[i, target[i]] -= target_grad:
-// one pass where LibTorch takes an exp, a scale and a scatter. row_scale_stride 0: one scale
-// for every row. grad is bfloat16 where bf16, float otherwise.
-void cross_entropy_grad(const float* log_probs, const float* row_scale, int64_t row_scale_stride,
-                        const int64_t* targets, float target_grad, void* grad, bool bf16, int64_t rows,
-                        int64_t vocab);
+// grad[i, j] = exp((x[i, j] - max[i]) - log_sum[i]) * row_scale[i], then
+// grad[i, target[i]] -= target_grad: one pass where LibTorch takes an exp, a scale and a
+// scatter. row_scale_stride 0: one scale for every row. grad and x are bfloat16 where bf16,
+// float otherwise, and grad does not overlap x.
+void cross_entropy_grad(const void* x, const float* max, const float* log_sum, const float* row_scale,
+                        int64_t row_scale_stride, const int64_t* targets, float target_grad, void* grad,
+                        bool bf16, int64_t rows, int64_t vocab);
 
 }  // namespace siamese::model::softmax_cpu
