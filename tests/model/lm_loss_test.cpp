@@ -2,8 +2,14 @@
 // formula computed directly in float64, and the cross-entropy unchanged beside it.
 #include <gtest/gtest.h>
 
+#include <c10/core/CPUAllocator.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
 
 #include "siamese/model/lm_loss.h"
 
@@ -137,6 +143,68 @@ TEST(LmLoss, Bfloat16LogitsOnTheCpuGiveTheFloat32LossAndARoundedGradient) {
   const auto rounded = wide.grad().to(torch::kBFloat16).to(torch::kFloat);
   EXPECT_LE((logits.grad().to(torch::kFloat) - rounded).abs().max().item<double>(),
             std::ldexp(rounded.abs().max().item<double>(), -8));
+}
+
+// The CPU allocator, counting the bytes it has handed out and not yet had back, and their
+// peak; installed for its lifetime. The counts outlive it: what it allocated may be freed later.
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  CountingCpuAllocator() : inner_(c10::GetCPUAllocator()) { c10::SetCPUAllocator(this, kPriority); }
+  ~CountingCpuAllocator() override { c10::SetCPUAllocator(inner_, kPriority); }
+
+  c10::DataPtr allocate(size_t n) override {
+    auto held = std::make_unique<Held>(Held{inner_->allocate(n), n, counts_});
+    const int64_t now = counts_->live += int64_t(n);
+    int64_t peak = counts_->peak;
+    while (now > peak && !counts_->peak.compare_exchange_weak(peak, now)) {
+    }
+    void* data = held->inner.get();
+    return {data, held.release(), &release, c10::Device(c10::kCPU)};
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+
+  int64_t live() const { return counts_->live; }
+  int64_t peak() const { return counts_->peak; }
+  void reset_peak() { counts_->peak = counts_->live.load(); }
+
+ private:
+  static constexpr uint8_t kPriority = 200;
+  struct Counts {
+    std::atomic<int64_t> live{0}, peak{0};
+  };
+  struct Held {
+    c10::DataPtr inner;
+    size_t n;
+    std::shared_ptr<Counts> counts;
+  };
+  static void release(void* p) {
+    std::unique_ptr<Held> held(static_cast<Held*>(p));
+    held->counts->live -= int64_t(held->n);
+  }
+  c10::Allocator* inner_;
+  std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
+};
+
+// What the loss keeps for backward is two floats a row, not the [N, V] log-probabilities: its
+// forward never holds a logits-sized buffer of its own (a 410 MB one per micro-batch of
+// base.yaml), and the gradient is the one [N, V] buffer backward allocates.
+TEST(LmLoss, ForwardAllocatesNoLogitsSizedBufferOnTheCpu) {
+  torch::manual_seed(5);
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    const auto logits = (torch::randn({64, 4096}) * 4).to(dtype).requires_grad_();
+    const auto targets = torch::randint(0, 4096, {64});
+    const int64_t logits_bytes = logits.numel() * int64_t(sizeof(float));
+    CountingCpuAllocator counting;
+    const int64_t before = counting.live();
+    LossSums sums = loss_sums(logits, targets, 1e-4);
+    EXPECT_LT(counting.peak() - before, logits_bytes / 8) << dtype;
+    EXPECT_LT(counting.live() - before, logits_bytes / 8) << dtype;
+    counting.reset_peak();
+    sums.total().backward();
+    EXPECT_LT(counting.peak() - before, logits.numel() * logits.element_size() + logits_bytes / 8) << dtype;
+  }
 }
 
 // Backward through the z-loss alone (the cross-entropy's gradient slot left empty):
