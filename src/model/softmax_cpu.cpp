@@ -19,8 +19,8 @@ using cpu_loops::store;
 // Each row function has one clone per vector width, picked once at load time; without FMA
 // contraction each gives the same bits as the baseline one.
 
-// Out of place: rewriting the logits' own buffer took 1.6x as long on this machine's
-// Xeon (2 threads over [2040, 50304] float32: 78 against 47 ms), and saves no time anywhere else.
+// Out of place: rewriting the logits' own buffer took 1.6x as long on this project's Xeon
+// (2 threads over [2040, 50304] float32: 78 against 47 ms).
 template <typename T>
 SIAMESE_VECTOR_CLONES void softmax_grad_row(const T* __restrict x, float max, float log_sum, float scale,
                                             T* __restrict out, int64_t n) {
@@ -78,9 +78,9 @@ void log_softmax_stats_of(const T* x, float* max, float* log_sum, int64_t rows, 
   });
 }
 
-// The target's entry is computed in float and stored once, so that a bfloat16 gradient rounds it once. (x -
-// max) - log_sum, not x - (max + log_sum): the sum would round at the scale of the logits, and that error
-// would reach every probability of the row.
+// The target's entry is computed in float and stored once, so that a bfloat16 gradient rounds
+// it once. (x - max) - log_sum, not x - (max + log_sum): the sum would round at the scale of
+// the logits, and that error would reach every probability of the row.
 template <typename T>
 void cross_entropy_grad_of(const T* x, const float* max, const float* log_sum, const float* row_scale,
                            int64_t row_scale_stride, const int64_t* targets, float target_grad, T* grad,
