@@ -104,10 +104,12 @@ torch::Tensor next_token_nll_sum(const torch::Tensor& logits, const torch::Tenso
 }
 
 LossSums lm_loss_sums(TransformerImpl& model, const torch::Tensor& ids,
-                      std::optional<double> z_loss_multiplier, const std::optional<DocumentRule>& documents) {
+                      std::optional<double> z_loss_multiplier, const std::optional<DocumentRule>& documents,
+                      AuxLosses* aux) {
   const int64_t T = ids.size(1);
   const auto input = ids.narrow(1, 0, T - 1), targets = ids.narrow(1, 1, T - 1);
   ForwardOptions opts;
+  opts.aux = aux;
   std::optional<Documents> docs;
   if (documents) {
     docs = find_documents(input, documents->eos_id, documents->restart_positions);

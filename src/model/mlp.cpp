@@ -36,6 +36,9 @@ MlpImpl::MlpImpl(const ModelConfig& cfg, SublayerHooks hooks)
   dropless_ = cfg.moe_dropless;
   lbl_in_fp32_ = cfg.moe_lbl_in_fp32;
   capacity_factor_ = cfg.moe_capacity_factor;
+  blocks_ = double(cfg.n_layers);
+  load_balancing_weight_ = cfg.moe_loss_weight;
+  z_loss_weight_ = cfg.moe_zloss_weight.value_or(0.0);
   loop_ = cfg.moe_mlp_impl == "loop";
   const int64_t experts = cfg.moe_num_experts;
   router = register_module("router",
@@ -127,12 +130,21 @@ torch::Tensor MlpImpl::looped_experts(const torch::Tensor& inputs, const std::ve
   return torch::cat(outputs);
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  if (router) return sparse(x);
-  return ff_out(activate(ff_proj(x)));
+torch::Tensor MlpImpl::forward(const torch::Tensor& x, AuxLosses* aux) {
+  if (!router) return ff_out(activate(ff_proj(x)));
+  MoeOutput r = route(x);
+  if (!aux) return r.out;
+  aux->add(kMoeLoadBalancingLoss, r.load_balancing.detach() / blocks_);
+  aux->add(kMoeZLoss, r.z_loss.detach() / blocks_);
+  aux->routing.push_back(static_cast<const ExpertLoad&>(r));
+  if (!aux->grad_scale.defined() || !torch::GradMode::is_enabled()) return r.out;
+  const auto weighted =
+      r.load_balancing * (load_balancing_weight_ / blocks_) + r.z_loss * (z_loss_weight_ / blocks_);
+  return attach_aux_loss(r.out, weighted, aux->grad_scale);
 }
 
-torch::Tensor MlpImpl::sparse(const torch::Tensor& x) {
+MoeOutput MlpImpl::route(const torch::Tensor& x) {
+  MoeOutput r;
   const int64_t d = x.size(-1), experts = expert_ff_proj.size(0);
   const auto flat = x.reshape({-1, d});
   const int64_t tokens = flat.size(0), assignments = tokens * top_k_;
@@ -157,16 +169,15 @@ torch::Tensor MlpImpl::sparse(const torch::Tensor& x) {
   const int64_t capacity =
       dropless_ ? assignments : int64_t(capacity_factor_ * double(assignments) / double(experts));
   std::vector<int64_t> kept(experts);
-  stats_.tokens_per_expert.assign(count, count + experts);
-  stats_.assignments = assignments;
-  stats_.dropped = 0;
+  r.tokens_per_expert.assign(count, count + experts);
+  r.assignments = assignments;
   for (int64_t e = 0; e < experts; ++e) {
     kept[e] = std::min(count[e], capacity);
-    stats_.dropped += count[e] - kept[e];
+    r.dropped += count[e] - kept[e];
   }
   // The kept assignments in expert order: each expert's first `kept` of its sorted rows.
   auto rows = token_of, weights = weight_of;
-  if (stats_.dropped > 0) {
+  if (r.dropped > 0) {
     std::vector<int64_t> keep;
     int64_t offset = 0;
     for (int64_t e = 0; e < experts; ++e) {
@@ -189,9 +200,10 @@ torch::Tensor MlpImpl::sparse(const torch::Tensor& x) {
   const double per_token = 1.0 / double(std::max<int64_t>(tokens, 1));
   const auto share = counts.to(routing) * (per_token / double(top_k_));
   const auto mean_p = (lbl_in_fp32_ ? probs : probs.to(logits.scalar_type())).sum(0) * per_token;
-  stats_.load_balancing = double(experts) * (share.to(mean_p.scalar_type()) * mean_p).sum();
-  stats_.z_loss = torch::logsumexp(logits.to(routing), -1).square().sum() * per_token;
-  return out.reshape(x.sizes());
+  r.load_balancing = double(experts) * (share.to(mean_p.scalar_type()) * mean_p).sum();
+  r.z_loss = torch::logsumexp(logits.to(routing), -1).square().sum() * per_token;
+  r.out = out.reshape(x.sizes());
+  return r;
 }
 
 }  // namespace siamese::model

@@ -67,34 +67,26 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
         checkpoints_block(cfg_.activation_checkpointing, l)) {
       // The closure outlives this call (backward runs it again): it holds copies only. A block
       // may add streams (AttnRes's sources): their names come back through `names_after`.
-      // A sparse MLP's auxiliary losses ride along as the piece's last two outputs (mlp.h).
+      // Auxiliary losses reach their gradients through the recomputation (aux_loss.h); the
+      // values and routing are the first run's, recorded while `aux` still lives.
       auto docs = opts.documents ? std::make_shared<const Documents>(*opts.documents) : nullptr;
       auto names_after = std::make_shared<std::vector<std::string>>();
-      st.streams = checkpointed(
-          st.streams, [this, names = st.names, names_after, l, docs](const std::vector<torch::Tensor>& in) {
-            State block_state{names, in};
-            run_block(block_state, l, nullptr, nullptr, nullptr, docs.get());
-            *names_after = block_state.names;
-            auto out = block_state.streams;
-            if (auto& mlp = block_list_[l]->mlp; const auto* moe = mlp->moe_stats()) {
-              out.push_back(moe->load_balancing);
-              out.push_back(moe->z_loss);
-              // The recomputation's losses would keep its graph alive until the next forward.
-              mlp->set_moe_losses(out[out.size() - 2].detach(), out.back().detach());
-            }
-            return out;
-          });
+      auto record = std::make_shared<AuxLosses*>(opts.aux);
+      const torch::Tensor grad_scale = opts.aux ? opts.aux->grad_scale : torch::Tensor();
+      st.streams = checkpointed(st.streams, [this, names = st.names, names_after, l, docs, record,
+                                             grad_scale](const std::vector<torch::Tensor>& in) {
+        State block_state{names, in};
+        AuxLosses recomputed{grad_scale};
+        AuxLosses* aux = *record ? *record : &recomputed;
+        *record = nullptr;
+        run_block(block_state, l, nullptr, nullptr, nullptr, docs.get(), aux);
+        *names_after = block_state.names;
+        return block_state.streams;
+      });
       st.names = *names_after;
-      if (auto& mlp = block_list_[l]->mlp; mlp->moe_stats()) {
-        const auto z = st.streams.back();
-        st.streams.pop_back();
-        const auto load_balancing = st.streams.back();
-        st.streams.pop_back();
-        mlp->set_moe_losses(load_balancing, z);
-      }
     } else {
       run_block(st, l, opts.sublayer_probe, opts.mixing_probe, opts.cache ? &opts.cache->layers[l] : nullptr,
-                opts.documents);
+                opts.documents, opts.aux);
     }
     if (block_hooks_) {
       std::vector<torch::Tensor> produced;
@@ -115,7 +107,8 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
 }
 
 void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe,
-                                const Probe* mixing_probe, LayerCache* cache, const Documents* documents) {
+                                const Probe* mixing_probe, LayerCache* cache, const Documents* documents,
+                                AuxLosses* aux) {
   auto& block = block_list_[layer];
   for (int64_t s = 2 * layer; s < 2 * layer + 2; ++s) {
     const bool attention = TopologyImpl::is_attention(s);
@@ -124,7 +117,7 @@ void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_
       for (const auto& [name, w] : st.mixing)
         (*mixing_probe)(layer, (attention ? "attn." : "ffn.") + name, w);
     st.mixing.clear();
-    auto out = attention ? block->attn(in, cache, documents) : block->mlp(in);
+    auto out = attention ? block->attn(in, cache, documents) : block->mlp(in, aux);
     if (sublayer_probe) {
       (*sublayer_probe)(layer, attention ? "attn_in" : "ffn_in", in);
       (*sublayer_probe)(layer, attention ? "attn_out" : "ffn_out", out);
@@ -143,27 +136,6 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids) { return 
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& input_ids, const ForwardOptions& opts) {
   return head(hidden(input_ids, opts));
-}
-
-std::vector<const MoeStats*> TransformerImpl::moe_stats() const {
-  std::vector<const MoeStats*> out;
-  for (const auto& b : block_list_)
-    if (const auto* s = b->mlp->moe_stats()) out.push_back(s);
-  return out;
-}
-
-MoeLosses TransformerImpl::moe_losses() const {
-  const auto stats = moe_stats();
-  if (stats.empty()) return {};
-  MoeLosses out{torch::zeros({}, stats.front()->load_balancing.options()),
-                torch::zeros({}, stats.front()->z_loss.options())};
-  for (const auto* s : stats) {
-    out.load_balancing = out.load_balancing + s->load_balancing.to(out.load_balancing.scalar_type());
-    out.z_loss = out.z_loss + s->z_loss;
-  }
-  out.load_balancing = out.load_balancing / double(stats.size());
-  out.z_loss = out.z_loss / double(stats.size());
-  return out;
 }
 
 void TransformerImpl::use_reference_attention(bool on) {

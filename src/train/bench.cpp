@@ -19,6 +19,7 @@
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/runtime.h"
+#include "siamese/train/setup.h"
 #include "siamese/train/strategy.h"
 #include "siamese/train/train_step.h"
 
@@ -29,42 +30,24 @@ namespace {
 // One model under test with its optimizer, loss scaler and position in the data.
 struct Subject {
   TopologyTiming timing;
-  model::Transformer model{nullptr};
-  std::unique_ptr<Optimizer> optim;
-  std::unique_ptr<LossScaler> scaler;
+  Trainee trainee;
   int64_t step = 0;
 };
 
-// With `sync`, the model is that strategy's (its parameters broadcast, its optimizer on the
-// strategy's shards, its block hooks installed), as the trainer sets it up.
-std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device device,
-                                      GradientSync* sync = nullptr) {
+// The model as the trainer sets it up under `sync` (setup.h).
+std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device device, GradientSync& sync) {
   auto s = std::make_unique<Subject>();
   s->timing.topology = subject.label;
-  TrainConfig& cfg = s->timing.config;
-  cfg = subject.config;
-  torch::manual_seed(cfg.seed);
-  s->model = model::Transformer(cfg.model);
-  s->model->to(device);
-  s->model->train();
-  if (sync) {
-    sync->attach(s->model->parameters());
-    const WholeParamsOf whole{s->model->named_parameters(), sync};
-    s->optim = build_optimizer(cfg.optimizer, sync->optimizer_params(whole.params), &whole);
-    s->model->set_block_hooks(sync->block_hooks());
-  } else {
-    s->optim = build_optimizer(cfg.optimizer, s->model->named_parameters());
-  }
-  s->optim->allocate_state();
-  s->scaler = std::make_unique<LossScaler>(cfg.precision == "amp_fp16", cfg.fp16_initial_loss_scale,
-                                           cfg.fp16_loss_scale_growth_interval, device);
+  s->timing.config = subject.config;
+  s->trainee = build_trainee(s->timing.config, device, sync);
+  s->trainee.model->train();
   return s;
 }
 
 TrainStep training_step(Subject& s, GradientSync& sync, torch::Device device, int world_size) {
   const TrainConfig& cfg = s.timing.config;
   const int64_t micro = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world_size);
-  return TrainStep(cfg, *s.model, *s.optim, sync, *s.scaler, device, micro);
+  return TrainStep(cfg, *s.trainee.model, *s.trainee.optim, sync, *s.trainee.scaler, device, micro);
 }
 
 // One training step as `siamese train` runs it, at the configured peak learning rate.
@@ -81,7 +64,7 @@ StepSplit timed_step(Subject& s, TrainStep& step, GradientSync& sync, data::Toke
   batch = batch.to(device, /*non_blocking=*/true);
   const size_t loaded = clock.mark();
   StepMarks marks;
-  step.run(batch, cfg.optimizer.learning_rate, {}, &clock, &marks);
+  step.run(batch, cfg.optimizer.learning_rate, {false, &clock, &marks});
   const size_t end = clock.mark();
   t.optimizer = clock.seconds(marks.update_start, end);  // waits for the step to finish
   t.data = clock.seconds(start, loaded);
@@ -129,8 +112,9 @@ TopologyBench bench_topologies(const std::vector<BenchSubject>& compared, const 
   if (device.is_cuda()) configure_cuda_runtime(device, base.allow_tf32);
   check_flash_attention(base.model, device, autocast_dtype(base.precision));
   data::TokenDataset ds = data::train_dataset(base);
+  GradientSync alone;
   std::vector<std::unique_ptr<Subject>> subjects;
-  for (const auto& subject : compared) subjects.push_back(make_subject(subject, device));
+  for (const auto& subject : compared) subjects.push_back(make_subject(subject, device, alone));
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
                          static_cast<uint64_t>(base.data.seed.value_or(base.seed)));
   TopologyBench bench;
@@ -139,7 +123,6 @@ TopologyBench bench_topologies(const std::vector<BenchSubject>& compared, const 
   if (started) started(bench);
   // Each subject's peak is its own steps' (the counter is reset before them); it includes
   // every compared model's weights and optimizer state, which all stay resident.
-  GradientSync alone;
   std::vector<TrainStep> steps;
   for (auto& s : subjects) steps.push_back(training_step(*s, alone, device, 1));
   for (size_t k = 0; k < subjects.size(); ++k) {
@@ -170,7 +153,8 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
   validate_for_world_size(base, world.size);
   const torch::Device device = resolve_device(base.device, world.local_rank);
   Communicator comm(world, device, std::chrono::seconds(base.distributed.timeout_seconds));
-  auto subject = make_subject({base.model.residual, base}, device);
+  GradientSync alone;
+  auto subject = make_subject({base.model.residual, base}, device, alone);
   Subject& s = *subject;
   DataParallelOptions overlapped_options;
   overlapped_options.bucket_bytes = static_cast<int64_t>(base.distributed.bucket_mb * (1 << 20));
@@ -178,8 +162,8 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
   after_backward_options.overlap = false;
   // Both hang hooks on the same parameters; only the one prepared for a last micro-batch acts.
   DataParallelSync overlapped(comm, overlapped_options), after_backward(comm, after_backward_options);
-  overlapped.attach(s.model->parameters());
-  after_backward.attach(s.model->parameters());
+  overlapped.attach(s.trainee.model->parameters());
+  after_backward.attach(s.trainee.model->parameters());
   data::TokenDataset ds = data::train_dataset(base);
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
                          static_cast<uint64_t>(base.data.seed.value_or(base.seed)), world.rank, world.size);
@@ -193,10 +177,9 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
   if (sharded) {
     shards = std::make_unique<ShardedGradSync>(comm.subgroup("bench-sharded", everyone),
                                                sharded_options(base, world));
-    sharded_subject = make_subject({base.model.residual, base}, device, shards.get());
+    sharded_subject = make_subject({base.model.residual, base}, device, *shards);
   }
 
-  GradientSync alone;
   struct Setup {
     ScalingSetup result;
     GradientSync* sync;
@@ -231,9 +214,10 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
   comm.barrier();
   for (auto& setup : setups) {
     int64_t param_bytes = 0;
-    for (const auto& p : setup.subject->model->parameters()) param_bytes += p.nbytes();
+    for (const auto& p : setup.subject->trainee.model->parameters()) param_bytes += p.nbytes();
     setup.result.state_bytes = setup.sync->parameter_bytes(param_bytes) +
-                               setup.sync->gradient_bytes(param_bytes) + setup.subject->optim->state_bytes();
+                               setup.sync->gradient_bytes(param_bytes) +
+                               setup.subject->trainee.optim->state_bytes();
   }
   std::vector<ScalingSetup> out;
   if (world.is_main())

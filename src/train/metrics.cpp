@@ -18,6 +18,36 @@ namespace siamese::train {
 
 namespace fs = std::filesystem;
 
+std::optional<MoeLoad> moe_load(const std::vector<model::ExpertLoad>& routing, bool keep_counts) {
+  if (routing.empty()) return std::nullopt;
+  MoeLoad load;
+  load.min_share = 1.0;
+  int64_t assignments = 0, dropped = 0;
+  for (const auto& block : routing) {
+    assignments += block.assignments;
+    dropped += block.dropped;
+    double total = 0.0;
+    for (int64_t n : block.tokens_per_expert) total += double(n);
+    if (total <= 0) continue;
+    for (int64_t n : block.tokens_per_expert) {
+      const double p = double(n) / total;
+      load.min_share = std::min(load.min_share, p);
+      load.max_share = std::max(load.max_share, p);
+      if (p > 0) load.entropy -= p * std::log(p) / double(routing.size());
+    }
+  }
+  load.dropped_fraction = assignments > 0 ? double(dropped) / double(assignments) : 0.0;
+  if (keep_counts)
+    for (const auto& block : routing) load.tokens_per_expert.push_back(block.tokens_per_expert);
+  return load;
+}
+
+std::optional<double> StepMetrics::term(const std::string& name) const {
+  for (const auto& [n, v] : terms)
+    if (n == name) return v;
+  return std::nullopt;
+}
+
 double StepMetrics::perplexity() const { return std::exp(loss); }
 
 double StepMetrics::tokens_per_sec() const { return step_seconds > 0 ? step_tokens / step_seconds : 0.0; }
@@ -44,11 +74,9 @@ MetricsRow StepMetrics::to_row() const {
                                 {"comm_seconds", comm_seconds},
                                 {"comm_share", step_seconds > 0 ? comm_seconds / step_seconds : 0.0},
                                 {"peak_memory_mib", peak_memory_mib}});
-  if (z_loss) row[metric::kZLoss] = *z_loss;
+  for (const auto& [name, value] : terms) row[name] = value;
   if (loss_scale) row["loss_scale"] = *loss_scale;
   if (filtered_instances) row[metric::kFilteredInstances] = *filtered_instances;
-  if (moe_lbl_loss) row["moe_lbl_loss"] = *moe_lbl_loss;
-  if (moe_z_loss) row["moe_z_loss"] = *moe_z_loss;
   if (moe_load) {
     row["moe_load_min"] = moe_load->min_share;
     row["moe_load_max"] = moe_load->max_share;

@@ -117,6 +117,7 @@ void Optimizer::set_learning_rate(double lr) {
 void Optimizer::update(const std::optional<torch::Tensor>& skip) {
   adamw_->update(skip);
   if (muon_) muon_->update(skip);
+  for (const auto& hook : post_step_) hook();
 }
 
 std::unique_ptr<Optimizer> build_optimizer(const OptimizerConfig& cfg,

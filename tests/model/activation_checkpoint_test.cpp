@@ -25,7 +25,7 @@ ModelConfig config(const std::string& residual, const std::string& checkpointing
 }
 
 struct LossAndGrads {
-  torch::Tensor loss;
+  torch::Tensor loss, aux;
   std::vector<torch::Tensor> grads;
   size_t graph_nodes = 0;
 };
@@ -43,19 +43,24 @@ size_t count_nodes(const torch::autograd::Node* root) {
 }
 
 // The training loss: cross-entropy plus, for MoE blocks, the auxiliary losses at weights
-// that make their gradients count against the cross-entropy's.
-LossAndGrads run(const ModelConfig& cfg) {
+// that make their gradients count against the cross-entropy's (attached to the blocks'
+// outputs, aux_loss.h).
+LossAndGrads run(ModelConfig cfg) {
+  cfg.moe_loss_weight = 0.5;
+  cfg.moe_zloss_weight = 0.1;
   torch::manual_seed(5);
   Transformer m(cfg);
   m->train();
   torch::manual_seed(9);
   auto ids = torch::randint(0, cfg.vocab_size, {3, cfg.max_sequence_length});
   torch::manual_seed(21);  // the dropout masks
-  auto logits = m->forward(ids);
+  AuxLosses aux{torch::ones({})};
+  ForwardOptions opts;
+  opts.aux = &aux;
+  auto logits = m->forward(ids, opts);
   LossAndGrads r;
   r.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), ids.reshape({-1}));
-  if (const auto moe = m->moe_losses(); moe.load_balancing.defined())
-    r.loss = r.loss + 0.5 * moe.load_balancing + 0.1 * moe.z_loss;
+  if (cfg.block_type == "moe") r.aux = aux.term(kMoeLoadBalancingLoss) + aux.term(kMoeZLoss);
   r.graph_nodes = count_nodes(r.loss.grad_fn().get());
   r.loss.backward();
   for (auto& p : m->parameters()) r.grads.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
@@ -77,6 +82,9 @@ void expect_checkpointing_keeps_loss_and_gradients(const std::string& topology, 
   for (const std::string setting : {"whole_layer", "one_in_two"}) {
     const LossAndGrads ckpt = run(configured(setting));
     ASSERT_TRUE(torch::equal(plain.loss, ckpt.loss)) << topology << " " << setting;
+    if (sparse) {
+      ASSERT_TRUE(torch::equal(plain.aux, ckpt.aux)) << topology << " " << setting;
+    }
     ASSERT_EQ(plain.grads.size(), ckpt.grads.size());
     for (size_t i = 0; i < plain.grads.size(); ++i)
       EXPECT_TRUE(torch::allclose(plain.grads[i], ckpt.grads[i], 1e-5, 1e-7))
@@ -100,22 +108,26 @@ TEST(ActivationCheckpoint, SameLossAndGradientsWithMoeBlocks) {
 }
 
 // The auxiliary losses reach the router through the recomputation: its gradient from them
-// alone (the cross-entropy's left out) is the one the plain model gets.
+// alone (the cross-entropy's left out) is the one the plain model gets, counted once.
 TEST(ActivationCheckpoint, MoeAuxiliaryLossesBackPropagateThroughTheRecomputedRouter) {
   auto router_grads = [](const std::string& setting) {
     auto cfg = moe(config("pre", setting));
     cfg.attention_dropout = cfg.residual_dropout = cfg.embedding_dropout = 0.0;
+    cfg.moe_loss_weight = 1.0;
+    cfg.moe_zloss_weight = 1.0;
     torch::manual_seed(5);
     Transformer m(cfg);
     m->train();
     torch::manual_seed(9);
-    m->forward(torch::randint(0, cfg.vocab_size, {3, cfg.max_sequence_length}));
-    const auto losses = m->moe_losses();
-    (losses.load_balancing + losses.z_loss).backward();
+    AuxLosses aux{torch::ones({})};
+    ForwardOptions opts;
+    opts.aux = &aux;
+    // A zero gradient into the logits: only the attached losses reach the router.
+    (m->forward(torch::randint(0, cfg.vocab_size, {3, cfg.max_sequence_length}), opts).sum() * 0).backward();
     std::vector<torch::Tensor> grads;
     for (const auto& p : m->named_parameters())
       if (p.key().find("router") != std::string::npos) grads.push_back(p.value().grad());
-    return std::pair{losses.load_balancing.detach() + losses.z_loss.detach(), grads};
+    return std::pair{aux.term(kMoeLoadBalancingLoss) + aux.term(kMoeZLoss), grads};
   };
   const auto [plain_loss, plain] = router_grads("");
   const auto [ckpt_loss, ckpt] = router_grads("whole_layer");

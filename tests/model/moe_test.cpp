@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "siamese/common/autocast.h"
@@ -76,9 +77,9 @@ TEST(MoeReference, MatchesTransformersOlmoeSparseMoeBlock) {
     cfg.moe_norm_topk_prob = c.norm_topk;
     auto mlp = random_moe(cfg, torch::kFloat, 7 + ours.size());
     auto x = torch::randn({3, 5, kMoeWidth}).requires_grad_();
-    auto out = mlp(x);
-    const auto* stats = mlp->moe_stats();
-    ASSERT_NE(stats, nullptr);
+    const auto routed = mlp->route(x);
+    const auto& out = routed.out;
+    const auto* stats = &routed;
     auto g = torch::randn_like(out);
     ((out * g).sum() + lbl_weight * stats->load_balancing + z_weight * stats->z_loss).backward();
     const auto logits = torch::linear(x.reshape({-1, kMoeWidth}), mlp->router->weight);
@@ -187,8 +188,9 @@ TEST(MoeLayer, EqualsThePerTokenRoutingInFloat64) {
     cfg.moe_capacity_factor = c.capacity_factor;
     auto mlp = random_moe(cfg, torch::kDouble, 40 + i);
     const auto x = torch::randn({4, 6, kMoeWidth}, torch::kDouble);
-    const auto got = mlp(x);
-    const auto* stats = mlp->moe_stats();
+    const auto routed = mlp->route(x);
+    const auto& got = routed.out;
+    const auto* stats = &routed;
     torch::NoGradGuard g;
     const auto want = moe_by_hand(*mlp, cfg, x);
     EXPECT_LT((got - want.out).abs().max().item<double>(), 1e-12);
@@ -234,13 +236,14 @@ TEST(MoeLayer, GroupedGemmEqualsThePerExpertLoop) {
       cfg.moe_mlp_impl = grouped ? "sparse" : "loop";
       auto mlp = random_moe(cfg, torch::kFloat, 70 + i);
       const auto xi = x.clone().requires_grad_();
-      torch::Tensor out;
+      MoeOutput routed;
       {
         std::optional<AutocastGuard> amp;
         if (c.autocast) amp.emplace(torch::kCPU, torch::kBFloat16);
-        out = mlp(xi);
+        routed = mlp->route(xi);
       }
-      const auto* stats = mlp->moe_stats();
+      const auto& out = routed.out;
+      const auto* stats = &routed;
       EXPECT_EQ(siamese::testing::graph_has_node(out, "GroupedMmBackward0"), grouped && c.inner == 8);
       ((out.to(torch::kFloat) * g).sum() + stats->load_balancing + stats->z_loss).backward();
       dropped[grouped] = stats->dropped;
@@ -266,6 +269,51 @@ TEST(MoeLayer, GroupedGemmEqualsThePerExpertLoop) {
 
 // One expert chosen with weight 1 computes the dense MLP: a model with such MoE blocks equals
 // the dense model with the same weights, whatever the topology around the MLP.
+// A sparse MLP attaches its auxiliary losses to its output (aux_loss.h): back-propagating
+// the output alone gives the gradient of the output plus the losses at moe_loss_weight and
+// moe_zloss_weight over the block count, times the step's scale; the values it reports are
+// the losses over the block count, and its routing what it routed. In float64, where the two
+// sums of the same products differ by rounding only (a few ulps of the largest term).
+TEST(MoeLayer, AttachedLossesGiveTheGradientOfTheWeightedSum) {
+  auto cfg = moe_config(4, 2);
+  cfg.n_layers = 3;
+  cfg.moe_loss_weight = 0.3;
+  cfg.moe_zloss_weight = 0.05;
+  auto mlp = random_moe(cfg, torch::kDouble, 91);
+  const auto x = torch::randn({3, 5, kMoeWidth}, torch::kDouble);
+  const auto g = torch::randn({3, 5, kMoeWidth}, torch::kDouble);
+  const double scale = 0.25;
+  auto grads = [&](bool attached) {
+    mlp->zero_grad();
+    const auto xi = x.clone().requires_grad_();
+    AuxLosses aux(torch::full({}, scale, torch::kDouble));
+    if (attached) {
+      (mlp->forward(xi, &aux) * g).sum().backward();
+    } else {
+      const auto r = mlp->route(xi);
+      ((r.out * g).sum() + scale * (0.3 * r.load_balancing + 0.05 * r.z_loss) / 3.0).backward();
+      aux.add(kMoeLoadBalancingLoss, r.load_balancing.detach() / 3.0);
+      aux.add(kMoeZLoss, r.z_loss.detach() / 3.0);
+    }
+    return std::tuple{xi.grad(), mlp->router->weight.grad().clone(), aux};
+  };
+  const auto [gx, grouter, aux] = grads(true);
+  const auto [wx, wrouter, want] = grads(false);
+  EXPECT_LT((gx - wx).abs().max().item<double>(), 1e-13);
+  EXPECT_LT((grouter - wrouter).abs().max().item<double>(), 1e-13);
+  EXPECT_GT(wrouter.abs().max().item<double>(), 0.0);
+  for (const char* name : {kMoeLoadBalancingLoss, kMoeZLoss})
+    EXPECT_EQ(aux.term(name).item<double>(), want.term(name).item<double>()) << name;
+  ASSERT_EQ(aux.routing.size(), 1u);
+  EXPECT_EQ(aux.routing[0].assignments, 15 * 2);
+  // The attachment is what gives the router its share: without a scale nothing is attached.
+  mlp->zero_grad();
+  const auto xi = x.clone().requires_grad_();
+  AuxLosses unscaled;
+  (mlp->forward(xi, &unscaled) * g).sum().backward();
+  EXPECT_GT((mlp->router->weight.grad() - wrouter).abs().max().item<double>(), 1e-6);
+}
+
 TEST(MoeModel, OneExpertOfWeightOneIsTheDenseModelInEveryTopology) {
   for (const auto& name : topology_names()) {
     SCOPED_TRACE(name);
@@ -295,10 +343,12 @@ TEST(MoeModel, OneExpertOfWeightOneIsTheDenseModelInEveryTopology) {
       }
     }
     const auto ids = torch::randint(0, 61, {2, 9}, torch::kLong);
-    const auto want = a->forward(ids), got = b->forward(ids);
+    AuxLosses aux;
+    ForwardOptions opts;
+    opts.aux = &aux;
+    const auto want = a->forward(ids), got = b->forward(ids, opts);
     EXPECT_LT((got - want).abs().max().item<double>(), 1e-5);
-    const auto losses = b->moe_losses();
-    EXPECT_NEAR(losses.load_balancing.item<double>(), 1.0, 1e-6);  // one expert: f = P = 1
+    EXPECT_NEAR(aux.term(kMoeLoadBalancingLoss).item<double>(), 1.0, 1e-6);  // one expert: f = P = 1
   }
 }
 

@@ -17,27 +17,26 @@
 #include "siamese/model/lm_loss.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/loss_scale.h"
+#include "siamese/train/metrics.h"
 #include "siamese/train/optimizer.h"
+#include "siamese/train/setup.h"
 #include "siamese/train/train_step.h"
 #include "support/tiny_configs.h"
 
 namespace siamese::train {
 namespace {
 
+// The model, optimizer (with its post-step hooks) and scaler as train sets them up.
 struct Subject {
-  model::Transformer model{nullptr};
-  std::unique_ptr<Optimizer> optim;
   GradientSync sync;
-  std::unique_ptr<LossScaler> scaler;
+  Trainee trainee;
+  model::Transformer& model;
+  std::unique_ptr<Optimizer>& optim;
 
-  explicit Subject(const TrainConfig& c) {
-    torch::manual_seed(5);
-    model = model::Transformer(c.model);
-    optim = build_optimizer(c.optimizer, model->named_parameters());
-    scaler = std::make_unique<LossScaler>(false, 1.0, 1, torch::kCPU);
-  }
+  explicit Subject(const TrainConfig& c)
+      : trainee(build_trainee(c, torch::kCPU, sync)), model(trainee.model), optim(trainee.optim) {}
   TrainStep step(const TrainConfig& c, int64_t micro) {
-    return TrainStep(c, *model, *optim, sync, *scaler, torch::kCPU, micro);
+    return TrainStep(c, *model, *optim, sync, *trainee.scaler, torch::kCPU, micro);
   }
 };
 
@@ -62,12 +61,12 @@ TEST(TrainStep, MicroBatchesGiveTheWholeBatchsLossAndUpdate) {
   const auto a = one.run(batch, 1e-3), b = two.run(batch, 1e-3);
   torch::NoGradGuard no_grad;
   const auto mean = model::lm_loss_sum(*whole.model, batch).item<double>();  // after the update
-  EXPECT_NEAR(a.loss.item<double>(), b.loss.item<double>(), 1e-6);
+  EXPECT_NEAR(a.terms["loss"].item<double>(), b.terms["loss"].item<double>(), 1e-6);
   EXPECT_NEAR(a.grad_norm.item<double>(), b.grad_norm.item<double>(), 1e-5);
   EXPECT_EQ(a.loss_scale.item<double>(), 1.0);
   const auto pa = whole.model->named_parameters(), pb = split.model->named_parameters();
   for (const auto& kv : pa) EXPECT_TRUE(torch::allclose(kv.value(), pb[kv.key()], 1e-5, 1e-6)) << kv.key();
-  EXPECT_LT(mean / double(4 * 31), a.loss.item<double>());  // the step lowered the loss
+  EXPECT_LT(mean / double(4 * 31), a.terms["loss"].item<double>());  // the step lowered the loss
 }
 
 // fused_loss (the chunked LM-head loss) changes memory, not training: the same losses,
@@ -84,9 +83,11 @@ TEST(TrainStep, ChunkedLossTrainsAsTheUnchunkedOne) {
   auto step_a = a.step(plain, 2), step_b = b.step(chunked, 2);
   for (int i = 0; i < 3; ++i) {
     const auto ra = step_a.run(batch, 1e-3), rb = step_b.run(batch, 1e-3);
-    EXPECT_NEAR(rb.loss.item<double>(), ra.loss.item<double>(), 1e-6 * ra.loss.item<double>())
+    EXPECT_NEAR(rb.terms["loss"].item<double>(), ra.terms["loss"].item<double>(),
+                1e-6 * ra.terms["loss"].item<double>())
         << "step " << i;
-    EXPECT_NEAR(rb.z_loss.item<double>(), ra.z_loss.item<double>(), 1e-6 * ra.z_loss.item<double>());
+    EXPECT_NEAR(rb.terms["z_loss"].item<double>(), ra.terms["z_loss"].item<double>(),
+                1e-6 * ra.terms["z_loss"].item<double>());
     EXPECT_NEAR(rb.grad_norm.item<double>(), ra.grad_norm.item<double>(), 1e-5 * ra.grad_norm.item<double>());
   }
   const auto pa = a.model->named_parameters(), pb = b.model->named_parameters();
@@ -109,7 +110,7 @@ TEST(TrainStep, NonFiniteLossLeavesTheWeightsAlone) {
   auto ids = batch_of(c);
   ids[0][0] = 3;
   const auto r = step.run(ids, 1e-3);
-  EXPECT_FALSE(std::isfinite(r.loss.item<double>()));
+  EXPECT_FALSE(std::isfinite(r.terms["loss"].item<double>()));
   for (const auto& kv : s.model->named_parameters())
     EXPECT_TRUE(torch::equal(kv.value().nan_to_num(), before[kv.key()].nan_to_num())) << kv.key();
 }
@@ -146,10 +147,11 @@ TEST(TrainStep, NgptWeightsAreUnitNormAfterTheOptimizerStep) {
     worst = std::max(worst, off);
     least_moved = std::min(least_moved, moved);
   }
-  // Control: the optimizer's update alone leaves the sphere.
-  s.optim->zero_grad();
+  // Control: an optimizer's update without the projection hook leaves the sphere.
+  const auto bare = build_optimizer(c.optimizer, s.model->named_parameters());
+  bare->zero_grad();
   model::lm_loss_sum(*s.model, batch_of(c)).backward();
-  s.optim->update();
+  bare->update();
   double off_without = 0.0;
   for (const auto& [name, dim] : matrices)
     off_without = std::max(off_without, (params[name].norm(2, dim) - 1).abs().max().item<double>());
@@ -164,6 +166,7 @@ TEST(TrainStep, NgptWeightsAreUnitNormAfterTheOptimizerStep) {
 // formulas in float64 on the model's logits, over two micro-batches.
 TEST(TrainStep, ZLossJoinsTheGradientAndIsReportedApartFromTheCrossEntropy) {
   auto plain = no_dropout();
+  plain.max_grad_norm = std::nullopt;  // the gradients the step leaves are the unclipped ones
   auto c = plain;
   c.softmax_auxiliary_loss = true;
   c.auxiliary_loss_multiplier = 1e-2;
@@ -171,14 +174,14 @@ TEST(TrainStep, ZLossJoinsTheGradientAndIsReportedApartFromTheCrossEntropy) {
   Subject with_z(c), without_z(plain), direct(c);
   std::map<std::string, torch::Tensor> grads, plain_grads;
   auto keep = [](Subject& s, std::map<std::string, torch::Tensor>& into) {
-    return [&s, &into] {
-      for (const auto& kv : s.model->named_parameters()) into[kv.key()] = kv.value().grad().clone();
-    };
+    for (const auto& kv : s.model->named_parameters()) into[kv.key()] = kv.value().grad().clone();
   };
-  const auto r = with_z.step(c, 2).run(batch, 1e-3, keep(with_z, grads));
-  const auto r0 = without_z.step(plain, 2).run(batch, 1e-3, keep(without_z, plain_grads));
-  EXPECT_EQ(r.loss.item<double>(), r0.loss.item<double>());
-  EXPECT_EQ(r0.z_loss.item<double>(), 0.0);
+  const auto r = with_z.step(c, 2).run(batch, 1e-3);
+  keep(with_z, grads);
+  const auto r0 = without_z.step(plain, 2).run(batch, 1e-3);
+  keep(without_z, plain_grads);
+  EXPECT_EQ(r.terms["loss"].item<double>(), r0.terms["loss"].item<double>());
+  EXPECT_FALSE(r0.terms["z_loss"].defined());
 
   const int64_t T = batch.size(1);
   const auto logits = direct.model->forward(batch.narrow(1, 0, T - 1)).to(torch::kFloat64);
@@ -186,8 +189,8 @@ TEST(TrainStep, ZLossJoinsTheGradientAndIsReportedApartFromTheCrossEntropy) {
   const double n = double(rows.size(0));
   const auto nll = torch::nn::functional::cross_entropy(rows, batch.narrow(1, 1, T - 1).reshape({-1}));
   const auto z = c.auxiliary_loss_multiplier * rows.exp().sum(-1).log().pow(2).sum() / n;
-  EXPECT_NEAR(r.loss.item<double>(), nll.item<double>(), 1e-6);
-  EXPECT_NEAR(r.z_loss.item<double>() / z.item<double>(), 1.0, 1e-6);
+  EXPECT_NEAR(r.terms["loss"].item<double>(), nll.item<double>(), 1e-6);
+  EXPECT_NEAR(r.terms["z_loss"].item<double>() / z.item<double>(), 1.0, 1e-6);
   (nll + z).backward();
   double z_effect = 0, grad_diff = 0;
   for (const auto& kv : direct.model->named_parameters()) {
@@ -196,8 +199,8 @@ TEST(TrainStep, ZLossJoinsTheGradientAndIsReportedApartFromTheCrossEntropy) {
     z_effect = std::max(z_effect, (grads[kv.key()] - plain_grads[kv.key()]).abs().max().item<double>());
   }
   EXPECT_GT(z_effect, 1e-4);  // the z-loss's share of the gradient is far above the tolerance
-  std::cout << "[z-loss] " << r.z_loss.item<double>() << ", relative difference from float64 "
-            << std::abs(r.z_loss.item<double>() / z.item<double>() - 1)
+  std::cout << "[z-loss] " << r.terms["z_loss"].item<double>() << ", relative difference from float64 "
+            << std::abs(r.terms["z_loss"].item<double>() / z.item<double>() - 1)
             << "; max |gradient - float64 gradient| " << grad_diff << ", the z-loss's share up to "
             << z_effect << "\n";
 }
@@ -228,7 +231,7 @@ TEST(DocumentsStep, KeyOffIsThePlainLossBitForBitAndKeyOnIsTheMaskedLoss) {
   const auto batch = packed_batch(off);
   Subject plain(off);
   const double plain_expected = reported_loss(off, *plain.model, batch, std::nullopt);
-  EXPECT_EQ(plain.step(off, 4).run(batch, 1e-3).loss.item<double>(), plain_expected);
+  EXPECT_EQ(plain.step(off, 4).run(batch, 1e-3).terms["loss"].item<double>(), plain_expected);
 
   auto on = off;
   on.data.generate_doc_lengths = true;
@@ -236,7 +239,7 @@ TEST(DocumentsStep, KeyOffIsThePlainLossBitForBitAndKeyOnIsTheMaskedLoss) {
   Subject masked(on);
   const double masked_expected =
       reported_loss(on, *masked.model, batch, model::DocumentRule{on.model.eos_token_id, true});
-  EXPECT_EQ(masked.step(on, 4).run(batch, 1e-3).loss.item<double>(), masked_expected);
+  EXPECT_EQ(masked.step(on, 4).run(batch, 1e-3).terms["loss"].item<double>(), masked_expected);
   EXPECT_GT(std::abs(masked_expected - plain_expected), 1e-4);
 }
 
@@ -266,8 +269,8 @@ TEST(DocumentsStep, AFilteredInstanceNeverReachesTheModel) {
   const double expected = reported_loss(c, *a.model, kept_one, std::nullopt);
   auto step_a = a.step(c, 2), step_b = b.step(c, 2);
   const auto ra = step_a.run(kept_one, 1e-3), rb = step_b.run(kept_two, 1e-3);
-  EXPECT_NEAR(ra.loss.item<double>(), expected, 1e-5);
-  EXPECT_EQ(ra.loss.item<double>(), rb.loss.item<double>());
+  EXPECT_NEAR(ra.terms["loss"].item<double>(), expected, 1e-5);
+  EXPECT_EQ(ra.terms["loss"].item<double>(), rb.terms["loss"].item<double>());
   const auto pa = a.model->named_parameters(), pb = b.model->named_parameters();
   for (const auto& kv : pa) EXPECT_TRUE(torch::equal(kv.value(), pb[kv.key()])) << kv.key();
 
@@ -275,7 +278,7 @@ TEST(DocumentsStep, AFilteredInstanceNeverReachesTheModel) {
   Subject empty(c);
   auto step_empty = empty.step(c, 2);
   const auto r = step_empty.run(one.narrow(0, 0, 0), 1e-3);
-  EXPECT_EQ(r.loss.item<double>(), 0.0);
+  EXPECT_EQ(r.terms["loss"].item<double>(), 0.0);
 }
 
 TrainConfig moe_run() {
@@ -285,6 +288,7 @@ TrainConfig moe_run() {
   c.model.moe_top_k = 2;
   c.model.moe_loss_weight = 0.3;
   c.model.moe_zloss_weight = 0.01;
+  c.max_grad_norm = std::nullopt;  // the gradients the step leaves are the unclipped ones
   return c;
 }
 
@@ -297,23 +301,26 @@ TEST(TrainStep, MoeLossesJoinTheLossAtTheirWeights) {
   Subject trained(c), reference(c);
   std::map<std::string, torch::Tensor> grads;
   auto step = trained.step(c, c.global_train_batch_size);
-  const auto r = step.run(batch, 1e-3, [&] {
-    for (const auto& p : trained.model->named_parameters()) grads[p.key()] = p.value().grad().clone();
-  });
+  const auto r = step.run(batch, 1e-3);
+  for (const auto& p : trained.model->named_parameters()) grads[p.key()] = p.value().grad().clone();
   const double predicted = double(batch.size(0) * (batch.size(1) - 1));
-  const auto nll = model::lm_loss_sum(*reference.model, batch) / predicted;
-  const auto moe = reference.model->moe_losses();
-  (nll + 0.3 * moe.load_balancing + 0.01 * moe.z_loss).backward();
+  // The blocks attach their losses at unit scale: the gradient of nll + 0.3 lbl + 0.01 z
+  // (MoeMlp.AttachedLossesGiveTheGradientOfTheWeightedSum checks the attachment).
+  model::AuxLosses moe(torch::ones({}, torch::kFloat64));
+  const auto nll =
+      model::lm_loss_sums(*reference.model, batch, std::nullopt, std::nullopt, &moe).nll / predicted;
+  nll.backward();
   for (const auto& p : reference.model->named_parameters())
     EXPECT_TRUE(torch::allclose(grads[p.key()], p.value().grad(), 1e-5, 1e-7)) << p.key();
-  EXPECT_NEAR(r.loss.item<double>(), nll.item<double>(), 1e-6);
-  EXPECT_NEAR(r.moe_lbl_loss.item<double>(), moe.load_balancing.item<double>(), 1e-6);
-  EXPECT_NEAR(r.moe_z_loss.item<double>(), moe.z_loss.item<double>(), 1e-6);
-  ASSERT_TRUE(r.moe_load.has_value());
-  EXPECT_LE(r.moe_load->min_share, 0.25);
-  EXPECT_GE(r.moe_load->max_share, 0.25);
-  EXPECT_LE(r.moe_load->entropy, std::log(4.0) + 1e-12);
-  EXPECT_EQ(r.moe_load->dropped_fraction, 0.0);
+  EXPECT_NEAR(r.terms["loss"].item<double>(), nll.item<double>(), 1e-6);
+  EXPECT_NEAR(r.terms["moe_lbl_loss"].item<double>(), moe.term("moe_lbl_loss").item<double>(), 1e-6);
+  EXPECT_NEAR(r.terms["moe_z_loss"].item<double>(), moe.term("moe_z_loss").item<double>(), 1e-6);
+  const auto load = moe_load(r.routing, false);
+  ASSERT_TRUE(load.has_value());
+  EXPECT_LE(load->min_share, 0.25);
+  EXPECT_GE(load->max_share, 0.25);
+  EXPECT_LE(load->entropy, std::log(4.0) + 1e-12);
+  EXPECT_EQ(load->dropped_fraction, 0.0);
 
   Subject split(c), rows(c);
   auto by_row = split.step(c, 1);
@@ -321,14 +328,14 @@ TEST(TrainStep, MoeLossesJoinTheLossAtTheirWeights) {
   double lbl = 0.0, z = 0.0;
   torch::NoGradGuard no_grad;
   for (int64_t i = 0; i < batch.size(0); ++i) {
-    model::lm_loss_sum(*rows.model,
-                       batch.narrow(0, i, 1));  // the step's forward: inputs without the last token
-    const auto l = rows.model->moe_losses();
-    lbl += l.load_balancing.item<double>() / double(batch.size(0));
-    z += l.z_loss.item<double>() / double(batch.size(0));
+    model::AuxLosses l;
+    // The step's forward: inputs without the last token.
+    model::lm_loss_sums(*rows.model, batch.narrow(0, i, 1), std::nullopt, std::nullopt, &l);
+    lbl += l.term("moe_lbl_loss").item<double>() / double(batch.size(0));
+    z += l.term("moe_z_loss").item<double>() / double(batch.size(0));
   }
-  EXPECT_NEAR(s.moe_lbl_loss.item<double>(), lbl, 1e-6);
-  EXPECT_NEAR(s.moe_z_loss.item<double>(), z, 1e-6);
+  EXPECT_NEAR(s.terms["moe_lbl_loss"].item<double>(), lbl, 1e-6);
+  EXPECT_NEAR(s.terms["moe_z_loss"].item<double>(), z, 1e-6);
 }
 
 }  // namespace

@@ -114,30 +114,51 @@ TEST(Trainer, StoppedAndResumedMoeRunMatchesBitForBit) {
 }
 
 // block_type moe with Muon (each expert orthogonalised on its own) trains the same with every
-// block checkpointed: the auxiliary losses keep their gradients through the recomputation
-// (to rounding: the recomputed backward sums a parameter's gradient in another order).
+// block checkpointed: the auxiliary losses keep their gradients through the recomputation.
+//
+// What can be exact is: the first step's forward is the same arithmetic in both runs, so its
+// losses are equal bit for bit. After that the runs part by rounding: the recomputed backward
+// adds some gradients in another order (an ulp of float32), and Muon's Newton-Schulz runs in
+// bfloat16, where such an ulp sometimes crosses a rounding boundary and moves an element of
+// the update by 2^-8 of itself; which elements do depends on the CPU's sgemm kernels (AMD
+// and Intel differ). So no fixed tolerance on later steps follows from the arithmetic.
+// What does: a run whose auxiliary losses lost their gradients starts from a perturbation of
+// the gradient's aux share (about 1e-3 of it here), rounding from one of about 1e-7, and the
+// same training dynamics carry both. On the auxiliary losses, which those gradients act on,
+// the checkpointed run must stay far closer to the plain run than a run without auxiliary
+// gradients does (measured on a Xeon: 100-200x closer; the test asks for 4x). The
+// cross-entropy feels the auxiliary gradients too little to tell them from rounding.
 TEST(Trainer, MoeRunWithMuonTrainsTheSameWithActivationCheckpointing) {
   const std::string settings =
-      "--model.block_type=moe --model.moe_num_experts=4 --model.moe_top_k=2 --model.moe_zloss_weight=0.001 "
-      "--optimizer.name=muon ";
-  auto plain = fresh_dir("trainer_test", "moe_muon_plain"), ckpt = fresh_dir("trainer_test", "moe_muon_ckpt");
+      "--model.block_type=moe --model.moe_num_experts=4 --model.moe_top_k=2 --optimizer.name=muon ";
+  const std::string aux = "--model.moe_zloss_weight=0.001 ";
+  auto plain = fresh_dir("trainer_test", "moe_muon_plain"), ckpt = fresh_dir("trainer_test", "moe_muon_ckpt"),
+       no_aux = fresh_dir("trainer_test", "moe_muon_no_aux");
   fs::create_directories(plain.parent_path());
-  ASSERT_EQ(run_cli(plain, "hybrid_pre", settings, "0.1"), 0) << read_all(plain.string() + ".log");
-  ASSERT_EQ(run_cli(ckpt, "hybrid_pre", settings + "--activation_checkpointing=whole_layer", "0.1"), 0)
+  const std::string checkpointing = "--activation_checkpointing=whole_layer ";
+  ASSERT_EQ(run_cli(plain, "hybrid_pre", settings + aux, "0.1"), 0) << read_all(plain.string() + ".log");
+  ASSERT_EQ(run_cli(ckpt, "hybrid_pre", settings + aux + checkpointing, "0.1"), 0)
       << read_all(ckpt.string() + ".log");
-  // The load-balancing loss counts tokens per expert: a token at a near tie in its top-k may
-  // be routed to the other expert after a rounding difference, which moves 1/124 of a
-  // micro-batch's assignments (2 x 31 tokens, top-2) and the loss by up to
-  // E / 124 * (difference of the two experts' mean probabilities), about 1e-3 here.
-  const std::map<std::string, double> tolerance = {
-      {"loss", 1e-4}, {"moe_lbl_loss", 2e-3}, {"moe_z_loss", 1e-4}};
-  for (const auto& [key, tol] : tolerance) {
-    const auto a = step_values(plain, key), b = step_values(ckpt, key);
+  ASSERT_EQ(run_cli(no_aux, "hybrid_pre",
+                    settings + checkpointing + "--model.moe_loss_weight=0 --model.moe_zloss_weight=0", "0.1"),
+            0)
+      << read_all(no_aux.string() + ".log");
+  for (const char* key : {"loss", "moe_lbl_loss", "moe_z_loss"}) {
+    const auto a = step_values(plain, key), b = step_values(ckpt, key), c = step_values(no_aux, key);
     ASSERT_EQ(a.size(), 8u) << key;
     ASSERT_EQ(b.size(), 8u) << key;
-    for (const auto& [step, value] : a)
-      EXPECT_NEAR(std::stod(b.at(step)), std::stod(value), tol * std::abs(std::stod(value)))
-          << key << " " << step;
+    ASSERT_EQ(c.size(), 8u) << key;
+    EXPECT_EQ(a.at(1), b.at(1)) << key;  // the same forward
+    if (std::string(key) == "loss") continue;
+    double rounding = 0, without_aux = 0;
+    for (const auto& [step, value] : a) {
+      rounding = std::max(rounding, std::abs(std::stod(b.at(step)) - std::stod(value)));
+      without_aux = std::max(without_aux, std::abs(std::stod(c.at(step)) - std::stod(value)));
+    }
+    EXPECT_GT(without_aux, 0.0) << key;
+    EXPECT_LT(rounding, 0.25 * without_aux) << key;
+    std::cout << "[moe checkpointing] " << key << ": largest difference from the plain run " << rounding
+              << " checkpointed, " << without_aux << " without auxiliary gradients\n";
   }
   const auto la = losses(plain);
   EXPECT_NE(la.at(1), la.at(8));  // it did train

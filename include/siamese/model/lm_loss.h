@@ -54,10 +54,11 @@ torch::Tensor next_token_nll_sum(const torch::Tensor& logits, const torch::Tenso
 
 // The next-token loss_sums of the model over ids [B, T] through head_loss_sums (the last
 // position's logits, which predict nothing, are never computed). With `documents` (training
-// on packed rows), attention stays within the documents of ids[:, :T-1].
+// on packed rows), attention stays within the documents of ids[:, :T-1]. `aux` goes to the
+// forward (ForwardOptions::aux).
 LossSums lm_loss_sums(TransformerImpl& model, const torch::Tensor& ids,
                       std::optional<double> z_loss_multiplier = std::nullopt,
-                      const std::optional<DocumentRule>& documents = std::nullopt);
+                      const std::optional<DocumentRule>& documents = std::nullopt, AuxLosses* aux = nullptr);
 
 // lm_loss_sums(model, ids).nll.
 torch::Tensor lm_loss_sum(TransformerImpl& model, const torch::Tensor& ids);

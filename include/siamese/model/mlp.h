@@ -24,12 +24,14 @@
 #include <vector>
 
 #include "siamese/config/config.h"
+#include "siamese/model/aux_loss.h"
 #include "siamese/model/sublayer_hooks.h"
 
 namespace siamese::model {
 
-// What the last MoE forward routed, for the auxiliary losses and the metrics.
-struct MoeStats {
+// A sparse MLP's forward: the output, its auxiliary losses and how it routed the tokens.
+struct MoeOutput : ExpertLoad {
+  torch::Tensor out;
   // Switch Transformer's load-balancing loss (OLMoE's, per block): num_experts * sum_e f_e * P_e,
   // f_e the share of the token-to-expert assignments that went to e (before any dropping)
   // and P_e the mean router probability of e; 1 when both are uniform. transformers'
@@ -37,28 +39,23 @@ struct MoeStats {
   torch::Tensor load_balancing;
   // Router z-loss (ST-MoE): mean over tokens of logsumexp(router logits)^2.
   torch::Tensor z_loss;
-  std::vector<int64_t> tokens_per_expert;  // assignments per expert, before dropping
-  int64_t assignments = 0;                 // tokens * top_k
-  int64_t dropped = 0;                     // assignments over an expert's capacity
 };
+
+// The metrics keys of the auxiliary losses a sparse MLP adds to AuxLosses.
+inline constexpr const char* kMoeLoadBalancingLoss = "moe_lbl_loss";
+inline constexpr const char* kMoeZLoss = "moe_z_loss";
 
 class MlpImpl : public torch::nn::Module {
  public:
   // `hooks`: what the residual topology changes in it (topology.h, sublayer_hooks).
   explicit MlpImpl(const ModelConfig& cfg, SublayerHooks hooks = {});
 
-  torch::Tensor forward(const torch::Tensor& x);
-
-  // Set by every forward of a sparse MLP; null for a dense one.
-  const MoeStats* moe_stats() const { return router ? &stats_ : nullptr; }
-
-  // A checkpointed block runs its forward without autograd, so the auxiliary losses it leaves
-  // in moe_stats() have no gradient; the checkpoint returns them as outputs of the piece and
-  // puts these, which back-propagate through the recomputed router, in their place.
-  void set_moe_losses(torch::Tensor load_balancing, torch::Tensor z_loss) {
-    stats_.load_balancing = std::move(load_balancing);
-    stats_.z_loss = std::move(z_loss);
-  }
+  // With `aux`, a sparse MLP adds its auxiliary losses (each over the model's block count,
+  // so that the blocks' sum is their mean) and its routing, and attaches the losses at
+  // moe_loss_weight and moe_zloss_weight to its output (aux_loss.h).
+  torch::Tensor forward(const torch::Tensor& x, AuxLosses* aux = nullptr);
+  // A sparse MLP's forward with what it computed beside the output.
+  MoeOutput route(const torch::Tensor& x);
 
   // Dense: the MLP. Sparse: the shared expert (null without moe_shared_expert).
   torch::nn::Linear ff_proj{nullptr}, ff_out{nullptr};
@@ -68,7 +65,6 @@ class MlpImpl : public torch::nn::Module {
 
  private:
   torch::Tensor activate(const torch::Tensor& h) const;
-  torch::Tensor sparse(const torch::Tensor& x);
   // The routed experts on `inputs`, the kept assignments' rows in expert order, `kept[e]`
   // of them for expert e: one grouped GEMM per projection, or one matmul pair per expert.
   bool runs_grouped(const torch::Tensor& inputs) const;
@@ -80,7 +76,8 @@ class MlpImpl : public torch::nn::Module {
   int64_t top_k_ = 0;
   bool norm_topk_ = false, dropless_ = true, lbl_in_fp32_ = false, loop_ = false;
   double capacity_factor_ = 1.0;
-  MoeStats stats_;
+  double blocks_ = 1;                                     // the model's, over which losses are averaged
+  double load_balancing_weight_ = 0, z_loss_weight_ = 0;  // moe_loss_weight, moe_zloss_weight
 };
 TORCH_MODULE(Mlp);
 

@@ -64,11 +64,8 @@ struct ForwardOptions {
   std::optional<int64_t> n_blocks;  // run only the first n blocks, then finish (effective depth)
   // Packed training rows (documents.h): each attention sublayer reads only within documents.
   const Documents* documents = nullptr;
-};
-
-// The MoE auxiliary losses of one forward, each the mean over the blocks of MoeStats' value.
-struct MoeLosses {
-  torch::Tensor load_balancing, z_loss;
+  // Auxiliary losses (MoE): their gradient scale in, their values and routing out (aux_loss.h).
+  AuxLosses* aux = nullptr;
 };
 
 class BlockImpl : public torch::nn::Module {
@@ -103,12 +100,6 @@ class TransformerImpl : public torch::nn::Module {
   // torch's global generator: seed with torch::manual_seed first for a reproducible model.
   void reset_parameters();
 
-  // block_type moe: every block's routing of the last forward (empty for a dense model), and
-  // the auxiliary losses averaged over the blocks (undefined tensors for a dense model). The
-  // trainer adds moe_loss_weight * load_balancing + moe_zloss_weight * z_loss to the loss.
-  std::vector<const MoeStats*> moe_stats() const;
-  MoeLosses moe_losses() const;
-
   // Use reference_attention instead of the library kernel in every block (tests).
   void use_reference_attention(bool on);
 
@@ -126,7 +117,7 @@ class TransformerImpl : public torch::nn::Module {
  private:
   // Block `layer`'s two sublayers on the residual state (enter, F, dropout, leave).
   void run_block(State& st, int64_t layer, const Probe* sublayer_probe, const Probe* mixing_probe,
-                 LayerCache* cache, const Documents* documents);
+                 LayerCache* cache, const Documents* documents, AuxLosses* aux);
 
   ModelConfig cfg_;
   std::shared_ptr<TopologyImpl> topology_;

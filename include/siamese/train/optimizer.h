@@ -14,6 +14,7 @@
 // non-finite loss or gradient) without the host waiting.
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,8 +70,12 @@ class Optimizer {
   // `lr` is the schedule's value for optimizer.learning_rate: AdamW's groups take it, Muon's
   // matrices the same fraction of their own peak (optimizer.muon.learning_rate).
   void set_learning_rate(double lr);
-  // One update of every parameter with a gradient; `skip` as in AdamW::update.
+  // One update of every parameter with a gradient; `skip` as in AdamW::update. Then the
+  // post-step hooks, in the order they were added, skipped step or not.
   void update(const std::optional<torch::Tensor>& skip = std::nullopt);
+  // Work that follows every update (OLMo-core's optimizer callbacks): a sharded strategy
+  // making its parameters whole, a topology projecting its weights (nGPT).
+  void add_post_step_hook(std::function<void()> hook) { post_step_.push_back(std::move(hook)); }
 
   AdamW& adamw() { return *adamw_; }
   Muon* muon() { return muon_.get(); }  // null unless optimizer.name is muon
@@ -90,6 +95,7 @@ class Optimizer {
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<Muon> muon_;
   double muon_lr_ratio_ = 1;  // optimizer.muon.learning_rate / optimizer.learning_rate
+  std::vector<std::function<void()>> post_step_;
 };
 
 std::unique_ptr<Optimizer> build_optimizer(const OptimizerConfig& cfg,

@@ -1,0 +1,60 @@
+#pragma once
+// The save folder's lifecycle for one run (torchtitan's CheckpointManager): one writer per
+// folder (rank 0 takes its lock and clears what interrupted saves left; every rank learns
+// whether it could), the resume (an explicit load_path, else the newest intact checkpoint of
+// this run; never over a foreign run's checkpoints), the save (each rank's optimizer shard,
+// then rank 0's model, state and manifest, with barriers so no rank runs ahead of a save)
+// and the pruning of older checkpoints.
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "siamese/config/config.h"
+#include "siamese/dist/gradient_sync.h"
+#include "siamese/model/transformer.h"
+#include "siamese/train/checkpoint.h"
+#include "siamese/train/loss_scale.h"
+#include "siamese/train/optimizer.h"
+#include "siamese/train/save_folder.h"
+
+namespace siamese::train {
+
+class CheckpointManager {
+ public:
+  // Takes the save folder (rank 0) or throws on every rank when rank 0 could not.
+  CheckpointManager(const TrainConfig& cfg, GradientSync& sync);
+
+  // The state to start from: the resumed checkpoint's (weights, optimizer state and loss
+  // scale loaded), or a fresh one. `changes` receives the settings that differ from it.
+  TrainState load(model::TransformerImpl& model, Optimizer& optim, LossScaler& scaler, int64_t max_steps,
+                  std::vector<SettingChange>& changes);
+
+  // Rank 0 records the run beside its checkpoints: the resolved config, the tokenizer and
+  // the launch's provenance.
+  void record_run(int64_t max_steps, const TrainState& state);
+
+  // Saves step<state.step> (every rank calls it). False, and nothing written, when the
+  // weights are no longer finite.
+  bool save(TrainState& state, model::TransformerImpl& model, Optimizer& optim, const LossScaler& scaler);
+
+  int64_t last_saved() const { return last_saved_; }
+  // The longest save so far: what a time limit keeps in hand for the final one.
+  double longest_save_seconds() const { return longest_save_seconds_; }
+  const std::filesystem::path& folder() const { return run_dir_; }
+
+ private:
+  const TrainConfig& cfg_;
+  GradientSync& sync_;
+  std::filesystem::path run_dir_;
+  std::string config_yaml_;
+  std::optional<SaveFolderLock> lock_;
+  int64_t resumed_step_ = 0, last_saved_ = 0;
+  std::set<int64_t> written_;  // steps this run saved: with the older ones, the prunable
+  double longest_save_seconds_ = 0;
+};
+
+}  // namespace siamese::train

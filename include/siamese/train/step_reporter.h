@@ -1,0 +1,77 @@
+#pragma once
+// What the run tells about its steps: the metrics rows (metrics.jsonl and TensorBoard, on
+// rank 0), the console lines with their ETA, and the non-finite policy (max_bad_steps).
+// Steps run ahead of the host: each leaves its values on the device, and the reporter
+// reads the pending ones in one copy at a read point. On CUDA that is once per
+// console_log_interval and before any evaluation, checkpoint or stop, so the GPU never idles
+// while the host waits; on CPU reading is free and happens every step.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "siamese/common/metrics_row.h"
+#include "siamese/config/config.h"
+#include "siamese/train/checkpoint.h"
+#include "siamese/train/device_clock.h"
+#include "siamese/train/loss_scale.h"
+#include "siamese/train/metrics.h"
+#include "siamese/train/tensorboard.h"
+#include "siamese/train/train_step.h"
+
+namespace siamese::train {
+
+// "1h05m" or "4m09s".
+std::string format_eta(double seconds);
+
+// A step whose values are still on the device.
+struct PendingStep {
+  int64_t step = 0, tokens = 0;
+  double lr = 0, elapsed = 0, comm_seconds = 0;
+  int64_t filtered = 0;  // instances the instance filter left out, all ranks
+  StepResult result;
+  size_t start_mark = 0, end_mark = 0;  // on clock()
+};
+
+class StepReporter {
+ public:
+  // `main_rank` writes the rows into `run_dir`, dropping those after `first_step` that an
+  // interrupted run left.
+  StepReporter(const TrainConfig& cfg, torch::Device device, bool main_rank, int world_size,
+               const std::filesystem::path& run_dir, int64_t first_step, int64_t max_steps);
+
+  // An event row (evaluation, resume, non-finite weights, time limit), written at once.
+  void event(const MetricsRow& row);
+  DeviceClock& clock() { return clock_; }
+  // Whether `step` is a read point of its own (every step on CPU, console_log_interval on CUDA).
+  bool read_due(int64_t step) const { return step % read_interval_ == 0; }
+  int64_t read_interval() const { return read_interval_; }
+
+  void add(PendingStep step) { pending_.push_back(std::move(step)); }
+  // Writes the pending steps' rows. A non-finite step was already skipped on the device (its
+  // update cancelled); here it is counted in state.bad_steps, and past max_bad_steps this
+  // returns kExitNonFinite (else 0).
+  int flush(TrainState& state, const LossScaler& scaler);
+
+ private:
+  void console(const StepMetrics& m, double lr, double grad_norm);
+
+  const TrainConfig& cfg_;
+  torch::Device device_;
+  std::filesystem::path run_dir_;
+  int64_t first_step_, max_steps_, read_interval_, tokens_per_step_;
+  double flops_per_token_;
+  std::optional<double> peak_flops_;
+  std::optional<MetricsLog> metrics_;
+  std::optional<TensorBoardWriter> tensorboard_;  // the same rows, for TensorBoard and W&B
+  DeviceClock clock_;
+  SpikeDetector spikes_;
+  std::vector<PendingStep> pending_;
+  std::chrono::steady_clock::time_point last_console_;
+};
+
+}  // namespace siamese::train

@@ -1,0 +1,39 @@
+#pragma once
+// When a run stops before max_duration: a signal (SIGTERM, SIGINT, SIGUSR1: save and exit
+// kExitStopped), the time limit (save while a checkpoint still fits, exit 0), or the step
+// a caller asked for (RunControl::stop_at). Ranks agree on each, since a signal may reach
+// them at different steps.
+#include <chrono>
+#include <cstdint>
+
+#include "siamese/config/config.h"
+#include "siamese/dist/gradient_sync.h"
+
+namespace siamese::train {
+
+class StopPolicy {
+ public:
+  enum class Stop { None, Signal, TimeLimit };
+
+  // `started`: when the run began (time_limit counts from there).
+  StopPolicy(const TrainConfig& cfg, GradientSync& sync, int64_t stop_at,
+             std::chrono::steady_clock::time_point started);
+
+  // At a read point after `step` (every rank calls it): a signal any rank got, or a time
+  // limit that would pass before the next check at the mean step time since the loop began
+  // at `first_step`, with `save_seconds` kept in hand for the final save.
+  Stop check(int64_t step, int64_t first_step, std::chrono::steady_clock::time_point loop_start,
+             int64_t read_interval, double save_seconds);
+  // Whether the caller asked to stop after `step`.
+  bool requested(int64_t step) const { return step == stop_at_; }
+  int signal() const { return signal_; }
+
+ private:
+  const TrainConfig& cfg_;
+  GradientSync& sync_;
+  int64_t stop_at_;
+  std::chrono::steady_clock::time_point started_;
+  int signal_ = 0;
+};
+
+}  // namespace siamese::train

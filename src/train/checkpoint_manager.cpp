@@ -1,0 +1,100 @@
+#include "siamese/train/checkpoint_manager.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+#include "siamese/common/error.h"
+#include "siamese/config/load.h"
+#include "siamese/eval/run_tokenizer.h"
+#include "siamese/train/provenance.h"
+
+namespace siamese::train {
+
+namespace fs = std::filesystem;
+
+CheckpointManager::CheckpointManager(const TrainConfig& cfg, GradientSync& sync)
+    : cfg_(cfg), sync_(sync), run_dir_(cfg.save_folder), config_yaml_(to_yaml(cfg)) {
+  std::exception_ptr failure;
+  if (sync_.rank() == 0) {
+    try {
+      lock_.emplace(run_dir_);
+      clean_save_folder(run_dir_, *lock_);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  if (sync_.sum(failure ? 1.0 : 0.0) > 0) {
+    if (failure) std::rethrow_exception(failure);
+    throw Error("rank 0 could not take the save_folder (its log says why)", run_dir_.string());
+  }
+}
+
+TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& optim, LossScaler& scaler,
+                                   int64_t max_steps, std::vector<SettingChange>& changes) {
+  const std::optional<fs::path> from =
+      cfg_.load_path.empty() ? latest_checkpoint(run_dir_) : std::optional<fs::path>(cfg_.load_path);
+  const auto existing = checkpoint_folders(run_dir_);
+  const bool resuming_here =
+      from && fs::weakly_canonical(*from).parent_path() == fs::weakly_canonical(run_dir_);
+  if (!existing.empty() && !resuming_here && !cfg_.save_overwrite)
+    throw Error(fmt::format("save_folder already holds checkpoints (step{} ... step{}) and this run "
+                            "does not resume from them",
+                            existing.front().first, existing.back().first),
+                run_dir_.string(),
+                "resume from one of them (leave load_path empty, or point it into this folder), use "
+                "another save_folder, or set save_overwrite: true to write over them");
+  TrainState state;
+  if (from) {
+    state = load_checkpoint(*from, model, &optim, &cfg_.model, &sync_);
+    spdlog::info("resumed from {} at step {} ({} tokens)", from->string(), state.step, state.tokens);
+    changes = changed_settings(*from, cfg_);
+    for (const auto& c : changes)
+      spdlog::warn("resumed with a changed setting: {} {} -> {}", c.key, c.was, c.now);
+    if (state.step >= max_steps)
+      spdlog::warn("the run is already at step {} of {}: nothing left to train (raise max_duration to go on)",
+                   state.step, max_steps);
+    if (state.loss_scale > 0) scaler.restore(state.loss_scale, state.loss_scale_good_steps);
+  }
+  resumed_step_ = last_saved_ = state.step;
+  return state;
+}
+
+void CheckpointManager::record_run(int64_t max_steps, const TrainState& state) {
+  if (sync_.rank() != 0) return;
+  write_run_config(run_dir_, config_yaml_);
+  eval::keep_run_tokenizer(run_dir_, cfg_);
+  write_provenance(run_dir_, {max_steps, state.step, sync_.world_size()});
+}
+
+bool CheckpointManager::save(TrainState& state, model::TransformerImpl& model, Optimizer& optim,
+                             const LossScaler& scaler) {
+  const auto start = std::chrono::steady_clock::now();
+  const WholeParams whole(sync_);
+  // Every rank sees the same weights, so all stop alike.
+  std::vector<torch::Tensor> finite;
+  for (const auto& p : model.parameters()) finite.push_back(torch::isfinite(p).all());
+  if (!torch::stack(finite).all().item<bool>()) return false;
+  state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
+  state.loss_scale_good_steps = scaler.enabled() ? scaler.good_steps() : 0;
+  // A sharded strategy's ranks each write their optimizer shard first; rank 0 writes the
+  // rest and the manifest, the index that makes the shards a checkpoint, last.
+  save_optimizer_shard(run_dir_, state.step, optim, sync_.optimizer_shard_rank(), sync_.optimizer_shards());
+  sync_.barrier();
+  if (sync_.rank() == 0) {
+    auto dir = save_checkpoint(run_dir_, model, optim, state, config_yaml_, sync_.optimizer_shards());
+    written_.insert(state.step);
+    prune_checkpoints(run_dir_, cfg_.save_num_checkpoints_to_keep, resumed_step_, written_);
+    spdlog::info("saved checkpoint {}", dir.string());
+  }
+  sync_.barrier();
+  last_saved_ = state.step;
+  longest_save_seconds_ = std::max(
+      longest_save_seconds_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return true;
+}
+
+}  // namespace siamese::train

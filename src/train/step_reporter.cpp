@@ -1,0 +1,152 @@
+#include "siamese/train/step_reporter.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "siamese/analysis/grad_norms.h"
+#include "siamese/model/accounting.h"
+#include "siamese/train/trainer.h"
+
+namespace siamese::train {
+namespace {
+
+// The longest silence between console progress lines of a running train.
+constexpr double kConsoleSeconds = 30.0;
+
+}  // namespace
+
+std::string format_eta(double seconds) {
+  const auto s = static_cast<int64_t>(seconds);
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
+                   : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+StepReporter::StepReporter(const TrainConfig& cfg, torch::Device device, bool main_rank, int world_size,
+                           const std::filesystem::path& run_dir, int64_t first_step, int64_t max_steps)
+    : cfg_(cfg),
+      device_(device),
+      run_dir_(run_dir),
+      first_step_(first_step),
+      max_steps_(max_steps),
+      read_interval_(device.is_cuda() ? cfg.console_log_interval : 1),
+      tokens_per_step_(cfg.global_train_batch_size * cfg.model.max_sequence_length),
+      flops_per_token_(model::flops_per_token(cfg.model, cfg.model.max_sequence_length)),
+      peak_flops_(cfg.peak_tflops ? std::optional<double>(*cfg.peak_tflops * 1e12 * world_size)
+                                  : std::nullopt),
+      clock_(device),
+      spikes_(cfg.loss_spike_factor),
+      last_console_(std::chrono::steady_clock::now()) {
+  if (main_rank) {
+    metrics_.emplace(run_dir / "metrics.jsonl", first_step);
+    tensorboard_.emplace(run_dir / "tensorboard");
+  }
+}
+
+void StepReporter::event(const MetricsRow& row) {
+  if (metrics_) metrics_->write(row);
+  if (tensorboard_) tensorboard_->write_row(row);
+}
+
+int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
+  if (pending_.empty()) return 0;
+  // One copy: each step's grad norm, loss scale and terms, in the terms' order.
+  std::vector<torch::Tensor> values;
+  for (const auto& p : pending_)
+    values.push_back(
+        torch::cat({torch::stack({p.result.grad_norm, p.result.loss_scale}), p.result.terms.stacked()}));
+  const auto host = torch::stack(values).cpu();
+  const auto v = host.accessor<double, 2>();
+  const double peak_mib = peak_memory_mib(device_);
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const PendingStep& p = pending_[i];
+    const double grad_norm = v[i][0], loss_scale = v[i][1];
+    HostLossTerms terms;
+    bool finite_loss = true;
+    for (size_t k = 0; k < p.result.terms.size(); ++k) {
+      terms.emplace_back(p.result.terms.names()[k], v[i][2 + k]);
+      finite_loss = finite_loss && std::isfinite(v[i][2 + k]);
+    }
+    const double loss = terms.front().second;  // "loss" comes first
+    terms.erase(terms.begin());
+    // An fp16 overflow is routine while the scale settles: skipped, not a bad step. With
+    // no scaling left (S <= 1) the gradients themselves overflow, and it is one.
+    if (scaler.enabled() && finite_loss && !std::isfinite(grad_norm) && loss_scale > 1) {
+      spdlog::info("step {}: fp16 gradients overflowed at loss scale {}; step skipped, scale now {}", p.step,
+                   loss_scale, loss_scale / 2);
+      event(metrics_row(p.step, "overflow", {{"loss", loss}, {"loss_scale", loss_scale}}));
+      continue;
+    }
+    if (!finite_loss || !std::isfinite(grad_norm)) {
+      const std::string cause = !finite_loss ? "loss" : "grad_norm";
+      MetricsRow row = metrics_row(p.step, metric::kNonfiniteEvent,
+                                   {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}});
+      for (const auto& [name, value] : terms) row[name] = value;
+      event(row);
+      if (state.bad_steps < cfg_.max_bad_steps) {
+        state.bad_steps += 1;
+        spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)", p.step,
+                     cause, loss, grad_norm, state.bad_steps, cfg_.max_bad_steps);
+        continue;
+      }
+      spdlog::error(
+          "step {}: non-finite {} (loss {}, grad norm {}); stopping. The last checkpoint in {} is untouched; "
+          "resume from it with a lower learning rate or set max_bad_steps to skip such steps",
+          p.step, cause, loss, grad_norm, run_dir_.string());
+      return kExitNonFinite;
+    }
+    StepMetrics m;
+    m.step = p.step;
+    m.tokens = p.tokens;
+    m.loss = loss;
+    m.terms = std::move(terms);
+    m.moe_load = moe_load(p.result.routing, cfg_.model.moe_log_expert_assignment);
+    m.lr = p.lr;
+    m.grad_norm = grad_norm;
+    m.step_seconds = clock_.seconds(p.start_mark, p.end_mark);
+    m.step_tokens = tokens_per_step_;
+    m.flops_per_token = flops_per_token_;
+    m.peak_flops = peak_flops_;
+    m.elapsed = p.elapsed;
+    m.loss_spike = spikes_.observe(loss);
+    m.comm_seconds = p.comm_seconds;
+    m.peak_memory_mib = peak_mib;
+    if (scaler.enabled()) m.loss_scale = loss_scale;
+    if (cfg_.data.instance_filter.enabled()) m.filtered_instances = p.filtered;
+    event(m.to_row());
+    if (p.result.layer_grad_norms) event(analysis::layer_grad_norms_row(p.step, *p.result.layer_grad_norms));
+    if (p.filtered > 0)
+      spdlog::info("step {}: the instance filter left out {} instance(s) with repeated n-grams", p.step,
+                   p.filtered);
+    if (m.loss_spike) spdlog::warn("step {}: loss spike {:.4f}", p.step, loss);
+    console(m, p.lr, grad_norm);
+  }
+  pending_.clear();
+  clock_.keep_last();
+  return 0;
+}
+
+// A console line after the first step (with the run's expected length), then every
+// console_log_interval steps or kConsoleSeconds, whichever comes first, and at the end.
+void StepReporter::console(const StepMetrics& m, double lr, double grad_norm) {
+  const bool first = m.step == first_step_ + 1;
+  if (!(first || m.step % cfg_.console_log_interval == 0 || m.step == max_steps_ ||
+        std::chrono::steady_clock::now() - last_console_ >= std::chrono::duration<double>(kConsoleSeconds)))
+    return;
+  last_console_ = std::chrono::steady_clock::now();
+  const double per_step = m.elapsed / double(m.step - first_step_);
+  const auto z = m.term(metric::kZLoss);
+  spdlog::info(
+      "[{}/{}] loss {:.4f} nats/token{}, lr {:.3e}, grad_norm {:.3f}, {:.0f} tokens/s{}, mem {:.0f} MiB, ETA "
+      "{}",
+      m.step, max_steps_, m.loss, z ? fmt::format(", z_loss {:.3e}", *z) : "", lr, grad_norm,
+      m.tokens_per_sec(), m.mfu() ? fmt::format(", MFU {:.1f}%", 100 * *m.mfu()) : "", m.peak_memory_mib,
+      format_eta(per_step * double(max_steps_ - m.step)));
+  if (first && max_steps_ > m.step)
+    spdlog::info(
+        "expected duration at the first step's speed: {} for {} steps (the first step includes warm-up)",
+        format_eta(per_step * double(max_steps_ - first_step_)), max_steps_ - first_step_);
+}
+
+}  // namespace siamese::train
