@@ -1,12 +1,13 @@
 #include "siamese/model/lm_loss.h"
 
-#include "softmax_cpu.h"
+#include "siamese/kernels/softmax_cpu.h"
 
 namespace siamese::model {
 
 namespace {
 
-// Logits that softmax_cpu.h's passes take as they are; others are widened to float32 first.
+// Logits that kernels/softmax_cpu.h's passes take as they are; others are widened to float32
+// first.
 bool fast_cpu_path(const torch::Tensor& t) {
   return t.is_cpu() && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16);
 }
@@ -32,9 +33,9 @@ class CrossEntropySums : public torch::autograd::Function<CrossEntropySums> {
     if (fast_cpu_path(rows)) {
       saved_rows = rows.contiguous();
       stats = torch::empty({2, rows.size(0), 1}, rows.options().dtype(torch::kFloat));
-      softmax_cpu::log_softmax_stats(saved_rows.data_ptr(), rows.scalar_type() == torch::kBFloat16,
-                                     stats[0].data_ptr<float>(), stats[1].data_ptr<float>(), rows.size(0),
-                                     rows.size(1));
+      kernels::log_softmax_stats(saved_rows.data_ptr(), rows.scalar_type() == torch::kBFloat16,
+                                 stats[0].data_ptr<float>(), stats[1].data_ptr<float>(), rows.size(0),
+                                 rows.size(1));
       picked = (saved_rows.gather(1, index).to(torch::kFloat) - stats[0]) - stats[1];
     } else {
       saved_rows = torch::log_softmax(rows, 1);
@@ -66,10 +67,10 @@ class CrossEntropySums : public torch::autograd::Function<CrossEntropySums> {
     const auto& rows = rows_or_log_probs;
     auto grad = torch::empty_like(rows);
     const auto scale = row_scale.to(torch::kFloat).contiguous();
-    softmax_cpu::cross_entropy_grad(rows.data_ptr(), stats[0].data_ptr<float>(), stats[1].data_ptr<float>(),
-                                    scale.data_ptr<float>(), z_grad ? 1 : 0, index.data_ptr<int64_t>(),
-                                    g_nll.item<float>(), grad.data_ptr(),
-                                    rows.scalar_type() == torch::kBFloat16, rows.size(0), rows.size(1));
+    kernels::cross_entropy_grad(rows.data_ptr(), stats[0].data_ptr<float>(), stats[1].data_ptr<float>(),
+                                scale.data_ptr<float>(), z_grad ? 1 : 0, index.data_ptr<int64_t>(),
+                                g_nll.item<float>(), grad.data_ptr(), rows.scalar_type() == torch::kBFloat16,
+                                rows.size(0), rows.size(1));
     return {grad, torch::Tensor(), torch::Tensor()};
   }
 };

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "siamese/common/autocast.h"
-#include "swiglu_cpu.h"
+#include "siamese/kernels/swiglu_cpu.h"
 
 namespace siamese::model {
 
@@ -57,7 +57,7 @@ bool fused_swiglu_supports(const torch::Tensor& h) {
   return h.is_cpu() && (h.scalar_type() == torch::kFloat || h.scalar_type() == torch::kBFloat16);
 }
 
-// SwiGLU as one autograd node on swiglu_cpu.h's passes. Saves only h, the MLP's projection
+// SwiGLU as one autograd node on kernels/swiglu_cpu.h's passes. Saves only h, the MLP's projection
 // output (LibTorch's form keeps b, silu(b) and a).
 class SwigluFunction : public torch::autograd::Function<SwigluFunction> {
  public:
@@ -67,8 +67,8 @@ class SwigluFunction : public torch::autograd::Function<SwigluFunction> {
     auto sizes = h.sizes().vec();
     sizes.back() = n;
     auto out = torch::empty(sizes, h.options());
-    swiglu_cpu::forward(h.data_ptr(), out.data_ptr(), h.numel() / h.size(-1), n,
-                        h.scalar_type() == torch::kBFloat16);
+    kernels::swiglu_forward(h.data_ptr(), out.data_ptr(), h.numel() / h.size(-1), n,
+                            h.scalar_type() == torch::kBFloat16);
     ctx->save_for_backward({h});
     return out;
   }
@@ -78,8 +78,8 @@ class SwigluFunction : public torch::autograd::Function<SwigluFunction> {
     const auto h = ctx->get_saved_variables()[0];
     const auto g = grads[0].to(h.scalar_type()).contiguous();
     auto dh = torch::empty_like(h);
-    swiglu_cpu::backward(h.data_ptr(), g.data_ptr(), dh.data_ptr(), h.numel() / h.size(-1), h.size(-1) / 2,
-                         h.scalar_type() == torch::kBFloat16);
+    kernels::swiglu_backward(h.data_ptr(), g.data_ptr(), dh.data_ptr(), h.numel() / h.size(-1),
+                             h.size(-1) / 2, h.scalar_type() == torch::kBFloat16);
     return {dh};
   }
 };

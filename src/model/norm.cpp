@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "siamese/model/fused_norm.h"
+#include "siamese/kernels/fused_norm.h"
 
 namespace siamese::model {
 namespace {
@@ -13,7 +13,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // RMSNorm or LayerNorm (without bias) as one autograd node on the fused kernels
-// (fused_norm.h); with xhat = (x - mu) r, dxhat = dy w:
+// (siamese/kernels/fused_norm.h); with xhat = (x - mu) r, dxhat = dy w:
 //   y = xhat w,  dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dw = sum(dy xhat)
 // where RMSNorm has mu = 0 and no mean(dxhat) term. Saves x and the per-row r (and mu)
 // rather than xhat: [rows] tensors instead of a second [B, T, d].
@@ -33,7 +33,7 @@ class NormFunction : public torch::autograd::Function<NormFunction> {
     const auto saved = ctx->get_saved_variables();
     const bool affine = saved.size() == 4;
     auto g =
-        fused::norm_backward(grads[0], saved[0], saved[1], saved[2], affine ? saved[3] : torch::Tensor());
+        kernels::norm_backward(grads[0], saved[0], saved[1], saved[2], affine ? saved[3] : torch::Tensor());
     if (!affine) return {g.dx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     return {g.dx, g.dw, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
@@ -42,7 +42,7 @@ class NormFunction : public torch::autograd::Function<NormFunction> {
   static torch::Tensor run(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                            double eps, bool centered, bool float_out) {
     const auto xc = x.contiguous();
-    auto out = fused::norm_forward(xc, weight, eps, centered, float_out);
+    auto out = kernels::norm_forward(xc, weight, eps, centered, float_out);
     if (weight.defined())
       ctx->save_for_backward({xc, out.r, out.mu, weight});
     else
@@ -82,7 +82,7 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   // where it also takes a half input's conversion.
   if (kind_ == NormKind::LayerNorm && x.element_size() >= 4)
     return torch::layer_norm(x, {dim_}, weight, bias, eps_);
-  const auto in = fused::supports(x) ? x : x.to(torch::kFloat);
+  const auto in = kernels::norm_supports(x) ? x : x.to(torch::kFloat);
   auto norm = [&](bool centered, bool float_out) {
     return weight.defined() ? NormFunction::apply(in, weight, eps_, centered, float_out)
                             : NormFunction::apply(in, eps_, centered, float_out);

@@ -1,9 +1,6 @@
 #include "siamese/model/rope.h"
 
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-
-#include "rope_kernel.h"
+#include "siamese/kernels/rope.h"
 
 namespace siamese::model {
 
@@ -23,78 +20,18 @@ std::pair<torch::Tensor, torch::Tensor> Rope::tables(int64_t T, const torch::Dev
 
 namespace {
 
-// On CUDA with float32 angles: one kernel reads t in its dtype, rotates in float32 and
-// writes t's dtype (rope_kernel.h). Tables are [T, hd / 2] (shared by the batch) or
-// [B, 1, T, hd / 2] (per-row positions).
-bool rotates_on_cuda(const torch::Tensor& t, const torch::Tensor& s) {
-  const auto dt = t.scalar_type();
-  return t.is_cuda() && s.scalar_type() == torch::kFloat && t.dim() == 4 && t.stride(-1) == 1 &&
-         (dt == torch::kFloat || dt == torch::kBFloat16 || dt == torch::kHalf) &&
-         (s.dim() == 2 || s.dim() == 4);
-}
-
-torch::Tensor rotate_on_cuda(const torch::Tensor& t, const torch::Tensor& s, const torch::Tensor& c,
-                             float sign) {
-  namespace rk = rope_kernel;
-  const auto sin = s.contiguous(), cos = c.contiguous();
-  auto out = torch::empty(t.sizes(), t.options());
-  const int64_t half = t.size(3) / 2;
-  TORCH_CHECK(
-      sin.size(-1) == half && sin.size(-2) == t.size(2) && (sin.dim() == 2 || sin.size(0) == t.size(0)),
-      "RoPE tables ", sin.sizes(), " do not match ", t.sizes());
-  const rk::DType dtype = t.scalar_type() == torch::kFloat      ? rk::DType::Float32
-                          : t.scalar_type() == torch::kBFloat16 ? rk::DType::BFloat16
-                                                                : rk::DType::Float16;
-  const rk::RopeArgs args{dtype,
-                          t.size(0),
-                          t.size(1),
-                          t.size(2),
-                          half,
-                          t.stride(0),
-                          t.stride(1),
-                          t.stride(2),
-                          sin.dim() == 4 ? t.size(2) * half : 0,
-                          sign,
-                          t.data_ptr(),
-                          sin.data_ptr<float>(),
-                          cos.data_ptr<float>(),
-                          out.data_ptr()};
-  const c10::cuda::CUDAGuard guard(t.device());
-  const char* err = rk::run_cuda(args, at::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(!err, "RoPE: CUDA kernel failed: ", err);
-  return out;
-}
-
-// The rotation of t's two halves by angles with sines sign * s and cosines c ([.., hd / 2]
-// broadcast against them): [t1 c - t2 s, t2 c + t1 s], computed in s's dtype and returned in
-// t's. Elsewhere than on CUDA the halves are written by four passes into halves of the
-// output, where the textbook t*cos + rotate_half(t)*sin takes a negation, a concatenation and
-// three full-width passes (bench --profile: `cat` and `neg` were 2% of the CPU step).
-torch::Tensor rotate_halves(const torch::Tensor& t_in, const torch::Tensor& s, const torch::Tensor& c,
-                            float sign) {
-  if (rotates_on_cuda(t_in, s)) return rotate_on_cuda(t_in, s, c, sign);
-  const auto t = t_in.to(s.scalar_type());
-  const int64_t h = t.size(-1) / 2;
-  const auto t1 = t.narrow(-1, 0, h), t2 = t.narrow(-1, h, h);
-  auto out = torch::empty_like(t, at::MemoryFormat::Contiguous);
-  auto o1 = out.narrow(-1, 0, h), o2 = out.narrow(-1, h, h);
-  torch::mul_out(o1, t1, c).addcmul_(t2, s, -sign);
-  torch::mul_out(o2, t2, c).addcmul_(t1, s, sign);
-  return out.to(t_in.scalar_type());
-}
-
 // Its backward is the rotation by the negative angles.
 class RopeRotation : public torch::autograd::Function<RopeRotation> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& t,
                                const torch::Tensor& s, const torch::Tensor& c) {
     ctx->save_for_backward({s, c});
-    return rotate_halves(t, s, c, 1.0f);
+    return kernels::rope_rotate(t, s, c, 1.0f);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    return {rotate_halves(grads[0], saved[0], saved[1], -1.0f), torch::Tensor(), torch::Tensor()};
+    return {kernels::rope_rotate(grads[0], saved[0], saved[1], -1.0f), torch::Tensor(), torch::Tensor()};
   }
 };
 

@@ -1,9 +1,10 @@
-// The fused RMSNorm and SiameseNorm stream update (fused_norm.h) against independent ATen
-// composites under autograd, forward and backward: on CPU in float64 (to rounding), float32
+// The fused RMSNorm and SiameseNorm stream update (kernels/fused_norm.h, and the stream
+// update's autograd node, model/stream_update.h) against independent ATen composites under
+// autograd, forward and backward: on CPU in float64 (to rounding), float32
 // and bfloat16, with and without weights, each norm on and off, RMSNorm and LayerNorm (ATen's
 // layer_norm as the reference), incoming gradients missing;
 // finite differences in float64; and (suites named Gpu*) the CUDA kernels on a GPU.
-#include "siamese/model/fused_norm.h"
+#include "siamese/kernels/fused_norm.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "siamese/model/norm.h"
+#include "siamese/model/stream_update.h"
 
 using namespace siamese::model;
 using torch::Tensor;
@@ -79,8 +81,8 @@ void check_norm(torch::Device dev, torch::ScalarType t, std::vector<int64_t> siz
   const auto c = compute_type(t);
   const auto out_type = float_out ? c : t;
   const auto dy = random(sizes, dev, out_type);
-  const auto out = fused::norm_forward(x, w, kEps, centered, float_out);
-  const auto g = fused::norm_backward(dy, x, out.r, out.mu, w);
+  const auto out = siamese::kernels::norm_forward(x, w, kEps, centered, float_out);
+  const auto g = siamese::kernels::norm_backward(dy, x, out.r, out.mu, w);
 
   auto x_ref = leaf(x.to(c)), w_ref = leaf(w.defined() ? w.to(c) : w);
   const auto y_ref =
@@ -151,8 +153,7 @@ void check_stream_update(torch::Device dev, torch::ScalarType t, std::vector<int
 
   auto x1 = leaf(x), o1 = leaf(o), wx1 = leaf(wx), wy1 = leaf(wy);
   auto y1 = shared_input ? x1 : leaf(y);
-  const auto s =
-      fused::stream_update(x1, y1, o1, alpha, {on_x, wx1, kEps, centered}, {on_y, wy1, kEps, centered});
+  const auto s = stream_update(x1, y1, o1, alpha, {on_x, wx1, kEps, centered}, {on_y, wy1, kEps, centered});
   EXPECT_EQ(s.nx.defined(), on_x);
   EXPECT_EQ(s.ny.defined(), on_y);
 
@@ -243,7 +244,7 @@ TEST(FusedNorm, RmsNormTakesNonContiguousInput) {
   torch::manual_seed(4);
   const auto x = torch::randn({6, 32}, torch::kDouble).t();  // rows of 6 with stride 32
   const auto w = torch::rand({6}, torch::kDouble);
-  EXPECT_LT(rel_err(fused::norm_forward(x, w, kEps).y, composite_rms(x, w, kEps)), 1e-14);
+  EXPECT_LT(rel_err(siamese::kernels::norm_forward(x, w, kEps).y, composite_rms(x, w, kEps)), 1e-14);
 }
 
 TEST(FusedNorm, RmsNormFiniteDifferencesFloat64) {
@@ -262,8 +263,8 @@ TEST(FusedNorm, RmsNormFiniteDifferencesFloat64) {
 
 TEST(FusedNorm, UnsupportedDtypeIsRejectedAndTheNormModuleFallsBackToFloat32) {
   const auto x = torch::randn({3, 8}).to(torch::kHalf);
-  EXPECT_FALSE(fused::supports(x));
-  EXPECT_THROW(fused::norm_forward(x, {}, kEps), c10::Error);
+  EXPECT_FALSE(siamese::kernels::norm_supports(x));
+  EXPECT_THROW(siamese::kernels::norm_forward(x, {}, kEps), c10::Error);
   Norm norm(NormKind::RMS, 8, kEps, true, false);
   const auto y = norm(x);
   EXPECT_EQ(y.scalar_type(), torch::kHalf);
@@ -308,9 +309,9 @@ TEST(FusedNorm, StreamUpdateWithMissingIncomingGradients) {
                           centered);
   // The raw backward with nothing arriving: all gradients zero, weights' too.
   const auto x = torch::randn({3, 16}, torch::kDouble), w = torch::rand({16}, torch::kDouble);
-  const fused::StreamNormSpec on{true, w, kEps};
-  const auto fwd = fused::stream_update_forward(x, x, x, 0.5, on, on);
-  const auto g = fused::stream_update_backward({}, {}, {}, {}, fwd, 0.5, on, on);
+  const siamese::kernels::StreamNormSpec on{true, w, kEps};
+  const auto fwd = siamese::kernels::stream_update_forward(x, x, x, 0.5, on, on);
+  const auto g = siamese::kernels::stream_update_backward({}, {}, {}, {}, fwd, 0.5, on, on);
   for (const auto& t : {g.dx, g.dy, g.d_o, g.dw_x, g.dw_y}) EXPECT_EQ(t.abs().max().item<double>(), 0);
 }
 
@@ -330,8 +331,8 @@ TEST(FusedNorm, StreamUpdateFiniteDifferencesFloat64) {
     SCOPED_TRACE(centered ? "LayerNorm" : "RMSNorm");
     const double err = directional_mismatch(
         [&](const std::vector<Tensor>& in) {
-          const auto s = fused::stream_update(in[0], in[1], in[2], 0.6, {true, in[3], kEps, centered},
-                                              {true, in[4], kEps, centered});
+          const auto s = stream_update(in[0], in[1], in[2], 0.6, {true, in[3], kEps, centered},
+                                       {true, in[4], kEps, centered});
           return (s.x * cot[0]).sum() + (s.y * cot[1]).sum() + (s.nx * cot[2]).sum() + (s.ny * cot[3]).sum();
         },
         {torch::randn({4, d}, torch::kDouble) + 1, torch::randn({4, d}, torch::kDouble),
@@ -344,8 +345,9 @@ TEST(FusedNorm, StreamUpdateFiniteDifferencesFloat64) {
 TEST(FusedNorm, WeightGradientIsReproducible) {
   torch::manual_seed(12);
   const auto x = torch::randn({1000, 64}), dy = torch::randn({1000, 64}), w = torch::rand({64});
-  const auto r = fused::norm_forward(x, w, kEps).r;
-  const auto a = fused::norm_backward(dy, x, r, {}, w), b = fused::norm_backward(dy, x, r, {}, w);
+  const auto r = siamese::kernels::norm_forward(x, w, kEps).r;
+  const auto a = siamese::kernels::norm_backward(dy, x, r, {}, w),
+             b = siamese::kernels::norm_backward(dy, x, r, {}, w);
   EXPECT_TRUE(torch::equal(a.dw, b.dw));
   EXPECT_TRUE(torch::equal(a.dx, b.dx));
 }
@@ -387,13 +389,13 @@ TEST(GpuFusedNorm, CudaMatchesCpuAndIsReproducible) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: the CUDA kernels need a GPU";
   torch::manual_seed(23);
   const auto x = torch::randn({5000, 512}), dy = torch::randn({5000, 512}), w = torch::rand({512});
-  const auto cpu = fused::norm_forward(x, w, kEps);
-  const auto cpu_g = fused::norm_backward(dy, x, cpu.r, {}, w);
+  const auto cpu = siamese::kernels::norm_forward(x, w, kEps);
+  const auto cpu_g = siamese::kernels::norm_backward(dy, x, cpu.r, {}, w);
   const auto xg = x.cuda(), dyg = dy.cuda(), wg = w.cuda();
-  const auto gpu = fused::norm_forward(xg, wg, kEps);
-  const auto gpu_g = fused::norm_backward(dyg, xg, gpu.r, {}, wg);
+  const auto gpu = siamese::kernels::norm_forward(xg, wg, kEps);
+  const auto gpu_g = siamese::kernels::norm_backward(dyg, xg, gpu.r, {}, wg);
   EXPECT_LT(rel_err(gpu.y, cpu.y), 2e-6);
   EXPECT_LT(rel_err(gpu_g.dx, cpu_g.dx), 1e-5);
   EXPECT_LT(rel_err(gpu_g.dw, cpu_g.dw), 1e-5);
-  EXPECT_TRUE(torch::equal(gpu_g.dw, fused::norm_backward(dyg, xg, gpu.r, {}, wg).dw));
+  EXPECT_TRUE(torch::equal(gpu_g.dw, siamese::kernels::norm_backward(dyg, xg, gpu.r, {}, wg).dw));
 }

@@ -85,10 +85,10 @@ TEST(LmLoss, CrossEntropyAndGradientAreLibTorchs) {
   }
 }
 
-// The float32 CPU passes (softmax_cpu.h) on a learned model's rows: most log-probabilities far
-// below -87, where ATen's exp turns subnormal. Loss, z-loss and gradient are the float64
-// formula's to float32 rounding, with gradients below FLT_MIN flushed to zero and none
-// subnormal; rows of 1037 test the tails after the 16-wide lanes.
+// The float32 CPU passes (kernels/softmax_cpu.h) on a learned model's rows: most
+// log-probabilities far below -87, where ATen's exp turns subnormal. Loss, z-loss and gradient
+// are the float64 formula's to float32 rounding, with gradients below FLT_MIN flushed to zero
+// and none subnormal; rows of 1037 test the tails after the 16-wide lanes.
 TEST(LmLoss, Float32CpuPassesMatchFloat64OnFarNegativeLogProbs) {
   torch::manual_seed(9);
   const double multiplier = 1e-3;

@@ -1,7 +1,7 @@
-// RoPE's CUDA kernel (rope_kernel.h) against the composite rotation on the CPU: queries and
-// keys as the attention hands them over (a transposed view of the projection), at an offset
-// and at per-row positions, in float32 and bf16, values and gradients (ctest label gpu;
-// skips without a CUDA device).
+// RoPE's CUDA kernel (src/kernels/rope_kernel.h) against the composite rotation on the CPU:
+// queries and keys as the attention hands them over (a transposed view of the projection), at
+// an offset and at per-row positions, in float32 and bf16, values and gradients (ctest label
+// gpu; skips without a CUDA device).
 #include <gtest/gtest.h>
 
 #include "siamese/model/rope.h"

@@ -1,7 +1,7 @@
-// The MLP's fused CPU SwiGLU (swiglu_cpu.h) against LibTorch's silu(gate) * value: the same
-// MLP run once as it is and once with an identity swiglu hook (which keeps LibTorch's form),
-// in value and in every gradient. Gates reach +-80 so that the sigmoid's exp clamps run, and
-// the inner width 37 leaves a tail after the vector lanes.
+// The MLP's fused CPU SwiGLU (kernels/swiglu_cpu.h) against LibTorch's silu(gate) * value: the
+// same MLP run once as it is and once with an identity swiglu hook (which keeps LibTorch's
+// form), in value and in every gradient. Gates reach +-80 so that the sigmoid's exp clamps
+// run, and the inner width 37 leaves a tail after the vector lanes.
 #include <gtest/gtest.h>
 
 #include "siamese/config/config.h"

@@ -28,7 +28,7 @@
 // The placements' constants (DeepNorm's alpha and beta, Mix-LN's split, LNS's scale) are
 // their single-stream files' (placement_rules.h); each X norm carries the name it has there.
 // With RMSNorm or LayerNorm, an update with a_s = 1 and no M_s and the norms that read the streams next
-// are one fused kernel (fused_norm.h) whose normalized streams wait in State::normalized
+// are one fused kernel (stream_update.h) whose normalized streams wait in State::normalized
 // until enter asks for them; anything else takes separate ops.
 // model.siamese: depth_scaling off sets c_l = 1; fused_input_norm off drops LN_in; gamma off
 // drops g.
@@ -41,7 +41,7 @@
 
 #include "placement_rules.h"
 #include "siamese/common/error.h"
-#include "siamese/model/fused_norm.h"
+#include "siamese/model/stream_update.h"
 #include "siamese/model/topology.h"
 
 namespace siamese::model {
@@ -159,8 +159,7 @@ class Siamese : public TopologyImpl {
       return;
     }
     // f joins the streams' dtype as the separate adds would promote it (autocast).
-    const auto u =
-        fused::stream_update(st[0], st[1], f.to(st[0].scalar_type()), alpha, spec(next.x), spec(next.y));
+    const auto u = stream_update(st[0], st[1], f.to(st[0].scalar_type()), alpha, spec(next.x), spec(next.y));
     st[0] = u.x;
     st[1] = u.y;
     keep_normalized(st, 0, next.x, u.nx);
@@ -210,11 +209,12 @@ class Siamese : public TopologyImpl {
         return false;
       if (kind != NormKind::RMS && kind != NormKind::LayerNorm) return false;
     }
-    return fused::supports(x) && y.scalar_type() == t && y.sizes() == x.sizes() && f.sizes() == x.sizes() &&
-           y.device() == x.device() && f.device() == x.device() && c10::promoteTypes(t, f.scalar_type()) == t;
+    return kernels::norm_supports(x) && y.scalar_type() == t && y.sizes() == x.sizes() &&
+           f.sizes() == x.sizes() && y.device() == x.device() && f.device() == x.device() &&
+           c10::promoteTypes(t, f.scalar_type()) == t;
   }
 
-  static fused::StreamNormSpec spec(const Norm& n) {
+  static kernels::StreamNormSpec spec(const Norm& n) {
     if (n.is_empty()) return {};
     return {true, n->weight, n->eps(), n->kind() == NormKind::LayerNorm};
   }

@@ -6,7 +6,7 @@
 
 #include "rope_kernel.h"
 
-namespace siamese::model::rope_kernel {
+namespace siamese::kernels {
 namespace {
 
 __device__ inline float widen(float v) { return v; }
@@ -65,9 +65,11 @@ const char* run_cuda(const RopeArgs& a, CUstream_st* stream) {
     case DType::Float16:
       rotate_kernel<__half><<<grid, kThreads, 0, stream>>>(a);
       break;
+    default:
+      return "RoPE kernel: unsupported dtype on CUDA";
   }
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
-}  // namespace siamese::model::rope_kernel
+}  // namespace siamese::kernels

@@ -12,10 +12,10 @@
 #include "fused_norm_kernels.h"
 #include "fused_norm_math.h"
 
-namespace siamese::model::fused_kernels {
+namespace siamese::kernels {
 namespace {
 
-using namespace fused_math;
+using namespace row_math;
 
 // Independent partial sums per row pass (see share_sum): 8 fill an AVX register of floats.
 constexpr int kLanes = 8;
@@ -86,4 +86,4 @@ void run_cpu(const StreamBackwardArgs& a) {
   backward(a, {{a.nx.dw_partial, a.nx.dw}, {a.ny.dw_partial, a.ny.dw}});
 }
 
-}  // namespace siamese::model::fused_kernels
+}  // namespace siamese::kernels

@@ -1,20 +1,20 @@
 #pragma once
 // Fused kernels where SiameseNorm spends its norm time: OLMo's RMSNorm and LayerNorm, and the
 // SiameseNorm stream update (the two residual adds and the RMSNorms or LayerNorms that follow
-// them) as single passes,
-// forward and backward. CUDA tensors go to the CUDA kernels, CPU tensors to a CPU
-// implementation of the same row maths
-// (src/model/fused_norm_math.h). Inputs are made contiguous; the normalized dimension is
+// them) as single passes, forward and backward. CUDA tensors go to the CUDA kernels, CPU
+// tensors to a CPU implementation of the same row maths (src/kernels/fused_norm_math.h).
+// No autograd here: the nodes over these are the model's (model/norm.h,
+// model/stream_update.h). Inputs are made contiguous; the normalized dimension is
 // the last. Dtypes: CPU float32, float64, bfloat16; CUDA float32, bfloat16, float16. Half
 // inputs are computed in float32 and returned in their own dtype; weights and the per-row
 // r are float32 (float64 for float64 input), weight gradients come back in the weight's
 // dtype. A norm's bias is not part of these: add it to the output.
 #include <torch/torch.h>
 
-namespace siamese::model::fused {
+namespace siamese::kernels {
 
 // True when x's device and dtype have a fused kernel in this build.
-bool supports(const torch::Tensor& x);
+bool norm_supports(const torch::Tensor& x);
 
 // A norm without its bias: RMSNorm, y = x r w with r = rsqrt(mean(x^2) + eps), or, when
 // centered, LayerNorm, y = (x - mu) r w with mu the row's mean and r = rsqrt(mean((x - mu)^2)
@@ -62,12 +62,4 @@ StreamUpdateGrads stream_update_backward(const torch::Tensor& d_x_out, const tor
                                          const StreamUpdateOut& saved, double alpha,
                                          const StreamNormSpec& norm_x, const StreamNormSpec& norm_y);
 
-// The stream update as one autograd node: returns x', y', nx, ny (nx / ny undefined where
-// off). Gradients reach x, y, o and the norms' weights.
-struct Streams {
-  torch::Tensor x, y, nx, ny;
-};
-Streams stream_update(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& o, double alpha,
-                      const StreamNormSpec& norm_x, const StreamNormSpec& norm_y);
-
-}  // namespace siamese::model::fused
+}  // namespace siamese::kernels

@@ -3,7 +3,7 @@
 // no calls and no branches, so a loop over it becomes vector code (with -fno-trapping-math,
 // which lets the clamps become selects), loads and stores that compute bfloat16 in float,
 // and a guard that keeps subnormals out. Include it only from files compiled with those
-// flags (CMakeLists.txt).
+// flags (src/kernels/CMakeLists.txt).
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 
@@ -14,7 +14,8 @@
 #include <xmmintrin.h>
 #endif
 
-namespace siamese::model::cpu_loops {
+// A namespace of its own: its load and store would clash with fused_norm_math.h's.
+namespace siamese::kernels::cpu_loops {
 
 // exp(v) for v <= 0, zero below -87 (exp(-87) = 1.6e-38, just above FLT_MIN), so that every
 // intermediate stays a normal float. Range reduction v = n ln2 + r with ln2 split in two
@@ -81,4 +82,4 @@ void each_row(int64_t rows, int64_t width, Row row) {
   });
 }
 
-}  // namespace siamese::model::cpu_loops
+}  // namespace siamese::kernels::cpu_loops

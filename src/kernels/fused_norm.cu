@@ -12,10 +12,10 @@
 #include "fused_norm_kernels.h"
 #include "fused_norm_math.h"
 
-namespace siamese::model::fused_kernels {
+namespace siamese::kernels {
 namespace {
 
-using namespace fused_math;
+using namespace row_math;
 
 constexpr int kWarp = 32;
 constexpr int kMaxThreads = 1024;
@@ -149,4 +149,4 @@ const char* run_cuda(const StreamBackwardArgs& a, CUstream_st* stream) {
   return backward(a, stream, {{a.nx.dw_partial, a.nx.dw}, {a.ny.dw_partial, a.ny.dw}});
 }
 
-}  // namespace siamese::model::fused_kernels
+}  // namespace siamese::kernels

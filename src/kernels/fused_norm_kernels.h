@@ -13,11 +13,11 @@
 // the GPU).
 #include <cstdint>
 
+#include "dtype.h"
+
 struct CUstream_st;  // cudaStream_t without <cuda_runtime.h>
 
-namespace siamese::model::fused_kernels {
-
-enum class DType { Float32, Float64, BFloat16, Float16 };
+namespace siamese::kernels {
 
 // RMSNorm, or LayerNorm (without its bias) when centered.
 struct NormForwardArgs {
@@ -112,4 +112,4 @@ const char* run_cuda(const NormBackwardArgs& a, CUstream_st* stream);
 const char* run_cuda(const StreamForwardArgs& a, CUstream_st* stream);
 const char* run_cuda(const StreamBackwardArgs& a, CUstream_st* stream);
 
-}  // namespace siamese::model::fused_kernels
+}  // namespace siamese::kernels

@@ -1,12 +1,12 @@
-// Compiled with cpu_loops.h's flags (CMakeLists.txt): vector selects, and the same bits from
-// every clone.
-#include "swiglu_cpu.h"
+// Compiled with cpu_loops.h's flags (src/kernels/CMakeLists.txt): vector selects, and the same
+// bits from every clone.
+#include "siamese/kernels/swiglu_cpu.h"
 
 #include <type_traits>
 
 #include "cpu_loops.h"
 
-namespace siamese::model::swiglu_cpu {
+namespace siamese::kernels {
 namespace {
 
 using cpu_loops::each_row;
@@ -46,7 +46,7 @@ SIAMESE_VECTOR_CLONES void backward_row(const T* h, const T* g, T* dh, int64_t n
 
 }  // namespace
 
-void forward(const void* h, void* out, int64_t rows, int64_t n, bool bf16) {
+void swiglu_forward(const void* h, void* out, int64_t rows, int64_t n, bool bf16) {
   auto run = [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     const T* in = static_cast<const T*>(h);
@@ -56,7 +56,7 @@ void forward(const void* h, void* out, int64_t rows, int64_t n, bool bf16) {
   bf16 ? run(static_cast<c10::BFloat16*>(nullptr)) : run(static_cast<float*>(nullptr));
 }
 
-void backward(const void* h, const void* g, void* dh, int64_t rows, int64_t n, bool bf16) {
+void swiglu_backward(const void* h, const void* g, void* dh, int64_t rows, int64_t n, bool bf16) {
   auto run = [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     const T* in = static_cast<const T*>(h);
@@ -67,4 +67,4 @@ void backward(const void* h, const void* g, void* dh, int64_t rows, int64_t n, b
   bf16 ? run(static_cast<c10::BFloat16*>(nullptr)) : run(static_cast<float*>(nullptr));
 }
 
-}  // namespace siamese::model::swiglu_cpu
+}  // namespace siamese::kernels

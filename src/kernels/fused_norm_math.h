@@ -30,14 +30,8 @@
 #define SIAMESE_HD
 #endif
 
-namespace siamese::model::fused_math {
-
-using fused_kernels::NormBackwardArgs;
-using fused_kernels::NormForwardArgs;
-
-using fused_kernels::StreamBackwardArgs;
-using fused_kernels::StreamForwardArgs;
-using fused_kernels::StreamNorm;
+// A namespace of its own: its load and store would clash with cpu_loops.h's.
+namespace siamese::kernels::row_math {
 
 // Storage <-> accumulation type. CUDA's half types get their intrinsics, which work even
 // where LibTorch's flags (__CUDA_NO_HALF_CONVERSIONS__ ...) remove the conversion operators;
@@ -373,4 +367,4 @@ SIAMESE_HD inline void backward_part(const StreamBackwardArgs& a, int64_t part, 
   }
 }
 
-}  // namespace siamese::model::fused_math
+}  // namespace siamese::kernels::row_math

@@ -1,5 +1,5 @@
 #pragma once
-// The vocabulary-wide passes of the cross-entropy on the CPU (lm_loss.cpp), in float for
+// The vocabulary-wide passes of the cross-entropy on the CPU (model/lm_loss.cpp), in float for
 // float32 and bfloat16 logits (autocast's, read and written without a float32 copy), with
 // an exp that takes no slow path: once a model has learned, most of a row's log-probabilities
 // sit far below -87, where ATen's vectorised exp and the products after it turn subnormal and
@@ -7,7 +7,7 @@
 // are flushed to zero; everything else is exp to 2 ulp.
 #include <cstdint>
 
-namespace siamese::model::softmax_cpu {
+namespace siamese::kernels {
 
 // Per row i of x [rows, vocab]: max[i] and log_sum[i] = log(sum_j exp(x[i, j] - max[i])), so
 // that log_softmax(x)[i, j] = (x[i, j] - max[i]) - log_sum[i]. Two numbers a row are all the
@@ -23,4 +23,4 @@ void cross_entropy_grad(const void* x, const float* max, const float* log_sum, c
                         int64_t row_scale_stride, const int64_t* targets, float target_grad, void* grad,
                         bool bf16, int64_t rows, int64_t vocab);
 
-}  // namespace siamese::model::softmax_cpu
+}  // namespace siamese::kernels

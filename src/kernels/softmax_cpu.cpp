@@ -1,6 +1,6 @@
 // Compiled with -fno-trapping-math (so GCC turns cpu_loops.h's clamps into vector selects)
-// and -ffp-contract=off (so every clone below computes the same bits): CMakeLists.txt.
-#include "softmax_cpu.h"
+// and -ffp-contract=off (so every clone below computes the same bits): src/kernels/CMakeLists.txt.
+#include "siamese/kernels/softmax_cpu.h"
 
 #include <cmath>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include "cpu_loops.h"
 
-namespace siamese::model::softmax_cpu {
+namespace siamese::kernels {
 namespace {
 
 using cpu_loops::each_row;
@@ -114,4 +114,4 @@ void cross_entropy_grad(const void* x, const float* max, const float* log_sum, c
                         target_grad, static_cast<float*>(grad), rows, vocab);
 }
 
-}  // namespace siamese::model::softmax_cpu
+}  // namespace siamese::kernels
