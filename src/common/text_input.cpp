@@ -64,7 +64,6 @@ bool LineReader::fill() {
     throw Error(std::string("read failed: ") + msg, path_, "check that the gzip file is complete");
   }
   buffer_.resize(old + static_cast<size_t>(n));
-  bytes_read_ += n;
   if (n == 0) {
     check_complete(gz_, path_);
     eof_ = true;

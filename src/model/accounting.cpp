@@ -25,20 +25,6 @@ ParamKind param_kind(const std::string& name) {
   return ParamKind::Norm;
 }
 
-const char* param_kind_name(ParamKind kind) {
-  switch (kind) {
-    case ParamKind::Embedding:
-      return "embedding";
-    case ParamKind::Linear:
-      return "linear";
-    case ParamKind::Norm:
-      return "norm";
-    case ParamKind::Bias:
-      return "bias";
-  }
-  return "?";
-}
-
 // From the shapes the modules create (attention.cpp, mlp.cpp, norm.cpp), so counting builds
 // no block and leaves the generator as it found it: a resumed run logs the count after
 // restoring it. The topology's own parameters come from building it, since each topology

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "siamese/model/activation_checkpoint.h"
-#include "siamese/model/olmo_names.h"
 #include "siamese/model/topology_table.h"
 
 namespace siamese::model {

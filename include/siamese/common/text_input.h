@@ -21,7 +21,6 @@ class LineReader {
 
   bool next(std::string& line);
   int64_t line_number() const { return line_number_; }  // 1-based number of the last line
-  int64_t bytes_read() const { return bytes_read_; }    // uncompressed bytes so far
   int64_t file_offset() const;  // bytes of the file itself read so far (compressed for .gz)
   const std::string& path() const { return path_; }
   // The last line returned ended the file without a '\n' (a writer may have been cut off).
@@ -36,7 +35,6 @@ class LineReader {
   bool eof_ = false;
   bool unterminated_ = false;
   int64_t line_number_ = 0;
-  int64_t bytes_read_ = 0;
 };
 
 // The whole (decompressed) content of a file.

@@ -35,7 +35,6 @@ class GradBucketer {
   // Seconds the caller spent blocked on communication in finish() since the last reset.
   double blocked_seconds() const { return blocked_seconds_; }
   void reset_timers() { blocked_seconds_ = 0; }
-  size_t bucket_count() const { return buckets_.size(); }
   int64_t buffer_bytes() const;
 
  private:

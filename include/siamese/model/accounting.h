@@ -14,7 +14,6 @@ namespace siamese::model {
 //   topology-owned vectors such as hybrid_pre's c1).
 enum class ParamKind { Embedding, Linear, Norm, Bias };
 ParamKind param_kind(const std::string& name);
-const char* param_kind_name(ParamKind kind);
 
 // Parameter counts per component, for `siamese inspect` and the trainer's start-up line.
 // Blocks are counted from their shapes (none is built); only the topology is built, since
