@@ -42,6 +42,7 @@ TrainStep::TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Opti
                                                     : std::nullopt),
       documents_(model::document_rule(cfg)),
       global_rows_(double(cfg.global_train_batch_size)),
+      uneven_shares_(cfg.data.instance_filter.enabled() && sync.world_size() > 1),
       n_layers_(cfg.model.n_layers),
       params_(optim.params()) {}
 
@@ -50,12 +51,17 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const StepOptio
   optim_.zero_grad();
   StepResult result;
   // An empty batch still runs one (empty) micro-batch, so that every rank joins the
-  // gradient all-reduce.
-  const int64_t n_micro = std::max<int64_t>(1, (batch.size(0) + micro_batch_ - 1) / micro_batch_);
+  // gradient all-reduce. Where the instance filter leaves ranks unequal shares, every rank
+  // runs as many micro-batches as the longest share needs, the extra ones empty: FULL_SHARD
+  // gathers each block in every forward, and a rank that stopped early would leave the others
+  // waiting in an all-gather. Empty micro-batches add nothing to the loss or the gradients.
+  int64_t n_micro = std::max<int64_t>(1, (batch.size(0) + micro_batch_ - 1) / micro_batch_);
+  if (uneven_shares_) n_micro = int64_t(sync_.max(double(n_micro)));
   {
     const AttentionKernelScope kernels(flash_attention_);
     for (int64_t m = 0; m < n_micro; ++m) {
-      auto ids = batch.narrow(0, m * micro_batch_, std::min(micro_batch_, batch.size(0) - m * micro_batch_));
+      const int64_t first = std::min(m * micro_batch_, batch.size(0));
+      auto ids = batch.narrow(0, first, std::min(micro_batch_, batch.size(0) - first));
       const size_t forward_start = mark();
       // Each micro-batch's auxiliary losses count at its share of the global batch (OLMo), so
       // that their sum over micro-batches and ranks is their mean.

@@ -390,36 +390,6 @@ TEST(Metrics, DamagedInnerLineStopsTheResumeAndKeepsTheLog) {
 
 namespace {
 
-// The ranks of a FULL_SHARD run of `c`, started as torchrun starts them (RANK, WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT), each logging to `log`.r<rank>.
-std::vector<std::unique_ptr<Child>> start_sharded(const TrainConfig& c, int ranks, const std::string& log) {
-  const std::string port = std::to_string(free_port());
-  std::vector<std::unique_ptr<Child>> children;
-  for (int r = 0; r < ranks; ++r) {
-    Limits limits;
-    limits.env = {{"RANK", std::to_string(r)},
-                  {"LOCAL_RANK", std::to_string(r)},
-                  {"WORLD_SIZE", std::to_string(ranks)},
-                  {"MASTER_ADDR", "127.0.0.1"},
-                  {"MASTER_PORT", port}};
-    children.push_back(std::make_unique<Child>(train_args(c), log + ".r" + std::to_string(r), limits));
-  }
-  return children;
-}
-
-// Waits for every rank; the outcome of rank 0, its output followed by the others'.
-Outcome wait_sharded(std::vector<std::unique_ptr<Child>>& children) {
-  Outcome first;
-  for (size_t r = 0; r < children.size(); ++r) {
-    Outcome o = children[r]->wait();
-    if (r == 0)
-      first = o;
-    else
-      first.output += "\n--- rank " + std::to_string(r) + " ---\n" + o.output;
-  }
-  return first;
-}
-
 TrainConfig tiny_sharded(const fs::path& folder) {
   TrainConfig c = tiny_saving(folder);
   c.distributed_strategy = "fsdp";

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/save_folder.h"
 #include "support/files.h"
+#include "support/free_port.h"
 #include "support/tiny_configs.h"
 
 namespace siamese::testing {
@@ -257,6 +259,38 @@ inline std::pair<Outcome, bool> run_killed_at(const std::vector<std::string>& ar
   const bool killed = watch.wait_for(mask, prefix, nth, [&] { return child.running(); });
   if (killed) child.kill();
   return {child.wait(), killed};
+}
+
+// The ranks of a data-parallel run of `c`, started as torchrun starts them (RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT), each logging to `log`.r<rank>.
+inline std::vector<std::unique_ptr<Child>> start_sharded(const TrainConfig& c, int ranks,
+                                                         const std::string& log,
+                                                         const std::vector<std::string>& extra = {}) {
+  const std::string port = std::to_string(free_port());
+  std::vector<std::unique_ptr<Child>> children;
+  for (int r = 0; r < ranks; ++r) {
+    Limits limits;
+    limits.env = {{"RANK", std::to_string(r)},
+                  {"LOCAL_RANK", std::to_string(r)},
+                  {"WORLD_SIZE", std::to_string(ranks)},
+                  {"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", port}};
+    children.push_back(std::make_unique<Child>(train_args(c, extra), log + ".r" + std::to_string(r), limits));
+  }
+  return children;
+}
+
+// Waits for every rank; the outcome of rank 0, its output followed by the others'.
+inline Outcome wait_sharded(std::vector<std::unique_ptr<Child>>& children) {
+  Outcome first;
+  for (size_t r = 0; r < children.size(); ++r) {
+    Outcome o = children[r]->wait();
+    if (r == 0)
+      first = o;
+    else
+      first.output += "\n--- rank " + std::to_string(r) + " ---\n" + o.output;
+  }
+  return first;
 }
 
 }  // namespace siamese::testing

@@ -31,6 +31,7 @@ class DataParallelSync : public GradientSync {
   void before_backward(bool last_micro_batch) override;
   void after_backward() override;
   double sum(double value) override { return comm_.all_reduce_sum(value); }
+  double max(double value) override { return comm_.all_reduce_max(value); }
   void sum_(torch::Tensor& tensor) override { comm_.all_reduce_sum(tensor); }
   void barrier() override { comm_.barrier(); }
 

@@ -27,6 +27,8 @@ class GradientSync {
   virtual double take_comm_seconds() { return 0; }
   // Sums of per-rank scalars (loss, token counts, eval sums).
   virtual double sum(double value) { return value; }
+  // The largest of per-rank scalars (how many micro-batches the longest share needs).
+  virtual double max(double value) { return value; }
   // In-place sum of a tensor on the training device over ranks (no host sync on CUDA).
   virtual void sum_(torch::Tensor& tensor) {}
   // Makes every rank's parameters equal rank 0's and takes charge of their gradients

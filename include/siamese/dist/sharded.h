@@ -96,6 +96,7 @@ class ShardedGradSync : public GradientSync, public model::BlockHooks {
   torch::Tensor shard_of(const torch::Tensor& whole) override;
   torch::Tensor whole_of(const torch::Tensor& piece, at::IntArrayRef shape) override;
   double sum(double value) override { return comm_->all_reduce_sum(value); }
+  double max(double value) override { return comm_->all_reduce_max(value); }
   void sum_(torch::Tensor& tensor) override { comm_->all_reduce_sum(tensor); }
   void barrier() override { comm_->barrier(); }
   double take_comm_seconds() override;

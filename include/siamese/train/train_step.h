@@ -74,6 +74,7 @@ class TrainStep {
   std::optional<double> z_loss_multiplier_;       // set with softmax_auxiliary_loss
   std::optional<model::DocumentRule> documents_;  // set with data.generate_doc_lengths
   double global_rows_;                            // cfg.global_train_batch_size
+  bool uneven_shares_;                            // the instance filter on, several ranks
   int64_t n_layers_;
   std::vector<torch::Tensor> params_;  // what the optimizer updates (its gradients are unscaled, clipped)
 };
