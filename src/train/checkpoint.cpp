@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "siamese/common/durable_file.h"
@@ -253,6 +254,31 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, 
   return final_dir;
 }
 
+namespace {
+
+// The loader opens the optimizer files that optimizer_shards names: they must be the ones
+// the manifest lists (and so verified), or a resume would read past them (0 shards) or open
+// a file that is not there.
+std::optional<std::string> optimizer_files_problem(const nlohmann::json& manifest) {
+  std::set<std::string> listed;
+  for (const auto& [name, entry] : manifest.at("files").items())
+    if (name.rfind("optim", 0) == 0) listed.insert(name);
+  const nlohmann::json shards = manifest.value("optimizer_shards", nlohmann::json(1));
+  std::set<std::string> expected;
+  // More shards than listed files cannot match; the bound keeps a huge count from looping.
+  if (shards.is_number_integer() && shards.get<int64_t>() >= 1 &&
+      shards.get<int64_t>() <= int64_t(listed.size())) {
+    const int64_t n = shards.get<int64_t>();
+    if (n == 1) expected.insert("optim.pt");
+    for (int64_t r = 0; n > 1 && r < n; ++r) expected.insert(optimizer_shard_name(int(r), int(n)));
+  }
+  if (!expected.empty() && expected == listed) return std::nullopt;
+  return fmt::format("manifest.json says optimizer_shards {} but lists the optimizer files {}", shards.dump(),
+                     listed.empty() ? "(none)" : fmt::format("{}", fmt::join(listed, ", ")));
+}
+
+}  // namespace
+
 std::optional<std::string> checkpoint_problem(const fs::path& folder) {
   const fs::path manifest_path = folder / kCheckpointManifest;
   if (!fs::exists(manifest_path))
@@ -261,6 +287,7 @@ std::optional<std::string> checkpoint_problem(const fs::path& folder) {
   try {
     std::ifstream in(manifest_path);
     manifest = nlohmann::json::parse(in);
+    if (const auto problem = optimizer_files_problem(manifest)) return problem;
     for (const auto& [name, entry] : manifest.at("files").items()) {
       const fs::path file = folder / name;
       std::error_code ec;

@@ -61,3 +61,63 @@ TEST(UnequalShares, FullShardTrainsAsOneProcessWhenTheFilterLeavesRanksUnequal) 
   for (const auto& [step, loss] : got) EXPECT_NEAR(loss, want.at(step), 1e-5) << "step " << step;
   EXPECT_EQ(filtered_per_step(two.save_folder), filtered);
 }
+
+// manifest.json of the newest checkpoint of 2 FULL_SHARD ranks edited to say another number
+// of optimizer shards than it lists: 0 used to crash the resume (SIGSEGV), 3 to stop it with a
+// raw fopen error on optim_shard0of3.pt. The checkpoint is now refused naming the key, the run
+// falls back to the one before (as for any damaged checkpoint), and an explicit load_path to
+// it is refused with exit 2.
+TEST(ShardManifest, AWrongShardCountFallsBackToThePreviousCheckpoint) {
+  const auto root = scratch("shard_manifest");
+  TrainConfig c = tiny_saving(root / "run");
+  c.max_duration = "3";
+  auto ranks = start_sharded(c, 2, (root / "first.log").string(),
+                             {"--distributed_strategy=fsdp", "--fsdp.sharding_strategy=FULL_SHARD"});
+  const Outcome first = wait_sharded(ranks);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const fs::path step3 = fs::path(c.save_folder) / "step3";
+  const std::string pristine = read_all(step3 / "manifest.json");
+  auto edit = [&](const fs::path& folder, const nlohmann::json& shards) {
+    auto manifest = nlohmann::json::parse(pristine);
+    manifest["optimizer_shards"] = shards;
+    std::ofstream(folder / "step3" / "manifest.json", std::ios::trunc) << manifest.dump(2) << "\n";
+  };
+  for (const nlohmann::json& shards : {nlohmann::json(0), nlohmann::json(3), nlohmann::json(1),
+                                       nlohmann::json(-1), nlohmann::json("2"), nlohmann::json(1LL << 40)}) {
+    SCOPED_TRACE(shards.dump());
+    edit(c.save_folder, shards);
+    const auto problem = train::checkpoint_problem(step3);
+    ASSERT_TRUE(problem.has_value());
+    EXPECT_NE(problem->find("optimizer_shards " + shards.dump()), std::string::npos) << *problem;
+    EXPECT_EQ(train::latest_checkpoint(c.save_folder), fs::path(c.save_folder) / "step2");
+  }
+  std::ofstream(step3 / "manifest.json", std::ios::trunc) << pristine;
+  ASSERT_FALSE(train::checkpoint_problem(step3).has_value());
+
+  for (int shards : {0, 3}) {
+    SCOPED_TRACE(shards);
+    const fs::path copy = root / ("resumed" + std::to_string(shards));
+    fs::copy(c.save_folder, copy, fs::copy_options::recursive);
+    edit(copy, shards);
+    TrainConfig again = c;
+    again.save_folder = copy.string();
+    const Outcome explicit_load =
+        run_siamese(train_args(again, {"--load_path", (copy / "step3").string(), "--max_duration", "4"}),
+                    copy.string() + ".explicit.log");
+    EXPECT_EQ(explicit_load.exit_code, 2) << explicit_load.output;
+    EXPECT_NE(explicit_load.output.find("not an intact checkpoint: manifest.json says optimizer_shards"),
+              std::string::npos)
+        << explicit_load.output;
+
+    const Outcome resumed = run_siamese(train_args(again), copy.string() + ".log");
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(
+        resumed.output.find("step3: skipped, not an intact checkpoint: manifest.json says optimizer_shards " +
+                            std::to_string(shards)),
+        std::string::npos)
+        << resumed.output;
+    EXPECT_NE(resumed.output.find("resumed from " + (copy / "step2").string()), std::string::npos)
+        << resumed.output;
+    EXPECT_EQ(intact(copy), (std::vector<std::string>{"step1", "step2", "step3"}));
+  }
+}
