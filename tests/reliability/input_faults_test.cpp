@@ -485,3 +485,45 @@ TEST(EverySubcommand, ABadFileIsNamedWithAFix) {
   EXPECT_FALSE(fs::exists(root / "imported"));
   EXPECT_FALSE(fs::exists(root / "out.npy"));
 }
+
+// A second import into the same --out used to replace its step0 without a word. A folder
+// that holds anything is now refused naming --overwrite, and one a run or another import
+// holds (its lock) is refused naming the holder; --overwrite replaces step0 whole.
+TEST(Import, AUsedOutIsRefusedUnlessOverwriteAndALockedOneAlways) {
+  const auto root = scratch("import_used_out");
+  auto c = tiny(root / "run");
+  c.max_duration = "1";
+  c.save_interval = 1;
+  ASSERT_EQ(run_siamese(train_args(c), root / "train.log").exit_code, 0);
+  const fs::path hf = root / "hf", out = root / "imported";
+  ASSERT_EQ(run_siamese({"export", c.save_folder, "--out", hf.string()}, root / "export.log").exit_code, 0);
+  const Outcome first = run_siamese({"import", hf.string(), "--out", out.string()}, root / "import1.log");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto imported = snapshot(out);
+  ASSERT_EQ(imported.count("step0/model.pt"), 1u);
+
+  expect_refused(run_siamese({"import", hf.string(), "--out", out.string()}, root / "import2.log"),
+                 "--out is not empty (");
+  EXPECT_NE(read_all(root / "import2.log").find("--overwrite"), std::string::npos);
+  EXPECT_TRUE(snapshot(out) == imported) << "step0 changed";
+
+  const fs::path notes = root / "notes";
+  fs::create_directories(notes);
+  std::ofstream(notes / "todo.txt") << "mine\n";
+  expect_refused(run_siamese({"import", hf.string(), "--out", notes.string()}, root / "import3.log"),
+                 "--out is not empty (todo.txt)");
+  EXPECT_EQ(entries(notes), (std::vector<std::string>{"todo.txt"}));
+
+  {
+    const train::SaveFolderLock held(out);
+    expect_refused(
+        run_siamese({"import", hf.string(), "--out", out.string(), "--overwrite"}, root / "import4.log"),
+        "another process (pid " + std::to_string(::getpid()) + ")");
+    EXPECT_TRUE(snapshot(out) == imported) << "step0 changed";
+  }
+  const Outcome replaced =
+      run_siamese({"import", hf.string(), "--out", out.string(), "--overwrite"}, root / "import5.log");
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_EQ(intact(out), (std::vector<std::string>{"step0"}));
+  for (const auto& name : entries(out)) EXPECT_EQ(name.find(".step0."), std::string::npos) << name;
+}
