@@ -15,6 +15,7 @@
 #include "siamese/train/runtime.h"
 
 int main(int argc, char** argv) {
+  siamese::die_with_launcher();
   // The subcommands whose work is OpenMP-parallel tensor code choose its wait policy; the
   // others skip the restart that choice costs (about a LibTorch load).
   static const std::set<std::string> kRunsModels = {"train",   "bench", "eval",  "generate",

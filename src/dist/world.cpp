@@ -1,8 +1,16 @@
 #include "siamese/dist/world.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
+
+#include <spdlog/spdlog.h>
 
 #include "siamese/common/error.h"
 
@@ -73,6 +81,20 @@ World detect_world() {
                 "and MASTER_PORT before srun (README: Distributed training)");
   }
   return w;
+}
+
+void die_with_launcher() {
+  if (!env("TORCHELASTIC_RUN_ID")) return;
+  // The agent is our parent (it starts workers with Popen). If it dies between the two reads
+  // of the parent, the signal was not yet armed: the parent changed, so die now.
+  const pid_t agent = ::getppid();
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+    spdlog::warn(
+        "cannot tie this rank to torchrun's agent ({}): if the agent is killed, stop the ranks yourself",
+        std::strerror(errno));
+    return;
+  }
+  if (::getppid() != agent) ::raise(SIGKILL);
 }
 
 }  // namespace siamese

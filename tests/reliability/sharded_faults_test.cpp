@@ -121,3 +121,88 @@ TEST(ShardManifest, AWrongShardCountFallsBackToThePreviousCheckpoint) {
     EXPECT_EQ(intact(copy), (std::vector<std::string>{"step1", "step2", "step3"}));
   }
 }
+
+namespace {
+
+// The pids of the processes whose parent is `parent` (from /proc).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split at the last ')'.
+    const std::string stat = read_all(e.path() / "stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back(pid_t(std::stol(name)));
+  }
+  return out;
+}
+
+// Whether `pid` still runs (a zombie waiting to be reaped does not).
+bool alive(pid_t pid) {
+  const std::string stat = read_all("/proc/" + std::to_string(pid) + "/stat");
+  if (stat.empty()) return false;
+  const char state = stat[stat.rfind(')') + 2];
+  return state != 'Z' && state != 'X';
+}
+
+}  // namespace
+
+// SIGKILL to torchrun (through scripts/torchrun, the repo's wrapper) used to leave both ranks
+// training as orphans, holding the save folder's lock. The ranks now die with their agent.
+TEST(Launcher, RanksDieWithAKilledTorchrun) {
+  const auto root = scratch("launcher_killed");
+  TrainConfig c = tiny(root / "run");
+  c.max_duration = "100000";
+  const auto args = train_args(c);
+  const std::string torchrun = std::string(SIAMESE_SOURCE_DIR) + "/scripts/torchrun";
+  const std::string port = std::to_string(free_port());
+  std::vector<std::string> argv = {torchrun,        "--no_python", "--nproc_per_node", "2",
+                                   "--master_port", port,          SIAMESE_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const fs::path log = root / "torchrun.log";
+  const pid_t agent = ::fork();
+  if (agent == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::setenv("OMP_NUM_THREADS", "1", 1);
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(torchrun.c_str(), raw.data());
+    ::_exit(127);
+  }
+  // Training: both ranks started and the first step logged.
+  const fs::path metrics = fs::path(c.save_folder) / "metrics.jsonl";
+  std::vector<pid_t> ranks;
+  for (int i = 0; i < 12000 && !(ranks.size() == 2 && fs::exists(metrics) && fs::file_size(metrics) > 0);
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ranks = children_of(agent);
+  }
+  ASSERT_EQ(ranks.size(), 2u) << read_all(log);
+  ASSERT_GT(fs::file_size(metrics), 0u) << read_all(log);
+
+  ::kill(agent, SIGKILL);
+  ::waitpid(agent, nullptr, 0);
+  const auto killed = std::chrono::steady_clock::now();
+  auto any_alive = [&] { return alive(ranks[0]) || alive(ranks[1]); };
+  while (any_alive() && std::chrono::steady_clock::now() - killed < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool orphans = any_alive();
+  for (pid_t r : ranks)
+    if (alive(r)) ::kill(r, SIGKILL);  // the test's own ranks, left over when it fails
+  EXPECT_FALSE(orphans) << "ranks still training 10 s after torchrun was killed\n" << read_all(log);
+
+  // The lock died with them: a new start takes the folder.
+  TrainConfig again = c;
+  again.max_duration = "2";
+  const Outcome restarted = run_siamese(train_args(again), root / "restart.log");
+  EXPECT_EQ(restarted.exit_code, 0) << restarted.output;
+}

@@ -27,4 +27,10 @@ struct World {
 // Reads the environment; malformed values raise siamese::Error naming the variable.
 World detect_world();
 
+// Under torchrun's agent (TORCHELASTIC_RUN_ID set), makes the kernel SIGKILL this process
+// when the agent dies: an agent killed with SIGKILL cannot stop its workers, which would
+// otherwise train on as orphans holding the save folder's lock. A rank whose agent died
+// before this call kills itself at once. Elsewhere (srun, a plain start) it does nothing.
+void die_with_launcher();
+
 }  // namespace siamese
