@@ -183,6 +183,24 @@ int train(const TrainConfig& cfg, const RunControl& control) {
     const int64_t filtered = cfg.data.instance_filter.enabled()
                                  ? int64_t(std::llround(sync.sum(double(rank_rows - batch.size(0)))))
                                  : 0;
+    if (filtered == cfg.global_train_batch_size) {
+      // A step without a single instance would report loss 0 and perplexity 1 and train on
+      // nothing. What this run trained so far is kept, to resume from with another filter.
+      const bool trained = state.step > first_step && state.step != checkpoints.last_saved();
+      if (trained) {
+        if (const int rc = reporter.flush(state, *t.scaler); rc != 0) return rc;
+        if (const int rc = save(); rc != 0) return rc;
+      }
+      throw Error(
+          fmt::format("step {}: the instance filter left out all {} instances of the global batch, so "
+                      "the step has no tokens to train on",
+                      state.step + 1, cfg.global_train_batch_size),
+          "data.instance_filter",
+          fmt::format("raise data.instance_filter.repetition_max_count (now {}) or remove "
+                      "data.instance_filter, or check that data.paths holds varied text{}",
+                      cfg.data.instance_filter.max_count(),
+                      trained ? fmt::format("; the run resumes from step{}", state.step) : ""));
+    }
     state.step += 1;  // OLMo counts the step before running it (the scheduler sees t >= 1)
     state.tokens += data.tokens_per_step;
     const double lr = learning_rate(cfg.scheduler, cfg.optimizer.learning_rate, data.schedule_position(state),

@@ -14,6 +14,7 @@
 
 #include "siamese/common/json_line.h"
 #include "siamese/common/shared_dir.h"
+#include "siamese/data/batch_order.h"
 #include "siamese/eval/evaluators.h"
 #include "siamese_process.h"
 
@@ -526,4 +527,46 @@ TEST(Import, AUsedOutIsRefusedUnlessOverwriteAndALockedOneAlways) {
   ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
   EXPECT_EQ(intact(out), (std::vector<std::string>{"step0"}));
   for (const auto& name : entries(out)) EXPECT_EQ(name.find(".step0."), std::string::npos) << name;
+}
+
+// An instance filter that leaves a whole global batch out used to "train" on nothing: loss
+// 0, perplexity 1, grad_norm 0, exit 0. The run now stops at that step naming the key. What it
+// trained before is saved first, so it resumes with a looser filter.
+TEST(InstanceFilter, AStepLeftWithoutInstancesStopsTheRunNamingTheKey) {
+  const auto root = scratch("filter_all");
+  // 8 instances of 32 tokens, 2 steps per epoch: the instances of step 2 repeat "1 2", the
+  // others are random bytes.
+  TrainConfig c = on_files(root / "run", {(root / "tokens.bin").string()});
+  c.data.instance_filter.repetition_max_count = 3;
+  c.max_duration = "2";
+  const auto second = data::BatchOrder(8, c.global_train_batch_size, uint64_t(c.seed)).rank_batch(1);
+  std::vector<uint16_t> ids(8 * 32);
+  std::mt19937 rng(1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const bool repeats = std::count(second.begin(), second.end(), int64_t(i / 32)) > 0;
+    ids[i] = repeats ? uint16_t(1 + i % 2) : uint16_t(rng() % 256);
+  }
+  std::ofstream(root / "tokens.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 2));
+
+  const Outcome stopped = run_siamese(train_args(c), root / "run.log");
+  expect_refused(stopped, "step 2: the instance filter left out all 4 instances of the global batch");
+  EXPECT_NE(stopped.output.find("data.instance_filter: "), std::string::npos) << stopped.output;
+  EXPECT_NE(stopped.output.find("raise data.instance_filter.repetition_max_count (now 3)"),
+            std::string::npos);
+  EXPECT_NE(stopped.output.find("the run resumes from step1"), std::string::npos) << stopped.output;
+  EXPECT_EQ(intact(c.save_folder), (std::vector<std::string>{"step1"}));
+  EXPECT_EQ(losses(c.save_folder).size(), 1u);
+
+  // All of it from the first step: nothing trained, nothing saved.
+  std::vector<uint16_t> repeats(8 * 32);
+  for (size_t i = 0; i < repeats.size(); ++i) repeats[i] = uint16_t(1 + i % 2);
+  std::ofstream(root / "repeats.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(repeats.data()), std::streamsize(repeats.size() * 2));
+  TrainConfig all = on_files(root / "all", {(root / "repeats.bin").string()});
+  all.data.instance_filter.repetition_max_count = 3;
+  const Outcome none = run_siamese(train_args(all), root / "all.log");
+  expect_refused(none, "step 1: the instance filter left out all 4 instances");
+  EXPECT_TRUE(intact(all.save_folder).empty());
+  EXPECT_TRUE(losses(all.save_folder).empty());
 }
