@@ -570,3 +570,36 @@ TEST(InstanceFilter, AStepLeftWithoutInstancesStopsTheRunNamingTheKey) {
   EXPECT_TRUE(intact(all.save_folder).empty());
   EXPECT_TRUE(losses(all.save_folder).empty());
 }
+
+// A capacity factor so small that each expert keeps int(factor * tokens * top_k / experts) = 0
+// assignments used to train silently with moe_dropped_fraction 1.0 on every step. It is now
+// refused before anything is built, naming the key and the smallest factor that keeps one;
+// a small capacity that keeps some tokens still trains.
+TEST(MoeCapacity, EveryTokenDroppedIsRefusedNamingTheKey) {
+  const auto root = scratch("moe_capacity");
+  TrainConfig c = tiny(root / "run");
+  c.max_duration = "1";
+  const std::vector<std::string> moe = {"--model.block_type=moe", "--model.moe_num_experts=4",
+                                        "--model.moe_dropless=false"};
+  auto with = [&](const std::string& factor) {
+    auto args = moe;
+    args.push_back("--model.moe_capacity_factor=" + factor);
+    return train_args(c, args);
+  };
+  // 2 sequences x 31 input tokens x top 2 = 124 assignments per micro-batch over 4 experts.
+  const Outcome refused = run_siamese(with("0.03"), root / "refused.log");
+  expect_refused(refused, "each expert may keep int(0.03 x 62 tokens x top 2 / 4 experts) = 0 assignments");
+  EXPECT_NE(refused.output.find("model.moe_capacity_factor: "), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("raise model.moe_capacity_factor to at least 0.0323"), std::string::npos)
+      << refused.output;
+  EXPECT_FALSE(fs::exists(fs::path(c.save_folder) / "metrics.jsonl"));
+
+  const Outcome trains = run_siamese(with("0.0323"), root / "trains.log");
+  EXPECT_EQ(trains.exit_code, 0) << trains.output;
+  std::ifstream in(fs::path(c.save_folder) / "metrics.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line)) << trains.output;
+  const double dropped = nlohmann::json::parse(line).at("moe_dropped_fraction").get<double>();
+  EXPECT_GT(dropped, 0.0);
+  EXPECT_LT(dropped, 1.0);
+}
