@@ -15,6 +15,24 @@ namespace {
 // The longest silence between console progress lines of a running train.
 constexpr double kConsoleSeconds = 30.0;
 
+// "z_loss inf, " when `cause` is one of the step's auxiliary terms, else "".
+std::string term_value(const HostLossTerms& terms, const std::string& cause) {
+  for (const auto& [name, value] : terms)
+    if (name == cause) return fmt::format("{} {}, ", name, value);
+  return "";
+}
+
+// What to change after a step whose `cause` went non-finite: the z-loss carries its
+// multiplier, which overflows by itself; anything else is the run diverging.
+std::string nonfinite_fix(const TrainConfig& cfg, const std::string& cause) {
+  if (cause == metric::kZLoss)
+    return fmt::format(
+        "the z-loss is auxiliary_loss_multiplier ({}) x logsumexp(logits)^2 per token: resume from it with a "
+        "smaller auxiliary_loss_multiplier (OLMo's is 1e-4) or softmax_auxiliary_loss: false",
+        cfg.auxiliary_loss_multiplier);
+  return "resume from it with a lower learning rate or set max_bad_steps to skip such steps";
+}
+
 }  // namespace
 
 std::string format_eta(double seconds) {
@@ -79,21 +97,30 @@ int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
       continue;
     }
     if (!finite_loss || !std::isfinite(grad_norm)) {
-      const std::string cause = !finite_loss ? "loss" : "grad_norm";
+      // The first term that went non-finite names the cause: the cross-entropy, or an
+      // auxiliary term whose weight may be what overflowed.
+      std::string cause = std::isfinite(loss) ? "grad_norm" : metric::kLoss;
+      if (std::isfinite(loss))
+        for (const auto& [name, value] : terms)
+          if (!std::isfinite(value)) {
+            cause = name;
+            break;
+          }
       MetricsRow row = metrics_row(p.step, metric::kNonfiniteEvent,
                                    {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}});
       for (const auto& [name, value] : terms) row[name] = value;
       event(row);
       if (state.bad_steps < cfg_.max_bad_steps) {
         state.bad_steps += 1;
-        spdlog::warn("step {}: non-finite {} (loss {}, grad norm {}); skipped ({} of {} allowed)", p.step,
-                     cause, loss, grad_norm, state.bad_steps, cfg_.max_bad_steps);
+        spdlog::warn("step {}: non-finite {} ({}loss {}, grad norm {}); skipped ({} of {} allowed)", p.step,
+                     cause, term_value(terms, cause), loss, grad_norm, state.bad_steps, cfg_.max_bad_steps);
         continue;
       }
       spdlog::error(
-          "step {}: non-finite {} (loss {}, grad norm {}); stopping. The last checkpoint in {} is untouched; "
-          "resume from it with a lower learning rate or set max_bad_steps to skip such steps",
-          p.step, cause, loss, grad_norm, run_dir_.string());
+          "step {}: non-finite {} ({}loss {}, grad norm {}); stopping. The last checkpoint in {} is "
+          "untouched; {}",
+          p.step, cause, term_value(terms, cause), loss, grad_norm, run_dir_.string(),
+          nonfinite_fix(cfg_, cause));
       return kExitNonFinite;
     }
     StepMetrics m;

@@ -16,6 +16,7 @@
 #include "siamese/common/shared_dir.h"
 #include "siamese/data/batch_order.h"
 #include "siamese/eval/evaluators.h"
+#include "siamese/train/trainer.h"
 #include "siamese_process.h"
 
 using namespace siamese;
@@ -602,4 +603,23 @@ TEST(MoeCapacity, EveryTokenDroppedIsRefusedNamingTheKey) {
   const double dropped = nlohmann::json::parse(line).at("moe_dropped_fraction").get<double>();
   EXPECT_GT(dropped, 0.0);
   EXPECT_LT(dropped, 1.0);
+}
+
+// A z-loss multiplier that overflows float32 (1e39) made every step's z-loss inf; the run
+// stopped saying the loss was non-finite and to lower the learning rate. It now names the
+// term and the key, with the multiplier's value.
+TEST(NonFinite, AnOverflowingZLossNamesTheTermAndItsMultiplier) {
+  const auto root = scratch("zloss_overflow");
+  TrainConfig c = tiny(root / "run");
+  c.max_duration = "2";
+  c.softmax_auxiliary_loss = true;
+  c.auxiliary_loss_multiplier = 1e39;
+  const Outcome out = run_siamese(train_args(c), root / "run.log");
+  EXPECT_EQ(out.exit_code, train::kExitNonFinite) << out.output;
+  EXPECT_NE(out.output.find("step 1: non-finite z_loss (z_loss inf, loss "), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("auxiliary_loss_multiplier (1e+39)"), std::string::npos) << out.output;
+  EXPECT_EQ(out.output.find("lower learning rate"), std::string::npos) << out.output;
+  EXPECT_NE(read_all(fs::path(c.save_folder) / "metrics.jsonl").find("\"cause\": \"z_loss\""),
+            std::string::npos);
+  EXPECT_TRUE(intact(c.save_folder).empty());
 }
