@@ -10,6 +10,9 @@ DataParallelSync::DataParallelSync(const World& world, torch::Device device, Dat
 DataParallelSync::DataParallelSync(Communicator& comm, DataParallelOptions options)
     : comm_(comm), options_(options) {}
 
+DataParallelSync::DataParallelSync(std::unique_ptr<Communicator> comm, DataParallelOptions options)
+    : owned_comm_(std::move(comm)), comm_(*owned_comm_), options_(options) {}
+
 void DataParallelSync::attach(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard no_grad;
   for (auto p : params) comm_.broadcast(p);

@@ -59,7 +59,7 @@ World detect_world() {
     w.rank = env_int("RANK", 0);
     w.size = env_int("WORLD_SIZE", 1);
     w.local_rank = env_int("LOCAL_RANK", 0);
-    w.local_size = env_int("LOCAL_WORLD_SIZE", w.size);
+    w.local_size = env_int("LOCAL_WORLD_SIZE", 0);  // unset: unknown, as under a heterogeneous Slurm job
     auto agent = env("TORCHELASTIC_USE_AGENT_STORE");
     w.agent_hosts_store = agent && (*agent == "True" || *agent == "true" || *agent == "1");
   } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {

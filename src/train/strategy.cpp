@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "siamese/common/autocast.h"
 #include "siamese/common/error.h"
 
 #include "siamese/dist/data_parallel.h"
 #include "siamese/dist/sharded.h"
 #include "siamese/model/olmo_names.h"
+#include "siamese/train/rank_agreement.h"
 #include "siamese/train/runtime.h"
 
 namespace siamese::train {
@@ -19,8 +22,11 @@ int hybrid_replicas(const TrainConfig& cfg, const World& world) {
   if (!asked && (world.local_size < 1 || world.size % world.local_size != 0))
     throw Error(
         fmt::format("HYBRID_SHARD shards within a node, and the launcher does not say how many of the "
-                    "{} ranks share one (LOCAL_WORLD_SIZE, or Slurm's tasks per node, gave {})",
-                    world.size, world.local_size),
+                    "{} ranks share one ({})",
+                    world.size,
+                    world.local_size < 1 ? std::string("no LOCAL_WORLD_SIZE, no Slurm tasks per node")
+                                         : fmt::format("LOCAL_WORLD_SIZE, or Slurm's tasks per node, gave {}",
+                                                       world.local_size)),
         "fsdp.hybrid_sharding_num_model_replicas",
         "set fsdp.hybrid_sharding_num_model_replicas to the number of model copies");
   const int64_t replicas = asked ? *asked : world.size / world.local_size;
@@ -58,13 +64,24 @@ ShardedOptions sharded_options(const TrainConfig& cfg, const World& world) {
 
 std::unique_ptr<GradientSync> make_strategy(const TrainConfig& cfg, const World& world) {
   const torch::Device device = resolve_device(cfg.device, world.local_rank);
-  if (cfg.distributed_strategy == "fsdp" && cfg.fsdp.sharding_strategy != "NO_SHARD")
-    return std::make_unique<ShardedGradSync>(world, device, sharded_options(cfg, world));
+  const bool sharded = cfg.distributed_strategy == "fsdp" && cfg.fsdp.sharding_strategy != "NO_SHARD";
+  // What a rank can refuse from its own config and launch comes before any connection.
+  std::optional<ShardedOptions> sharding;
+  if (sharded) sharding = sharded_options(cfg, world);
   DataParallelOptions options;
   options.bucket_bytes = static_cast<int64_t>(cfg.distributed.bucket_mb * (1 << 20));
   options.overlap = reduces_during_backward(cfg);
   options.timeout = std::chrono::seconds(cfg.distributed.timeout_seconds);
-  return std::make_unique<DataParallelSync>(world, device, options);
+  // The ranks agree on every setting over the world group before a strategy builds groups of
+  // its own (HYBRID_SHARD's shard and replica groups): ranks launched with different
+  // strategies would otherwise wait in each other's group building until the timeout.
+  auto comm = std::make_unique<Communicator>(world, device, options.timeout);
+  {
+    DataParallelSync world_group(*comm, options);
+    check_ranks_agree(world_group, cfg, device);
+  }
+  if (sharded) return std::make_unique<ShardedGradSync>(std::move(comm), std::move(*sharding));
+  return std::make_unique<DataParallelSync>(std::move(comm), options);
 }
 
 }  // namespace siamese::train

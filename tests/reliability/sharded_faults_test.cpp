@@ -206,3 +206,44 @@ TEST(Launcher, RanksDieWithAKilledTorchrun) {
   const Outcome restarted = run_siamese(train_args(again), root / "restart.log");
   EXPECT_EQ(restarted.exit_code, 0) << restarted.output;
 }
+
+// HYBRID_SHARD on 2 ranks started without LOCAL_WORLD_SIZE (the default was the whole world,
+// so it ran as FULL_SHARD), and 2 ranks launched with different sharding strategies (the
+// HYBRID_SHARD rank built its shard groups, the other waited, both until the timeout). Both
+// are refused on every rank, naming the key, before any group of the strategy is built.
+TEST(LaunchSettings, HybridWithoutANodeSizeAndUnequalStrategiesAreRefused) {
+  const auto root = scratch("launch_settings");
+  TrainConfig c = tiny(root / "run");
+  c.max_duration = "2";
+  c.distributed.timeout_seconds = 15;  // the stall this refuses fails the test soon
+  auto ranks = start_sharded(c, 2, (root / "no_node.log").string(),
+                             {"--distributed_strategy=fsdp", "--fsdp.sharding_strategy=HYBRID_SHARD"});
+  const Outcome no_node = wait_sharded(ranks);
+  EXPECT_EQ(no_node.exit_code, 2) << no_node.output;
+  for (const char* said :
+       {"no LOCAL_WORLD_SIZE, no Slurm tasks per node", "fsdp.hybrid_sharding_num_model_replicas"})
+    EXPECT_NE(no_node.output.find(said), std::string::npos) << no_node.output;
+  EXPECT_FALSE(fs::exists(fs::path(c.save_folder) / "metrics.jsonl"));
+
+  const std::string port = std::to_string(free_port());
+  std::vector<std::unique_ptr<Child>> mixed;
+  for (const char* strategy : {"HYBRID_SHARD", "FULL_SHARD"}) {
+    const std::string r = std::to_string(mixed.size());
+    Limits limits;
+    limits.env = {{"RANK", r},           {"LOCAL_RANK", r},
+                  {"WORLD_SIZE", "2"},   {"LOCAL_WORLD_SIZE", "2"},
+                  {"MASTER_PORT", port}, {"MASTER_ADDR", "127.0.0.1"}};
+    mixed.push_back(std::make_unique<Child>(
+        train_args(c, {"--distributed_strategy=fsdp", std::string("--fsdp.sharding_strategy=") + strategy,
+                       "--fsdp.hybrid_sharding_num_model_replicas=2"}),
+        (root / ("mixed.log.r" + r)).string(), limits));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome refused = wait_sharded(mixed);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "not before the timeout";
+  EXPECT_NE(refused.output.find("the 2 ranks were launched with different settings: fsdp.sharding_strategy"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_FALSE(fs::exists(fs::path(c.save_folder) / "metrics.jsonl"));
+}

@@ -23,6 +23,8 @@ class DataParallelSync : public GradientSync {
   // Shares `comm` (which must outlive it): several syncs over one process group, as the
   // bench's overlapped and after-backward setups are.
   DataParallelSync(Communicator& comm, DataParallelOptions options);
+  // Over a world group built beforehand, which it then owns.
+  DataParallelSync(std::unique_ptr<Communicator> comm, DataParallelOptions options);
 
   int rank() const override { return comm_.rank(); }
   int world_size() const override { return comm_.size(); }
