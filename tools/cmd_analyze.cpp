@@ -46,8 +46,9 @@ int run_analyze(const AnalyzeArgs& a) {
   const torch::Device device = train::resolve_device(a.device);
   auto ck = train::load_checkpoint_model(a.checkpoint, device);
   const auto& mc = ck.config.model;
-  data::TokenDataset ds(a.data, a.dtype.empty() ? ck.config.data.memmap_dtype : a.dtype,
-                        mc.max_sequence_length, mc.embedding_size);
+  // CLI11 has checked --dtype against the spellings.
+  const TokenDtype dtype = a.dtype.empty() ? ck.config.data.memmap_dtype : *enum_named<TokenDtype>(a.dtype);
+  data::TokenDataset ds(a.data, dtype, mc.max_sequence_length, mc.embedding_size);
   // Instances spread evenly over the files, the same ones for every checkpoint.
   const int64_t wanted = std::min(ds.size(), a.batches * a.batch_size);
   std::vector<torch::Tensor> batches;
@@ -116,7 +117,8 @@ void add_analyze_command(CLI::App& app, Handler& run) {
   auto* cmd = app.add_subcommand("analyze", "Per-stream magnitudes, mixing, logit lens, effective depth");
   cmd->add_option("checkpoint", args->checkpoint, "step<N> folder or run folder")->required();
   cmd->add_option("--data", args->data, "token files (validation split)")->required();
-  cmd->add_option("--dtype", args->dtype, "token dtype (default: the config's data.memmap_dtype)");
+  cmd->add_option("--dtype", args->dtype, "token dtype (default: the config's data.memmap_dtype)")
+      ->check(CLI::IsMember(spellings<TokenDtype>()));
   cmd->add_option("--batches", args->batches, "number of batches")->check(CLI::PositiveNumber);
   cmd->add_option("--batch-size", args->batch_size, "sequences per batch")->check(CLI::PositiveNumber);
   cmd->add_option("--out", args->out, "analysis JSON");

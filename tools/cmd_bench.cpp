@@ -156,8 +156,10 @@ int run_bench(const BenchArgs& a) {
         "bench: {} threads, device {}, precision {}, activation_checkpointing {}, batch {} x {} "
         "tokens in micro-batches of {}, {} warmup + {} timed steps x {} round(s); matmul "
         "measured at {:.1f} GFLOP/s\n",
-        at::get_num_threads(), device.str(), first.precision,
-        first.model.activation_checkpointing.empty() ? "off" : first.model.activation_checkpointing,
+        at::get_num_threads(), device.str(), name_of(first.precision),
+        first.model.activation_checkpointing == ActivationCheckpointing::None
+            ? "off"
+            : name_of(first.model.activation_checkpointing),
         first.global_train_batch_size, first.model.max_sequence_length,
         std::min(first.device_train_microbatch_size, first.global_train_batch_size), a.options.warmup,
         a.options.steps, b.rounds, b.matmul_flops / 1e9);

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "siamese/model/accounting.h"
+#include "siamese/model/attention.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/memory_plan.h"
@@ -64,14 +65,14 @@ void add_inspect_command(CLI::App& app, Handler& run) {
                 << fmt::format(
                        "d_model {}  n_layers {}  n_heads {}  n_kv_heads {}  mlp hidden {}  vocab {} "
                        "(embedding {})\n",
-                       cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads.value_or(cfg.n_heads),
+                       cfg.d_model, cfg.n_layers, cfg.n_heads, model::kv_head_count(cfg),
                        model::mlp_hidden_size(cfg), cfg.vocab_size, cfg.embedding_size)
                 << "parameters:\n"
                 << line("embedding", c.embedding, c.total()) << line("attention", c.attention, c.total())
                 << line("mlp", c.mlp, c.total()) << line("residual-path norms", c.residual, c.total())
                 << line("head", c.head, c.total()) << fmt::format("  {:<22}{:>15}\n", "total", c.total())
                 << fmt::format("  {:<22}{:>15}\n", "non-embedding", c.total() - c.embedding)
-                << (cfg.block_type == "moe"
+                << (cfg.block_type == BlockType::Moe
                         ? fmt::format("  {:<22}{:>15}  ({} of {} experts per token{})\n", "active per token",
                                       c.active(), cfg.moe_top_k, cfg.moe_num_experts,
                                       cfg.moe_shared_expert ? " and the shared one" : "")
@@ -79,7 +80,8 @@ void add_inspect_command(CLI::App& app, Handler& run) {
                 << fmt::format("overhead vs pre: {:+} parameters ({:+.4f}%)\n", c.total() - pre.total(),
                                100.0 * double(c.total() - pre.total()) / double(pre.total()))
                 << fmt::format("training FLOPs per token at seq {}: {:.4e} (6N + 12 L d T{})\n", T,
-                               model::flops_per_token(cfg, T), cfg.block_type == "moe" ? ", active N" : "");
+                               model::flops_per_token(cfg, T),
+                               cfg.block_type == BlockType::Moe ? ", active N" : "");
       if (*world > 0) print_memory_plan(train_cfg, *world, *local_world);
       return 0;
     };

@@ -12,7 +12,7 @@ std::vector<double> per_layer_grad_norms(model::TransformerImpl& model) {
 }
 
 std::vector<double> per_layer_grad_norms(const torch::OrderedDict<std::string, torch::Tensor>& named,
-                                         int64_t n_layers, GradientSync& sync) {
+                                         int64_t n_layers, ShardLayout& layout) {
   torch::NoGradGuard no_grad;
   const auto device = named.is_empty() ? torch::Device(torch::kCPU) : named[0].value().device();
   auto sq = torch::zeros({n_layers}, torch::dtype(torch::kFloat64).device(device));
@@ -21,7 +21,7 @@ std::vector<double> per_layer_grad_norms(const torch::OrderedDict<std::string, t
     const auto layer = model::parse_param_name(kv.key()).layer;
     if (g.defined() && layer && *layer < n_layers) sq[*layer] += g.to(torch::kFloat64).pow(2).sum();
   }
-  sync.sum_shards_(sq);
+  layout.sum_shards_(sq);
   const auto host = sq.sqrt().cpu();
   return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + n_layers);
 }

@@ -518,6 +518,19 @@ class Loader {
         // OLMo writes `load_path: null` for "none"; the struct says that with "".
         f.template ref<std::string>(root) = null ? "" : scalar(node, raw, shown, f.kind, example);
         return;
+      case Kind::Enum: {
+        // null is the enum's "" (none, or unset for an optional one).
+        const std::string text = null ? "" : scalar(node, raw, shown, f.kind, example);
+        const auto at = std::find(f.choices.begin(), f.choices.end(), text);
+        if (at == f.choices.end()) {
+          const std::string accepted = schema::accepted_text(f.bounds, f.choices);
+          throw Error(fmt::format("{} \"{}\" is not one of: {}", shown, text, accepted),
+                      raw.where + " (" + shown + ")",
+                      f.fix.empty() ? fmt::format("set {} to one of: {}", shown, accepted) : f.fix);
+        }
+        f.choose(root, static_cast<size_t>(at - f.choices.begin()));
+        return;
+      }
       case Kind::StringList:
       case Kind::DoubleList: {
         if (!null && !node.IsSequence()) throw type_error(describe(node));

@@ -12,8 +12,15 @@ namespace siamese::schema {
 namespace {
 
 template <class T>
+struct IsOptionalEnum : std::false_type {};
+template <class E>
+struct IsOptionalEnum<std::optional<E>> : std::is_enum<E> {};
+
+template <class T>
 constexpr Kind kind_of() {
-  if constexpr (std::is_same_v<T, int64_t>)
+  if constexpr (std::is_enum_v<T> || IsOptionalEnum<T>::value)
+    return Kind::Enum;
+  else if constexpr (std::is_same_v<T, int64_t>)
     return Kind::Int;
   else if constexpr (std::is_same_v<T, double>)
     return Kind::Double;
@@ -39,10 +46,31 @@ constexpr Kind kind_of() {
 
 // field<Root>("model.d_model", doc, &TrainConfig::model, &ModelConfig::d_model): the member
 // chain picks the struct member, its type picks the kind.
+// An enum key accepts its spellings; an optional one "" (unset) first.
+template <class Root, class T, class... Members>
+void add_choices(Field<Root>& f, Members... chain) {
+  if constexpr (std::is_enum_v<T>) {
+    for (const auto& name : EnumNames<T>::names) f.choices.emplace_back(name);
+    f.choice = [=](const Root& root) { return static_cast<size_t>((root.*....*chain)); };
+    f.choose = [=](Root& root, size_t i) { (root.*....*chain) = static_cast<T>(i); };
+  } else if constexpr (IsOptionalEnum<T>::value) {
+    using E = typename T::value_type;
+    f.choices.emplace_back("");
+    for (const auto& name : EnumNames<E>::names) f.choices.emplace_back(name);
+    f.choice = [=](const Root& root) {
+      const T& v = (root.*....*chain);
+      return v ? static_cast<size_t>(*v) + 1 : size_t{0};
+    };
+    f.choose = [=](Root& root, size_t i) { (root.*....*chain) = i == 0 ? T{} : T{static_cast<E>(i - 1)}; };
+  }
+}
+
 template <class Root, class... Members>
 Field<Root> field(const char* key, const char* doc, Members... chain) {
-  using T = std::remove_reference_t<decltype((std::declval<Root&>().*....*chain))>;
-  return {key, kind_of<T>(), [=](Root& root) -> void* { return &(root.*....*chain); }, doc, false};
+  using T = std::remove_cv_t<std::remove_reference_t<decltype((std::declval<Root&>().*....*chain))>>;
+  Field<Root> f{key, kind_of<T>(), [=](Root& root) -> void* { return &(root.*....*chain); }, doc, false};
+  add_choices<Root, T>(f, chain...);
+  return f;
 }
 
 template <class Root, class... Members>
@@ -51,8 +79,6 @@ Field<Root> ours(const char* key, const char* doc, Members... chain) {
   f.ours = true;
   return f;
 }
-
-const std::vector<std::string> kMemmapDtypes = {"uint8", "uint16", "uint32", "uint64"};
 
 using T = TrainConfig;
 using M = ModelConfig;
@@ -98,13 +124,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &T::device_eval_batch_size)
           .positive(),
       field<T>("precision", "Autocast of matmuls to bf16 or fp16 (fp16 adds dynamic loss scaling), or fp32.",
-               &T::precision)
-          .one_of({"fp32", "amp_bf16", "amp_fp16"}),
+               &T::precision),
       field<T>("activation_checkpointing",
                "Recompute blocks' activations in backward: every block, or every n-th (one_in_n); "
                "\"\" (null) for none.",
                &T::model, &M::activation_checkpointing)
-          .one_of({"", "whole_layer", "one_in_two", "one_in_three", "one_in_four"})
           .changeable_on_resume(),
       field<T>(
           "fused_loss",
@@ -167,25 +191,21 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("distributed_strategy",
                "ddp: every rank holds a full replica; fsdp: ranks shard state as fsdp.sharding_strategy "
                "says (docs/distributed.md). OLMo's default is fsdp.",
-               &T::distributed_strategy)
-          .one_of({"ddp", "fsdp"}),
+               &T::distributed_strategy),
       field<T>("fsdp.sharding_strategy",
                "With distributed_strategy fsdp: NO_SHARD (the ddp path), SHARD_GRAD_OP (gradients, float32 "
                "master weights and optimizer state sharded), FULL_SHARD (parameters too, gathered a block "
                "at a time), HYBRID_SHARD (FULL_SHARD inside each node, a replica per node).",
-               &T::fsdp, &FsdpConfig::sharding_strategy)
-          .one_of({"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"}),
+               &T::fsdp, &FsdpConfig::sharding_strategy),
       field<T>("fsdp.precision",
                "mixed: gradient reductions in float32; pure: reduce-scatters in the autocast dtype "
                "(bf16 / fp16 under amp_*, half the bytes; float32 under fp32), shards and optimizer in "
                "float32.",
-               &T::fsdp, &FsdpConfig::precision)
-          .one_of({"pure", "mixed"}),
+               &T::fsdp, &FsdpConfig::precision),
       field<T>("fsdp.wrapping_strategy",
                "The units gradients are reduce-scattered in: \"\" (null) buckets of distributed.bucket_mb, "
                "by_block one per transformer block (FULL_SHARD always uses blocks).",
-               &T::fsdp, &FsdpConfig::wrapping_strategy)
-          .one_of({"", "by_block"}),
+               &T::fsdp, &FsdpConfig::wrapping_strategy),
       field<T>("fsdp.hybrid_sharding_num_model_replicas",
                "HYBRID_SHARD: model replicas; each is sharded over world / replicas consecutive ranks "
                "(null: one per node, from LOCAL_WORLD_SIZE or Slurm's tasks per node).",
@@ -206,13 +226,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("model.mlp_hidden_size", "Explicit MLP hidden size; overrides mlp_ratio (null: unset).",
                &T::model, &M::mlp_hidden_size)
           .positive(),
-      field<T>("model.activation_type", "MLP activation.", &T::model, &M::activation_type)
-          .one_of({"swiglu", "gelu", "relu"}),
+      field<T>("model.activation_type", "MLP activation.", &T::model, &M::activation_type),
       field<T>("model.block_type",
                "Block layout: sequential (dense MLP) or moe (the MLP is OLMoE's sparse mixture of experts, "
                "the moe_* keys); norm placement is model.residual.",
-               &T::model, &M::block_type)
-          .one_of({"sequential", "moe"}),
+               &T::model, &M::block_type),
       field<T>("model.rope", "Rotary position embeddings (else learned absolute positions).", &T::model,
                &M::rope),
       field<T>("model.rope_full_precision", "Apply RoPE in fp32 under autocast.", &T::model,
@@ -243,8 +261,7 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                "Every norm of the model: LayerNorm (default, low_precision), RMSNorm (rms), or a point-wise "
                "stand-in: DyT (dyt, weight * tanh(alpha x) + bias) or Derf (derf, weight * erf(alpha x + "
                "shift) + bias).",
-               &T::model, &M::layer_norm_type)
-          .one_of({"default", "low_precision", "rms", "dyt", "derf"}),
+               &T::model, &M::layer_norm_type),
       field<T>("model.layer_norm_with_affine", "Norms have a learnable weight.", &T::model,
                &M::layer_norm_with_affine),
       field<T>("model.layer_norm_eps", "Epsilon of every norm.", &T::model, &M::layer_norm_eps).positive(),
@@ -267,9 +284,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("model.init_device",
                "cpu or meta: parameters are initialised on the CPU from the seed, then moved to the device.",
                &T::model, &M::init_device)
+          .fixed_by("set model.init_device: cpu or meta (parameters are initialised on the CPU from the seed "
+                    "and moved to the device, so a run starts from the same weights on any device; OLMo's "
+                    "meta ends in the same state)")
           .changeable_on_resume(),
       field<T>("model.init_fn", "Initialization scheme (OLMo's init_fn).", &T::model, &M::init_fn)
-          .one_of({"normal", "mitchell", "full_megatron"})
           .changeable_on_resume(),
       field<T>("model.init_std", "Standard deviation for init_fn normal / full_megatron.", &T::model,
                &M::init_std)
@@ -303,7 +322,6 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                "takes the operands (CPU; CUDA under bf16) and one matmul per expert elsewhere; loop always "
                "runs one matmul per expert.",
                &T::model, &M::moe_mlp_impl)
-          .one_of({"sparse", "grouped", "loop"})
           .changeable_on_resume(),
       field<T>("model.moe_log_expert_assignment",
                "block_type moe: log every block's per-expert token counts each step (metrics.jsonl).",
@@ -404,8 +422,7 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("optimizer.name",
                "adamw: AdamW for every parameter. muon: Muon for the hidden layers' matrices, AdamW (the "
                "keys below) for embeddings, the LM head, norms and biases.",
-               &T::optimizer, &O::name)
-          .one_of({"adamw", "muon"}),
+               &T::optimizer, &O::name),
       field<T>("optimizer.learning_rate", "Peak learning rate (of AdamW's parameters with muon).",
                &T::optimizer, &O::learning_rate)
           .positive(),
@@ -447,14 +464,10 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           "optimizer.muon.adjust_lr",
           "muon: a [A, B] matrix's step size: original lr * sqrt(max(1, A/B)), match_rms_adamw lr * 0.2 * "
           "sqrt(max(A, B)) (the update's RMS of AdamW's, so AdamW's learning rate carries over).",
-          &T::optimizer, &O::muon, &Mu::adjust_lr)
-          .one_of({"original", "match_rms_adamw"}),
+          &T::optimizer, &O::muon, &Mu::adjust_lr),
 
-      field<T>("scheduler.name", "Learning-rate schedule (OLMo's schedulers).", &T::scheduler, &Sc::name)
-          .one_of({"constant", "constant_with_warmup", "cosine_with_warmup", "linear_with_warmup",
-                   "inverted_sqrt_with_warmup"}),
-      field<T>("scheduler.units", "Units of t_warmup and t_max.", &T::scheduler, &Sc::units)
-          .one_of({"steps", "tokens"}),
+      field<T>("scheduler.name", "Learning-rate schedule (OLMo's schedulers).", &T::scheduler, &Sc::name),
+      field<T>("scheduler.units", "Units of t_warmup and t_max.", &T::scheduler, &Sc::units),
       field<T>("scheduler.t_warmup", "Linear warmup length.", &T::scheduler, &Sc::t_warmup).at_least(0),
       field<T>("scheduler.t_max", "Decay horizon (null: the run's max_duration).", &T::scheduler, &Sc::t_max)
           .positive(),
@@ -467,10 +480,8 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           .at_least(0),
 
       field<T>("data.paths", "Token files (numpy memmaps of memmap_dtype) to train on.", &T::data, &D::paths),
-      field<T>("data.memmap_dtype", "Token file element type.", &T::data, &D::memmap_dtype)
-          .one_of(kMemmapDtypes),
-      field<T>("data.pad_direction", "Side sequences are padded on.", &T::data, &D::pad_direction)
-          .one_of({"right", "left"}),
+      field<T>("data.memmap_dtype", "Token file element type.", &T::data, &D::memmap_dtype),
+      field<T>("data.pad_direction", "Side sequences are padded on.", &T::data, &D::pad_direction),
       field<T>("data.drop_last", "Drop the final incomplete batch.", &T::data, &D::drop_last),
       field<T>("data.num_workers", "Background loader threads (0: load on the training thread).", &T::data,
                &D::num_workers)
@@ -478,8 +489,7 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("data.pin_memory", "Pin host batches for faster GPU copies.", &T::data, &D::pin_memory),
       field<T>("data.seed", "Data-order seed (null: the top-level seed).", &T::data, &D::seed),
       ours<T>("data.synthetic", "Built-in synthetic corpus used when paths is empty (\"\": none).", &T::data,
-              &D::synthetic)
-          .one_of({"", "arithmetic"}),
+              &D::synthetic),
       ours<T>("data.arithmetic_digits", "Operands of the arithmetic corpus have up to N digits (2-9).",
               &T::data, &D::arithmetic_digits)
           .within(2, 9)
@@ -508,8 +518,7 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("tokenizer.identifier", "Tokenizer name or tokenizer.json path.", &T::tokenizer,
                &Tk::identifier),
       field<T>("tokenizer.truncate_direction", "Side long inputs are truncated on.", &T::tokenizer,
-               &Tk::truncate_direction)
-          .one_of({"right", "left"}),
+               &Tk::truncate_direction),
 
       field<T>("evaluators", "Evaluators run every eval_interval steps; a list of maps (below).",
                &T::evaluators),
@@ -520,12 +529,10 @@ const std::vector<Field<TrainConfig>>& train_fields() {
 const std::vector<Field<EvaluatorConfig>>& evaluator_fields() {
   static const std::vector<Field<E>> fields = {
       field<E>("label", "Name in logs and metrics.", &E::label),
-      field<E>("type", "lm: perplexity on token files; downstream: a task in data_dir.", &E::type)
-          .one_of({"lm", "downstream"}),
+      field<E>("type", "lm: perplexity on token files; downstream: a task in data_dir.", &E::type),
       field<E>("data.paths", "lm: token files to evaluate.", &E::paths),
       field<E>("data.memmap_dtype", "lm: token file element type (empty: data.memmap_dtype).",
-               &E::memmap_dtype)
-          .one_of({"", "uint8", "uint16", "uint32", "uint64"}),
+               &E::memmap_dtype),
       ours<E>("data_dir", "downstream: folder with the task JSONL files (empty: $SIAMESE_SHARED_DIR/evals).",
               &E::data_dir),
       field<E>("subset_num_batches", "Batches to evaluate (-1: eval_subset_num_batches).",
@@ -621,6 +628,7 @@ std::string kind_name(Kind kind) {
     case Kind::Bool:
       return "true or false";
     case Kind::String:
+    case Kind::Enum:
       return "a string";
     case Kind::OptInt:
       return "an integer or null";
@@ -651,6 +659,8 @@ std::string text_of(const Field<Root>& f, const Root& root) {
       return f.template ref<bool>(root) ? "true" : "false";
     case Kind::String:
       return f.template ref<std::string>(root);
+    case Kind::Enum:
+      return f.choices[f.choice(root)];
     case Kind::OptInt: {
       const auto& v = f.template ref<std::optional<int64_t>>(root);
       return v ? std::to_string(*v) : "null";
@@ -676,7 +686,7 @@ std::string text_of(const Field<Root>& f, const Root& root) {
 template <class Root>
 std::string shown_default(const Field<Root>& f) {
   const std::string text = text_of(f, Root{});
-  return f.kind == Kind::String ? "\"" + text + "\"" : text;
+  return f.kind == Kind::String || f.kind == Kind::Enum ? "\"" + text + "\"" : text;
 }
 
 template <class Root>

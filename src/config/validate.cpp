@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "siamese/common/error.h"
+#include "siamese/config/device.h"
 #include "siamese/config/duration.h"
 #include "siamese/config/schema.h"
 
@@ -105,16 +106,18 @@ void model_rules(const ModelConfig& m, const Rules& r) {
             fmt::format("model.mlp_ratio must be positive, got {}", m.mlp_ratio),
             "set model.mlp_ratio to a value > 0, or set model.mlp_hidden_size");
   const int64_t hidden = m.mlp_hidden_size.value_or(m.mlp_ratio * m.d_model);
-  r.require(m.activation_type != "swiglu" || hidden % 2 == 0,
+  r.require(m.activation_type != Activation::SwiGLU || hidden % 2 == 0,
             m.mlp_hidden_size ? "model.mlp_hidden_size" : "model.mlp_ratio",
             fmt::format("SwiGLU splits the MLP hidden size in two halves, but it is odd ({})", hidden),
             "make mlp_hidden_size (or mlp_ratio * d_model) even");
   r.require(
-      m.block_type != "moe" || m.moe_top_k <= m.moe_num_experts, "model.moe_top_k",
+      m.block_type != BlockType::Moe || m.moe_top_k <= m.moe_num_experts, "model.moe_top_k",
       fmt::format("model.moe_top_k {} exceeds model.moe_num_experts {}", m.moe_top_k, m.moe_num_experts),
       "route each token to at most moe_num_experts experts");
-  r.require(m.block_type != "moe" || m.activation_type == "swiglu", "model.activation_type",
-            fmt::format("block_type moe builds SwiGLU experts, but activation_type is {}", m.activation_type),
+  r.require(m.block_type != BlockType::Moe || m.activation_type == Activation::SwiGLU,
+            "model.activation_type",
+            fmt::format("block_type moe builds SwiGLU experts, but activation_type is {}",
+                        name_of(m.activation_type)),
             "set activation_type: swiglu");
   r.require(!(m.attention_layer_norm && (m.use_query_norm || m.use_key_norm)), "model.attention_layer_norm",
             "model.attention_layer_norm (full-width Q, K norms) cannot be combined with the per-head "
@@ -136,16 +139,6 @@ void run_model_rules(const ModelConfig& m, const Rules& r) {
     r.require(id >= 0 && id < m.embedding_size, key,
               fmt::format("{} {} is outside the embedding table [0, {})", key, id, m.embedding_size),
               "use a token id of the tokenizer below embedding_size");
-  // OLMo's meta defers allocation until FSDP/DDP places the weights on the device and
-  // initialises them there; building on the CPU and moving reaches the same state. A CUDA
-  // initialisation would draw from the GPU's generator instead of the seed's CPU stream.
-  r.require(m.init_device == "cpu" || m.init_device == "meta", "model.init_device",
-            fmt::format("model.init_device \"{}\" is not supported: parameters are initialised on "
-                        "the CPU from the seed and then moved to the training device, so a run "
-                        "starts from the same weights on any device (OLMo's meta, for FSDP, ends "
-                        "in the same state and is accepted)",
-                        m.init_device),
-            "set model.init_device: cpu or meta");
   r.require(!m.residual.empty(), "model.residual", "model.residual is empty",
             "name a topology, e.g. model.residual: pre (or set MODEL_TYPE)");
 }
@@ -176,7 +169,7 @@ void validate_optimizer(const OptimizerConfig& o, const Rules& r) {
             "use a learning rate such as 1e-3");
   const double muon_decay =
       o.muon.learning_rate.value_or(o.learning_rate) * o.muon.weight_decay.value_or(o.weight_decay);
-  r.require(o.name != "muon" || muon_decay <= std::numeric_limits<float>::max(),
+  r.require(o.name != OptimizerName::Muon || muon_decay <= std::numeric_limits<float>::max(),
             "optimizer.muon.learning_rate",
             fmt::format("Muon's lr * weight_decay {:.3g} is too large for float32 weights (float32 ends at "
                         "3.4e38)",
@@ -225,9 +218,7 @@ void validate(const TrainConfig& c, const KeyLocator& where) {
   r.require(c.eval_subset_num_batches >= -1 && c.eval_subset_num_batches != 0, "eval_subset_num_batches",
             fmt::format("eval_subset_num_batches must be -1 or positive, got {}", c.eval_subset_num_batches),
             "use -1 for whole evaluation sets");
-  const bool cuda_index = c.device.rfind("cuda:", 0) == 0 && c.device.size() > 5 &&
-                          c.device.find_first_not_of("0123456789", 5) == std::string::npos;
-  r.require(cuda_index || c.device == "auto" || c.device == "cpu" || c.device == "cuda", "device",
+  r.require(parse_device(c.device).has_value(), "device",
             fmt::format("device \"{}\" is not one of: auto, cpu, cuda, cuda:N", c.device),
             "set device to one of: auto, cpu, cuda, cuda:N");
   int exponent = 0;  // a power of two keeps scaling and unscaling exact

@@ -19,15 +19,6 @@
 
 namespace siamese::data {
 
-int dtype_width(const std::string& dtype) {
-  if (dtype == "uint8") return 1;
-  if (dtype == "uint16") return 2;
-  if (dtype == "uint32") return 4;
-  if (dtype == "uint64") return 8;
-  throw Error("unknown memmap_dtype '" + dtype + "'", "data.memmap_dtype",
-              "use uint8, uint16, uint32 or uint64");
-}
-
 namespace {
 
 constexpr std::string_view kNpyMagic = "\x93NUMPY";
@@ -47,13 +38,14 @@ std::string numpy_name(const std::string& descr) {
 // Token ids are little-endian unsigned integers of data.memmap_dtype's width. Another
 // unsigned width is a setting to change; anything else (float32, int64, big-endian) needs
 // the file converted, which the fix spells out as a command that works.
-void check_npy_dtype(const std::string& header, const std::string& path, const std::string& dtype) {
+void check_npy_dtype(const std::string& header, const std::string& path, TokenDtype token_dtype) {
   std::smatch m;
   if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([^']*)'")))
     throw Error("NPY header has no dtype (header: " + header + ")", path,
                 "re-create the file with numpy.save");
   const std::string descr = m[1];
-  const int width = dtype_width(dtype);
+  const std::string dtype = name_of(token_dtype);
+  const int width = int(token_bytes(token_dtype));
   const bool little_unsigned = descr.size() == 3 && descr[1] == 'u' && (descr[0] == '<' || descr[0] == '|') &&
                                (descr[2] == '1' || descr[2] == '2' || descr[2] == '4' || descr[2] == '8');
   if (little_unsigned && descr[2] - '0' == width) return;
@@ -81,7 +73,7 @@ void check_npy_dtype(const std::string& header, const std::string& path, const s
 
 // Returns the byte offset of the array data in an NPY file and checks its dtype.
 size_t npy_data_offset(const unsigned char* bytes, size_t n, size_t n_file, const std::string& path,
-                       const std::string& dtype) {
+                       TokenDtype token_dtype) {
   if (n < 10) throw Error("NPY header is truncated", path, "re-create the file");
   const int major = bytes[6];
   size_t header_len = 0, prefix = 0;
@@ -95,7 +87,7 @@ size_t npy_data_offset(const unsigned char* bytes, size_t n, size_t n_file, cons
   }
   if (prefix + header_len > n) throw Error("NPY header is truncated", path, "re-create the file");
   const std::string header(reinterpret_cast<const char*>(bytes + prefix), header_len);
-  check_npy_dtype(header, path, dtype);
+  check_npy_dtype(header, path, token_dtype);
   if (header.find("'fortran_order': True") != std::string::npos)
     throw Error("NPY file is in Fortran order", path, "save a 1-D C-order array");
   // The element count the header promises must be what the file holds: a header that
@@ -116,7 +108,7 @@ size_t npy_data_offset(const unsigned char* bytes, size_t n, size_t n_file, cons
                   "re-create the file with numpy.save");
     }
   }
-  const uint64_t held = (n_file - prefix - header_len) / dtype_width(dtype);
+  const uint64_t held = (n_file - prefix - header_len) / token_bytes(token_dtype);
   if (elements != held)
     throw Error(
         "NPY header promises " + std::to_string(elements) + " tokens, the file holds " + std::to_string(held),
@@ -126,8 +118,9 @@ size_t npy_data_offset(const unsigned char* bytes, size_t n, size_t n_file, cons
 
 }  // namespace
 
-MappedTokens::MappedTokens(std::string path, const std::string& dtype)
-    : path_(std::move(path)), width_(dtype_width(dtype)) {
+MappedTokens::MappedTokens(std::string path, TokenDtype token_dtype)
+    : path_(std::move(path)), width_(int(token_bytes(token_dtype))) {
+  const std::string dtype = name_of(token_dtype);
   // stat before open: opening a FIFO for reading would block until a writer appears.
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0)
@@ -160,7 +153,7 @@ MappedTokens::MappedTokens(std::string path, const std::string& dtype)
       if (::pread(fd_, header.data(), header.size(), 0) != ssize_t(header.size()))
         throw Error("cannot read the NPY header", path_, "re-create the file");
     }
-    offset = npy_data_offset(header.data(), header.size(), file_bytes_, path_, dtype);
+    offset = npy_data_offset(header.data(), header.size(), file_bytes_, path_, token_dtype);
   }
   const size_t data_bytes = file_bytes_ - offset;
   if (data_bytes % width_ != 0)

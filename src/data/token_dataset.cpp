@@ -6,7 +6,7 @@
 
 namespace siamese::data {
 
-TokenDataset::TokenDataset(const std::vector<std::string>& paths, const std::string& dtype, int64_t seq_len,
+TokenDataset::TokenDataset(const std::vector<std::string>& paths, TokenDtype dtype, int64_t seq_len,
                            int64_t vocab_size)
     : seq_len_(seq_len), vocab_size_(vocab_size) {
   if (paths.empty())
@@ -72,7 +72,7 @@ TokenDataset train_dataset(const TrainConfig& cfg) {
   const int64_t T = cfg.model.max_sequence_length;
   if (!cfg.data.paths.empty())
     return TokenDataset(cfg.data.paths, cfg.data.memmap_dtype, T, cfg.model.vocab_size);
-  if (cfg.data.synthetic == "arithmetic") {
+  if (cfg.data.synthetic == SyntheticCorpus::Arithmetic) {
     if (cfg.model.vocab_size < kArithmeticVocab)
       throw Error("the arithmetic corpus is byte-level and needs vocab_size >= 256", "model.vocab_size",
                   "set model.vocab_size and embedding_size to 256");
@@ -82,8 +82,8 @@ TokenDataset train_dataset(const TrainConfig& cfg) {
                                 static_cast<int>(cfg.data.arithmetic_digits), kSyntheticTrainTokens),
         T, cfg.model.vocab_size);
   }
-  throw Error("no training data: data.paths is empty and data.synthetic is '" + cfg.data.synthetic + "'",
-              "data.paths", "list token files, or set data.synthetic: arithmetic");
+  throw Error("no training data: data.paths is empty and data.synthetic is unset", "data.paths",
+              "list token files, or set data.synthetic: arithmetic");
 }
 
 }  // namespace siamese::data

@@ -1,5 +1,6 @@
 #include "siamese/dist/sharded.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "siamese/common/error.h"
@@ -315,10 +316,16 @@ void ShardedGradSync::before_block(int64_t layer) {
   for_layer(layer + 2, [this](Unit& u) { prefetch_unit(u); });
 }
 
-void ShardedGradSync::after_block(int64_t layer, const std::vector<torch::Tensor>& produced) {
+void ShardedGradSync::after_block(int64_t layer, const std::vector<torch::Tensor>& before,
+                                  const std::vector<torch::Tensor>& after) {
   if (layer < int64_t(reached_.size())) reached_[size_t(layer)] = false;
-  for (const auto& t : produced)
-    if (t.requires_grad()) t.register_hook([this, layer](const torch::Tensor&) { reached(layer); });
+  // A stream the block passed through unchanged leads backward to earlier blocks only.
+  const auto passed_through = [&](const torch::Tensor& t) {
+    return std::any_of(before.begin(), before.end(), [&](const torch::Tensor& b) { return t.is_same(b); });
+  };
+  for (const auto& t : after)
+    if (t.requires_grad() && !passed_through(t))
+      t.register_hook([this, layer](const torch::Tensor&) { reached(layer); });
   for_layer(layer, [this](Unit& u) { release(u); });
 }
 

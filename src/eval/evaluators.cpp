@@ -83,28 +83,24 @@ std::vector<ArithmeticSample> arithmetic_answers(model::TransformerImpl& model,
   return samples;
 }
 
-Evaluators::Evaluators(const TrainConfig& cfg, torch::Device device, GradientSync& sync)
+Evaluators::Evaluators(const TrainConfig& cfg, torch::Device device, Collectives& sync)
     : batch_size_(cfg.device_eval_batch_size), device_(device), sync_(sync) {
   const int64_t T = cfg.model.max_sequence_length;
   for (size_t i = 0; i < cfg.evaluators.size(); ++i) {
     const auto& e = cfg.evaluators[i];
-    if (e.type == "downstream") {
+    if (e.type == EvaluatorType::Downstream) {
       if (!tokenizer_) tokenizer_ = tokenizer::Tokenizer::from_file(cfg.tokenizer.identifier);
       tasks_.push_back(load_task(e.label, !e.data_dir.empty() ? e.data_dir : shared_dir() + "/evals"));
       continue;
     }
-    if (e.type != "lm") {
-      spdlog::warn("evaluator '{}' (type {}) runs with `siamese eval`, not during training", e.label, e.type);
-      continue;
-    }
-    const std::string dtype = e.memmap_dtype.empty() ? cfg.data.memmap_dtype : e.memmap_dtype;
+    const TokenDtype dtype = e.memmap_dtype.value_or(cfg.data.memmap_dtype);
     const int64_t subset = e.subset_num_batches > 0 ? e.subset_num_batches : cfg.eval_subset_num_batches;
     sets_.push_back({e.label.empty() ? fmt::format("eval{}", i) : e.label,
                      std::make_unique<data::TokenDataset>(e.paths, dtype, T, cfg.model.vocab_size),
                      subset,
                      {}});
   }
-  if (cfg.data.synthetic == "arithmetic") {
+  if (cfg.data.synthetic == SyntheticCorpus::Arithmetic) {
     const uint64_t seed = cfg.data.seed.value_or(cfg.seed);
     const int digits = static_cast<int>(cfg.data.arithmetic_digits);
     sets_.push_back(

@@ -22,7 +22,7 @@ std::string read_bytes(const fs::path& path) {
 }  // namespace
 
 bool uses_tokenizer(const TrainConfig& config) {
-  return !config.data.paths.empty() || config.data.synthetic.empty();
+  return !config.data.paths.empty() || config.data.synthetic == SyntheticCorpus::None;
 }
 
 void keep_run_tokenizer(const fs::path& save_folder, const TrainConfig& config) {

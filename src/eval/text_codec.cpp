@@ -14,7 +14,8 @@ namespace siamese::eval {
 tokenizer::Tokenizer load_run_tokenizer(const TrainConfig& config, const std::string& config_file,
                                         const std::string& override_path) {
   TrainConfig with_tokenizer = config;
-  with_tokenizer.data.synthetic.clear();  // callers that ask want a tokenizer whatever the data
+  with_tokenizer.data.synthetic =
+      SyntheticCorpus::None;  // callers that ask want a tokenizer whatever the data
   with_tokenizer.data.paths.clear();
   return tokenizer::Tokenizer::from_file(run_tokenizer_path(with_tokenizer, config_file, override_path));
 }

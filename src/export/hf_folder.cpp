@@ -40,6 +40,8 @@ json value_json(const schema::Field<TrainConfig>& f, const TrainConfig& c) {
       return f.ref<bool>(c);
     case Kind::String:
       return f.ref<std::string>(c);
+    case Kind::Enum:
+      return schema::value_text(f, c);
     case Kind::OptInt:
       return f.ref<std::optional<int64_t>>(c) ? json(*f.ref<std::optional<int64_t>>(c)) : json(nullptr);
     case Kind::OptDouble:

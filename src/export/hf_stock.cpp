@@ -67,7 +67,7 @@ const StockClass* stock_class_named(const std::string& model_type) {
 
 const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not) {
   const StockClass* cls = nullptr;
-  const bool moe = c.block_type == "moe";
+  const bool moe = c.block_type == BlockType::Moe;
   for (const auto& candidate : stock_classes())
     if (candidate.topology == c.residual && candidate.moe == moe) cls = &candidate;
   auto no = [&](const std::string& why) -> const StockClass* {
@@ -78,10 +78,10 @@ const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not) {
   // OLMoE computes every routed token and has no shared expert.
   if (moe && !c.moe_dropless) return no("moe_dropless false, which OlmoeForCausalLM cannot drop tokens for");
   if (moe && c.moe_shared_expert) return no("moe_shared_expert, which OlmoeForCausalLM has not");
-  if (c.layer_norm_type != "rms") return no("layer_norm_type " + c.layer_norm_type);
+  if (c.layer_norm_type != LayerNormType::RMS) return no("layer_norm_type " + name_of(c.layer_norm_type));
   if (!c.layer_norm_with_affine || c.bias_for_layer_norm.value_or(c.include_bias))
     return no("norm affine/bias");
-  if (c.activation_type != "swiglu") return no("activation " + c.activation_type);
+  if (c.activation_type != Activation::SwiGLU) return no("activation " + name_of(c.activation_type));
   if (!c.rope) return no("learned positions");
   if (c.include_bias) return no("biases");
   if (c.clip_qkv || c.use_query_norm || c.use_key_norm || c.use_value_norm)
@@ -246,8 +246,8 @@ TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, co
   auto& m = cfg.model;
   m.residual = cls.topology;
   m.attention_layer_norm = cls.qk_norm;
-  m.layer_norm_type = "rms";
-  m.activation_type = "swiglu";
+  m.layer_norm_type = LayerNormType::RMS;
+  m.activation_type = Activation::SwiGLU;
   m.rope = true;
   m.include_bias = false;
   m.attention_dropout = m.residual_dropout = m.embedding_dropout = 0.0;
@@ -259,7 +259,7 @@ TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, co
     refuse("head_dim", "the head size must be hidden_size / num_attention_heads");
   m.mlp_hidden_size = 2 * need("intermediate_size").get<int64_t>();
   if (cls.moe) {
-    m.block_type = "moe";
+    m.block_type = BlockType::Moe;
     m.moe_num_experts = need("num_experts");
     m.moe_top_k = need("num_experts_per_tok");
     m.moe_norm_topk_prob = j.value("norm_topk_prob", false);

@@ -47,7 +47,7 @@ ParamCounts count_parameters(const ModelConfig& cfg) {
     if (on) attention += qkv_norm(head_dim);
   c.attention = cfg.n_layers * attention;
   const int64_t expert = linear(d, mlp_hidden_size(cfg)) + linear(mlp_inner_size(cfg), d);
-  if (cfg.block_type == "moe") {
+  if (cfg.block_type == BlockType::Moe) {
     // The stacked experts have no biases; the router is a bias-free [experts, d] matrix.
     const int64_t routed = d * mlp_hidden_size(cfg) + mlp_inner_size(cfg) * d;
     const int64_t shared = cfg.moe_shared_expert ? expert : 0;
@@ -67,7 +67,7 @@ ParamCounts count_parameters(const ModelConfig& cfg) {
 double flops_per_token(const ModelConfig& cfg, int64_t seq_len) {
   const double d = double(cfg.d_model);
   const double kv = double(kv_head_count(cfg) * (cfg.d_model / cfg.n_heads));
-  const double router = cfg.block_type == "moe" ? d * double(cfg.moe_num_experts) : 0.0;
+  const double router = cfg.block_type == BlockType::Moe ? d * double(cfg.moe_num_experts) : 0.0;
   const double per_layer =
       d * (d + 2 * kv) + d * d + router +
       double(active_experts(cfg)) * (d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d);
@@ -82,8 +82,8 @@ double mfu(double tokens_per_second, double flops_per_token, double peak_flops) 
 double training_state_bytes(const ModelConfig& cfg) {
   const double d = double(cfg.d_model), kv = double(kv_head_count(cfg)) * (d / double(cfg.n_heads));
   const double experts =
-      cfg.block_type == "moe" ? double(cfg.moe_num_experts + (cfg.moe_shared_expert ? 1 : 0)) : 1.0;
-  const double router = cfg.block_type == "moe" ? d * double(cfg.moe_num_experts) : 0.0;
+      cfg.block_type == BlockType::Moe ? double(cfg.moe_num_experts + (cfg.moe_shared_expert ? 1 : 0)) : 1.0;
+  const double router = cfg.block_type == BlockType::Moe ? d * double(cfg.moe_num_experts) : 0.0;
   const double per_layer = d * (d + 2 * kv) + d * d + router +
                            experts * (d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d);
   const double embeddings = double(cfg.embedding_size) * d * (cfg.weight_tying ? 1 : 2) +

@@ -95,13 +95,20 @@ std::vector<torch::Tensor> checkpointed(const std::vector<torch::Tensor>& inputs
   return out;
 }
 
-bool checkpoints_block(const std::string& setting, int64_t layer) {
-  if (setting.empty()) return false;
-  if (setting == "whole_layer") return true;
-  if (setting == "one_in_two") return layer % 2 == 0;
-  if (setting == "one_in_three") return layer % 3 == 0;
-  if (setting == "one_in_four") return layer % 4 == 0;
-  TORCH_CHECK(false, "unknown activation_checkpointing '", setting, "'");
+bool checkpoints_block(ActivationCheckpointing setting, int64_t layer) {
+  switch (setting) {
+    case ActivationCheckpointing::None:
+      return false;
+    case ActivationCheckpointing::WholeLayer:
+      return true;
+    case ActivationCheckpointing::OneInTwo:
+      return layer % 2 == 0;
+    case ActivationCheckpointing::OneInThree:
+      return layer % 3 == 0;
+    case ActivationCheckpointing::OneInFour:
+      return layer % 4 == 0;
+  }
+  return false;
 }
 
 }  // namespace siamese::model

@@ -98,9 +98,17 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
 }
 
 NormKind norm_kind(const ModelConfig& cfg) {
-  if (cfg.layer_norm_type == "rms") return NormKind::RMS;
-  if (cfg.layer_norm_type == "dyt") return NormKind::DyT;
-  if (cfg.layer_norm_type == "derf") return NormKind::Derf;
+  switch (cfg.layer_norm_type) {
+    case LayerNormType::RMS:
+      return NormKind::RMS;
+    case LayerNormType::DyT:
+      return NormKind::DyT;
+    case LayerNormType::Derf:
+      return NormKind::Derf;
+    case LayerNormType::Default:
+    case LayerNormType::LowPrecision:
+      break;
+  }
   return NormKind::LayerNorm;
 }
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "siamese/common/error.h"
-#include "siamese/config/schema.h"
 #include "siamese/config/validate.h"
 
 namespace siamese::model {
@@ -32,14 +31,12 @@ const TopologySpec& spec_of(const std::string& name) {
 }
 
 // The row's required settings and those of the row its requires_as key names.
-std::vector<std::string> required_settings(const TopologySpec& spec, const ModelConfig& cfg) {
-  std::vector<std::string> keys = spec.required;
-  if (spec.requires_as.empty()) return keys;
-  TrainConfig probe;
-  probe.model = cfg;
-  const auto& other = settings_required_by(schema::train_field(spec.requires_as).ref<std::string>(probe));
-  keys.insert(keys.end(), other.begin(), other.end());
-  return keys;
+std::vector<Flag> required_settings(const TopologySpec& spec, const ModelConfig& cfg) {
+  std::vector<Flag> flags = spec.required;
+  if (!spec.requires_as) return flags;
+  const auto& other = settings_required_by(spec.requires_as(cfg));
+  flags.insert(flags.end(), other.begin(), other.end());
+  return flags;
 }
 
 }  // namespace
@@ -61,27 +58,21 @@ const std::vector<std::string>& topology_names() {
 
 const std::string& topology_description(const std::string& name) { return spec_of(name).description; }
 
-const std::vector<std::string>& settings_required_by(const std::string& name) {
-  static const std::vector<std::string> none;
+const std::vector<Flag>& settings_required_by(const std::string& name) {
+  static const std::vector<Flag> none;
   const TopologySpec* spec = find_topology(name);
   return spec ? spec->required : none;
 }
 
 void apply_required_settings(ModelConfig& cfg) {
-  TrainConfig probe;
-  probe.model = cfg;
   if (const TopologySpec* spec = find_topology(cfg.residual))
-    for (const auto& key : required_settings(*spec, cfg)) schema::train_field(key).ref<bool>(probe) = true;
-  cfg = probe.model;
+    for (const auto& flag : required_settings(*spec, cfg)) cfg.*flag.member = true;
 }
 
 void apply_topology_defaults(ModelConfig& cfg) {
   const TopologySpec* spec = find_topology(cfg.residual);
   if (!spec) return;  // check_model_config names the unknown topology
-  TrainConfig probe;
-  probe.model = cfg;
-  for (const auto& [key, value] : spec->defaults) schema::train_field(key).ref<int64_t>(probe) = value;
-  cfg = probe.model;
+  for (const auto& d : spec->defaults) cfg.*d.member = d.value;
 }
 
 std::string topologies_markdown() {
@@ -96,8 +87,10 @@ std::string topologies_markdown() {
   };
   for (const auto& t : topologies()) {
     std::vector<std::string> defaults;
-    for (const auto& [key, value] : t.defaults) defaults.push_back(fmt::format("`{}: {}`", key, value));
-    out += fmt::format("| `{}` | {} | {} | {} | {} |\n", t.name, code(t.streams), code(t.required),
+    for (const auto& d : t.defaults) defaults.push_back(fmt::format("`{}: {}`", d.key, d.value));
+    std::vector<std::string> required;
+    for (const auto& flag : t.required) required.push_back(flag.key);
+    out += fmt::format("| `{}` | {} | {} | {} | {} |\n", t.name, code(t.streams), code(required),
                        fmt::join(defaults, ", "), t.description);
   }
   return out;
@@ -112,10 +105,9 @@ void check_model_config(const ModelConfig& cfg, const ConfigOrigin* origin) {
   const TopologySpec* spec = find_topology(cfg.residual);
   if (!spec) throw unknown_topology(cfg.residual, origin);
   validate_model(cfg);
-  TrainConfig probe;
-  probe.model = cfg;
-  for (const auto& key : required_settings(*spec, cfg)) {
-    if (schema::train_field(key).ref<bool>(probe)) continue;
+  for (const auto& flag : required_settings(*spec, cfg)) {
+    if (cfg.*flag.member) continue;
+    const std::string& key = flag.key;
     std::string where = key;
     if (origin && origin->explicit_keys.count(key)) where = origin->explicit_keys.at(key) + " (" + key + ")";
     throw Error(fmt::format("topology {}{} is defined with {} on, but it is set to false", cfg.residual,
@@ -130,22 +122,22 @@ TrainConfig load_run_config(const std::string& path, const std::vector<std::stri
   TrainConfig config = load_config(path, overrides, launch, &origin);
   if (origin.topology == "default") origin.topology = path;
   if (!find_topology(config.model.residual)) throw unknown_topology(config.model.residual, &origin);
-  TrainConfig probe = config;
-  for (const auto& key : required_settings(*find_topology(config.model.residual), config.model))
-    if (!origin.explicit_keys.count(key)) schema::train_field(key).ref<bool>(probe) = true;
-  for (const auto& [key, value] : find_topology(config.model.residual)->defaults)
-    if (!origin.explicit_keys.count(key)) schema::train_field(key).ref<int64_t>(probe) = value;
-  check_model_config(probe.model, &origin);
+  const TopologySpec& spec = *find_topology(config.model.residual);
+  for (const auto& flag : required_settings(spec, config.model))
+    if (!origin.explicit_keys.count(flag.key)) config.model.*flag.member = true;
+  for (const auto& d : spec.defaults)
+    if (!origin.explicit_keys.count(d.key)) config.model.*d.member = d.value;
+  check_model_config(config.model, &origin);
   if (find_topology(config.model.residual)->projects_weights && shards_parameters(config)) {
     const auto at = origin.explicit_keys.find("fsdp.sharding_strategy");
     throw Error(fmt::format("topology {} rewrites whole weight matrices after every step, and under "
                             "fsdp.sharding_strategy {} each rank holds a flat shard of them",
-                            config.model.residual, config.fsdp.sharding_strategy),
+                            config.model.residual, name_of(config.fsdp.sharding_strategy)),
                 at != origin.explicit_keys.end() ? at->second + " (fsdp.sharding_strategy)" : path,
                 "use fsdp.sharding_strategy: SHARD_GRAD_OP");
   }
   spdlog::info("topology: {} (from {})", config.model.residual, origin.topology);
-  return probe;
+  return config;
 }
 
 }  // namespace siamese::model

@@ -57,44 +57,13 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   State st = topology_->begin(x);
   report(-1, st);
   for (int64_t l = 0; l < n; ++l) {
-    std::vector<torch::Tensor> before;
-    if (block_hooks_) {
-      block_hooks_->before_block(l);
-      before = st.streams;
-    }
-    if (is_training() && !opts.sublayer_probe && !opts.mixing_probe && !opts.cache &&
-        checkpoints_block(cfg_.activation_checkpointing, l)) {
-      // The closure outlives this call (backward runs it again): it holds copies only. A block
-      // may add streams (AttnRes's sources): their names come back through `names_after`.
-      // Auxiliary losses reach their gradients through the recomputation (aux_loss.h); the
-      // values and routing are the first run's, recorded while `aux` still lives.
-      auto docs = opts.documents ? std::make_shared<const Documents>(*opts.documents) : nullptr;
-      auto names_after = std::make_shared<std::vector<std::string>>();
-      auto record = std::make_shared<AuxLosses*>(opts.aux);
-      const torch::Tensor grad_scale = opts.aux ? opts.aux->grad_scale : torch::Tensor();
-      st.streams = checkpointed(st.streams, [this, names = st.names, names_after, l, docs, record,
-                                             grad_scale](const std::vector<torch::Tensor>& in) {
-        State block_state{names, in};
-        AuxLosses recomputed{grad_scale};
-        AuxLosses* aux = *record ? *record : &recomputed;
-        *record = nullptr;
-        run_block(block_state, l, nullptr, nullptr, nullptr, docs.get(), aux);
-        *names_after = block_state.names;
-        return block_state.streams;
-      });
-      st.names = *names_after;
+    if (!block_hooks_) {
+      forward_block(st, l, opts);
     } else {
-      run_block(st, l, opts.sublayer_probe, opts.mixing_probe, opts.cache ? &opts.cache->layers[l] : nullptr,
-                opts.documents, opts.aux);
-    }
-    if (block_hooks_) {
-      std::vector<torch::Tensor> produced;
-      for (const auto& t : st.streams) {
-        bool passed_through = false;
-        for (const auto& b : before) passed_through = passed_through || t.is_same(b);
-        if (!passed_through) produced.push_back(t);
-      }
-      block_hooks_->after_block(l, produced);
+      block_hooks_->before_block(l);
+      const std::vector<torch::Tensor> before = st.streams;
+      forward_block(st, l, opts);
+      block_hooks_->after_block(l, before, st.streams);
     }
     report(l, st);
   }
@@ -103,6 +72,34 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
     for (const auto& [name, w] : st.mixing) (*opts.mixing_probe)(n, "final." + name, w);
   if (opts.probe) (*opts.probe)(n, "final", h);
   return h;
+}
+
+void TransformerImpl::forward_block(State& st, int64_t l, const ForwardOptions& opts) {
+  if (!is_training() || opts.sublayer_probe || opts.mixing_probe || opts.cache ||
+      !checkpoints_block(cfg_.activation_checkpointing, l)) {
+    run_block(st, l, opts.sublayer_probe, opts.mixing_probe, opts.cache ? &opts.cache->layers[l] : nullptr,
+              opts.documents, opts.aux);
+    return;
+  }
+  // The closure outlives this call (backward runs it again): it holds copies only. A block
+  // may add streams (AttnRes's sources): their names come back through `names_after`.
+  // Auxiliary losses reach their gradients through the recomputation (aux_loss.h); the
+  // values and routing are the first run's, recorded while `aux` still lives.
+  auto docs = opts.documents ? std::make_shared<const Documents>(*opts.documents) : nullptr;
+  auto names_after = std::make_shared<std::vector<std::string>>();
+  auto record = std::make_shared<AuxLosses*>(opts.aux);
+  const torch::Tensor grad_scale = opts.aux ? opts.aux->grad_scale : torch::Tensor();
+  st.streams = checkpointed(st.streams, [this, names = st.names, names_after, l, docs, record,
+                                         grad_scale](const std::vector<torch::Tensor>& in) {
+    State block_state{names, in};
+    AuxLosses recomputed{grad_scale};
+    AuxLosses* aux = *record ? *record : &recomputed;
+    *record = nullptr;
+    run_block(block_state, l, nullptr, nullptr, nullptr, docs.get(), aux);
+    *names_after = block_state.names;
+    return block_state.streams;
+  });
+  st.names = *names_after;
 }
 
 void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_probe,
@@ -179,14 +176,14 @@ void init_linear(const torch::nn::Linear& m, double std, std::optional<double> c
 void TransformerImpl::reset_parameters() {
   const auto& c = cfg_;
   const double d = double(c.d_model), inv_sqrt_d = 1.0 / std::sqrt(d);
-  const bool normal = c.init_fn == "normal", mitchell = c.init_fn == "mitchell";
+  const bool normal = c.init_fn == InitFn::Normal, mitchell = c.init_fn == InitFn::Mitchell;
   const std::optional<double> cutoff =
       normal ? c.init_cutoff_factor : std::optional<double>(c.init_cutoff_factor.value_or(3.0));
 
   double wte_std = normal ? c.init_std : mitchell ? inv_sqrt_d : c.init_std;
   if (c.emb_init_std)
     wte_std = *c.emb_init_std;
-  else if (c.init_fn == "full_megatron" && c.scale_emb_init)
+  else if (c.init_fn == InitFn::FullMegatron && c.scale_emb_init)
     wte_std *= std::sqrt(d);
   init_normal(wte->weight, wte_std, cutoff);
   if (wpe) init_normal(wpe->weight, mitchell ? inv_sqrt_d : c.init_std, cutoff);
@@ -200,7 +197,7 @@ void TransformerImpl::reset_parameters() {
     if (mitchell) {
       attn_out_std = 1.0 / std::sqrt(2.0 * d * (l + 1));
       ff_out_std = 1.0 / std::sqrt(2.0 * d_ff * (l + 1));
-    } else if (c.init_fn == "full_megatron") {
+    } else if (c.init_fn == InitFn::FullMegatron) {
       attn_out_std = ff_out_std = c.init_std / std::sqrt(2.0 * c.n_layers);
     }
     init_linear(blk->attn->att_proj, in_std, cutoff);

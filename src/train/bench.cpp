@@ -80,11 +80,9 @@ StepSplit timed_step(Subject& s, TrainStep& step, GradientSync& sync, data::Toke
 // The achievable matmul rate on `device` in this run (FLOP/s), the yardstick for MFU when
 // no peak_tflops is configured: fp32 n=2048 on CPU; on CUDA bf16 (amp) or fp32 (TF32 when
 // allowed) n=8192. Best of several repeats.
-double measured_matmul_flops(torch::Device device, const std::string& precision) {
+double measured_matmul_flops(torch::Device device, Precision precision) {
   const int64_t n = device.is_cuda() ? 8192 : 2048;
-  const auto dtype = device.is_cuda() && precision == "amp_bf16"   ? torch::kBFloat16
-                     : device.is_cuda() && precision == "amp_fp16" ? torch::kHalf
-                                                                   : torch::kFloat;
+  const auto dtype = device.is_cuda() ? autocast_dtype(precision).value_or(torch::kFloat) : torch::kFloat;
   auto a = torch::randn({n, n}, torch::dtype(dtype).device(device));
   auto b = torch::randn({n, n}, torch::dtype(dtype).device(device));
   DeviceClock clock(device);
@@ -169,7 +167,7 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
                          static_cast<uint64_t>(base.data.seed.value_or(base.seed)), world.rank, world.size);
 
   // The config's sharded strategy, on a model of its own and a process group of its own.
-  const bool sharded = base.distributed_strategy == "fsdp" && base.fsdp.sharding_strategy != "NO_SHARD";
+  const bool sharded = shards_optimizer_state(base);
   std::vector<int> everyone(world.size);
   std::iota(everyone.begin(), everyone.end(), 0);
   std::unique_ptr<ShardedGradSync> shards;
@@ -195,7 +193,7 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
                     &s});
   if (sharded)
     setups.push_back(
-        {{fmt::format("{} ranks, fsdp {}", world.size, base.fsdp.sharding_strategy), world.size, {}},
+        {{fmt::format("{} ranks, fsdp {}", world.size, name_of(base.fsdp.sharding_strategy)), world.size, {}},
          shards.get(),
          sharded_subject.get()});
   for (int r = 0; r < options.rounds; ++r)

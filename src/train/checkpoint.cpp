@@ -99,7 +99,7 @@ std::vector<fs::path> optimizer_files(const fs::path& folder) {
 // before optimizer.name changed) starts afresh. State saved by N ranks is put together
 // whole, then cut into this run's shards (`sync`), so the world size may change on resume.
 void load_optimizer(torch::nn::Module& model, Optimizer& optim, const std::vector<fs::path>& files,
-                    GradientSync& sync) {
+                    ShardLayout& layout) {
   std::vector<torch::serialize::InputArchive> archives(files.size());
   for (size_t i = 0; i < files.size(); ++i) archives[i].load_from(files[i].string());
   const auto params = model.named_parameters();
@@ -110,7 +110,7 @@ void load_optimizer(torch::nn::Module& model, Optimizer& optim, const std::vecto
       if (!a.try_read(key, t, true)) return std::nullopt;
       pieces.push_back(t.reshape(-1));
     }
-    return sync.shard_of(unshard(pieces, param.sizes())).to(param.device());
+    return layout.shard_of(unshard(pieces, param.sizes())).to(param.device());
   };
   auto& state = optim.adamw().state();
   state.clear();

@@ -22,15 +22,14 @@ torch::Tensor newton_schulz(const torch::Tensor& update, int64_t steps) {
   return tall ? x.t() : x;
 }
 
-double adjusted_lr(double lr, const std::string& adjust_lr, torch::IntArrayRef shape) {
+double adjusted_lr(double lr, MuonLrAdjust adjust_lr, torch::IntArrayRef shape) {
   const double rows = double(shape[shape.size() - 2]), cols = double(shape.back());
-  if (adjust_lr == "match_rms_adamw") return lr * 0.2 * std::sqrt(std::max(rows, cols));
-  TORCH_CHECK(adjust_lr == "original", "unknown Muon learning-rate adjustment ", adjust_lr);
+  if (adjust_lr == MuonLrAdjust::MatchRmsAdamW) return lr * 0.2 * std::sqrt(std::max(rows, cols));
   return lr * std::sqrt(std::max(1.0, rows / cols));
 }
 
 Muon::Muon(std::vector<torch::Tensor> params, MuonOptions options, std::vector<std::vector<int64_t>> shapes,
-           GradientSync* shards)
+           ShardLayout* shards)
     : params_(std::move(params)), shapes_(std::move(shapes)), shards_(shards), options_(std::move(options)) {
   if (shapes_.empty())
     for (const auto& p : params_) shapes_.push_back(p.sizes().vec());

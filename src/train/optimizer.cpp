@@ -20,7 +20,7 @@ ParamGroups param_groups(const OptimizerConfig& cfg,
     // Muon's matrices are the hidden layers' (MoE experts' stacks and routers included): the
     // LM head (untied; tied, it is the embedding) maps to the vocabulary and stays with
     // AdamW, as in Keller Jordan's setup.
-    if (cfg.name == "muon" && kind == ParamKind::Linear && item.value().dim() >= 2 &&
+    if (cfg.name == OptimizerName::Muon && kind == ParamKind::Linear && item.value().dim() >= 2 &&
         model::parse_param_name(item.key()).owner != model::ParamName::Owner::Head) {
       g.muon.push_back(item.key());
       continue;
@@ -48,8 +48,6 @@ ParamGroups param_groups(const OptimizerConfig& cfg,
 
 Optimizer::Optimizer(const OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params,
                      const WholeParamsOf* whole) {
-  if (cfg.name != "adamw" && cfg.name != "muon")
-    throw Error("optimizer '" + cfg.name + "' is not implemented", "optimizer.name", "use adamw or muon");
   if (cfg.betas.size() != 2) throw Error("betas needs two values", "optimizer.betas", "e.g. [0.9, 0.95]");
   auto options = [&](double weight_decay) {
     return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(cfg.learning_rate)
@@ -175,8 +173,7 @@ void AdamW::update(const std::optional<torch::Tensor>& skip) {
   }
 }
 
-torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm,
-                             GradientSync* shards) {
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm, ShardLayout* shards) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());

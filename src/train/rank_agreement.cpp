@@ -26,7 +26,7 @@ std::pair<double, double> digests(const std::string& text) {
 
 }  // namespace
 
-void check_ranks_agree(GradientSync& sync, const TrainConfig& cfg, torch::Device device) {
+void check_ranks_agree(Collectives& sync, const TrainConfig& cfg, torch::Device device) {
   const int n = sync.world_size();
   if (n == 1) return;
   std::vector<std::string> names, values;

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 #include "siamese/common/error.h"
+#include "siamese/config/device.h"
 
 namespace siamese::train {
 
@@ -54,15 +55,25 @@ void configure_cuda_runtime(torch::Device device, bool allow_tf32) {
 }
 
 torch::Device resolve_device(const std::string& device, int local_rank) {
-  if (device == "cpu") return torch::kCPU;
-  if (device == "cuda") {
-    if (!torch::cuda::is_available())
-      throw Error("device is cuda but no CUDA device is available", "device",
-                  "use device: cpu (or auto), or build against a CUDA LibTorch");
-    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  const auto setting = parse_device(device);
+  if (!setting)
+    throw Error("device \"" + device + "\" is not one of: auto, cpu, cuda, cuda:N", "device",
+                "use auto, cpu, cuda or cuda:N");
+  const auto cuda = [&] {
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(setting->index.value_or(local_rank)));
+  };
+  switch (setting->kind) {
+    case DeviceSetting::Kind::Cpu:
+      return torch::kCPU;
+    case DeviceSetting::Kind::Cuda:
+      if (!torch::cuda::is_available())
+        throw Error("device is " + device + " but no CUDA device is available", "device",
+                    "use device: cpu (or auto), or build against a CUDA LibTorch");
+      return cuda();
+    case DeviceSetting::Kind::Auto:
+      break;
   }
-  return torch::cuda::is_available() ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank))
-                                     : torch::Device(torch::kCPU);
+  return torch::cuda::is_available() ? cuda() : torch::Device(torch::kCPU);
 }
 
 void check_model_fits(const ModelConfig& model, torch::Device device) {

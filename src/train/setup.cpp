@@ -17,7 +17,7 @@ namespace {
 // assignments of each micro-batch (mlp.h). Where that is 0, every routed token is dropped on
 // every step and the experts never train: refused before anything is built, not logged.
 void check_moe_capacity(const ModelConfig& m, int64_t micro_batch) {
-  if (m.block_type != "moe" || m.moe_dropless) return;
+  if (m.block_type != BlockType::Moe || m.moe_dropless) return;
   // A sequence of T tokens is T - 1 inputs (the last token is only a target).
   const int64_t tokens = micro_batch * (m.max_sequence_length - 1);
   const double assignments = double(tokens) * double(m.moe_top_k);
@@ -52,7 +52,7 @@ Trainee build_trainee(const TrainConfig& cfg, torch::Device device, GradientSync
     m.topology().project_weights(m);
     sync.params_changed();
   });
-  t.scaler = std::make_unique<LossScaler>(cfg.precision == "amp_fp16", cfg.fp16_initial_loss_scale,
+  t.scaler = std::make_unique<LossScaler>(cfg.precision == Precision::AmpFp16, cfg.fp16_initial_loss_scale,
                                           cfg.fp16_loss_scale_growth_interval, device);
   return t;
 }

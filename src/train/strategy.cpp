@@ -39,8 +39,8 @@ int hybrid_replicas(const TrainConfig& cfg, const World& world) {
 }  // namespace
 
 bool reduces_during_backward(const TrainConfig& cfg) {
-  return cfg.distributed.overlap && cfg.model.activation_checkpointing.empty() &&
-         cfg.model.block_type != "moe";
+  return cfg.distributed.overlap && cfg.model.activation_checkpointing == ActivationCheckpointing::None &&
+         cfg.model.block_type != BlockType::Moe;
 }
 
 ShardedOptions sharded_options(const TrainConfig& cfg, const World& world) {
@@ -50,11 +50,12 @@ ShardedOptions sharded_options(const TrainConfig& cfg, const World& world) {
   // FULL_SHARD gathers parameters a block at a time, so its units are the blocks whatever
   // the wrapping strategy says, and it keeps its own rule for overlapping, by block.
   options.shard_parameters = shards_parameters(cfg);
-  if (cfg.fsdp.sharding_strategy == "HYBRID_SHARD") options.replicas = hybrid_replicas(cfg, world);
+  if (cfg.fsdp.sharding_strategy == ShardingStrategy::HybridShard)
+    options.replicas = hybrid_replicas(cfg, world);
   options.overlap = options.shard_parameters ? cfg.distributed.overlap : reduces_during_backward(cfg);
-  if (cfg.fsdp.precision == "pure")
+  if (cfg.fsdp.precision == FsdpPrecision::Pure)
     options.reduce_dtype = autocast_dtype(cfg.precision).value_or(torch::kFloat);
-  if (cfg.fsdp.wrapping_strategy == "by_block" || options.shard_parameters)
+  if (cfg.fsdp.wrapping_strategy == WrappingStrategy::ByBlock || options.shard_parameters)
     // Everything outside the blocks (embeddings, final norm, LM head) is one more unit.
     options.unit_of = [](const std::string& name) {
       return model::parse_param_name(name).layer.value_or(-1);
@@ -64,7 +65,7 @@ ShardedOptions sharded_options(const TrainConfig& cfg, const World& world) {
 
 std::unique_ptr<GradientSync> make_strategy(const TrainConfig& cfg, const World& world) {
   const torch::Device device = resolve_device(cfg.device, world.local_rank);
-  const bool sharded = cfg.distributed_strategy == "fsdp" && cfg.fsdp.sharding_strategy != "NO_SHARD";
+  const bool sharded = shards_optimizer_state(cfg);
   // What a rank can refuse from its own config and launch comes before any connection.
   std::optional<ShardedOptions> sharding;
   if (sharded) sharding = sharded_options(cfg, world);

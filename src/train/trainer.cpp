@@ -54,7 +54,7 @@ struct TrainData {
     max_steps = d.unit == Duration::Steps    ? d.value
                 : d.unit == Duration::Tokens ? (d.value + tokens_per_step - 1) / tokens_per_step
                                              : d.value * order.steps_per_epoch();
-    token_units = cfg.scheduler.units == "tokens";
+    token_units = cfg.scheduler.units == ScheduleUnits::Tokens;
     schedule_max = !token_units                 ? double(max_steps)
                    : d.unit == Duration::Tokens ? double(d.value)
                                                 : double(max_steps) * double(tokens_per_step);
@@ -93,7 +93,7 @@ struct TrainData {
 
 void log_start(const TrainConfig& cfg, const Trainee& t, GradientSync& sync, torch::Device device,
                const TrainData& data) {
-  if (cfg.model.init_device == "meta")
+  if (cfg.model.init_device == InitDevice::Meta)
     spdlog::info(
         "model.init_device meta: parameters initialised on the CPU from the seed and moved to {}, the state "
         "OLMo's deferred initialisation ends in",

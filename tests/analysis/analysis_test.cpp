@@ -24,7 +24,7 @@ model::Transformer tiny(const std::string& residual, int64_t layers = 4) {
   torch::manual_seed(7);
   ModelConfig cfg = siamese::testing::tiny_model(residual, {32, 2, layers, 60, 64, 16});
   cfg.rope = true;
-  cfg.layer_norm_type = "rms";
+  cfg.layer_norm_type = LayerNormType::RMS;
   cfg.include_bias = false;
   model::Transformer m(cfg);
   m->eval();
@@ -172,7 +172,7 @@ namespace {
 model::Transformer mixing_model(const std::string& residual, int64_t attnres_block_size = 0) {
   torch::manual_seed(7);
   ModelConfig cfg = siamese::testing::tiny_model(residual, {32, 2, 3, 60, 64, 16});
-  cfg.layer_norm_type = "rms";
+  cfg.layer_norm_type = LayerNormType::RMS;
   cfg.include_bias = false;
   cfg.attnres_block_size = attnres_block_size;
   model::Transformer m(cfg);
@@ -331,9 +331,9 @@ model::Transformer tiny_moe() {
   torch::manual_seed(7);
   ModelConfig cfg = siamese::testing::tiny_model("hybrid_pre", {32, 2, 4, 60, 64, 16});
   cfg.rope = true;
-  cfg.layer_norm_type = "rms";
+  cfg.layer_norm_type = LayerNormType::RMS;
   cfg.include_bias = false;
-  cfg.block_type = "moe";
+  cfg.block_type = BlockType::Moe;
   cfg.moe_num_experts = 4;
   cfg.moe_top_k = 2;
   model::Transformer m(cfg);

@@ -49,7 +49,7 @@ TEST_F(LoadConfig, ReadsOlmoKeysAndKeepsDefaultsForTheRest) {
   // OLMo's defaults where the file is silent.
   EXPECT_EQ(c.seed, 6198);
   EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.01);
-  EXPECT_EQ(c.scheduler.name, "cosine_with_warmup");
+  EXPECT_EQ(c.scheduler.name, SchedulerName::CosineWithWarmup);
   EXPECT_EQ(c.model.residual, "pre");
 }
 
@@ -154,6 +154,7 @@ TEST_F(LoadConfig, ImpossibleCombinationsAreRejectedWithTheKeyAndFix) {
       {"--max_duration=10 steps", {"max_duration \"10 steps\" is not a duration", "(max_duration)", "1ep"}},
       {"--scheduler.name=cosine", {"scheduler.name \"cosine\" is not one of", "cosine_with_warmup"}},
       {"--scheduler.units=epochs", {"scheduler.units \"epochs\" is not one of: steps, tokens"}},
+      {"--scheduler.name=inverted_sqrt_with_warmup", {"is not one of", "inverse_sqrt_with_warmup"}},
       {"--data.memmap_dtype=int16",
        {"data.memmap_dtype \"int16\" is not one of: uint8, uint16, uint32, uint64"}},
       {"--model.eos_token_id=300", {"model.eos_token_id 300 is outside the embedding table [0, 256)"}},
@@ -184,14 +185,12 @@ TEST(Validate, DefaultsAreValidAndErrorsNameTheKeyWithoutAFile) {
 }
 
 // Initialising on the GPU would draw from another generator than the seed's CPU stream.
-TEST(Validate, InitDeviceCudaIsRefusedWithTheReasonAndMetaAccepted) {
-  TrainConfig c;
-  c.model.init_device = "cuda";
-  expect_contains(error_of([&] { validate(c); }),
-                  {"(model.init_device)", "model.init_device \"cuda\" is not supported",
+TEST_F(LoadConfig, InitDeviceCudaIsRefusedWithTheReasonAndMetaAccepted) {
+  const auto path = write("init.yaml", kBase);
+  expect_contains(error_of([&] { load_config(path, {"--model.init_device=cuda"}); }),
+                  {"(model.init_device)", "model.init_device \"cuda\" is not one of: cpu, meta",
                    "same weights on any device", "set model.init_device: cpu or meta"});
-  c.model.init_device = "meta";
-  EXPECT_NO_THROW(validate(c));
+  EXPECT_EQ(load_config(path, {"--model.init_device=meta"}).model.init_device, InitDevice::Meta);
 }
 
 TEST(Validate, Fp16LossScaleSettingsAreChecked) {
@@ -344,8 +343,9 @@ TEST_F(LoadConfig, EvaluatorsAreAListOfMapsWithTheirOwnKeys) {
   const TrainConfig c = load_config(path, {});
   ASSERT_EQ(c.evaluators.size(), 2u);
   EXPECT_EQ(c.evaluators[0].paths, std::vector<std::string>{"v.npy"});
-  EXPECT_EQ(c.evaluators[0].memmap_dtype, "uint32");
-  EXPECT_EQ(c.evaluators[1].type, "downstream");
+  EXPECT_EQ(c.evaluators[0].memmap_dtype, TokenDtype::Uint32);
+  EXPECT_EQ(c.evaluators[1].type, EvaluatorType::Downstream);
+  EXPECT_FALSE(c.evaluators[1].memmap_dtype.has_value());
   EXPECT_EQ(c.evaluators[1].subset_num_batches, -1);
 
   const auto typo = write("evtypo.yaml", "evaluators:\n  - label: a\n    paths: [v.npy]\n");

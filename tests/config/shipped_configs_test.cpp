@@ -89,7 +89,7 @@ TEST_F(ShippedConfigs, PaperSettings) {
     EXPECT_EQ(c.model.embedding_size, 50304);
     EXPECT_TRUE(c.model.rope);
     EXPECT_TRUE(c.model.weight_tying);
-    EXPECT_EQ(c.model.activation_type, "swiglu");
+    EXPECT_EQ(c.model.activation_type, Activation::SwiGLU);
     EXPECT_EQ(c.model.use_query_norm, std::string(residual) == "hybrid_pre");
   }
 }
@@ -128,7 +128,7 @@ TEST_F(ShippedConfigs, OlmoReferenceConfigsLoad) {
   const TrainConfig hybrid = load_config(ref + "HybridNorm-1.2B-dense.yaml", {"--run_name=hn"});
   EXPECT_TRUE(hybrid.model.use_value_norm);
   EXPECT_EQ(hybrid.model.n_kv_heads, 8);
-  EXPECT_EQ(hybrid.data.memmap_dtype, "uint32");
+  EXPECT_EQ(hybrid.data.memmap_dtype, TokenDtype::Uint32);
   // The sparse (OLMoE) setting, with the paths a run here must change. The file also turns on
   // both OLMo's full-width Q/K norms (attention_layer_norm) and HybridNorm's per-head Q/K/V
   // norms, which this model refuses to combine; which of them HybridNorm's (unpublished) MoE
@@ -138,7 +138,7 @@ TEST_F(ShippedConfigs, OlmoReferenceConfigsLoad) {
       ref + "MoE-1B-7B-HybridNorm.yaml",
       {"--run_name=moe", "--save_folder=/tmp/moe", "--data.paths=[]", "--tokenizer.identifier=tokenizer.json",
        "--model.attention_layer_norm=false", "--fsdp.sharding_strategy=SHARD_GRAD_OP"});
-  EXPECT_EQ(moe.model.block_type, "moe");
+  EXPECT_EQ(moe.model.block_type, BlockType::Moe);
   EXPECT_EQ(moe.model.moe_num_experts, 64);
   EXPECT_EQ(moe.model.moe_top_k, 8);
   EXPECT_TRUE(moe.model.moe_dropless);
@@ -160,8 +160,8 @@ TEST_F(ShippedConfigs, RoundTripKeepsAwkwardValues) {
   c.model.residual = "true";
   c.scheduler.t_max = 1e12;
   c.data.paths = {"a b.npy", "'quoted'.npy", ""};
-  c.evaluators.push_back({"ppl", "lm", {"v.npy"}, "uint32", "", 5});
-  c.evaluators.push_back({"piqa", "downstream", {}, "", "/evals", -1});
+  c.evaluators.push_back({"ppl", EvaluatorType::Lm, {"v.npy"}, TokenDtype::Uint32, "", 5});
+  c.evaluators.push_back({"piqa", EvaluatorType::Downstream, {}, std::nullopt, "/evals", -1});
   const std::string yaml = to_yaml(c);
   const TrainConfig again = load_config(write("awkward.yaml", yaml), {});
   expect_same(c, again, "awkward");

@@ -144,15 +144,16 @@ TEST(Sharded, PiecesPutTogetherGiveTheTensorBack) {
 
 TEST(Sharded, StrategiesNotImplementedAreRefusedNamingTheKey) {
   TrainConfig c;
-  c.distributed_strategy = "fsdp";
-  for (const char* s : {"SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"}) {
+  c.distributed_strategy = DistributedStrategy::Fsdp;
+  for (const auto s :
+       {ShardingStrategy::ShardGradOp, ShardingStrategy::FullShard, ShardingStrategy::HybridShard}) {
     c.fsdp.sharding_strategy = s;
     EXPECT_NO_THROW(validate(c));
-    c.model.block_type = "moe";
-    c.model.activation_checkpointing = "one_in_two";
+    c.model.block_type = BlockType::Moe;
+    c.model.activation_checkpointing = ActivationCheckpointing::OneInTwo;
     EXPECT_NO_THROW(validate(c));
-    c.model.block_type = "sequential";
-    c.model.activation_checkpointing = "";
+    c.model.block_type = BlockType::Sequential;
+    c.model.activation_checkpointing = ActivationCheckpointing::None;
   }
   // nGPT rewrites whole weight rows after each step.
   const std::string config = std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/base.yaml";

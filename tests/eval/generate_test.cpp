@@ -104,7 +104,7 @@ TEST_P(EveryTopology, CachedLogitsEqualFullSequenceLogits) {
 // forward: the same logits and greedy tokens.
 TEST_P(EveryTopology, MoeBlocksKeepCachedLogitsAndGreedyTokens) {
   auto c = small(GetParam());
-  c.block_type = "moe";
+  c.block_type = BlockType::Moe;
   c.moe_num_experts = 4;
   c.moe_top_k = 2;
   auto m = build(c);

@@ -49,7 +49,7 @@ TrainConfig tiny(const std::string& residual) {
   m.mlp_ratio = 4;
   m.rope = true;
   m.include_bias = false;
-  m.layer_norm_type = "rms";
+  m.layer_norm_type = LayerNormType::RMS;
   // Both head forms; untied for ngpt, whose OLMo-core reference refuses tied embeddings.
   m.weight_tying = residual != "pre" && residual != "ngpt";
   m.vocab_size = 256;
@@ -59,7 +59,7 @@ TrainConfig tiny(const std::string& residual) {
   m.attention_dropout = m.residual_dropout = m.embedding_dropout = 0.0;
   m.mixln_alpha = 0.34;  // layer 0 Post-Norm, layers 1-2 Pre-Norm
   siamese::testing::set_topology(m, residual);
-  c.data.synthetic = "arithmetic";
+  c.data.synthetic = SyntheticCorpus::Arithmetic;
   c.device = "cpu";
   return c;
 }
@@ -92,10 +92,11 @@ class HfExport : public ::testing::TestWithParam<std::string> {};
 TrainConfig tiny_of(const std::string& spec) {
   const auto colon = spec.find(':'), plus = spec.find('+');
   TrainConfig cfg = tiny(spec.substr(0, std::min(colon, plus)));
-  if (colon != std::string::npos) cfg.model.layer_norm_type = spec.substr(colon + 1);
+  if (colon != std::string::npos)
+    cfg.model.layer_norm_type = *enum_named<LayerNormType>(spec.substr(colon + 1));
   if (plus != std::string::npos) {
     auto& m = cfg.model;
-    m.block_type = "moe";
+    m.block_type = BlockType::Moe;
     m.moe_num_experts = 4;
     m.moe_top_k = 2;
     m.mlp_ratio = 2;
@@ -327,7 +328,7 @@ TEST_P(HfImportStock, ComputesTheSameLogitsAndTrainsOnFromTheSameLoss) {
   ASSERT_EQ(sh(bin + " import " + dir.file("hf") + " --out " + dir.file("run"), log), 0) << read_all(log);
   const auto cfg = load_config(dir.file("run") + "/step0/config.yaml", {});
   EXPECT_EQ(cfg.model.residual, GetParam() == "olmo2" ? "reordered" : "pre");
-  EXPECT_EQ(cfg.model.block_type, GetParam().rfind("olmoe", 0) == 0 ? "moe" : "sequential");
+  EXPECT_EQ(cfg.model.block_type, GetParam().rfind("olmoe", 0) == 0 ? BlockType::Moe : BlockType::Sequential);
   model::Transformer m(cfg.model);
   train::load_checkpoint(dir.file("run") + "/step0", *m, nullptr);
   m->eval();

@@ -17,10 +17,10 @@ namespace {
 ModelConfig config(const std::string& residual, const std::string& checkpointing) {
   ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 4, 61, 64, 16});
   c.rope = true;
-  c.layer_norm_type = "rms";
+  c.layer_norm_type = LayerNormType::RMS;
   c.include_bias = false;
   c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.1;
-  c.activation_checkpointing = checkpointing;
+  c.activation_checkpointing = *enum_named<ActivationCheckpointing>(checkpointing);
   return c;
 }
 
@@ -60,7 +60,7 @@ LossAndGrads run(ModelConfig cfg) {
   auto logits = m->forward(ids, opts);
   LossAndGrads r;
   r.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), ids.reshape({-1}));
-  if (cfg.block_type == "moe") r.aux = aux.term(kMoeLoadBalancingLoss) + aux.term(kMoeZLoss);
+  if (cfg.block_type == BlockType::Moe) r.aux = aux.term(kMoeLoadBalancingLoss) + aux.term(kMoeZLoss);
   r.graph_nodes = count_nodes(r.loss.grad_fn().get());
   r.loss.backward();
   for (auto& p : m->parameters()) r.grads.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
@@ -68,7 +68,7 @@ LossAndGrads run(ModelConfig cfg) {
 }
 
 ModelConfig moe(ModelConfig c) {
-  c.block_type = "moe";
+  c.block_type = BlockType::Moe;
   c.moe_num_experts = 4;
   c.moe_top_k = 2;
   return c;

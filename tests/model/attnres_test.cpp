@@ -38,7 +38,7 @@ class AttnResFormula : public ::testing::Test {
   // A topology with block size `block` whose queries are N(0, 0.7) and norm weights 1 + 0.5 N(0, 1).
   void build(int64_t block, bool random = true) {
     cfg_ = siamese::testing::tiny_model("attnres", {kResWidth, 2, kResLayers, 61, 64, 32});
-    cfg_.layer_norm_type = "rms";
+    cfg_.layer_norm_type = LayerNormType::RMS;
     cfg_.include_bias = false;
     cfg_.attnres_block_size = block;
     torch::manual_seed(41);
@@ -261,7 +261,7 @@ TEST(AttnRes, OneSublayerMatchesThePyPIPackageAttnRes) {
     const std::string folder = dir.file("case" + std::to_string(k));
     std::filesystem::create_directories(folder);
     ModelConfig cfg = siamese::testing::tiny_model("attnres", {kResWidth, 2, 4, 61, 64, 32});
-    cfg.layer_norm_type = "rms";
+    cfg.layer_norm_type = LayerNormType::RMS;
     cfg.include_bias = false;
     cfg.attnres_block_size = 2;
     torch::manual_seed(60 + k);

@@ -26,7 +26,7 @@ struct ChunkCase {
 ModelConfig chunk_config(const ChunkCase& k, bool fused) {
   ModelConfig c = siamese::testing::tiny_model(k.residual, {32, 4, 2, 61, 64, 16});
   c.rope = true;
-  c.layer_norm_type = "rms";
+  c.layer_norm_type = LayerNormType::RMS;
   c.include_bias = k.bias;
   c.weight_tying = k.tied;
   c.fused_loss = fused;

@@ -150,7 +150,7 @@ TEST_P(PackedDocuments, TheMaskAloneHidesTheOtherDocuments) {
 TEST_P(PackedDocuments, TrainingLossSumsMatchTheDocumentsAlone) {
   torch::manual_seed(13);
   ModelConfig c = packed_model(GetParam());
-  c.activation_checkpointing = "whole_layer";
+  c.activation_checkpointing = ActivationCheckpointing::WholeLayer;
   Transformer m(c);
   m->train();  // dropout is off in tiny models; checkpointing only runs in training
   const auto a = pack({5, 11, 8}, false, 1), b = pack({3, 3, 18}, false, 2);

@@ -41,7 +41,7 @@ constexpr int64_t kMhcWidth = 8;
 std::shared_ptr<TopologyImpl> random_manifold_topology(const std::string& residual, int64_t n, int64_t iters,
                                                        torch::ScalarType dtype) {
   ModelConfig cfg = siamese::testing::tiny_model(residual, {kMhcWidth, 2, 1, 61, 64, 32});
-  cfg.layer_norm_type = "rms";
+  cfg.layer_norm_type = LayerNormType::RMS;
   cfg.include_bias = false;
   cfg.hc_rate = n;
   cfg.mhc_sinkhorn_iters = iters;

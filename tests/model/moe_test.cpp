@@ -41,7 +41,7 @@ constexpr int64_t kMoeWidth = 8, kMoeInner = 5;
 
 ModelConfig moe_config(int64_t experts, int64_t top_k) {
   ModelConfig cfg = siamese::testing::tiny_model("pre", {kMoeWidth, 2, 1, 61, 64, 32});
-  cfg.block_type = "moe";
+  cfg.block_type = BlockType::Moe;
   cfg.include_bias = false;
   cfg.mlp_hidden_size = 2 * kMoeInner;
   cfg.moe_num_experts = experts;
@@ -233,7 +233,7 @@ TEST(MoeLayer, GroupedGemmEqualsThePerExpertLoop) {
     std::vector<torch::Tensor> results[2];
     int64_t dropped[2] = {0, 0};
     for (int grouped = 0; grouped < 2; ++grouped) {
-      cfg.moe_mlp_impl = grouped ? "sparse" : "loop";
+      cfg.moe_mlp_impl = grouped ? MoeImpl::Sparse : MoeImpl::Loop;
       auto mlp = random_moe(cfg, torch::kFloat, 70 + i);
       const auto xi = x.clone().requires_grad_();
       MoeOutput routed;
@@ -320,7 +320,7 @@ TEST(MoeModel, OneExpertOfWeightOneIsTheDenseModelInEveryTopology) {
     ModelConfig dense = siamese::testing::tiny_model(name, {kMoeWidth, 2, 2, 61, 64, 32});
     dense.include_bias = false;
     ModelConfig sparse = dense;
-    sparse.block_type = "moe";
+    sparse.block_type = BlockType::Moe;
     sparse.moe_num_experts = 1;
     sparse.moe_top_k = 1;
     sparse.moe_norm_topk_prob = true;
@@ -370,7 +370,7 @@ TEST(MoeModel, CountsEveryExpertAndFlopsOnlyTheActiveOnes) {
     EXPECT_EQ(counts.mlp_active, cfg.n_layers * (router + (2 + (shared ? 1 : 0)) * expert));
     EXPECT_EQ(counts.total() - counts.active(), cfg.n_layers * 4 * expert);
     auto dense = cfg;
-    dense.block_type = "sequential";
+    dense.block_type = BlockType::Sequential;
     const double extra = 6.0 * double(cfg.n_layers) * double(router + (1 + (shared ? 1 : 0)) * expert);
     EXPECT_DOUBLE_EQ(flops_per_token(cfg, 32), flops_per_token(dense, 32) + extra);
   }

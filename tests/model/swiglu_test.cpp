@@ -16,7 +16,7 @@ struct MlpPair {
     ModelConfig cfg;
     cfg.d_model = 24;
     cfg.mlp_hidden_size = 74;
-    cfg.activation_type = "swiglu";
+    cfg.activation_type = Activation::SwiGLU;
     cfg.include_bias = false;
     SublayerHooks identity;
     identity.swiglu = [](const torch::Tensor& value, const torch::Tensor& gate) {

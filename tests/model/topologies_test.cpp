@@ -36,7 +36,7 @@ ModelConfig tiny_config(const std::string& residual, const Shape& s) {
   c.n_kv_heads = s.n_kv_heads;
   c.mlp_ratio = 4;
   c.rope = true;
-  c.layer_norm_type = s.norm_type;
+  c.layer_norm_type = *enum_named<LayerNormType>(s.norm_type);
   c.include_bias = s.norm_type != "rms";
   c.weight_tying = s.tied;
   return c;
@@ -148,20 +148,26 @@ TEST(Topologies, TableListsTheStreamsEachTopologyCarries) {
   }
 }
 
-// A required setting is enforced: the config with it off is refused, naming the key.
+// A required setting is enforced: the config with it off is refused, naming the key. The
+// key the row names is the schema's key of the member it sets.
 TEST(Topologies, EveryRequiredSettingIsEnforced) {
   for (const auto& spec : topologies()) {
-    for (const auto& key : spec.required) {
-      SCOPED_TRACE(spec.name + " " + key);
-      TrainConfig probe;
-      probe.model = tiny_config(spec.name, kSmall);
-      schema::train_field(key).ref<bool>(probe) = false;
+    for (const auto& flag : spec.required) {
+      SCOPED_TRACE(spec.name + " " + flag.key);
+      TrainConfig c;
+      c.model = tiny_config(spec.name, kSmall);
+      EXPECT_EQ(schema::train_field(flag.key).member(c), &(c.model.*flag.member));
+      c.model.*flag.member = false;
       try {
-        check_model_config(probe.model);
-        ADD_FAILURE() << "accepted with " << key << " off";
+        check_model_config(c.model);
+        ADD_FAILURE() << "accepted with " << flag.key << " off";
       } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(flag.key), std::string::npos) << e.what();
       }
+    }
+    for (const auto& d : spec.defaults) {
+      TrainConfig c;
+      EXPECT_EQ(schema::train_field(d.key).member(c), &(c.model.*d.member)) << spec.name << " " << d.key;
     }
   }
 }

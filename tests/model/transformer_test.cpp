@@ -18,6 +18,8 @@
 #include "siamese/model/olmo_names.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
+#include "support/cli.h"
+#include "support/temp_dir.h"
 #include "support/tiny_configs.h"
 
 namespace siamese::model {
@@ -29,7 +31,7 @@ ModelConfig small(const std::string& residual = "pre") {
   ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 3, 50, 64, 32});
   c.mlp_ratio = 4;
   c.rope = true;
-  c.layer_norm_type = "rms";
+  c.layer_norm_type = LayerNormType::RMS;
   c.include_bias = false;
   c.weight_tying = false;
   return c;
@@ -170,7 +172,7 @@ TEST(Transformer, OlmoInitFollowsInitFn) {
   c.d_model = 256;
   c.n_heads = 4;
   c.n_layers = 2;
-  c.init_fn = "mitchell";
+  c.init_fn = InitFn::Mitchell;
   torch::manual_seed(0);
   Transformer m(c);
   auto p = m->named_parameters();
@@ -181,7 +183,7 @@ TEST(Transformer, OlmoInitFollowsInitFn) {
   EXPECT_NEAR(std_of("blocks.1.mlp.ff_out.weight"), trunc / std::sqrt(2.0 * 512 * 2), 2e-3);
   EXPECT_LE(p["blocks.0.attn.att_proj.weight"].abs().max().item<double>(), 3.0 / 16.0 + 1e-6);
 
-  c.init_fn = "normal";
+  c.init_fn = InitFn::Normal;
   c.init_std = 0.02;
   c.init_cutoff_factor = 2.0;
   c.emb_init_std = 0.5;
@@ -193,7 +195,7 @@ TEST(Transformer, OlmoInitFollowsInitFn) {
   EXPECT_NEAR(q["wte.weight"].std().item<double>(), 0.5 * 0.8796, 1e-2);
   EXPECT_EQ(q["topology.ln_f.weight"].min().item<double>(), 1.0);
 
-  c.init_fn = "full_megatron";
+  c.init_fn = InitFn::FullMegatron;
   c.init_cutoff_factor.reset();
   c.emb_init_std.reset();
   torch::manual_seed(0);
@@ -206,7 +208,7 @@ TEST(Transformer, OlmoInitFollowsInitFn) {
 TEST(Transformer, ParameterKindsFollowOlmoDecayGroups) {
   auto c = small("hybrid_pre");
   c.include_bias = true;
-  c.layer_norm_type = "default";
+  c.layer_norm_type = LayerNormType::Default;
   Transformer m(c);
   std::map<ParamKind, int> seen;
   for (auto& p : m->named_parameters()) ++seen[param_kind(p.key())];
@@ -270,7 +272,7 @@ int64_t numel_where(Transformer& m, const std::function<bool(const std::string&)
 TEST(Transformer, ParameterCountsMatchTheModelAndSiameseOverheadIsItsNorms) {
   for (const std::string norm : {"rms", "default"}) {
     auto c = small("hybrid_pre");
-    c.layer_norm_type = norm;
+    c.layer_norm_type = *enum_named<LayerNormType>(norm);
     c.include_bias = norm == "default";
     auto pre_cfg = c;
     pre_cfg.residual = "pre";
@@ -299,7 +301,7 @@ TEST(Transformer, ParameterCountsFromShapesMatchTheBuiltModelForEveryTopology) {
       {"rms, rope, untied", [](ModelConfig&) {}},
       {"layer norm with biases, learned positions, tied, emb norm",
        [](ModelConfig& c) {
-         c.layer_norm_type = "default";
+         c.layer_norm_type = LayerNormType::Default;
          c.include_bias = true;
          c.rope = false;
          c.weight_tying = true;
@@ -308,7 +310,7 @@ TEST(Transformer, ParameterCountsFromShapesMatchTheBuiltModelForEveryTopology) {
       {"GQA, gelu, no affine",
        [](ModelConfig& c) {
          c.n_kv_heads = 2;
-         c.activation_type = "gelu";
+         c.activation_type = Activation::GELU;
          c.layer_norm_with_affine = false;
        }},
       {"MQA, full-width QK norms, bias only in norms",
@@ -317,7 +319,7 @@ TEST(Transformer, ParameterCountsFromShapesMatchTheBuiltModelForEveryTopology) {
          c.n_kv_heads = 1;
          c.attention_layer_norm = true;
          c.bias_for_layer_norm = true;
-         c.layer_norm_type = "default";
+         c.layer_norm_type = LayerNormType::Default;
        }},
       {"explicit hidden size, 3 hyper-connection streams",
        [](ModelConfig& c) {
@@ -331,8 +333,8 @@ TEST(Transformer, ParameterCountsFromShapesMatchTheBuiltModelForEveryTopology) {
       auto c = small(name);
       v.set(c);
       apply_required_settings(c);
-      if (c.attention_layer_norm && c.use_query_norm) continue;  // HybridNorm's own Q/K norms
-      if (name == "ngpt" && c.activation_type != "swiglu") {     // nGPT scales SwiGLU's halves
+      if (c.attention_layer_norm && c.use_query_norm) continue;         // HybridNorm's own Q/K norms
+      if (name == "ngpt" && c.activation_type != Activation::SwiGLU) {  // nGPT scales SwiGLU's halves
         EXPECT_THROW(Transformer{c}, Error);
         continue;
       }
@@ -499,18 +501,25 @@ TEST(OlmoNames, RoundTripAndLoadChecks) {
 // configs/tiny/hybrid.yaml: d_model 256, 6 layers, RMSNorm; hybrid_pre adds per layer c1 and
 // three norms and drops attn_norm (6 * 3 * 256), plus ln_y_f and ln_final_f (2 * 256).
 TEST(Inspect, CommandPrintsComponentsOverheadAndFlops) {
-  const auto log = fs::temp_directory_path() / "siamese_inspect_test.out";
-  const std::string cmd = std::string(SIAMESE_BINARY) + " inspect " + SIAMESE_SOURCE_DIR +
-                          "/configs/tiny/hybrid.yaml --model.residual=hybrid_pre > " + log.string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  ASSERT_EQ(rc, 0) << ss.str();
+  const auto scratch = siamese::testing::fresh_dir("inspect_test", "hybrid");
+  fs::create_directories(scratch);
+  const auto r =
+      siamese::testing::run_siamese("inspect configs/tiny/hybrid.yaml --model.residual=hybrid_pre", scratch);
+  ASSERT_EQ(r.code, 0) << r.err;
   for (const char* needle :
        {"residual-path norms", "overhead vs pre: +5120 parameters", "FLOPs per token", "total"})
-    EXPECT_NE(ss.str().find(needle), std::string::npos) << ss.str();
-  fs::remove(log);
+    EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+}
+
+// The key/value heads inspect prints are the ones attention builds (kv_head_count): OLMo's
+// multi_query_attention means one, whatever n_kv_heads says.
+TEST(Inspect, KeyValueHeadsAreTheModelsOwn) {
+  const auto scratch = siamese::testing::fresh_dir("inspect_test", "mqa");
+  fs::create_directories(scratch);
+  const auto r = siamese::testing::run_siamese(
+      "inspect configs/tiny/base.yaml --model.multi_query_attention=true", scratch);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("n_kv_heads 1 "), std::string::npos) << r.out;
 }
 
 }  // namespace

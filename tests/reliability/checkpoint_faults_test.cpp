@@ -392,8 +392,8 @@ namespace {
 
 TrainConfig tiny_sharded(const fs::path& folder) {
   TrainConfig c = tiny_saving(folder);
-  c.distributed_strategy = "fsdp";
-  c.fsdp.sharding_strategy = "FULL_SHARD";
+  c.distributed_strategy = DistributedStrategy::Fsdp;
+  c.fsdp.sharding_strategy = ShardingStrategy::FullShard;
   c.distributed.timeout_seconds = 15;  // a rank left alone gives up soon
   return c;
 }

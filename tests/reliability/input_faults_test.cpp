@@ -45,7 +45,7 @@ fs::path token_file(const fs::path& path, size_t tokens) {
 
 TrainConfig on_files(const fs::path& folder, const std::vector<std::string>& paths) {
   TrainConfig c = tiny(folder);
-  c.data.synthetic = "";
+  c.data.synthetic = SyntheticCorpus::None;
   c.data.paths = paths;
   c.max_duration = "2";
   return c;
@@ -310,7 +310,7 @@ TEST(ConfigFiles, YamlMergeKeysApplyAsInPyYaml) {
   EXPECT_EQ(resolved.model.d_model, 48);
   ASSERT_EQ(resolved.evaluators.size(), 3u);
   EXPECT_EQ(resolved.evaluators[1].label, "second");  // its own key wins over the merged one
-  EXPECT_EQ(resolved.evaluators[1].type, "lm");
+  EXPECT_EQ(resolved.evaluators[1].type, EvaluatorType::Lm);
   EXPECT_EQ(resolved.evaluators[1].subset_num_batches, 3);
   EXPECT_EQ(resolved.evaluators[2].label, "third");  // the first mapping of a list wins
   EXPECT_EQ(resolved.evaluators[2].subset_num_batches, 5);

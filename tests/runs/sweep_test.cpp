@@ -276,9 +276,9 @@ TEST(RunSummary, SettingsThatTellRunsOfATopologyApartNameTheirModels) {
   for (const auto& m : made) {
     siamese::TrainConfig c;
     c.model.residual = m.topology;
-    c.model.layer_norm_type = m.norm;
+    c.model.layer_norm_type = *siamese::enum_named<siamese::LayerNormType>(m.norm);
     c.model.use_query_norm = m.topology == "hybrid_pre";
-    c.optimizer.name = m.optimizer;
+    c.optimizer.name = *siamese::enum_named<siamese::OptimizerName>(m.optimizer);
     c.optimizer.learning_rate = m.lr;
     c.seed = m.seed;
     c.save_folder = "runs/" + std::to_string(runs.size());

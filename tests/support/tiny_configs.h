@@ -82,7 +82,7 @@ inline TrainConfig tiny(const std::filesystem::path& folder) {
   c.model.use_query_norm = c.model.use_key_norm = c.model.use_value_norm = true;
   c.model.attention_dropout = 0.1;  // dropout on: resume must restore the RNG
   c.model.residual_dropout = 0.1;
-  c.data.synthetic = "arithmetic";
+  c.data.synthetic = SyntheticCorpus::Arithmetic;
   c.global_train_batch_size = 4;
   c.device_train_microbatch_size = 2;
   c.max_duration = "8";

@@ -31,9 +31,9 @@ TEST(Checkpoint, RoundTripsModelOptimizerStateAndRng) {
     torch::manual_seed(1);
     model::Transformer m(small());
     OptimizerConfig oc;
-    oc.name = optimizer;
+    oc.name = *enum_named<OptimizerName>(optimizer);
     auto opt = train::build_optimizer(oc, m->named_parameters());
-    EXPECT_EQ(opt->muon() != nullptr, oc.name == "muon");
+    EXPECT_EQ(opt->muon() != nullptr, oc.name == OptimizerName::Muon);
     auto ids = torch::randint(0, 64, {2, 8});
     m->forward(ids).sum().backward();
     opt->update();

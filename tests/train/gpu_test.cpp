@@ -39,7 +39,7 @@ namespace {
 ModelConfig small_model(const std::string& residual) {
   ModelConfig c = siamese::testing::tiny_model(residual, {64, 4, 3, 100, 128, 32});
   c.rope = true;
-  c.layer_norm_type = "rms";
+  c.layer_norm_type = LayerNormType::RMS;
   c.include_bias = false;
   return c;
 }
@@ -108,7 +108,7 @@ void expect_same_losses(const TrainConfig& a, const TrainConfig& b, double toler
 void expect_autocast_within_two_percent(const std::string& precision) {
   auto fp32 = gpu_run(fresh_dir("gpu_test", precision + "_ref")),
        half = gpu_run(fresh_dir("gpu_test", precision));
-  half.precision = precision;
+  half.precision = *enum_named<Precision>(precision);
   ASSERT_EQ(train::train(fp32), 0);
   ASSERT_EQ(train::train(half), 0);
   expect_same_losses(fp32, half, 2e-2);
@@ -178,7 +178,7 @@ TEST(GpuParity, MoeOnCudaMatchesCpuInFloat32) {
   REQUIRE_GPU();
   for (const std::string topology : {"pre", "hybrid_pre"}) {
     ModelConfig cfg = small_model(topology);
-    cfg.block_type = "moe";
+    cfg.block_type = BlockType::Moe;
     cfg.moe_num_experts = 4;
     cfg.moe_top_k = 2;
     expect_cuda_matches_cpu(cfg, topology + " moe");
@@ -190,7 +190,7 @@ TEST(GpuParity, MoeOnCudaMatchesCpuInFloat32) {
 TEST(GpuParity, MoeGroupedGemmUnderBf16MatchesTheFloat32Loop) {
   REQUIRE_GPU();
   ModelConfig cfg = small_model("pre");
-  cfg.block_type = "moe";
+  cfg.block_type = BlockType::Moe;
   cfg.moe_num_experts = 8;
   cfg.moe_top_k = 2;
   torch::manual_seed(9);
@@ -234,7 +234,7 @@ TEST(GpuTrainer, CheckpointedChunkedRunTrainsAsThePlainRun) {
   REQUIRE_GPU();
   auto plain = gpu_run(fresh_dir("gpu_test", "plain")), lean = gpu_run(fresh_dir("gpu_test", "lean"));
   plain.model.residual = lean.model.residual = "hybrid_pre";
-  lean.model.activation_checkpointing = "whole_layer";
+  lean.model.activation_checkpointing = ActivationCheckpointing::WholeLayer;
   lean.model.fused_loss = true;
   lean.model.fused_loss_chunk_tokens = 48;
   ASSERT_EQ(train::train(plain), 0);
@@ -247,8 +247,8 @@ TEST(GpuTrainer, CheckpointedChunkedRunTrainsAsThePlainRun) {
 TEST(GpuDist, FullShardOnOneNcclRankTrainsAsOneProcess) {
   REQUIRE_GPU();
   auto one = gpu_run(fresh_dir("gpu_test", "fsdp_ref")), sharded = gpu_run(fresh_dir("gpu_test", "fsdp"));
-  sharded.distributed_strategy = "fsdp";
-  sharded.fsdp.sharding_strategy = "FULL_SHARD";
+  sharded.distributed_strategy = DistributedStrategy::Fsdp;
+  sharded.fsdp.sharding_strategy = ShardingStrategy::FullShard;
   World world;
   world.master_port = siamese::testing::free_port();
   const auto strategy = train::make_strategy(sharded, world);

@@ -35,7 +35,7 @@ ModelConfig muon_test_model() {
 ModelConfig muon_moe_test_model() {
   auto c = muon_test_model();
   c.include_bias = false;
-  c.block_type = "moe";
+  c.block_type = BlockType::Moe;
   c.moe_num_experts = 3;
   c.moe_top_k = 2;
   return c;
@@ -43,7 +43,7 @@ ModelConfig muon_moe_test_model() {
 
 OptimizerConfig muon_config() {
   OptimizerConfig c;
-  c.name = "muon";
+  c.name = OptimizerName::Muon;
   c.learning_rate = 1e-2;
   c.weight_decay = 0.1;
   return c;
@@ -101,7 +101,7 @@ MuonDifferences muon_differences_from_torch(const OptimizerConfig& cfg,
                     {"momentum", mo.momentum},
                     {"nesterov", mo.nesterov},
                     {"ns_steps", mo.ns_steps},
-                    {"adjust_lr_fn", mo.adjust_lr}});
+                    {"adjust_lr_fn", siamese::name_of(mo.adjust_lr)}});
   for (auto& g : opt->adamw().param_groups()) {
     const auto& o = static_cast<const torch::optim::AdamWOptions&>(g.options());
     groups.push_back({{"kind", "adamw"},
@@ -156,7 +156,7 @@ TEST(Muon, MatchesTorchMuonAndAdamWWithItsDefaults) {
 
 TEST(Muon, MatchesTorchMuonWithOriginalAdjustmentAndPlainMomentum) {
   auto cfg = muon_config();
-  cfg.muon.adjust_lr = "original";
+  cfg.muon.adjust_lr = MuonLrAdjust::Original;
   cfg.muon.nesterov = false;
   cfg.muon.momentum = 0.9;
   cfg.muon.ns_steps = 3;
@@ -169,7 +169,7 @@ TEST(Muon, MatchesTorchMuonWithOriginalAdjustmentAndPlainMomentum) {
 TEST(Muon, OrthogonalisesEachExpertOfAStackAsTorchMuonDoesEachMatrix) {
   auto cfg = muon_config();
   expect_matches_torch(cfg, "muon, MoE experts", muon_moe_test_model());
-  cfg.muon.adjust_lr = "original";
+  cfg.muon.adjust_lr = MuonLrAdjust::Original;
   expect_matches_torch(cfg, "muon original, MoE experts", muon_moe_test_model());
   model::Transformer m(muon_moe_test_model());
   const auto g = param_groups(cfg, m->named_parameters());
@@ -234,7 +234,7 @@ TEST(GpuMuon, CudaMatchesTheCpuPathAndSkipsOnTheDevice) {
   }
   MuonOptions o;
   o.lr = 1e-2;
-  o.adjust_lr = "match_rms_adamw";
+  o.adjust_lr = MuonLrAdjust::MatchRmsAdamW;
   Muon on_cpu(cpu, o), on_gpu(gpu, o);
   for (int step = 0; step < 5; ++step) {
     for (size_t i = 0; i < start.size(); ++i) {

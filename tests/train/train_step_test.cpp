@@ -283,7 +283,7 @@ TEST(DocumentsStep, AFilteredInstanceNeverReachesTheModel) {
 
 TrainConfig moe_run() {
   auto c = no_dropout();
-  c.model.block_type = "moe";
+  c.model.block_type = BlockType::Moe;
   c.model.moe_num_experts = 4;
   c.model.moe_top_k = 2;
   c.model.moe_loss_weight = 0.3;

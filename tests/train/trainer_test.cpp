@@ -192,12 +192,12 @@ TEST(Trainer, AmpBf16FollowsTheFloat32LossCurve) {
       c->model.attention_dropout = c->model.residual_dropout = 0;
       c->max_duration = "20";
       if (moe) {
-        c->model.block_type = "moe";
+        c->model.block_type = BlockType::Moe;
         c->model.moe_num_experts = 4;
         c->model.moe_top_k = 2;
       }
     }
-    bf16.precision = "amp_bf16";
+    bf16.precision = Precision::AmpBf16;
     ASSERT_EQ(train::train(fp32), 0);
     ASSERT_EQ(train::train(bf16), 0);
     auto lf = losses(fp32.save_folder), lb = losses(bf16.save_folder);
@@ -221,7 +221,7 @@ TEST(Trainer, AmpFp16LossScaleBacksOffFromOverflowsAndResumesExactly) {
   auto full = tiny(fresh_dir("trainer_test", "fp16_full")),
        resumed = tiny(fresh_dir("trainer_test", "fp16_resumed"));
   for (auto* c : {&full, &resumed}) {
-    c->precision = "amp_fp16";
+    c->precision = Precision::AmpFp16;
     c->fp16_initial_loss_scale = 0x1p30;
     c->fp16_loss_scale_growth_interval = 4;
     c->max_duration = "40";

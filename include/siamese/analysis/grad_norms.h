@@ -19,10 +19,10 @@ namespace siamese::analysis {
 // Parameters without a gradient count as zero. Entry i = block i.
 std::vector<double> per_layer_grad_norms(model::TransformerImpl& model);
 // The same from the tensors an optimizer updates (Optimizer::named_params): the parameters,
-// or a sharded strategy's shards of them, whose squares `sync` sums over ranks; every rank
+// or a sharded strategy's shards of them, whose squares `layout` sums over ranks; every rank
 // calls it then.
 std::vector<double> per_layer_grad_norms(const torch::OrderedDict<std::string, torch::Tensor>& named,
-                                         int64_t n_layers, GradientSync& sync);
+                                         int64_t n_layers, ShardLayout& layout);
 
 // {"step": N, "layer_grad_norms": [g_0, ..., g_{L-1}]} (non-finite values as null).
 MetricsRow layer_grad_norms_row(int64_t step, const std::vector<double>& norms);

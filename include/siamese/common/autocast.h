@@ -8,12 +8,20 @@
 #include <optional>
 #include <string>
 
+#include "siamese/config/enums.h"
+
 namespace siamese {
 
 // The half type a `precision` setting autocasts to: amp_bf16, amp_fp16; none for fp32.
-inline std::optional<at::ScalarType> autocast_dtype(const std::string& precision) {
-  if (precision == "amp_bf16") return at::kBFloat16;
-  if (precision == "amp_fp16") return at::kHalf;
+inline std::optional<at::ScalarType> autocast_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::AmpBf16:
+      return at::kBFloat16;
+    case Precision::AmpFp16:
+      return at::kHalf;
+    case Precision::Fp32:
+      break;
+  }
   return std::nullopt;
 }
 

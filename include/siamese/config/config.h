@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "siamese/config/enums.h"
+
 namespace siamese {
 
 // SiameseNorm ablation switches (paper Sec. 4 ablations); all on = the paper's model.
@@ -28,15 +30,15 @@ struct ModelConfig {
   int64_t n_layers = 12;
   int64_t mlp_ratio = 4;
   std::optional<int64_t> mlp_hidden_size;  // overrides mlp_ratio * d_model
-  std::string activation_type = "swiglu";  // swiglu | gelu | relu
-  std::string block_type = "sequential";   // sequential | moe (the MLP is a sparse MoE, mlp.h)
+  Activation activation_type = Activation::SwiGLU;
+  BlockType block_type = BlockType::Sequential;  // moe: the MLP is a sparse MoE (mlp.h)
   bool rope = false;
   bool rope_full_precision = true;
   double rope_theta = 10000.0;
   bool flash_attention = false;
   // OLMo's top-level activation_checkpointing: "" (off), whole_layer, one_in_two,
   // one_in_three, one_in_four (which blocks recompute their activations in backward).
-  std::string activation_checkpointing = "";
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::None;
   // OLMo's top-level fused_loss: the LM head and the loss run over fused_loss_chunk_tokens
   // tokens at a time and never hold every logit (lm_loss.h: chunked_loss_sums). Unset
   // (OLMo's null) is off.
@@ -48,7 +50,7 @@ struct ModelConfig {
   double residual_dropout = 0.1;
   double embedding_dropout = 0.1;
   bool embedding_layer_norm = false;
-  std::string layer_norm_type = "default";  // default | low_precision (LayerNorm) | rms | dyt | derf
+  LayerNormType layer_norm_type = LayerNormType::Default;
   bool layer_norm_with_affine = true;
   double layer_norm_eps = 1e-5;
   bool attention_layer_norm_with_affine = true;
@@ -61,8 +63,8 @@ struct ModelConfig {
   bool weight_tying = true;
   int64_t eos_token_id = 50256;
   int64_t pad_token_id = 50256;
-  std::string init_device = "cpu";
-  std::string init_fn = "normal";  // normal | mitchell | full_megatron
+  InitDevice init_device = InitDevice::Cpu;
+  InitFn init_fn = InitFn::Normal;
   double init_std = 0.02;
   std::optional<double> init_cutoff_factor;
   std::optional<double> emb_init_std;
@@ -74,7 +76,7 @@ struct ModelConfig {
   // OLMoE's sparse feed-forward (block_type moe; mlp.h). OLMo's names and defaults.
   int64_t moe_num_experts = 8;
   int64_t moe_top_k = 2;
-  std::string moe_mlp_impl = "sparse";  // sparse | grouped | loop: how the experts run (mlp.h)
+  MoeImpl moe_mlp_impl = MoeImpl::Sparse;
   bool moe_log_expert_assignment = false;
   bool moe_shared_expert = false;
   bool moe_lbl_in_fp32 = false;
@@ -112,11 +114,11 @@ struct MuonConfig {
   double momentum = 0.95;
   bool nesterov = true;
   int64_t ns_steps = 5;
-  std::string adjust_lr = "match_rms_adamw";  // original | match_rms_adamw (torch's adjust_lr_fn)
+  MuonLrAdjust adjust_lr = MuonLrAdjust::MatchRmsAdamW;
 };
 
 struct OptimizerConfig {
-  std::string name = "adamw";  // adamw | muon
+  OptimizerName name = OptimizerName::AdamW;
   double learning_rate = 1e-4;
   double weight_decay = 0.01;
   std::vector<double> betas = {0.9, 0.95};
@@ -128,8 +130,8 @@ struct OptimizerConfig {
 };
 
 struct SchedulerConfig {
-  std::string name = "cosine_with_warmup";
-  std::string units = "steps";  // steps | tokens
+  SchedulerName name = SchedulerName::CosineWithWarmup;
+  ScheduleUnits units = ScheduleUnits::Steps;
   double t_warmup = 100;
   std::optional<double> t_max;  // unset = the run's max duration
   double alpha_f = 0.1;
@@ -150,14 +152,14 @@ struct InstanceFilterConfig {
 
 struct DataConfig {
   std::vector<std::string> paths;
-  std::string memmap_dtype = "uint16";  // uint8 | uint16 | uint32 | uint64
-  std::string pad_direction = "right";
+  TokenDtype memmap_dtype = TokenDtype::Uint16;
+  Side pad_direction = Side::Right;
   bool drop_last = false;
   int64_t num_workers = 0;
   bool pin_memory = false;
   std::optional<int64_t> seed;  // unset = top-level seed
   // ours: the built-in synthetic corpus used when `paths` is empty (quickstart, tests).
-  std::string synthetic = "";              // "" | arithmetic
+  SyntheticCorpus synthetic = SyntheticCorpus::None;
   int64_t arithmetic_digits = 3;           // ours: operands of the arithmetic corpus have up to N digits
   bool generate_doc_lengths = false;       // attention stays within the documents model.eos_token_id closes
   bool rope_restart_per_document = false;  // ours: with generate_doc_lengths, RoPE counts from each document
@@ -166,15 +168,15 @@ struct DataConfig {
 
 struct TokenizerConfig {
   std::string identifier = "gpt2";
-  std::string truncate_direction = "right";
+  Side truncate_direction = Side::Right;
 };
 
 struct EvaluatorConfig {
   std::string label;
-  std::string type = "lm";         // lm | downstream
-  std::vector<std::string> paths;  // lm: token files
-  std::string memmap_dtype = "";   // lm: unset = data.memmap_dtype
-  std::string data_dir = "";       // downstream: folder with <task>.jsonl (ours)
+  EvaluatorType type = EvaluatorType::Lm;
+  std::vector<std::string> paths;          // lm: token files
+  std::optional<TokenDtype> memmap_dtype;  // lm: unset = data.memmap_dtype
+  std::string data_dir = "";               // downstream: folder with <task>.jsonl (ours)
   int64_t subset_num_batches = -1;
 };
 
@@ -187,9 +189,9 @@ struct DistributedConfig {
 
 // OLMo's fsdp section, read when distributed_strategy is fsdp (docs/distributed.md).
 struct FsdpConfig {
-  std::string sharding_strategy = "FULL_SHARD";  // NO_SHARD | SHARD_GRAD_OP | FULL_SHARD | HYBRID_SHARD
-  std::string precision = "pure";                // pure: reduce in the autocast dtype; mixed: in float32
-  std::string wrapping_strategy = "";            // "" (null) | by_block: the units gradients are sharded in
+  ShardingStrategy sharding_strategy = ShardingStrategy::FullShard;
+  FsdpPrecision precision = FsdpPrecision::Pure;
+  WrappingStrategy wrapping_strategy = WrappingStrategy::None;  // the units gradients are sharded in
   // HYBRID_SHARD: copies of the model, each sharded over world / replicas ranks (unset: one per node)
   std::optional<int64_t> hybrid_sharding_num_model_replicas;
 };
@@ -207,7 +209,7 @@ struct TrainConfig {
   int64_t global_train_batch_size = 512;
   int64_t device_train_microbatch_size = 16;
   int64_t device_eval_batch_size = 16;
-  std::string precision = "fp32";  // fp32 | amp_bf16 | amp_fp16
+  Precision precision = Precision::Fp32;
   std::optional<double> max_grad_norm;
   // OLMo's z-loss: auxiliary_loss_multiplier * mean over predicted tokens of
   // logsumexp(logits)^2, added to the training loss.
@@ -236,15 +238,23 @@ struct TrainConfig {
   TokenizerConfig tokenizer;
   std::vector<EvaluatorConfig> evaluators;
   DistributedConfig distributed;
-  std::string distributed_strategy = "ddp";  // ddp | fsdp (OLMo's default is fsdp; ours keeps replicas)
+  DistributedStrategy distributed_strategy = DistributedStrategy::Ddp;  // OLMo's default is fsdp
   FsdpConfig fsdp;
 };
+
+// distributed_strategy fsdp with a sharding strategy other than NO_SHARD (which is the ddp
+// path): gradients and optimizer state are sharded over the ranks.
+inline bool shards_optimizer_state(const TrainConfig& c) {
+  return c.distributed_strategy == DistributedStrategy::Fsdp &&
+         c.fsdp.sharding_strategy != ShardingStrategy::NoShard;
+}
 
 // distributed_strategy fsdp with a sharding strategy that keeps only a shard of each block's
 // parameters between uses (FULL_SHARD, HYBRID_SHARD).
 inline bool shards_parameters(const TrainConfig& c) {
-  return c.distributed_strategy == "fsdp" &&
-         (c.fsdp.sharding_strategy == "FULL_SHARD" || c.fsdp.sharding_strategy == "HYBRID_SHARD");
+  return c.distributed_strategy == DistributedStrategy::Fsdp &&
+         (c.fsdp.sharding_strategy == ShardingStrategy::FullShard ||
+          c.fsdp.sharding_strategy == ShardingStrategy::HybridShard);
 }
 
 }  // namespace siamese

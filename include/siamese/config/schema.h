@@ -13,7 +13,21 @@
 
 namespace siamese::schema {
 
-enum class Kind { Int, Double, Bool, String, OptInt, OptDouble, OptBool, StringList, DoubleList, Evaluators };
+// Enum: an enum class of enums.h, or an optional one (unset is the choice ""), held as the
+// index of its spelling in `choices`.
+enum class Kind {
+  Int,
+  Double,
+  Bool,
+  String,
+  Enum,
+  OptInt,
+  OptDouble,
+  OptBool,
+  StringList,
+  DoubleList,
+  Evaluators
+};
 
 // The numbers a key accepts (each element, for a list); null passes.
 struct Bounds {
@@ -36,6 +50,9 @@ struct Field {
   // A model key that changes how the model is initialised, regularised or computed (memory,
   // kernels), not what its trained weights mean: a resumed run may set it differently.
   bool resume_may_change = false;
+  // Enum keys: the member's index in `choices`, and setting it from one.
+  std::function<size_t(const Root&)> choice = {};
+  std::function<void(Root&, size_t)> choose = {};
 
   Field positive() && { return std::move(*this).within(0, std::nullopt, true); }
   Field at_least(double min) && { return std::move(*this).within(min, std::nullopt); }

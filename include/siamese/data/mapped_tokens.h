@@ -7,17 +7,16 @@
 #include <cstdint>
 #include <string>
 
-namespace siamese::data {
+#include "siamese/config/enums.h"
 
-// Bytes per token for a data.memmap_dtype value (uint8 | uint16 | uint32 | uint64).
-int dtype_width(const std::string& dtype);
+namespace siamese::data {
 
 class MappedTokens {
  public:
   // Throws siamese::Error naming `path` if it is missing, not a regular file (a FIFO would
   // block), empty, truncated (size not a multiple of the dtype) or an NPY file whose dtype
   // disagrees with `dtype`.
-  MappedTokens(std::string path, const std::string& dtype);
+  MappedTokens(std::string path, TokenDtype dtype);
   ~MappedTokens();
   MappedTokens(MappedTokens&& other) noexcept;
   MappedTokens(const MappedTokens&) = delete;

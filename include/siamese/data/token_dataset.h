@@ -16,8 +16,7 @@ class TokenDataset {
  public:
   // Memory-maps every path. Throws siamese::Error naming the file when one is unusable
   // or too short to hold a single instance.
-  TokenDataset(const std::vector<std::string>& paths, const std::string& dtype, int64_t seq_len,
-               int64_t vocab_size);
+  TokenDataset(const std::vector<std::string>& paths, TokenDtype dtype, int64_t seq_len, int64_t vocab_size);
   // An in-memory stream (the synthetic corpus); `name` is used in messages.
   TokenDataset(std::string name, std::vector<int64_t> tokens, int64_t seq_len, int64_t vocab_size);
 

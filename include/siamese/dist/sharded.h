@@ -120,7 +120,8 @@ class ShardedGradSync : public GradientSync, public model::BlockHooks {
   void release_params() override;
 
   void before_block(int64_t layer) override;
-  void after_block(int64_t layer, const std::vector<torch::Tensor>& produced) override;
+  void after_block(int64_t layer, const std::vector<torch::Tensor>& before,
+                   const std::vector<torch::Tensor>& after) override;
 
  private:
   struct Entry {

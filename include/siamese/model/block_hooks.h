@@ -16,10 +16,12 @@ class BlockHooks {
   // Block `layer` is about to run: its parameters, and the next block's, must hold their
   // values (a topology may fuse the next sublayer's input norm into this block's update).
   virtual void before_block(int64_t layer) = 0;
-  // Block `layer` has run and `produced` are the tensors it made that later computation
-  // reads (the residual streams it changed). Backward reaches the block through their
-  // gradients, so that is where its parameters are needed again.
-  virtual void after_block(int64_t layer, const std::vector<torch::Tensor>& produced) = 0;
+  // Block `layer` has run: `before` are the residual streams it was given, `after` those it
+  // left (a stream it did not change is the same tensor in both). Backward reaches the block
+  // through the gradients of the streams it made, so that is where its parameters are needed
+  // again.
+  virtual void after_block(int64_t layer, const std::vector<torch::Tensor>& before,
+                           const std::vector<torch::Tensor>& after) = 0;
 };
 
 }  // namespace siamese::model

@@ -71,7 +71,7 @@ class MlpImpl : public torch::nn::Module {
   torch::Tensor grouped_experts(const torch::Tensor& inputs, const std::vector<int64_t>& kept) const;
   torch::Tensor looped_experts(const torch::Tensor& inputs, const std::vector<int64_t>& kept) const;
 
-  std::string activation_;
+  Activation activation_;
   SublayerHooks hooks_;
   int64_t top_k_ = 0;
   bool norm_topk_ = false, dropless_ = true, lbl_in_fp32_ = false, loop_ = false;

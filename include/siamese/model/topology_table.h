@@ -34,22 +34,36 @@ std::shared_ptr<TopologyImpl> make_mhc_lite(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_siamese(const ModelConfig&);
 std::shared_ptr<TopologyImpl> make_attnres(const ModelConfig&);
 
+// A boolean model setting: its YAML key (for messages and the config's origins) and the
+// member it sets. A test checks that the two name the same setting (schema.h).
+struct Flag {
+  std::string key;
+  bool ModelConfig::*member;
+};
+
+// An integer model setting and the value a topology gives it by default.
+struct IntDefault {
+  std::string key;
+  int64_t ModelConfig::*member;
+  int64_t value;
+};
+
 struct TopologySpec {
   std::string name;
   std::string description;  // its update rule, for --help, inspect and docs
   std::shared_ptr<TopologyImpl> (*make)(const ModelConfig&);
-  // Boolean model keys the topology is defined with on; choosing it turns them on, and a
-  // config that sets one off is refused.
-  std::vector<std::string> required;
+  // Settings the topology is defined with on; choosing it turns them on, and a config that
+  // sets one off is refused.
+  std::vector<Flag> required;
   // State::names of its residual streams, which analyses and probes read (hc, mhc: one per
   // model.hc_rate, shown at the topology's default).
   std::vector<std::string> streams;
-  // Integer model keys whose default differs for this topology (mhc's 4 streams): a config
-  // file that does not set one gets this value.
-  std::vector<std::pair<std::string, int64_t>> defaults = {};
-  // A string model key naming another row whose required settings this row needs too
-  // (siamese: model.siamese.x_stream, the placement its X stream takes).
-  std::string requires_as = {};
+  // Settings whose default differs for this topology (mhc's 4 streams): a config file that
+  // does not set one gets this value.
+  std::vector<IntDefault> defaults = {};
+  // Another row whose required settings this row needs too (siamese: the placement its X
+  // stream takes, model.siamese.x_stream).
+  std::string (*requires_as)(const ModelConfig&) = nullptr;
   // Its project_weights rewrites whole weight matrices after every step (nGPT), which a
   // strategy holding parameter shards cannot do.
   bool projects_weights = false;
@@ -57,8 +71,9 @@ struct TopologySpec {
 
 // HybridNorm (arXiv 2503.04598) normalizes Q, K and V per head inside attention in place of
 // a norm on the attention input; its variants keep that.
-inline const std::vector<std::string> kQkvNorms = {"model.use_query_norm", "model.use_key_norm",
-                                                   "model.use_value_norm"};
+inline const std::vector<Flag> kQkvNorms = {{"model.use_query_norm", &ModelConfig::use_query_norm},
+                                            {"model.use_key_norm", &ModelConfig::use_key_norm},
+                                            {"model.use_value_norm", &ModelConfig::use_value_norm}};
 
 inline const std::vector<TopologySpec>& topologies() {
   static const std::vector<TopologySpec> table = {
@@ -105,7 +120,7 @@ inline const std::vector<TopologySpec>& topologies() {
       {"reordered",
        "OLMo-2 reordered norm: x += LN(F_qknorm(x)); out = LN_f(x)",
        make_reordered,
-       {"model.attention_layer_norm"},
+       {{"model.attention_layer_norm", &ModelConfig::attention_layer_norm}},
        {"x"}},
       {"lns", "LayerNorm Scaling: x += F(LN(x) / sqrt(layer)); out = LN_f(x)", make_lns, {}, {"x"}},
       {"ngpt",
@@ -121,20 +136,20 @@ inline const std::vector<TopologySpec>& topologies() {
        make_mhc,
        {},
        {"h0", "h1", "h2", "h3"},
-       {{"model.hc_rate", 4}}},
+       {{"model.hc_rate", &ModelConfig::hc_rate, 4}}},
       {"mhc_lite",
        "mHC-lite: mHC with comb = sum_k softmax(.)_k P_k over the n! permutations",
        make_mhc_lite,
        {},
        {"h0", "h1", "h2", "h3"},
-       {{"model.hc_rate", 4}}},
+       {{"model.hc_rate", &ModelConfig::hc_rate, 4}}},
       {"siamese",
        "SiameseNorm: Pre-Norm stream Y + stream X placed as model.siamese.x_stream; out = LN(LN(X) + LN(Y))",
        make_siamese,
        {},
        {"x", "y"},
        {},
-       "model.siamese.x_stream"},
+       [](const ModelConfig& c) { return c.siamese.x_stream; }},
       {"attnres",
        "Attention Residuals: F_s(LN(sum_i softmax_i(w_s . RMS(v_i)) v_i)) over v_0 = embeddings and earlier "
        "outputs (or block sums: attnres_block_size)",
@@ -169,9 +184,9 @@ std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg);
 // where the user set the topology or the setting.
 void check_model_config(const ModelConfig& cfg, const ConfigOrigin* origin = nullptr);
 
-// Boolean keys ("model.use_query_norm", ...) that topology `name` is defined with on
-// (HybridNorm's per-head Q/K/V norms); empty for most topologies and unknown names.
-const std::vector<std::string>& settings_required_by(const std::string& name);
+// The settings topology `name` is defined with on (HybridNorm's per-head Q/K/V norms); empty
+// for most topologies and unknown names.
+const std::vector<Flag>& settings_required_by(const std::string& name);
 // Turns those settings on in `cfg` (configs built in code; a config file goes through
 // load_run_config, which turns on those the user did not set and refuses one set off).
 void apply_required_settings(ModelConfig& cfg);

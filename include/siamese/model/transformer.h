@@ -115,6 +115,9 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Linear ff_out{nullptr};
 
  private:
+  // Block `layer` on the residual state, recomputed in backward where activation
+  // checkpointing says so.
+  void forward_block(State& st, int64_t layer, const ForwardOptions& opts);
   // Block `layer`'s two sublayers on the residual state (enter, F, dropout, leave).
   void run_block(State& st, int64_t layer, const Probe* sublayer_probe, const Probe* mixing_probe,
                  LayerCache* cache, const Documents* documents, AuxLosses* aux);

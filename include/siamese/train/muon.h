@@ -14,7 +14,7 @@
 // orthogonalised on its own and steps at the lr' of its [A, B], as torch.optim.Muon given
 // the E matrices as parameters of their own (the momentum is elementwise either way).
 // Under a sharded strategy each rank holds a flat chunk of every matrix: the momentum and the
-// direction U are computed on the chunk, U is gathered whole (GradientSync::whole_of) for
+// direction U are computed on the chunk, U is gathered whole (ShardLayout::whole_of) for
 // Newton-Schulz on every rank, and each rank applies its chunk of O. The arithmetic is the
 // unsharded one, so a sharded run takes the same steps (tests/dist/sharded_test.cpp).
 #include <torch/torch.h>
@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "siamese/config/enums.h"
 #include "siamese/dist/gradient_sync.h"
 
 namespace siamese::train {
@@ -39,21 +40,21 @@ struct MuonOptions {
   double momentum = 0.95;
   bool nesterov = true;
   int64_t ns_steps = 5;
-  std::string adjust_lr = "original";  // original | match_rms_adamw
+  MuonLrAdjust adjust_lr = MuonLrAdjust::Original;
 };
 
 // The Newton-Schulz orthogonalisation of a 2-D `update`, as a bfloat16 matrix of its shape.
 torch::Tensor newton_schulz(const torch::Tensor& update, int64_t steps);
 
 // The step size of a matrix of `shape` [..., A, B] at learning rate `lr` (adjust_lr above).
-double adjusted_lr(double lr, const std::string& adjust_lr, torch::IntArrayRef shape);
+double adjusted_lr(double lr, MuonLrAdjust adjust_lr, torch::IntArrayRef shape);
 
 class Muon {
  public:
   // Every parameter must be a 2-D matrix or a 3-D stack of them. Where `params` are a sharded
   // strategy's chunks, `shapes` gives each one's whole shape and `shards` the strategy.
   Muon(std::vector<torch::Tensor> params, MuonOptions options, std::vector<std::vector<int64_t>> shapes = {},
-       GradientSync* shards = nullptr);
+       ShardLayout* shards = nullptr);
 
   // One update of every matrix that has a gradient. `skip` (a 0/1 float32 scalar on the
   // parameters' device) cancels it, momentum included, without a host sync.
@@ -69,7 +70,7 @@ class Muon {
  private:
   std::vector<torch::Tensor> params_;
   std::vector<std::vector<int64_t>> shapes_;
-  GradientSync* shards_;
+  ShardLayout* shards_;
   std::unordered_map<const c10::TensorImpl*, torch::Tensor> buffers_;
   MuonOptions options_;
 };

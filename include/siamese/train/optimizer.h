@@ -54,11 +54,11 @@ class AdamW : public torch::optim::AdamW {
 };
 
 // What the optimizer's parameters stand for when they are a strategy's shards
-// (GradientSync::optimizer_params): the whole parameters by name, whose shapes pick Muon's
+// (ShardLayout::optimizer_params): the whole parameters by name, whose shapes pick Muon's
 // matrices, and the strategy that gathers a matrix for Newton-Schulz.
 struct WholeParamsOf {
   torch::OrderedDict<std::string, torch::Tensor> params;
-  GradientSync* sync = nullptr;
+  ShardLayout* sync = nullptr;
 };
 
 class Optimizer {
@@ -80,7 +80,7 @@ class Optimizer {
   AdamW& adamw() { return *adamw_; }
   Muon* muon() { return muon_.get(); }  // null unless optimizer.name is muon
   // What it updates, by parameter name: the parameters, or a sharded strategy's shards of
-  // them (GradientSync::optimizer_params).
+  // them (ShardLayout::optimizer_params).
   const torch::OrderedDict<std::string, torch::Tensor>& named_params() const { return named_; }
   const std::vector<torch::Tensor>& params() const { return params_; }
   // Creates AdamW's moments for every parameter now rather than at the first update, so
@@ -109,6 +109,6 @@ void set_learning_rate(torch::optim::Optimizer& optim, double lr);
 // sync (torch::nn::utils::clip_grad_norm_ returns a double, i.e. waits for the device).
 // With `shards`, each rank's `params` hold a shard of the gradients and the norm is global.
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm,
-                             GradientSync* shards = nullptr);
+                             ShardLayout* shards = nullptr);
 
 }  // namespace siamese::train

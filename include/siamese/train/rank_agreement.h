@@ -14,6 +14,6 @@ namespace siamese::train {
 
 // Throws siamese::Error on every rank when any key (or the world size, or the device kind)
 // differs between ranks. A world of one returns at once.
-void check_ranks_agree(GradientSync& sync, const TrainConfig& cfg, torch::Device device);
+void check_ranks_agree(Collectives& sync, const TrainConfig& cfg, torch::Device device);
 
 }  // namespace siamese::train

@@ -63,8 +63,8 @@ class AttentionKernelScope {
   bool flash_, mem_efficient_, cudnn_, math_;
 };
 
-// "auto" picks CUDA when available; "cpu" / "cuda" as given. A CUDA device gets index
-// `local_rank` (one GPU per rank on a node).
+// "auto" picks CUDA when available; "cpu", "cuda" and "cuda:N" as given (config/device.h). A
+// CUDA device without an index gets `local_rank` (one GPU per rank on a node).
 torch::Device resolve_device(const std::string& device, int local_rank = 0);
 
 // Stop requests from SIGTERM / SIGINT (cluster preemption, Ctrl-C): the loop polls

@@ -16,7 +16,7 @@ class StopPolicy {
   enum class Stop { None, Signal, TimeLimit };
 
   // `started`: when the run began (time_limit counts from there).
-  StopPolicy(const TrainConfig& cfg, GradientSync& sync, int64_t stop_at,
+  StopPolicy(const TrainConfig& cfg, Collectives& sync, int64_t stop_at,
              std::chrono::steady_clock::time_point started);
 
   // At a read point after `step` (every rank calls it): a signal any rank got, or a time
@@ -30,7 +30,7 @@ class StopPolicy {
 
  private:
   const TrainConfig& cfg_;
-  GradientSync& sync_;
+  Collectives& sync_;
   int64_t stop_at_;
   std::chrono::steady_clock::time_point started_;
   int signal_ = 0;

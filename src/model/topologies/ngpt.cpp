@@ -39,10 +39,10 @@ class NormalizedTransformer : public TopologyImpl {
  public:
   explicit NormalizedTransformer(const ModelConfig& cfg)
       : TopologyImpl(cfg), sqrt_d_(std::sqrt(double(cfg.d_model))) {
-    if (cfg.activation_type != "swiglu")
-      throw Error(
-          "ngpt scales the two halves of a SwiGLU MLP, but model.activation_type is " + cfg.activation_type,
-          "model.activation_type", "set model.activation_type: swiglu");
+    if (cfg.activation_type != Activation::SwiGLU)
+      throw Error("ngpt scales the two halves of a SwiGLU MLP, but model.activation_type is " +
+                      name_of(cfg.activation_type),
+                  "model.activation_type", "set model.activation_type: swiglu");
     const int64_t d = cfg.d_model, kv = kv_head_count(cfg) * (d / cfg.n_heads);
     const int64_t inner = mlp_inner_size(cfg);
     for (int64_t l = 0; l < cfg.n_layers; ++l) {

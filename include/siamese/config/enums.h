@@ -1,0 +1,137 @@
+#pragma once
+// The config keys that take one of a fixed list of values, as enums. The loader turns the
+// text into the enum once (schema.cpp: the YAML spelling is the name at the enum's index);
+// code past the loader compares enums, never text. The spellings are OLMo's, so OLMo YAML
+// files and checkpoints read the same.
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace siamese {
+
+// EnumNames<E>::names[i] is the YAML spelling of the enum value i.
+template <class E>
+struct EnumNames;
+
+template <class E>
+std::string name_of(E value) {
+  return std::string(EnumNames<E>::names[static_cast<size_t>(value)]);
+}
+
+// The value spelled `text`, for settings given outside a config file (command-line flags).
+template <class E>
+std::optional<E> enum_named(std::string_view text) {
+  const auto& names = EnumNames<E>::names;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == text) return static_cast<E>(i);
+  return std::nullopt;
+}
+
+template <class E>
+std::vector<std::string> spellings() {
+  return {EnumNames<E>::names.begin(), EnumNames<E>::names.end()};
+}
+
+// Streams (logs, test failures) show the spelling.
+template <class E, class = decltype(EnumNames<E>::names)>
+std::ostream& operator<<(std::ostream& out, E value) {
+  return out << EnumNames<E>::names[static_cast<size_t>(value)];
+}
+
+#define SIAMESE_ENUM_NAMES(E, ...)                     \
+  template <>                                          \
+  struct EnumNames<E> {                                \
+    static constexpr std::array names = {__VA_ARGS__}; \
+  }
+
+using Spelling = std::string_view;
+
+enum class Precision { Fp32, AmpBf16, AmpFp16 };
+SIAMESE_ENUM_NAMES(Precision, Spelling("fp32"), Spelling("amp_bf16"), Spelling("amp_fp16"));
+inline bool autocasts(Precision p) { return p != Precision::Fp32; }
+
+// Which blocks recompute their activations in backward ("": none).
+enum class ActivationCheckpointing { None, WholeLayer, OneInTwo, OneInThree, OneInFour };
+SIAMESE_ENUM_NAMES(ActivationCheckpointing, Spelling(""), Spelling("whole_layer"), Spelling("one_in_two"),
+                   Spelling("one_in_three"), Spelling("one_in_four"));
+
+enum class DistributedStrategy { Ddp, Fsdp };
+SIAMESE_ENUM_NAMES(DistributedStrategy, Spelling("ddp"), Spelling("fsdp"));
+
+enum class ShardingStrategy { NoShard, ShardGradOp, FullShard, HybridShard };
+SIAMESE_ENUM_NAMES(ShardingStrategy, Spelling("NO_SHARD"), Spelling("SHARD_GRAD_OP"), Spelling("FULL_SHARD"),
+                   Spelling("HYBRID_SHARD"));
+
+// fsdp.precision: pure reduces in the autocast dtype, mixed in float32.
+enum class FsdpPrecision { Pure, Mixed };
+SIAMESE_ENUM_NAMES(FsdpPrecision, Spelling("pure"), Spelling("mixed"));
+
+enum class WrappingStrategy { None, ByBlock };
+SIAMESE_ENUM_NAMES(WrappingStrategy, Spelling(""), Spelling("by_block"));
+
+enum class Activation { SwiGLU, GELU, ReLU };
+SIAMESE_ENUM_NAMES(Activation, Spelling("swiglu"), Spelling("gelu"), Spelling("relu"));
+
+enum class BlockType { Sequential, Moe };
+SIAMESE_ENUM_NAMES(BlockType, Spelling("sequential"), Spelling("moe"));
+
+// default and low_precision are both LayerNorm here (autocast decides its precision).
+enum class LayerNormType { Default, LowPrecision, RMS, DyT, Derf };
+SIAMESE_ENUM_NAMES(LayerNormType, Spelling("default"), Spelling("low_precision"), Spelling("rms"),
+                   Spelling("dyt"), Spelling("derf"));
+
+// OLMo's meta defers allocation; here both initialise on the CPU (validate.cpp says why).
+enum class InitDevice { Cpu, Meta };
+SIAMESE_ENUM_NAMES(InitDevice, Spelling("cpu"), Spelling("meta"));
+
+enum class InitFn { Normal, Mitchell, FullMegatron };
+SIAMESE_ENUM_NAMES(InitFn, Spelling("normal"), Spelling("mitchell"), Spelling("full_megatron"));
+
+// How the experts of an MoE block run (mlp.h).
+enum class MoeImpl { Sparse, Grouped, Loop };
+SIAMESE_ENUM_NAMES(MoeImpl, Spelling("sparse"), Spelling("grouped"), Spelling("loop"));
+
+enum class OptimizerName { AdamW, Muon };
+SIAMESE_ENUM_NAMES(OptimizerName, Spelling("adamw"), Spelling("muon"));
+
+// Muon's step size for an A x B matrix (torch's adjust_lr_fn).
+enum class MuonLrAdjust { Original, MatchRmsAdamW };
+SIAMESE_ENUM_NAMES(MuonLrAdjust, Spelling("original"), Spelling("match_rms_adamw"));
+
+// OLMo's SchedulerType values this trainer implements (lr_schedule.cpp).
+enum class SchedulerName {
+  Constant,
+  ConstantWithWarmup,
+  CosineWithWarmup,
+  LinearWithWarmup,
+  InverseSqrtWithWarmup
+};
+SIAMESE_ENUM_NAMES(SchedulerName, Spelling("constant"), Spelling("constant_with_warmup"),
+                   Spelling("cosine_with_warmup"), Spelling("linear_with_warmup"),
+                   Spelling("inverse_sqrt_with_warmup"));
+
+enum class ScheduleUnits { Steps, Tokens };
+SIAMESE_ENUM_NAMES(ScheduleUnits, Spelling("steps"), Spelling("tokens"));
+
+// The element type of a token file (numpy memmap).
+enum class TokenDtype { Uint8, Uint16, Uint32, Uint64 };
+SIAMESE_ENUM_NAMES(TokenDtype, Spelling("uint8"), Spelling("uint16"), Spelling("uint32"), Spelling("uint64"));
+inline size_t token_bytes(TokenDtype t) { return size_t{1} << static_cast<size_t>(t); }
+
+enum class Side { Right, Left };
+SIAMESE_ENUM_NAMES(Side, Spelling("right"), Spelling("left"));
+
+// The built-in corpus used when data.paths is empty ("": none).
+enum class SyntheticCorpus { None, Arithmetic };
+SIAMESE_ENUM_NAMES(SyntheticCorpus, Spelling(""), Spelling("arithmetic"));
+
+enum class EvaluatorType { Lm, Downstream };
+SIAMESE_ENUM_NAMES(EvaluatorType, Spelling("lm"), Spelling("downstream"));
+
+#undef SIAMESE_ENUM_NAMES
+
+}  // namespace siamese
