@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -185,19 +186,26 @@ bool is_merge_key(const YAML::Node& key) {
 // each key of the merged mappings that the mapping does not set itself; earlier mappings in
 // the list win over later ones. Merged keys keep the position where they are written (the
 // anchor), so messages about them point there.
-void apply_merges(YAML::Node node, const std::string& path, int depth = 0) {
+//
+// Every alias of a node is that node, so each node is visited once (`done`): an alias bomb
+// (each level aliasing the one below nine times) costs what its text does, not nine to the
+// power of its depth.
+void apply_merges(YAML::Node node, const std::string& path, std::vector<YAML::Node>& done, int depth = 0) {
   if (depth > 256)
     throw Error("YAML nested deeper than 256 levels (or an alias that contains itself)",
                 file_line(path, node.Mark()), "flatten the config");
+  if (!node.IsSequence() && !node.IsMap()) return;
+  for (const auto& d : done)
+    if (d.is(node)) return;
+  done.push_back(node);
   if (node.IsSequence()) {
-    for (auto child : node) apply_merges(child, path, depth + 1);
+    for (auto child : node) apply_merges(child, path, done, depth + 1);
     return;
   }
-  if (!node.IsMap()) return;
   std::vector<YAML::Node> merge_keys, sources;
   for (auto item : node) {
     if (!is_merge_key(item.first)) {
-      apply_merges(item.second, path, depth + 1);
+      apply_merges(item.second, path, done, depth + 1);
       continue;
     }
     merge_keys.push_back(item.first);
@@ -210,7 +218,7 @@ void apply_merges(YAML::Node node, const std::string& path, int depth = 0) {
                     file_line(path, item.first.Mark()),
                     "write `<<: *name` where `&name` marks a mapping (or `<<: [*a, *b]`), or quote the key "
                     "(\"<<\") if it is not a merge");
-      apply_merges(source, path, depth + 1);
+      apply_merges(source, path, done, depth + 1);
       sources.push_back(source);
     }
   }
@@ -334,12 +342,16 @@ class Loader {
     if (status.type() == fs::file_type::directory)
       throw Error("config file not found: this is a folder", path_,
                   "name a YAML file in it (configs/ holds the shipped configs)");
+    errno = 0;
     std::ifstream in(path_, std::ios::binary);
-    std::stringstream text;
-    if (!in || !(text << in.rdbuf()))
+    if (!in)
       throw Error(std::string("cannot read the config file: ") + std::strerror(errno), path_,
                   "check the file's permissions");
-    parse_text(text.str());
+    const std::string text{std::istreambuf_iterator<char>(in), {}};
+    if (in.bad())
+      throw Error(std::string("cannot read the config file: ") + std::strerror(errno), path_,
+                  "check the file and the disk it is on");
+    parse_text(text);
   }
 
   void parse_text(const std::string& text) {
@@ -349,8 +361,13 @@ class Loader {
       throw Error("invalid YAML: " + printable(e.msg), file_line(path_, e.mark),
                   "fix the YAML syntax (indentation, a missing ':' or an unclosed quote or bracket)");
     }
-    if (root_.IsNull()) root_ = YAML::Node(YAML::NodeType::Map);
-    apply_merges(root_, path_);
+    // A file of nothing but blanks and comments is a mistake (a truncated copy, the wrong
+    // file), not a request for every default.
+    if (root_.IsNull())
+      throw Error("the config file is empty: it sets no keys", path_,
+                  "start from a shipped config (configs/tiny/base.yaml) or name another file");
+    std::vector<YAML::Node> done;
+    apply_merges(root_, path_, done);
     if (!root_.IsMap())
       throw Error("a config must be a mapping of keys, got " + describe(root_), path_,
                   "start the file with top-level keys such as run_name: and model:");

@@ -129,6 +129,33 @@ TEST_F(LoadConfig, WrongTypeNamesExpectedAndGiven) {
                   {"null.yaml:1", "(seed)", "expected an integer, got null"});
 }
 
+// A file with no keys is named as such (it used to read as every default, or fail with the
+// errno of an unrelated call), and so is a file that is not a mapping.
+TEST_F(LoadConfig, EmptyAndNonMappingFilesAreNamed) {
+  for (const char* text : {"", "\n\n", "# only a comment\n", "~\n"}) {
+    const auto path = write("empty.yaml", text);
+    expect_contains(error_of([&] { load_config(path, {}); }),
+                    {"empty.yaml", "the config file is empty: it sets no keys", "configs/tiny/base.yaml"});
+  }
+  const auto list = write("list.yaml", "- run_name: x\n");
+  expect_contains(error_of([&] { load_config(list, {}); }), {"list.yaml", "a config must be a mapping"});
+}
+
+// Each level of this file aliases the one below nine times: 9^9 references to the first
+// list, held in about 100 nodes. Loading visits each node once, so it takes what the text
+// does (it walked every reference, about a minute of CPU, under an ignored section).
+TEST_F(LoadConfig, AnAliasBombLoadsInWorkLinearInTheFile) {
+  std::string text = std::string(kBase) + "compile:\n  l0: &l0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int level = 1; level < 10; ++level) {
+    text += "  l" + std::to_string(level) + ": &l" + std::to_string(level) + " [";
+    for (int i = 0; i < 9; ++i) text += (i ? ", *l" : "*l") + std::to_string(level - 1);
+    text += "]\n";
+  }
+  text += "  merged:\n    <<: {a: *l9}\n";
+  const TrainConfig c = load_config(write("bomb.yaml", text), {});
+  EXPECT_EQ(c.run_name, "unit");
+}
+
 TEST_F(LoadConfig, InvalidYamlNamesTheLine) {
   const auto path = write("bad.yaml", "run_name: x\nmodel:\n  d_model: [1, 2\n");
   expect_contains(error_of([&] { load_config(path, {}); }), {"bad.yaml:", "invalid YAML"});
