@@ -50,6 +50,11 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("not valid JSON: ") + e.what(), path, "pass a HuggingFace tokenizer.json");
   }
+  if (!j.is_object())
+    throw Error(
+        std::string("a tokenizer.json holds a JSON object (with a \"model\" section); this file holds ") +
+            (j.is_array() ? "an array" : "a " + std::string(j.type_name())),
+        path, "pass a HuggingFace tokenizer.json");
   auto impl = std::make_shared<Impl>();
   impl->path = path;
   impl->sha256 = sha256_hex(bytes);

@@ -5,8 +5,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "siamese/common/error.h"
 #include "siamese/tokenizer/tokenizer.h"
 #include "support/files.h"
+#include "support/temp_dir.h"
 
 using siamese::shared_dir;
 using siamese::testing::tokenizer_path;
@@ -54,6 +56,24 @@ TEST_P(Golden, EveryRecordMatches) {
   EXPECT_GT(records, 300);
   std::printf("%s: ids %d/%d matched, decode %d/%d matched\n", name.c_str(), records - id_mismatches, records,
               records - text_mismatches, records);
+}
+
+// A tokenizer file that is valid JSON of another shape is named as such, with its file (an
+// array gave nlohmann's "cannot use value() with array").
+TEST(TokenizerFile, JsonThatIsNotAnObjectIsNamed) {
+  siamese::testing::TempDir dir;
+  for (const auto& [text, shape] : {std::pair{"[1, 2]", "an array"}, {"\"gpt2\"", "a string"}}) {
+    const std::string path = dir.file("tokenizer.json");
+    siamese::testing::write_file(path, text);
+    try {
+      Tokenizer::from_file(path);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const siamese::Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(path), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::string("this file holds ") + shape), std::string::npos) << msg;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFiles, Golden,
