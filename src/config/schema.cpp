@@ -383,7 +383,8 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           .fixed_by("set mixln_alpha to the fraction of Post-Norm layers, e.g. 0.25"),
       ours<T>("model.hc_rate", "Hyper-Connections expansion rate n (number of streams).", &T::model,
               &M::hc_rate)
-          .positive(),
+          .within(1, 32)
+          .fixed_by("use 2 to 8 streams, as the papers do (each stream is a copy of the residual)"),
       ours<T>("model.hc_dynamic", "Hyper-Connections: dynamic (DHC) rather than static (SHC).", &T::model,
               &M::hc_dynamic),
       ours<T>("model.mhc_sinkhorn_iters",

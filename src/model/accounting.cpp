@@ -79,16 +79,21 @@ double mfu(double tokens_per_second, double flops_per_token, double peak_flops) 
   return tokens_per_second * flops_per_token / peak_flops;
 }
 
-double training_state_bytes(const ModelConfig& cfg) {
+StateBytes training_state_parts(const ModelConfig& cfg) {
   const double d = double(cfg.d_model), kv = double(kv_head_count(cfg)) * (d / double(cfg.n_heads));
   const double experts =
       cfg.block_type == BlockType::Moe ? double(cfg.moe_num_experts + (cfg.moe_shared_expert ? 1 : 0)) : 1.0;
   const double router = cfg.block_type == BlockType::Moe ? d * double(cfg.moe_num_experts) : 0.0;
-  const double per_layer = d * (d + 2 * kv) + d * d + router +
-                           experts * (d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d);
-  const double embeddings = double(cfg.embedding_size) * d * (cfg.weight_tying ? 1 : 2) +
-                            (cfg.rope ? 0.0 : double(cfg.max_sequence_length) * d);
-  return 16.0 * (double(cfg.n_layers) * per_layer + embeddings);
+  const double layers = double(cfg.n_layers), bytes = 16.0;
+  StateBytes s;
+  s.attention = bytes * layers * (d * (d + 2 * kv) + d * d);
+  s.mlp = bytes * layers *
+          (router + experts * (d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d));
+  s.embedding = bytes * (double(cfg.embedding_size) * d * (cfg.weight_tying ? 1 : 2) +
+                         (cfg.rope ? 0.0 : double(cfg.max_sequence_length) * d));
+  return s;
 }
+
+double training_state_bytes(const ModelConfig& cfg) { return training_state_parts(cfg).total(); }
 
 }  // namespace siamese::model

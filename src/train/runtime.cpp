@@ -84,15 +84,35 @@ void check_model_fits(const ModelConfig& model, torch::Device device) {
   } else {
     available = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
   }
-  const double needed = model::training_state_bytes(model);
-  if (available > 0 && needed > available)
-    throw Error(
-        fmt::format("the model needs {:.3g} GiB for its weights, gradients and AdamW state alone; {} has "
-                    "{:.3g} GiB",
-                    needed / double(1 << 30), device.str(), available / double(1 << 30)),
-        fmt::format("model.d_model {}, model.n_layers {}, model.embedding_size {}", model.d_model,
-                    model.n_layers, model.embedding_size),
-        "make the model smaller, or shard it over more devices");
+  const model::StateBytes parts = model::training_state_parts(model);
+  const double needed = parts.total();
+  if (available <= 0 || needed <= available) return;
+  // The key of the largest part is the one to name: 2M experts are moe_num_experts' doing,
+  // whatever d_model is.
+  std::string key, part;
+  double largest = 0;
+  if (parts.mlp >= parts.attention && parts.mlp >= parts.embedding) {
+    largest = parts.mlp;
+    part = "the MLPs";
+    key = model.block_type == BlockType::Moe ? fmt::format("model.moe_num_experts {}", model.moe_num_experts)
+          : model.mlp_hidden_size            ? fmt::format("model.mlp_hidden_size {}", *model.mlp_hidden_size)
+                                             : fmt::format("model.mlp_ratio {}", model.mlp_ratio);
+  } else if (parts.attention >= parts.embedding) {
+    largest = parts.attention;
+    part = "attention";
+    key = fmt::format("model.d_model {}", model.d_model);
+  } else {
+    largest = parts.embedding;
+    part = "the embeddings";
+    key = fmt::format("model.embedding_size {}", model.embedding_size);
+  }
+  throw Error(
+      fmt::format("the model needs {:.3g} GiB for its weights, gradients and AdamW state alone; {} has "
+                  "{:.3g} GiB; {} take {:.0f}% of it",
+                  needed / double(1 << 30), device.str(), available / double(1 << 30), part,
+                  100.0 * largest / needed),
+      fmt::format("{} (model.d_model {}, model.n_layers {})", key, model.d_model, model.n_layers),
+      "make the model smaller (" + key.substr(0, key.find(' ')) + " first), or shard it over more devices");
 }
 
 void install_stop_handlers() {

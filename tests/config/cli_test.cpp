@@ -180,8 +180,8 @@ TEST_F(ConfigCommand, BenchCompareEntriesCarryTheirOwnOverrides) {
 // A model that cannot fit is refused from its config, before anything is allocated, naming
 // the size keys and the bytes: not an allocator error, a stack trace or the kernel's kill.
 TEST_F(ConfigCommand, AbsurdModelSizesAreRefusedBeforeAllocating) {
-  for (const std::string size :
-       {"--model.n_layers=1000000", "--model.d_model=1000000000 --model.n_heads=1"}) {
+  for (const std::string size : {"--model.n_layers=1000000", "--model.d_model=1000000000 --model.n_heads=1",
+                                 "--model.block_type=moe --model.moe_num_experts=2000000"}) {
     const CliResult r = run_siamese(
         "train configs/tiny/quickstart.yaml --save_folder=" + (dir_ / "run").string() + " " + size, dir_,
         "-u MODEL_TYPE -u WORLD_SIZE");
@@ -189,6 +189,9 @@ TEST_F(ConfigCommand, AbsurdModelSizesAreRefusedBeforeAllocating) {
     EXPECT_NE(r.err.find("GiB for its weights, gradients and AdamW state"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("model.n_layers"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("c10::"), std::string::npos) << r.err;
+    if (size.find("experts") != std::string::npos) {
+      EXPECT_NE(r.err.find("model.moe_num_experts 2000000"), std::string::npos) << r.err;
+    }
   }
 }
 

@@ -190,6 +190,7 @@ TEST_F(LoadConfig, ImpossibleCombinationsAreRejectedWithTheKeyAndFix) {
       {"--model.attention_dropout=1.5", {"model.attention_dropout must be in [0, 1)"}},
       {"--optimizer.name=sgd", {"optimizer.name \"sgd\" is not one of: adamw"}},
       {"--model.mixln_alpha=2", {"model.mixln_alpha must be in [0, 1]"}},
+      {"--model.hc_rate=100000", {"model.hc_rate must be in [1, 32]", "2 to 8 streams"}},
       {"--device=tpu", {"device \"tpu\" is not one of: auto, cpu, cuda"}},
       {"--device_train_microbatch_size=3",
        {"global_train_batch_size 8 / world size 1 = 8 sequences, which "

@@ -48,5 +48,13 @@ double mfu(double tokens_per_second, double flops_per_token, double peak_flops);
 // moments, 16 bytes per parameter of the embeddings, blocks and head. Activations come on
 // top. A double, since absurd configs overflow 64-bit integers.
 double training_state_bytes(const ModelConfig& cfg);
+// The same by part, to name the setting that makes a model too large.
+struct StateBytes {
+  double embedding = 0;  // token and position embeddings, untied head
+  double attention = 0;  // every block's Q, K, V and output projections
+  double mlp = 0;        // every block's MLP (the router and every expert, for moe)
+  double total() const { return embedding + attention + mlp; }
+};
+StateBytes training_state_parts(const ModelConfig& cfg);
 
 }  // namespace siamese::model
