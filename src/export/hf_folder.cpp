@@ -1,5 +1,7 @@
 #include "siamese/export/hf_folder.h"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -13,6 +15,7 @@
 #include "siamese/config/schema.h"
 #include "siamese/export/hf_stock.h"
 #include "siamese/export/safetensors.h"
+#include "siamese/model/accounting.h"
 #include "siamese/model/attention.h"
 #include "siamese/model/mlp.h"
 #include "siamese/model/topology_table.h"
@@ -171,6 +174,12 @@ std::string export_model(const TrainConfig& config, model::TransformerImpl& mode
   return stock ? stock->architecture : "SiameseForCausalLM (" + why + ")";
 }
 
+namespace {
+
+double physical_memory() { return double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE)); }
+
+}  // namespace
+
 ImportedModel import_model(const fs::path& dir) {
   const fs::path config_path = dir / "config.json";
   nlohmann::json j;
@@ -200,6 +209,22 @@ ImportedModel import_model(const fs::path& dir) {
                 "OlmoeForCausalLM folder");
   }
   model::apply_required_settings(m.config.model);
+  model::check_model_config(m.config.model);
+  // The weights are built in float32 in this machine's memory: a config.json with absurd
+  // sizes is refused before that, not by the allocator.
+  const double weights = model::training_state_bytes(m.config.model) / 4, memory = physical_memory();
+  if (memory > 0 && weights > memory) {
+    const auto& c = m.config.model;
+    throw Error(
+        fmt::format("config.json describes {:.3g} GiB of float32 weights; this machine has {:.3g} GiB",
+                    weights / double(1 << 30), memory / double(1 << 30)),
+        config_path.string(),
+        fmt::format("check its sizes: hidden_size {}, num_hidden_layers {}, intermediate_size {}, "
+                    "vocab_size {}{}",
+                    c.d_model, c.n_layers, c.mlp_hidden_size.value_or(0) / 2, c.vocab_size,
+                    c.block_type == BlockType::Moe ? fmt::format(", num_experts {}", c.moe_num_experts)
+                                                   : std::string()));
+  }
   m.model = model::Transformer(m.config.model);
   auto tensors = read_weights(dir);
   const std::string where = dir.string();

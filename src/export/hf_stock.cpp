@@ -225,9 +225,16 @@ ordered_json stock_config(const StockClass& cls, const ModelConfig& c) {
 
 TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, const fs::path& dir) {
   const std::string where = (dir / "config.json").string();
-  auto need = [&](const char* key) {
+  // Sizes are positive integers; a string or a fraction is named with its key, not left to
+  // the JSON library's type error.
+  auto need = [&](const char* key) -> int64_t {
     if (!j.contains(key)) throw Error(std::string("missing key ") + key, where);
-    return j.at(key);
+    const auto& v = j.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 1)
+      throw Error(
+          fmt::format("config key {} is {}, not a positive integer", key, v.dump()), where,
+          fmt::format("write {} as a number such as {}", key, key == std::string("vocab_size") ? 50304 : 16));
+    return v.get<int64_t>();
   };
   auto refuse = [&](const char* key, const std::string& why) {
     throw Error(fmt::format("config key {} ({}) cannot be represented: {}", key, j.at(key).dump(), why),
@@ -257,7 +264,7 @@ TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, co
   m.n_kv_heads = j.value("num_key_value_heads", m.n_heads);
   if (j.contains("head_dim") && !j.at("head_dim").is_null() && j.at("head_dim") != m.d_model / m.n_heads)
     refuse("head_dim", "the head size must be hidden_size / num_attention_heads");
-  m.mlp_hidden_size = 2 * need("intermediate_size").get<int64_t>();
+  m.mlp_hidden_size = 2 * need("intermediate_size");
   if (cls.moe) {
     m.block_type = BlockType::Moe;
     m.moe_num_experts = need("num_experts");

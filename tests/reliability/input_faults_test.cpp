@@ -623,3 +623,30 @@ TEST(NonFinite, AnOverflowingZLossNamesTheTermAndItsMultiplier) {
             std::string::npos);
   EXPECT_TRUE(intact(c.save_folder).empty());
 }
+
+// A stock config.json that lies about its sizes: a size written as a string gave the JSON
+// library's type error without the file, and ten million layers the allocator's bad_alloc
+// after 15 s. Both are refused from config.json alone, naming the key or the sizes, and the
+// --out folder is not created.
+TEST(StockImport, AbsurdOrMistypedSizesAreRefusedFromConfigJson) {
+  const auto root = scratch("stock_sizes");
+  const nlohmann::json llama = {{"model_type", "llama"},        {"hidden_size", 64},
+                                {"num_hidden_layers", 2},       {"num_attention_heads", 4},
+                                {"intermediate_size", 128},     {"vocab_size", 256},
+                                {"max_position_embeddings", 64}};
+  auto import_with = [&](const std::string& name, const nlohmann::json& change) {
+    nlohmann::json j = llama;
+    j.update(change);
+    fs::create_directories(root / name);
+    write_file(root / name / "config.json", j.dump());
+    return run_siamese({"import", (root / name).string(), "--out", (root / name / "run").string()},
+                       root / (name + ".log"));
+  };
+  const Outcome typed = import_with("typed", {{"hidden_size", "32"}});
+  expect_refused(typed, "config key hidden_size is \"32\", not a positive integer");
+  EXPECT_NE(typed.output.find("config.json"), std::string::npos) << typed.output;
+  const Outcome huge = import_with("huge", {{"num_hidden_layers", 10000000}});
+  expect_refused(huge, "GiB of float32 weights; this machine has");
+  EXPECT_NE(huge.output.find("num_hidden_layers 10000000"), std::string::npos) << huge.output;
+  EXPECT_FALSE(fs::exists(root / "huge" / "run"));
+}
