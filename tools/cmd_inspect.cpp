@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "siamese/config/validate.h"
 #include "siamese/model/accounting.h"
 #include "siamese/model/attention.h"
 #include "siamese/model/topology_table.h"
@@ -82,7 +83,11 @@ void add_inspect_command(CLI::App& app, Handler& run) {
                 << fmt::format("training FLOPs per token at seq {}: {:.4e} (6N + 12 L d T{})\n", T,
                                model::flops_per_token(cfg, T),
                                cfg.block_type == BlockType::Moe ? ", active N" : "");
-      if (*world > 0) print_memory_plan(train_cfg, *world, *local_world);
+      if (*world > 0) {
+        // A plan for a launch that train would refuse is no plan.
+        validate_for_world_size(train_cfg, *world);
+        print_memory_plan(train_cfg, *world, *local_world);
+      }
       return 0;
     };
   });

@@ -522,5 +522,22 @@ TEST(Inspect, KeyValueHeadsAreTheModelsOwn) {
   EXPECT_NE(r.out.find("n_kv_heads 1 "), std::string::npos) << r.out;
 }
 
+// A memory plan for a launch train refuses (16 sequences do not split over 3 ranks) is
+// refused the same way, instead of printed.
+TEST(Inspect, WorldSizesTrainRefusesAreRefused) {
+  const auto scratch = siamese::testing::fresh_dir("inspect_test", "world");
+  fs::create_directories(scratch);
+  const auto refused =
+      siamese::testing::run_siamese("inspect configs/tiny/base.yaml --world-size 3", scratch);
+  EXPECT_EQ(refused.code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("global_train_batch_size 16 does not split over world size 3"),
+            std::string::npos)
+      << refused.err;
+  const auto planned =
+      siamese::testing::run_siamese("inspect configs/tiny/base.yaml --world-size 2", scratch);
+  ASSERT_EQ(planned.code, 0) << planned.err;
+  EXPECT_NE(planned.out.find("per-rank memory"), std::string::npos) << planned.out;
+}
+
 }  // namespace
 }  // namespace siamese::model
