@@ -146,6 +146,12 @@ std::vector<std::pair<int64_t, fs::path>> checkpoint_folders(const fs::path& sav
   return out;
 }
 
+std::string last_checkpoint_note(const fs::path& save_folder) {
+  const auto folders = checkpoint_folders(save_folder);
+  if (folders.empty()) return "no checkpoint has been saved in " + save_folder.string() + " yet";
+  return "the last checkpoint, " + folders.back().second.string() + ", is untouched";
+}
+
 std::optional<fs::path> latest_checkpoint(const fs::path& save_folder) {
   auto all = checkpoint_folders(save_folder);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {

@@ -7,6 +7,7 @@
 
 #include "siamese/analysis/grad_norms.h"
 #include "siamese/model/accounting.h"
+#include "siamese/train/save_folder.h"
 #include "siamese/train/trainer.h"
 
 namespace siamese::train {
@@ -116,11 +117,9 @@ int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
                      cause, term_value(terms, cause), loss, grad_norm, state.bad_steps, cfg_.max_bad_steps);
         continue;
       }
-      spdlog::error(
-          "step {}: non-finite {} ({}loss {}, grad norm {}); stopping. The last checkpoint in {} is "
-          "untouched; {}",
-          p.step, cause, term_value(terms, cause), loss, grad_norm, run_dir_.string(),
-          nonfinite_fix(cfg_, cause));
+      spdlog::error("step {}: non-finite {} ({}loss {}, grad norm {}); stopping: {}; {}", p.step, cause,
+                    term_value(terms, cause), loss, grad_norm, last_checkpoint_note(run_dir_),
+                    nonfinite_fix(cfg_, cause));
       return kExitNonFinite;
     }
     StepMetrics m;

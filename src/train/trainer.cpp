@@ -27,6 +27,7 @@
 #include "siamese/train/lr_schedule.h"
 #include "siamese/train/rank_agreement.h"
 #include "siamese/train/runtime.h"
+#include "siamese/train/save_folder.h"
 #include "siamese/train/setup.h"
 #include "siamese/train/step_reporter.h"
 #include "siamese/train/stop_policy.h"
@@ -152,10 +153,9 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   auto save = [&]() -> int {
     if (checkpoints.save(state, *t.model, *t.optim, *t.scaler)) return 0;
     spdlog::error(
-        "step {}: the weights are no longer finite; stopping without saving them. The last checkpoint in {} "
-        "is "
-        "untouched; resume from it with a lower learning rate",
-        state.step, checkpoints.folder().string());
+        "step {}: the weights are no longer finite; stopping without saving them: {}; resume from it with a "
+        "lower learning rate",
+        state.step, last_checkpoint_note(checkpoints.folder()));
     reporter.event(metrics_row(state.step, metric::kNonfiniteEvent, {{"cause", "weights"}}));
     return kExitNonFinite;
   };

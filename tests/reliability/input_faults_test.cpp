@@ -618,6 +618,8 @@ TEST(NonFinite, AnOverflowingZLossNamesTheTermAndItsMultiplier) {
   EXPECT_EQ(out.exit_code, train::kExitNonFinite) << out.output;
   EXPECT_NE(out.output.find("step 1: non-finite z_loss (z_loss inf, loss "), std::string::npos) << out.output;
   EXPECT_NE(out.output.find("auxiliary_loss_multiplier (1e+39)"), std::string::npos) << out.output;
+  // Nothing was saved before step 1, and the message says so (it spoke of a last checkpoint).
+  EXPECT_NE(out.output.find("no checkpoint has been saved in"), std::string::npos) << out.output;
   EXPECT_EQ(out.output.find("lower learning rate"), std::string::npos) << out.output;
   EXPECT_NE(read_all(fs::path(c.save_folder) / "metrics.jsonl").find("\"cause\": \"z_loss\""),
             std::string::npos);

@@ -54,6 +54,11 @@ std::optional<std::filesystem::path> run_config_path(const std::filesystem::path
 std::vector<std::pair<int64_t, std::filesystem::path>> checkpoint_folders(
     const std::filesystem::path& save_folder);
 
+// What a run that stops without saving leaves to resume from, for its message: "the last
+// checkpoint, <save_folder>/step<N>, is untouched", or that none was saved yet. It lists the
+// folders only (no hashing), so it is cheap at any model size.
+std::string last_checkpoint_note(const std::filesystem::path& save_folder);
+
 // The newest intact checkpoint under save_folder, if any; each newer one that is not
 // intact is skipped with a warning saying why.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& save_folder);
