@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <type_traits>
+
 #include "siamese/common/error.h"
 #include "siamese/model/attention.h"
 #include "siamese/model/mlp.h"
@@ -236,17 +238,40 @@ TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, co
           fmt::format("write {} as a number such as {}", key, key == std::string("vocab_size") ? 50304 : 16));
     return v.get<int64_t>();
   };
+  // Optional keys: absent or null gives the default (transformers' own), and a value of the
+  // wrong type is named with its key and what it should be.
+  auto optional = [&](const nlohmann::json& obj, const char* key, auto fallback) {
+    using T = decltype(fallback);
+    if (!obj.contains(key) || obj.at(key).is_null()) return fallback;
+    const auto& v = obj.at(key);
+    bool fits = false;
+    const char* kind = "";
+    if constexpr (std::is_same_v<T, bool>) {
+      fits = v.is_boolean(), kind = "true or false";
+    } else if constexpr (std::is_integral_v<T>) {
+      fits = v.is_number_integer() && v.template get<int64_t>() >= 1, kind = "a positive integer";
+    } else if constexpr (std::is_floating_point_v<T>) {
+      fits = v.is_number(), kind = "a number";
+    } else {
+      fits = v.is_string(), kind = "a string";
+    }
+    if (!fits)
+      throw Error(fmt::format("config key {} is {}, not {}", key, v.dump(), kind), where,
+                  fmt::format("write {} as {}, or leave it out", key, kind));
+    return v.template get<T>();
+  };
   auto refuse = [&](const char* key, const std::string& why) {
     throw Error(fmt::format("config key {} ({}) cannot be represented: {}", key, j.at(key).dump(), why),
                 where,
                 "only configs the stock " + cls.architecture + " computes without options can be imported");
   };
   if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) refuse("rope_scaling", "RoPE scaling");
-  if (j.contains("rope_parameters") && j.at("rope_parameters").value("rope_type", "default") != "default")
+  if (j.contains("rope_parameters") &&
+      optional(j.at("rope_parameters"), "rope_type", std::string("default")) != "default")
     refuse("rope_parameters", "RoPE scaling");
   for (const char* key : {"attention_bias", "mlp_bias"})
-    if (j.value(key, false)) refuse(key, "biases");
-  if (j.value("hidden_act", "silu") != "silu") refuse("hidden_act", "SwiGLU uses silu");
+    if (optional(j, key, false)) refuse(key, "biases");
+  if (optional(j, "hidden_act", std::string("silu")) != "silu") refuse("hidden_act", "SwiGLU uses silu");
   if (j.contains("clip_qkv") && !j.at("clip_qkv").is_null())
     refuse("clip_qkv", "OLMoE clips after its Q/K norms");
   TrainConfig cfg;
@@ -261,7 +286,7 @@ TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, co
   m.d_model = need("hidden_size");
   m.n_layers = need("num_hidden_layers");
   m.n_heads = need("num_attention_heads");
-  m.n_kv_heads = j.value("num_key_value_heads", m.n_heads);
+  m.n_kv_heads = optional(j, "num_key_value_heads", m.n_heads);
   if (j.contains("head_dim") && !j.at("head_dim").is_null() && j.at("head_dim") != m.d_model / m.n_heads)
     refuse("head_dim", "the head size must be hidden_size / num_attention_heads");
   m.mlp_hidden_size = 2 * need("intermediate_size");
@@ -269,15 +294,15 @@ TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, co
     m.block_type = BlockType::Moe;
     m.moe_num_experts = need("num_experts");
     m.moe_top_k = need("num_experts_per_tok");
-    m.moe_norm_topk_prob = j.value("norm_topk_prob", false);
-    m.moe_loss_weight = j.value("router_aux_loss_coef", 0.01) * double(m.moe_top_k);
+    m.moe_norm_topk_prob = optional(j, "norm_topk_prob", false);
+    m.moe_loss_weight = optional(j, "router_aux_loss_coef", 0.01) * double(m.moe_top_k);
   }
-  m.layer_norm_eps = j.value("rms_norm_eps", 1e-6);
-  m.rope_theta = j.contains("rope_parameters") ? j.at("rope_parameters").value("rope_theta", 10000.0)
-                                               : j.value("rope_theta", 10000.0);
+  m.layer_norm_eps = optional(j, "rms_norm_eps", 1e-6);
+  m.rope_theta = j.contains("rope_parameters") ? optional(j.at("rope_parameters"), "rope_theta", 10000.0)
+                                               : optional(j, "rope_theta", 10000.0);
   m.vocab_size = m.embedding_size = need("vocab_size");
-  m.max_sequence_length = j.value("max_position_embeddings", 2048);
-  m.weight_tying = j.value("tie_word_embeddings", false);
+  m.max_sequence_length = optional(j, "max_position_embeddings", int64_t(2048));
+  m.weight_tying = optional(j, "tie_word_embeddings", false);
   if (j.contains("eos_token_id") && j.at("eos_token_id").is_number()) m.eos_token_id = j.at("eos_token_id");
   m.pad_token_id = j.contains("pad_token_id") && j.at("pad_token_id").is_number()
                        ? j.at("pad_token_id").get<int64_t>()

@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "siamese/common/json_line.h"
 #include "siamese/common/shared_dir.h"
@@ -647,6 +648,18 @@ TEST(StockImport, AbsurdOrMistypedSizesAreRefusedFromConfigJson) {
   const Outcome typed = import_with("typed", {{"hidden_size", "32"}});
   expect_refused(typed, "config key hidden_size is \"32\", not a positive integer");
   EXPECT_NE(typed.output.find("config.json"), std::string::npos) << typed.output;
+  // Optional keys too: each wrong type is named with its key and the type it needs.
+  for (const auto& [key, value, expected] : std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"num_key_value_heads", "2", "not a positive integer"},
+           {"max_position_embeddings", 64.5, "not a positive integer"},
+           {"rms_norm_eps", "1e-6", "not a number"},
+           {"tie_word_embeddings", "yes", "not true or false"},
+           {"hidden_act", 7, "not a string"}}) {
+    const Outcome wrong = import_with("typed_" + key, {{key, value}});
+    expect_refused(wrong, "config key " + key + " is " + value.dump() + ", " + expected);
+    EXPECT_NE(wrong.output.find("config.json"), std::string::npos) << wrong.output;
+    EXPECT_FALSE(fs::exists(root / ("typed_" + key) / "run")) << key;
+  }
   const Outcome huge = import_with("huge", {{"num_hidden_layers", 10000000}});
   expect_refused(huge, "GiB of float32 weights; this machine has");
   EXPECT_NE(huge.output.find("num_hidden_layers 10000000"), std::string::npos) << huge.output;
