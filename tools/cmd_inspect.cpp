@@ -16,6 +16,7 @@
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/memory_plan.h"
+#include "siamese/train/parallelize.h"
 
 namespace siamese::cli {
 namespace {
@@ -86,6 +87,7 @@ void add_inspect_command(CLI::App& app, Handler& run) {
       if (*world > 0) {
         // A plan for a launch that train would refuse is no plan.
         validate_for_world_size(train_cfg, *world);
+        train::check_plan_fits_model(train_cfg);
         print_memory_plan(train_cfg, *world, *local_world);
       }
       return 0;

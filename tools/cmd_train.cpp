@@ -4,7 +4,7 @@
 #include "commands.h"
 #include "siamese/config/validate.h"
 #include "siamese/dist/world.h"
-#include "siamese/train/strategy.h"
+#include "siamese/train/parallelize.h"
 #include "siamese/train/trainer.h"
 
 namespace siamese::cli {
@@ -31,10 +31,10 @@ void add_train_command(CLI::App& app, Handler& run) {
       control.stop_at = *stop_at;
       // Launched by torchrun or srun: data parallel over a process group, as the config says.
       const World world = detect_world();
-      std::unique_ptr<GradientSync> strategy;
+      std::unique_ptr<ParallelPlan> strategy;
       if (world.distributed()) {
         validate_for_world_size(cfg, world.size);
-        strategy = train::make_strategy(cfg, world);
+        strategy = train::make_plan(cfg, world);
         control.sync = strategy.get();
       }
       return train::train(cfg, control);

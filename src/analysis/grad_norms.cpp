@@ -7,7 +7,7 @@
 namespace siamese::analysis {
 
 std::vector<double> per_layer_grad_norms(model::TransformerImpl& model) {
-  GradientSync one_process;
+  ParallelPlan one_process;
   return per_layer_grad_norms(model.named_parameters(), model.config().n_layers, one_process);
 }
 

@@ -39,16 +39,16 @@ void for_each_chunk(int64_t numel, int64_t chunk, int world, Copy copy) {
 
 }  // namespace
 
-ShardedGradSync::ShardedGradSync(const World& world, torch::Device device, ShardedOptions options)
-    : ShardedGradSync(std::make_unique<Communicator>(world, device, options.timeout), std::move(options)) {}
+ShardedPlan::ShardedPlan(const World& world, torch::Device device, ShardedOptions options)
+    : ShardedPlan(std::make_unique<Communicator>(world, device, options.timeout), std::move(options)) {}
 
-ShardedGradSync::ShardedGradSync(std::unique_ptr<Communicator> comm, ShardedOptions options)
+ShardedPlan::ShardedPlan(std::unique_ptr<Communicator> comm, ShardedOptions options)
     : comm_(std::move(comm)), options_(std::move(options)) {
   shards_ = comm_.get();
   const World& world = comm_->world();
   const int R = options_.replicas;
   if (R <= 1) return;
-  TORCH_CHECK(world.size % R == 0, "ShardedGradSync: ", R, " replicas do not divide ", world.size, " ranks");
+  TORCH_CHECK(world.size % R == 0, "ShardedPlan: ", R, " replicas do not divide ", world.size, " ranks");
   const int S = world.size / R, group = world.rank / S, index = world.rank % S;
   std::vector<int> shard_ranks, replica_ranks;
   for (int i = 0; i < S; ++i) shard_ranks.push_back(group * S + i);
@@ -58,15 +58,15 @@ ShardedGradSync::ShardedGradSync(std::unique_ptr<Communicator> comm, ShardedOpti
   shards_ = shard_group_.get();
 }
 
-ShardedGradSync::~ShardedGradSync() = default;
+ShardedPlan::~ShardedPlan() = default;
 
-void ShardedGradSync::attach(const std::vector<torch::Tensor>& params) {
+void ShardedPlan::attach(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard no_grad;
   for (auto p : params) comm_->broadcast(p);
 }
 
-GradientSync::NamedTensors ShardedGradSync::optimizer_params(const NamedTensors& params) {
-  TORCH_CHECK(entries_.empty(), "ShardedGradSync::optimizer_params: called twice");
+ParallelPlan::NamedTensors ShardedPlan::optimizer_params(const NamedTensors& params) {
+  TORCH_CHECK(entries_.empty(), "ShardedPlan::optimizer_params: called twice");
   torch::NoGradGuard no_grad;
   const int W = shards_->size();
   // Units in reverse registration order, roughly the order backward finishes gradients in.
@@ -144,7 +144,7 @@ GradientSync::NamedTensors ShardedGradSync::optimizer_params(const NamedTensors&
   return out;
 }
 
-void ShardedGradSync::before_backward(bool last_micro_batch) {
+void ShardedPlan::before_backward(bool last_micro_batch) {
   sync_ = last_micro_batch;
   unfinished_ = int64_t(reached_.size()) - 1;
   for (auto& u : units_) {
@@ -159,13 +159,13 @@ void ShardedGradSync::before_backward(bool last_micro_batch) {
 // accumulator fires once for each recomputation that reads it, and with block_type moe the
 // graphs differ between ranks (which experts get tokens), and so may the order in which a
 // block's last gradients land. Its other unit waits for after_backward.
-void ShardedGradSync::on_grad_ready(size_t entry) {
+void ShardedPlan::on_grad_ready(size_t entry) {
   Unit& u = units_[unit_of_entry_[entry]];
   if (u.pending == 0 || --u.pending > 0) return;
   if (sync_ && options_.overlap && !options_.shard_parameters) launch(u);
 }
 
-void ShardedGradSync::launch(Unit& u) {
+void ShardedPlan::launch(Unit& u) {
   torch::NoGradGuard no_grad;
   const int W = shards_->size();
   u.flat = torch::zeros({W, u.row}, shard_.options().dtype(options_.reduce_dtype));
@@ -186,8 +186,8 @@ void ShardedGradSync::launch(Unit& u) {
   u.work = shards_->reduce_scatter_sum_async(out, u.flat);
 }
 
-void ShardedGradSync::after_backward() {
-  TORCH_CHECK(sync_, "ShardedGradSync::after_backward() without before_backward(true)");
+void ShardedPlan::after_backward() {
+  TORCH_CHECK(sync_, "ShardedPlan::after_backward() without before_backward(true)");
   const auto start = std::chrono::steady_clock::now();
   // Units without a gradient this step, or all of them without overlap: now, in the same
   // order on every rank.
@@ -223,7 +223,7 @@ void ShardedGradSync::after_backward() {
   blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void ShardedGradSync::after_update() {
+void ShardedPlan::after_update() {
   torch::NoGradGuard no_grad;
   const int W = shards_->size();
   for (auto& u : units_) {
@@ -242,14 +242,14 @@ void ShardedGradSync::after_update() {
   }
 }
 
-void ShardedGradSync::params_changed() {
+void ShardedPlan::params_changed() {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < entries_.size(); ++i)
     if (!units_[unit_of_entry_[i]].released)  // a released unit's shard is its only copy
       views_[i].copy_(shard_piece(entries_[i].param, shards_->rank(), shards_->size()));
 }
 
-int64_t ShardedGradSync::parameter_bytes(int64_t param_bytes) const {
+int64_t ShardedPlan::parameter_bytes(int64_t param_bytes) const {
   if (!options_.shard_parameters) return param_bytes;
   for (size_t i = 0; i < entries_.size(); ++i)
     if (releases(units_[unit_of_entry_[i]]))
@@ -258,7 +258,7 @@ int64_t ShardedGradSync::parameter_bytes(int64_t param_bytes) const {
   return param_bytes;
 }
 
-void ShardedGradSync::gather(Unit& u) {
+void ShardedPlan::gather(Unit& u) {
   if (!u.released) return;
   torch::NoGradGuard no_grad;
   const int W = shards_->size();
@@ -283,14 +283,14 @@ void ShardedGradSync::gather(Unit& u) {
   u.released = false;
 }
 
-void ShardedGradSync::prefetch_unit(Unit& u) {
+void ShardedPlan::prefetch_unit(Unit& u) {
   if (!u.released || u.gathering) return;
   u.gathered = torch::empty({shards_->size() * u.row}, shard_.options());
   u.gather_input = shard_.narrow(0, u.offset, u.row).clone();
   u.gathering = shards_->all_gather_async(u.gathered, u.gather_input);
 }
 
-void ShardedGradSync::release(Unit& u) {
+void ShardedPlan::release(Unit& u) {
   if (u.released || !releases(u)) return;
   for (size_t i : u.entries) {
     c10::StorageImpl* storage = entries_[i].param.storage().unsafeGetStorageImpl();
@@ -300,7 +300,7 @@ void ShardedGradSync::release(Unit& u) {
   u.released = true;
 }
 
-void ShardedGradSync::for_layer(int64_t layer, const std::function<void(Unit&)>& fn) {
+void ShardedPlan::for_layer(int64_t layer, const std::function<void(Unit&)>& fn) {
   const auto it = units_of_layer_.find(layer);
   if (it == units_of_layer_.end()) return;
   for (size_t i : it->second) fn(units_[i]);
@@ -310,14 +310,14 @@ void ShardedGradSync::for_layer(int64_t layer, const std::function<void(Unit&)>&
 // input norm into its stream update), so that one is whole as well; the one after is on
 // its way meanwhile. In backward a block's parameters stay until their last gradient has
 // accumulated, which is after their last use wherever it is.
-void ShardedGradSync::before_block(int64_t layer) {
+void ShardedPlan::before_block(int64_t layer) {
   for_layer(layer, [this](Unit& u) { gather(u); });
   for_layer(layer + 1, [this](Unit& u) { gather(u); });
   for_layer(layer + 2, [this](Unit& u) { prefetch_unit(u); });
 }
 
-void ShardedGradSync::after_block(int64_t layer, const std::vector<torch::Tensor>& before,
-                                  const std::vector<torch::Tensor>& after) {
+void ShardedPlan::after_block(int64_t layer, const std::vector<torch::Tensor>& before,
+                              const std::vector<torch::Tensor>& after) {
   if (layer < int64_t(reached_.size())) reached_[size_t(layer)] = false;
   // A stream the block passed through unchanged leads backward to earlier blocks only.
   const auto passed_through = [&](const torch::Tensor& t) {
@@ -329,7 +329,7 @@ void ShardedGradSync::after_block(int64_t layer, const std::vector<torch::Tensor
   for_layer(layer, [this](Unit& u) { release(u); });
 }
 
-void ShardedGradSync::reached(int64_t layer) {
+void ShardedPlan::reached(int64_t layer) {
   if (layer >= int64_t(reached_.size()) || reached_[size_t(layer)]) return;
   reached_[size_t(layer)] = true;
   for_layer(layer, [this](Unit& u) { gather(u); });
@@ -340,33 +340,33 @@ void ShardedGradSync::reached(int64_t layer) {
   for_layer(layer - 1, [this](Unit& u) { prefetch_unit(u); });
 }
 
-void ShardedGradSync::finish_layer(int64_t layer) {
+void ShardedPlan::finish_layer(int64_t layer) {
   for_layer(layer, [this](Unit& u) {
     if (sync_ && options_.overlap && !u.work) launch(u);
     release(u);
   });
 }
 
-void ShardedGradSync::make_params_whole() {
+void ShardedPlan::make_params_whole() {
   for (auto& u : units_) gather(u);
 }
 
-void ShardedGradSync::release_params() {
+void ShardedPlan::release_params() {
   for (auto& u : units_) release(u);
 }
 
-torch::Tensor ShardedGradSync::shard_of(const torch::Tensor& whole) {
+torch::Tensor ShardedPlan::shard_of(const torch::Tensor& whole) {
   return shard_piece(whole, shards_->rank(), shards_->size());
 }
 
-torch::Tensor ShardedGradSync::whole_of(const torch::Tensor& piece, at::IntArrayRef shape) {
+torch::Tensor ShardedPlan::whole_of(const torch::Tensor& piece, at::IntArrayRef shape) {
   auto mine = piece.contiguous();
   auto rows = torch::empty({shards_->size() * mine.numel()}, mine.options());
   comm_->wait(shards_->all_gather_async(rows, mine));
   return unshard({rows}, shape);
 }
 
-double ShardedGradSync::take_comm_seconds() {
+double ShardedPlan::take_comm_seconds() {
   const double s = blocked_seconds_;
   blocked_seconds_ = 0;
   return s;

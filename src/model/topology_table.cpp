@@ -128,14 +128,6 @@ TrainConfig load_run_config(const std::string& path, const std::vector<std::stri
   for (const auto& d : spec.defaults)
     if (!origin.explicit_keys.count(d.key)) config.model.*d.member = d.value;
   check_model_config(config.model, &origin);
-  if (find_topology(config.model.residual)->projects_weights && shards_parameters(config)) {
-    const auto at = origin.explicit_keys.find("fsdp.sharding_strategy");
-    throw Error(fmt::format("topology {} rewrites whole weight matrices after every step, and under "
-                            "fsdp.sharding_strategy {} each rank holds a flat shard of them",
-                            config.model.residual, name_of(config.fsdp.sharding_strategy)),
-                at != origin.explicit_keys.end() ? at->second + " (fsdp.sharding_strategy)" : path,
-                "use fsdp.sharding_strategy: SHARD_GRAD_OP");
-  }
   spdlog::info("topology: {} (from {})", config.model.residual, origin.topology);
   return config;
 }

@@ -18,9 +18,9 @@
 #include "siamese/train/device_clock.h"
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/optimizer.h"
+#include "siamese/train/parallelize.h"
 #include "siamese/train/runtime.h"
 #include "siamese/train/setup.h"
-#include "siamese/train/strategy.h"
 #include "siamese/train/train_step.h"
 
 namespace siamese::train {
@@ -35,7 +35,7 @@ struct Subject {
 };
 
 // The model as the trainer sets it up under `sync` (setup.h).
-std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device device, GradientSync& sync) {
+std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device device, ParallelPlan& sync) {
   auto s = std::make_unique<Subject>();
   s->timing.topology = subject.label;
   s->timing.config = subject.config;
@@ -44,7 +44,7 @@ std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device
   return s;
 }
 
-TrainStep training_step(Subject& s, GradientSync& sync, torch::Device device, int world_size) {
+TrainStep training_step(Subject& s, ParallelPlan& sync, torch::Device device, int world_size) {
   const TrainConfig& cfg = s.timing.config;
   const int64_t micro = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world_size);
   return TrainStep(cfg, *s.trainee.model, *s.trainee.optim, sync, *s.trainee.scaler, device, micro);
@@ -53,7 +53,7 @@ TrainStep training_step(Subject& s, GradientSync& sync, torch::Device device, in
 // One training step as `siamese train` runs it, at the configured peak learning rate.
 // Phases are timed by marks on the device's timeline (CUDA events), so the step runs as
 // in training, without a host sync between phases.
-StepSplit timed_step(Subject& s, TrainStep& step, GradientSync& sync, data::TokenDataset& ds,
+StepSplit timed_step(Subject& s, TrainStep& step, ParallelPlan& sync, data::TokenDataset& ds,
                      data::BatchOrder& order, torch::Device device) {
   const TrainConfig& cfg = s.timing.config;
   StepSplit t;
@@ -110,7 +110,7 @@ TopologyBench bench_topologies(const std::vector<BenchSubject>& compared, const 
   if (device.is_cuda()) configure_cuda_runtime(device, base.allow_tf32);
   check_flash_attention(base.model, device, autocast_dtype(base.precision));
   data::TokenDataset ds = data::train_dataset(base);
-  GradientSync alone;
+  ParallelPlan alone;
   std::vector<std::unique_ptr<Subject>> subjects;
   for (const auto& subject : compared) subjects.push_back(make_subject(subject, device, alone));
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
@@ -151,7 +151,7 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
   validate_for_world_size(base, world.size);
   const torch::Device device = resolve_device(base.device, world.local_rank);
   Communicator comm(world, device, std::chrono::seconds(base.distributed.timeout_seconds));
-  GradientSync alone;
+  ParallelPlan alone;
   auto subject = make_subject({base.model.residual, base}, device, alone);
   Subject& s = *subject;
   DataParallelOptions overlapped_options;
@@ -159,7 +159,7 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
   DataParallelOptions after_backward_options = overlapped_options;
   after_backward_options.overlap = false;
   // Both hang hooks on the same parameters; only the one prepared for a last micro-batch acts.
-  DataParallelSync overlapped(comm, overlapped_options), after_backward(comm, after_backward_options);
+  DataParallelPlan overlapped(comm, overlapped_options), after_backward(comm, after_backward_options);
   overlapped.attach(s.trainee.model->parameters());
   after_backward.attach(s.trainee.model->parameters());
   data::TokenDataset ds = data::train_dataset(base);
@@ -170,17 +170,17 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
   const bool sharded = shards_optimizer_state(base);
   std::vector<int> everyone(world.size);
   std::iota(everyone.begin(), everyone.end(), 0);
-  std::unique_ptr<ShardedGradSync> shards;
+  std::unique_ptr<ShardedPlan> shards;
   std::unique_ptr<Subject> sharded_subject;
   if (sharded) {
-    shards = std::make_unique<ShardedGradSync>(comm.subgroup("bench-sharded", everyone),
-                                               sharded_options(base, world));
+    shards =
+        std::make_unique<ShardedPlan>(comm.subgroup("bench-sharded", everyone), sharded_options(base, world));
     sharded_subject = make_subject({base.model.residual, base}, device, *shards);
   }
 
   struct Setup {
     ScalingSetup result;
-    GradientSync* sync;
+    ParallelPlan* sync;
     Subject* subject;
   };
   std::vector<Setup> setups = {{{"1 rank", 1, {}}, &alone, &s}};

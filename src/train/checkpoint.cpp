@@ -345,15 +345,15 @@ void check_same_model(const fs::path& folder, const ModelConfig& model) {
 }  // namespace
 
 TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Optimizer* optim,
-                           const ModelConfig* same_model, GradientSync* sync) {
+                           const ModelConfig* same_model, ParallelPlan* sync) {
   if (const auto problem = checkpoint_problem(folder))
     throw Error("not an intact checkpoint: " + *problem, folder.string(),
                 "point load_path at another save_folder/step<N> folder (an older one)");
   if (same_model) check_same_model(folder, *same_model);
   try {
     load_tensors(model, folder / "model.pt");
-    GradientSync one_process;
-    GradientSync& ranks = sync ? *sync : one_process;
+    ParallelPlan one_process;
+    ParallelPlan& ranks = sync ? *sync : one_process;
     ranks.params_changed();
     if (optim) load_optimizer(model, *optim, optimizer_files(folder), ranks);
     torch::serialize::InputArchive a;

@@ -16,7 +16,7 @@ namespace siamese::train {
 
 namespace fs = std::filesystem;
 
-CheckpointManager::CheckpointManager(const TrainConfig& cfg, GradientSync& sync)
+CheckpointManager::CheckpointManager(const TrainConfig& cfg, ParallelPlan& sync)
     : cfg_(cfg), sync_(sync), run_dir_(cfg.save_folder), config_yaml_(to_yaml(cfg)) {
   std::exception_ptr failure;
   if (sync_.rank() == 0) {

@@ -1,4 +1,4 @@
-#include "siamese/train/strategy.h"
+#include "siamese/train/parallelize.h"
 
 #include <fmt/format.h>
 
@@ -10,6 +10,7 @@
 #include "siamese/dist/data_parallel.h"
 #include "siamese/dist/sharded.h"
 #include "siamese/model/olmo_names.h"
+#include "siamese/model/topology_table.h"
 #include "siamese/train/rank_agreement.h"
 #include "siamese/train/runtime.h"
 
@@ -63,7 +64,17 @@ ShardedOptions sharded_options(const TrainConfig& cfg, const World& world) {
   return options;
 }
 
-std::unique_ptr<GradientSync> make_strategy(const TrainConfig& cfg, const World& world) {
+void check_plan_fits_model(const TrainConfig& cfg) {
+  const model::TopologySpec* topology = model::find_topology(cfg.model.residual);
+  if (!topology || !topology->projects_weights || !shards_parameters(cfg)) return;
+  throw Error(fmt::format("topology {} rewrites whole weight matrices after every step, and under "
+                          "fsdp.sharding_strategy {} each rank holds only a flat shard of them",
+                          cfg.model.residual, name_of(cfg.fsdp.sharding_strategy)),
+              "fsdp.sharding_strategy", "use fsdp.sharding_strategy: SHARD_GRAD_OP");
+}
+
+std::unique_ptr<ParallelPlan> make_plan(const TrainConfig& cfg, const World& world) {
+  check_plan_fits_model(cfg);
   const torch::Device device = resolve_device(cfg.device, world.local_rank);
   const bool sharded = shards_optimizer_state(cfg);
   // What a rank can refuse from its own config and launch comes before any connection.
@@ -78,11 +89,24 @@ std::unique_ptr<GradientSync> make_strategy(const TrainConfig& cfg, const World&
   // strategies would otherwise wait in each other's group building until the timeout.
   auto comm = std::make_unique<Communicator>(world, device, options.timeout);
   {
-    DataParallelSync world_group(*comm, options);
+    DataParallelPlan world_group(*comm, options);
     check_ranks_agree(world_group, cfg, device);
   }
-  if (sharded) return std::make_unique<ShardedGradSync>(std::move(comm), std::move(*sharding));
-  return std::make_unique<DataParallelSync>(std::move(comm), options);
+  if (sharded) return std::make_unique<ShardedPlan>(std::move(comm), std::move(*sharding));
+  return std::make_unique<DataParallelPlan>(std::move(comm), options);
+}
+
+void parallelize(model::TransformerImpl& model, ParallelPlan& plan) {
+  plan.attach(model.parameters());
+  model.set_block_hooks(plan.block_hooks());
+}
+
+void hook_optimizer(Optimizer& optim, model::TransformerImpl& model, ParallelPlan& plan) {
+  optim.add_post_step_hook([&plan] { plan.after_update(); });
+  optim.add_post_step_hook([&model, &plan] {
+    model.topology().project_weights(model);
+    plan.params_changed();
+  });
 }
 
 }  // namespace siamese::train

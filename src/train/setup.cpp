@@ -8,6 +8,7 @@
 
 #include "siamese/common/autocast.h"
 #include "siamese/common/error.h"
+#include "siamese/train/parallelize.h"
 
 namespace siamese::train {
 
@@ -34,30 +35,24 @@ void check_moe_capacity(const ModelConfig& m, int64_t micro_batch) {
 
 }  // namespace
 
-Trainee build_trainee(const TrainConfig& cfg, torch::Device device, GradientSync& sync) {
+Trainee build_trainee(const TrainConfig& cfg, torch::Device device, ParallelPlan& sync) {
   Trainee t;
   t.micro_batch = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / sync.world_size());
   check_moe_capacity(cfg.model, t.micro_batch);
   torch::manual_seed(cfg.seed);
   t.model = model::Transformer(cfg.model);
   t.model->to(device);
-  sync.attach(t.model->parameters());
+  parallelize(*t.model, sync);
   const WholeParamsOf whole{t.model->named_parameters(), &sync};
   t.optim = build_optimizer(cfg.optimizer, sync.optimizer_params(whole.params), &whole);
-  t.model->set_block_hooks(sync.block_hooks());
   t.optim->allocate_state();
-  model::TransformerImpl& m = *t.model;
-  t.optim->add_post_step_hook([&sync] { sync.after_update(); });
-  t.optim->add_post_step_hook([&m, &sync] {
-    m.topology().project_weights(m);
-    sync.params_changed();
-  });
+  hook_optimizer(*t.optim, *t.model, sync);
   t.scaler = std::make_unique<LossScaler>(cfg.precision == Precision::AmpFp16, cfg.fp16_initial_loss_scale,
                                           cfg.fp16_loss_scale_growth_interval, device);
   return t;
 }
 
-TrainStep Trainee::step(const TrainConfig& cfg, GradientSync& sync, torch::Device device) {
+TrainStep Trainee::step(const TrainConfig& cfg, ParallelPlan& sync, torch::Device device) {
   return TrainStep(cfg, *model, *optim, sync, *scaler, device, micro_batch);
 }
 

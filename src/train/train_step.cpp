@@ -27,7 +27,7 @@ void add_routing(std::vector<model::ExpertLoad>& into, const std::vector<model::
 }  // namespace
 
 TrainStep::TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim,
-                     GradientSync& sync, LossScaler& scaler, torch::Device device, int64_t micro_batch)
+                     ParallelPlan& sync, LossScaler& scaler, torch::Device device, int64_t micro_batch)
     : model_(model),
       optim_(optim),
       sync_(sync),

@@ -45,7 +45,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // The run's training data: this rank's batches in the order of data.seed, prefetched, with
 // the instance filter applied; and the schedule over the run's length.
 struct TrainData {
-  TrainData(const TrainConfig& cfg, const GradientSync& sync)
+  TrainData(const TrainConfig& cfg, const ParallelPlan& sync)
       : dataset(data::train_dataset(cfg)),
         order(dataset.size(), cfg.global_train_batch_size,
               static_cast<uint64_t>(cfg.data.seed.value_or(cfg.seed)), sync.rank(), sync.world_size()),
@@ -92,7 +92,7 @@ struct TrainData {
   std::unique_ptr<data::BatchPrefetcher> batches;
 };
 
-void log_start(const TrainConfig& cfg, const Trainee& t, GradientSync& sync, torch::Device device,
+void log_start(const TrainConfig& cfg, const Trainee& t, ParallelPlan& sync, torch::Device device,
                const TrainData& data) {
   if (cfg.model.init_device == InitDevice::Meta)
     spdlog::info(
@@ -130,8 +130,8 @@ MetricsRow resume_row(int64_t step, const std::vector<SettingChange>& changes) {
 int train(const TrainConfig& cfg, const RunControl& control) {
   // ---- setup -------------------------------------------------------------------------
   const auto started = Clock::now();  // time_limit counts from here
-  GradientSync single_process;
-  GradientSync& sync = control.sync ? *control.sync : single_process;
+  ParallelPlan single_process;
+  ParallelPlan& sync = control.sync ? *control.sync : single_process;
   configure_cpu_runtime();
   const torch::Device device = resolve_device(cfg.device, sync.local_rank());
   if (device.is_cuda()) configure_cuda_runtime(device, cfg.allow_tf32);

@@ -19,6 +19,7 @@
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/memory_plan.h"
+#include "siamese/train/parallelize.h"
 #include "siamese/train/save_folder.h"
 #include "support/cli.h"
 #include "support/free_port.h"
@@ -155,20 +156,24 @@ TEST(Sharded, StrategiesNotImplementedAreRefusedNamingTheKey) {
     c.model.block_type = BlockType::Sequential;
     c.model.activation_checkpointing = ActivationCheckpointing::None;
   }
-  // nGPT rewrites whole weight rows after each step.
+  // nGPT rewrites whole weight rows after each step: refused where parameters are sharded,
+  // before any connection, naming the key.
   const std::string config = std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/base.yaml";
-  EXPECT_NO_THROW(model::load_run_config(
-      config,
-      {"--model.residual=ngpt", "--distributed_strategy=fsdp", "--fsdp.sharding_strategy=SHARD_GRAD_OP"},
-      {}));
-  try {
-    model::load_run_config(
+  const auto ngpt_under = [&](const std::string& strategy) {
+    return model::load_run_config(
         config,
-        {"--model.residual=ngpt", "--distributed_strategy=fsdp", "--fsdp.sharding_strategy=FULL_SHARD"}, {});
-    ADD_FAILURE() << "ngpt with FULL_SHARD was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("fsdp.sharding_strategy"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("whole weight matrices"), std::string::npos) << e.what();
+        {"--model.residual=ngpt", "--distributed_strategy=fsdp", "--fsdp.sharding_strategy=" + strategy}, {});
+  };
+  EXPECT_NO_THROW(train::check_plan_fits_model(ngpt_under("SHARD_GRAD_OP")));
+  for (const std::string strategy : {"FULL_SHARD", "HYBRID_SHARD"}) {
+    const TrainConfig ngpt = ngpt_under(strategy);
+    try {
+      train::check_plan_fits_model(ngpt);
+      ADD_FAILURE() << "ngpt with " << strategy << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("fsdp.sharding_strategy"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("whole weight matrices"), std::string::npos) << e.what();
+    }
   }
 }
 

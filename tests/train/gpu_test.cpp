@@ -15,8 +15,8 @@
 #include "siamese/model/mlp.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
+#include "siamese/train/parallelize.h"
 #include "siamese/train/runtime.h"
-#include "siamese/train/strategy.h"
 #include "siamese/train/trainer.h"
 #include "support/autograd_graph.h"
 #include "support/free_port.h"
@@ -251,7 +251,7 @@ TEST(GpuDist, FullShardOnOneNcclRankTrainsAsOneProcess) {
   sharded.fsdp.sharding_strategy = ShardingStrategy::FullShard;
   World world;
   world.master_port = siamese::testing::free_port();
-  const auto strategy = train::make_strategy(sharded, world);
+  const auto strategy = train::make_plan(sharded, world);
   train::RunControl control;
   control.sync = strategy.get();
   ASSERT_EQ(train::train(one), 0);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "siamese/data/instance_filter.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 #include "siamese/model/lm_loss.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/loss_scale.h"
@@ -28,7 +28,7 @@ namespace {
 
 // The model, optimizer (with its post-step hooks) and scaler as train sets them up.
 struct Subject {
-  GradientSync sync;
+  ParallelPlan sync;
   Trainee trainee;
   model::Transformer& model;
   std::unique_ptr<Optimizer>& optim;

@@ -1,12 +1,12 @@
 #pragma once
-// GradientSync for a real multi-process run: a c10d process group (Gloo on CPU, NCCL on
+// ParallelPlan for a real multi-process run: a c10d process group (Gloo on CPU, NCCL on
 // CUDA) and bucketed gradient all-reduce launched from autograd hooks.
 #include <chrono>
 #include <memory>
 
 #include "siamese/dist/communicator.h"
 #include "siamese/dist/grad_bucketer.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 
 namespace siamese {
 
@@ -16,15 +16,15 @@ struct DataParallelOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
 };
 
-class DataParallelSync : public GradientSync {
+class DataParallelPlan : public ParallelPlan {
  public:
   // Builds its own process group over `world`.
-  DataParallelSync(const World& world, torch::Device device, DataParallelOptions options);
+  DataParallelPlan(const World& world, torch::Device device, DataParallelOptions options);
   // Shares `comm` (which must outlive it): several syncs over one process group, as the
   // bench's overlapped and after-backward setups are.
-  DataParallelSync(Communicator& comm, DataParallelOptions options);
+  DataParallelPlan(Communicator& comm, DataParallelOptions options);
   // Over a world group built beforehand, which it then owns.
-  DataParallelSync(std::unique_ptr<Communicator> comm, DataParallelOptions options);
+  DataParallelPlan(std::unique_ptr<Communicator> comm, DataParallelOptions options);
 
   int rank() const override { return comm_.rank(); }
   int world_size() const override { return comm_.size(); }

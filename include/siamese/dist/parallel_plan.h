@@ -1,8 +1,10 @@
 #pragma once
-// The trainer's only contact with data parallelism, and the two narrow views of it that the
-// rest of the code takes. Each rank normalises its loss by the token count of the whole
-// global batch, so SUMMING gradients over ranks gives exactly the single-process gradient.
-// A distributed run passes a subclass (dist/data_parallel.h, dist/sharded.h) to train().
+// How a run is spread over its ranks: the plan that train/parallelize.cpp applies to the model
+// and optimizer once, and the two narrow views of it that the rest of the code takes. Each rank
+// normalises its loss by the token count of the whole global batch, so SUMMING gradients over
+// ranks gives exactly the single-process gradient. A launched run builds a subclass
+// (dist/data_parallel.h for ddp, dist/sharded.h for the fsdp strategies); the base class is the
+// world of one. The communication itself is dist/communicator.h's, which the subclasses own.
 #include <torch/torch.h>
 
 #include <string>
@@ -57,10 +59,11 @@ class ShardLayout {
   virtual torch::Tensor whole_of(const torch::Tensor& piece, at::IntArrayRef shape) = 0;
 };
 
-// The data-parallel strategy of a run, the one place that knows it: the collectives, the
-// layout of the optimizer's state, and what the step calls around backward and the update.
-// This base class is the world of one: every call is a no-op.
-class GradientSync : public Collectives, public ShardLayout {
+// The parallelism of a run, the one place that knows it: the collectives, the layout of the
+// optimizer's state, what it hooks into the model and the optimizer (applied once, by
+// train::parallelize), and what the step calls around backward. This base class is the world
+// of one: every call is a no-op.
+class ParallelPlan : public Collectives, public ShardLayout {
  public:
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
@@ -114,13 +117,13 @@ class GradientSync : public Collectives, public ShardLayout {
 // The parameters whole for the length of a scope, on every rank (see make_params_whole).
 class WholeParams {
  public:
-  explicit WholeParams(GradientSync& sync) : sync_(sync) { sync_.make_params_whole(); }
+  explicit WholeParams(ParallelPlan& sync) : sync_(sync) { sync_.make_params_whole(); }
   ~WholeParams() { sync_.release_params(); }
   WholeParams(const WholeParams&) = delete;
   WholeParams& operator=(const WholeParams&) = delete;
 
  private:
-  GradientSync& sync_;
+  ParallelPlan& sync_;
 };
 
 }  // namespace siamese

@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "siamese/dist/communicator.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 #include "siamese/model/block_hooks.h"
 
 namespace siamese {
@@ -72,12 +72,12 @@ torch::Tensor shard_piece(const torch::Tensor& whole, int rank, int world);
 // The tensor shaped `shape` whose chunks are `pieces`, in rank order (the reverse).
 torch::Tensor unshard(const std::vector<torch::Tensor>& pieces, at::IntArrayRef shape);
 
-class ShardedGradSync : public GradientSync, public model::BlockHooks {
+class ShardedPlan : public ParallelPlan, public model::BlockHooks {
  public:
-  ShardedGradSync(const World& world, torch::Device device, ShardedOptions options);
+  ShardedPlan(const World& world, torch::Device device, ShardedOptions options);
   // Over `comm`, a group of its own (the bench's: Communicator::subgroup of every rank).
-  ShardedGradSync(std::unique_ptr<Communicator> comm, ShardedOptions options);
-  ~ShardedGradSync() override;
+  ShardedPlan(std::unique_ptr<Communicator> comm, ShardedOptions options);
+  ~ShardedPlan() override;
 
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->size(); }

@@ -13,7 +13,7 @@
 #include "siamese/config/config.h"
 #include "siamese/data/arithmetic.h"
 #include "siamese/data/token_dataset.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 #include "siamese/eval/downstream.h"
 #include "siamese/model/transformer.h"
 

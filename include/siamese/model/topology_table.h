@@ -64,8 +64,8 @@ struct TopologySpec {
   // Another row whose required settings this row needs too (siamese: the placement its X
   // stream takes, model.siamese.x_stream).
   std::string (*requires_as)(const ModelConfig&) = nullptr;
-  // Its project_weights rewrites whole weight matrices after every step (nGPT), which a
-  // strategy holding parameter shards cannot do.
+  // Its project_weights rewrites whole weight matrices after every step (nGPT): a plan that
+  // holds parameter shards refuses it (train::check_plan_fits_model).
   bool projects_weights = false;
 };
 

@@ -72,7 +72,7 @@ std::optional<std::string> checkpoint_problem(const std::filesystem::path& folde
 // Optimizer state saved by any number of ranks is put together whole, then cut into the
 // shards of `sync` (null: one process), so a run may resume on another world size.
 TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, Optimizer* optim,
-                           const ModelConfig* same_model = nullptr, GradientSync* sync = nullptr);
+                           const ModelConfig* same_model = nullptr, ParallelPlan* sync = nullptr);
 
 struct SettingChange {
   std::string key, was, now;  // dotted key, values as YAML text

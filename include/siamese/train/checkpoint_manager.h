@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "siamese/config/config.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/loss_scale.h"
@@ -26,7 +26,7 @@ namespace siamese::train {
 class CheckpointManager {
  public:
   // Takes the save folder (rank 0) or throws on every rank when rank 0 could not.
-  CheckpointManager(const TrainConfig& cfg, GradientSync& sync);
+  CheckpointManager(const TrainConfig& cfg, ParallelPlan& sync);
 
   // The state to start from: the resumed checkpoint's (weights, optimizer state and loss
   // scale loaded), or a fresh one. `changes` receives the settings that differ from it.
@@ -48,7 +48,7 @@ class CheckpointManager {
 
  private:
   const TrainConfig& cfg_;
-  GradientSync& sync_;
+  ParallelPlan& sync_;
   std::filesystem::path run_dir_;
   std::string config_yaml_;
   std::optional<SaveFolderLock> lock_;

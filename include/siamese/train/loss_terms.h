@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 
 namespace siamese::train {
 

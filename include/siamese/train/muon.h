@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "siamese/config/enums.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 
 namespace siamese::train {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "siamese/config/config.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 #include "siamese/train/muon.h"
 
 namespace siamese::train {

@@ -1,19 +1,37 @@
 #pragma once
-// The data-parallel strategy of a launched run, chosen once from distributed_strategy and
-// fsdp.* (docs/distributed.md): ddp and fsdp NO_SHARD keep full replicas (dist/data_parallel.h),
-// fsdp SHARD_GRAD_OP shards gradients, master weights and optimizer state, FULL_SHARD the
-// parameters too, HYBRID_SHARD does FULL_SHARD within each node (dist/sharded.h). The config
-// was validated: combinations that are refused never get here.
+// Parallelism applied once (torchtitan's parallelize.py). The plan of a launched run is chosen
+// from distributed_strategy and fsdp.* (docs/distributed.md): ddp and fsdp NO_SHARD keep full
+// replicas (dist/data_parallel.h), fsdp SHARD_GRAD_OP shards gradients, master weights and
+// optimizer state, FULL_SHARD the parameters too, HYBRID_SHARD does FULL_SHARD within each node
+// (dist/sharded.h). The config was validated: combinations that are refused never get here.
+// The plan is then applied to the model once, and its post-step work hooked on the optimizer.
 #include <memory>
 
 #include "siamese/config/config.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 #include "siamese/dist/sharded.h"
 #include "siamese/dist/world.h"
+#include "siamese/model/transformer.h"
+#include "siamese/train/optimizer.h"
 
 namespace siamese::train {
 
-std::unique_ptr<GradientSync> make_strategy(const TrainConfig& cfg, const World& world);
+// Refuses a model this launch's plan cannot hold, before any connection or allocation: a
+// topology whose project_weights rewrites whole weight matrices after every step (nGPT) under a
+// strategy that keeps only a flat shard of each parameter between uses.
+void check_plan_fits_model(const TrainConfig& cfg);
+
+// The plan of a launched run; the ranks agree on every setting before it builds its groups.
+std::unique_ptr<ParallelPlan> make_plan(const TrainConfig& cfg, const World& world);
+
+// Applies `plan` to a model just built: every rank's parameters become rank 0's, the plan takes
+// charge of their gradients (hooks that communicate during backward) and installs its block
+// hooks (FULL_SHARD gathers a block's parameters around it). Once, before the optimizer.
+void parallelize(model::TransformerImpl& model, ParallelPlan& plan);
+
+// The post-step work, in order, as the optimizer's hooks: the plan makes the parameters whole,
+// the topology projects its weights (nGPT), and the plan's shards take those values.
+void hook_optimizer(Optimizer& optim, model::TransformerImpl& model, ParallelPlan& plan);
 
 // The options of the sharded strategies (fsdp SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD).
 ShardedOptions sharded_options(const TrainConfig& cfg, const World& world);

@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "siamese/config/config.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 
 namespace siamese::train {
 

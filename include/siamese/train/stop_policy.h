@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "siamese/config/config.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 
 namespace siamese::train {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "siamese/config/config.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 #include "siamese/model/documents.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/device_clock.h"
@@ -51,7 +51,7 @@ class TrainStep {
  public:
   // micro_batch: sequences per forward on this rank. Each micro-batch's loss is its share of
   // the mean over cfg.global_train_batch_size sequences (all ranks).
-  TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim, GradientSync& sync,
+  TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim, ParallelPlan& sync,
             LossScaler& scaler, torch::Device device, int64_t micro_batch);
 
   // Runs one step on `batch` [rank's sequences, T] (already on the device) at learning rate
@@ -63,7 +63,7 @@ class TrainStep {
  private:
   model::TransformerImpl& model_;
   Optimizer& optim_;
-  GradientSync& sync_;
+  ParallelPlan& sync_;
   LossScaler& scaler_;
   torch::Device device_;
   std::optional<at::ScalarType> autocast_;

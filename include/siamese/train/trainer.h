@@ -4,7 +4,7 @@
 #include <functional>
 
 #include "siamese/config/config.h"
-#include "siamese/dist/gradient_sync.h"
+#include "siamese/dist/parallel_plan.h"
 
 namespace siamese::train {
 
@@ -18,7 +18,7 @@ struct RunControl {
   // Stop after this step with a checkpoint, as if preempted (tests, `--stop-at`); -1 = no.
   int64_t stop_at = -1;
   // Data parallelism; nullptr = a world of one.
-  GradientSync* sync = nullptr;
+  ParallelPlan* sync = nullptr;
 };
 
 // Trains per `cfg`, resuming from load_path or else from the newest checkpoint in
