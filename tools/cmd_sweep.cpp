@@ -41,7 +41,7 @@ struct SweepArgs {
   std::string scripts;
   std::string launcher = "torchrun";
   std::string binary;
-  std::string torchrun = "torchrun";
+  std::string torchrun;  // empty: the clone's scripts/torchrun (default_torchrun)
   std::vector<std::string> only;
   std::vector<int64_t> seeds;
   int jobs = 1;
@@ -62,6 +62,19 @@ std::string shell_quote(const std::string& s) {
 }
 
 std::string own_binary() { return fs::read_symlink("/proc/self/exe").string(); }
+
+// The torchrun of the torch this binary links is not on PATH (the project's Python is used
+// without activating it), so scripts call the clone's scripts/torchrun, which finds it; the
+// binary is in a build folder of that clone (build/siamese).
+std::string default_torchrun() {
+  const fs::path script = fs::path(own_binary()).parent_path().parent_path() / "scripts" / "torchrun";
+  if (!fs::is_regular_file(script))
+    throw Error("this binary is not in a build folder of a clone: there is no " + script.string(),
+                "--torchrun",
+                "name the torchrun the launch scripts should call, e.g. --torchrun "
+                "/path/to/siamese/scripts/torchrun");
+  return script.string();
+}
 
 std::string train_command(const std::string& binary, const runs::SweepRun& r) {
   std::string cmd = shell_quote(binary) + " train " + shell_quote(fs::absolute(r.base).string());
@@ -103,9 +116,10 @@ std::string launch_script(const SweepArgs& a, const runs::SweepRun& r, const fs:
   return s;
 }
 
-void write_scripts(const SweepArgs& a, const std::vector<const runs::SweepRun*>& runs) {
+void write_scripts(SweepArgs a, const std::vector<const runs::SweepRun*>& runs) {
   if (a.launcher != "torchrun" && a.launcher != "slurm")
     throw Error(fmt::format("unknown launcher \"{}\"", a.launcher), "--launcher", "use torchrun or slurm");
+  if (a.launcher == "torchrun" && a.torchrun.empty()) a.torchrun = default_torchrun();
   const fs::path dir = a.scripts;
   create_folder(dir, "--scripts");
   std::string submit = "#!/usr/bin/env bash\n# Every run of " + a.file + ".\nset -euo pipefail\n";
@@ -280,7 +294,9 @@ void add_sweep_command(CLI::App& app, Handler& run) {
                   "GPUs Slurm allocates per node (default: --nproc; 0 for CPU ranks)");
   cmd->add_option("--binary", args->binary,
                   "siamese binary in scripts and printed lines (default: this one)");
-  cmd->add_option("--torchrun", args->torchrun, "torchrun executable in launch scripts");
+  cmd->add_option("--torchrun", args->torchrun,
+                  "torchrun executable in launch scripts (default: scripts/torchrun of the clone whose "
+                  "build folder holds this binary)");
   cmd->add_option("--only", args->only, "only runs whose name contains one of these")->delimiter(',');
   cmd->add_option("--seeds", args->seeds, "seeds replacing the file's list, e.g. 1,2")->delimiter(',');
   cmd->callback([&run, args] { run = [args] { return run_sweep(*args); }; });

@@ -81,6 +81,20 @@ TEST(SweepLaunch, TorchrunScriptTrainsOnTwoRanksAsWritten) {
   EXPECT_EQ(record["max_steps"], 6);
 }
 
+// Without --torchrun the scripts call the clone's scripts/torchrun by its absolute path: the
+// torchrun of the build's torch is not on PATH, and a bare `torchrun` exited 127.
+TEST(SweepLaunch, TorchrunScriptsCallTheClonesScriptsTorchrunByDefault) {
+  const std::string torchrun =
+      (fs::canonical(SIAMESE_BINARY).parent_path().parent_path() / "scripts" / "torchrun").string();
+  if (!fs::exists(torchrun)) GTEST_SKIP() << "the binary is not in a build folder of a clone";
+  TempDir dir;
+  write_sweep(dir, "[3.0e-3]");
+  ASSERT_EQ(shell(sweep_cmd(dir, "--scripts scripts --launcher torchrun --nproc 2")), 0)
+      << read_all(dir.file("sweep.log"));
+  const std::string text = read_all(dir.file("scripts/hybrid_pre-lr0.003.sh"));
+  EXPECT_NE(text.find(torchrun + " --standalone"), std::string::npos) << text;
+}
+
 TEST(SweepLaunch, SlurmScriptTrainsOnTwoRanksWithSlurmsVariablesSetByHand) {
   TempDir dir;
   write_sweep(dir, "[3.0e-3]");
