@@ -93,6 +93,8 @@ def main():
     ap.add_argument("--precision", choices=["fp32", "amp_bf16"], default="fp32", help="for every implementation")
     ap.add_argument("--json", help="write every measurement here too")
     a = ap.parse_args()
+    if a.json:  # before the minutes of measuring, so a fresh folder does not lose them at the end
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
 
     base = dict(os.environ)
     base.setdefault("OMP_NUM_THREADS", "2")

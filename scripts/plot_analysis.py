@@ -17,7 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from plot_style import log_axes
+from plot_style import log_axes, make_out_folder
 
 
 def name_of(path, doc):
@@ -29,7 +29,7 @@ def main():
     p.add_argument("files", nargs="+")
     p.add_argument("--out", required=True)
     a = p.parse_args()
-    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    make_out_folder(p, a.out)
     docs = []
     for f in a.files:
         with open(f) as fh:

@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from plot_style import make_out_folder
 
 
 def main():
@@ -23,6 +24,7 @@ def main():
     p.add_argument("report", help="JSON written by siamese report --json")
     p.add_argument("--out", required=True)
     a = p.parse_args()
+    make_out_folder(p, a.out)
     with open(a.report) as f:
         runs = json.load(f)
     ok, diverged = defaultdict(lambda: defaultdict(list)), defaultdict(set)

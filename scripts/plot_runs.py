@@ -19,7 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from plot_style import log_axes
+from plot_style import log_axes, make_out_folder
 
 
 def read_run(run):
@@ -86,7 +86,7 @@ def main():
     p.add_argument("--overview", action="store_true",
                    help="also write <out>_overview.png: loss and per-layer gradient norms side by side")
     a = p.parse_args()
-    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    make_out_folder(p, a.out)
     data = {r: read_run(r) for r in a.runs}
     cmap = plt.get_cmap("tab20" if len(a.runs) > 10 else "tab10")
     layered = {r: d[3] for r, d in data.items() if d[3]}
