@@ -81,7 +81,9 @@ void add_import_command(CLI::App& app, Handler& run) {
   auto* cmd = app.add_subcommand("import", "Read a Hugging Face model folder into a checkpoint");
   auto folder = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
-  cmd->add_option("folder", *folder, "folder written by `siamese export`, or a LlamaForCausalLM folder")
+  cmd->add_option("folder", *folder,
+                  "folder written by `siamese export`, or a stock LlamaForCausalLM, Olmo2ForCausalLM or "
+                  "OlmoeForCausalLM folder")
       ->required()
       ->check(CLI::ExistingDirectory);
   auto overwrite = std::make_shared<bool>(false);
