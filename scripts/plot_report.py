@@ -5,7 +5,7 @@ that set runs of it apart: the report's "Model"; the paper's stability figure), 
 rate are averaged (error bar: standard deviation); diverged runs are drawn as crosses at the
 top of the plot. Loss curves of the same runs: scripts/plot_runs.py.
 
-    $SIAMESE_PYTHON scripts/plot_report.py runs.json --out figures/sweep_lr.png
+    ~/.cache/siamese/venv/bin/python scripts/plot_report.py runs.json --out figures/sweep_lr.png
 """
 import argparse
 import json

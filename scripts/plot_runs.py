@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training curves of several runs from their metrics.jsonl (matplotlib: the project Python, scripts/python_env.sh).
 
-    /usr/bin/python3 scripts/plot_runs.py RUN_DIR... --out docs/figures/wt2
+    ~/.cache/siamese/venv/bin/python scripts/plot_runs.py RUN_DIR... --out docs/figures/wt2
 
 writes <out>_loss.png (training loss overlaid, smoothed), <out>_grad_norm.png (global
 gradient norm before clipping, log scale) and, when the runs logged per-layer gradient
