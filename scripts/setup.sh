@@ -50,6 +50,20 @@ command -v nvcc >/dev/null || {
 }
 
 build_dir=${SIAMESE_BUILD_DIR:-build}
+# A build folder copied or moved from elsewhere (another clone, a renamed one) still builds
+# the sources it was configured for, into the folder it was configured in: CMake only prints
+# "CMake Error: The current CMakeCache.txt directory ... is different" and goes on. Stop
+# before that instead. A symlink to the folder itself is fine (-ef compares the files).
+cache="$build_dir/CMakeCache.txt"
+if [ -f "$cache" ]; then
+  configured_in=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$cache")
+  if [ ! "$cache" -ef "$configured_in/CMakeCache.txt" ]; then
+    echo "setup: $build_dir was configured as $configured_in and copied or moved here, so it would" \
+      "build the sources it was configured for, not these; remove it (rm -rf $build_dir) and" \
+      "re-run, or set SIAMESE_BUILD_DIR to a new folder" >&2
+    exit 1
+  fi
+fi
 # SIAMESE_CMAKE_ARGS holds several arguments separated by spaces.
 read -ra extra_cmake_args <<<"${SIAMESE_CMAKE_ARGS:-}"
 jobs=${SIAMESE_JOBS:-$(nproc)}
