@@ -14,8 +14,9 @@
 #include "siamese/train/provenance.h"
 #include "siamese/train/runtime.h"
 
-int main(int argc, char** argv) {
-  siamese::die_with_launcher();
+namespace {
+
+int run_command(int argc, char** argv) {
   // The subcommands whose work is OpenMP-parallel tensor code choose its wait policy; the
   // others skip the restart that choice costs (about a LibTorch load).
   static const std::set<std::string> kRunsModels = {"train",   "bench", "eval",  "generate",
@@ -75,4 +76,13 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  siamese::die_with_launcher();
+  const int code = run_command(argc, argv);
+  siamese::report_exit(code);
+  return code;
 }

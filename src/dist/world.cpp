@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -95,6 +96,18 @@ void die_with_launcher() {
     return;
   }
   if (::getppid() != agent) ::raise(SIGKILL);
+}
+
+void report_exit(int code) {
+  const auto dir = env("SIAMESE_EXIT_DIR");
+  const auto local_rank = env("LOCAL_RANK");
+  if (!dir || !local_rank) return;
+  // Written whole under a temporary name, then renamed: the wrapper never reads half a line.
+  const std::string path = *dir + "/" + *local_rank;
+  if (std::FILE* f = std::fopen((path + ".tmp").c_str(), "w")) {
+    std::fprintf(f, "%d %s\n", code, env("LOCAL_WORLD_SIZE").value_or("0").c_str());
+    if (std::fclose(f) == 0) std::rename((path + ".tmp").c_str(), path.c_str());
+  }
 }
 
 }  // namespace siamese

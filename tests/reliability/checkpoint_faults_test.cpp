@@ -103,7 +103,7 @@ TEST(FullDisk, SaveFailsCleanlyAndTheRunResumesExactly) {
     const auto before = snapshot(c.save_folder);
     ASSERT_EQ(before.size(), 12u);  // step2 and step4, six files each
 
-    const auto full = run_siamese(train_args(c), root / (failing + ".2.log"), {limit, 120, {}});
+    const auto full = run_siamese(train_args(c), root / (failing + ".2.log"), {limit, 120, {}, {}});
     EXPECT_EQ(full.exit_code, 2) << full.output;
     EXPECT_EQ(full.signal, 0);
     EXPECT_NE(full.output.find("cannot write: File too large"), std::string::npos) << full.output;

@@ -72,7 +72,7 @@ TEST(DataFiles, NonRegularAndTruncatedFilesAreRefusedAtOpen) {
   for (const auto& [path, message] : cases) {
     SCOPED_TRACE(path);
     const auto c = on_files(root / ("run_" + fs::path(path).stem().string()), {path});
-    expect_refused(run_siamese(train_args(c), root / "open.log", {-1, 60, {}}), path + ": " + message);
+    expect_refused(run_siamese(train_args(c), root / "open.log", {-1, 60, {}, {}}), path + ": " + message);
   }
 }
 

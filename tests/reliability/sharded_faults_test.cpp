@@ -151,6 +151,29 @@ bool alive(pid_t pid) {
   return state != 'Z' && state != 'X';
 }
 
+// scripts/torchrun on 2 ranks of this machine, before the binary and its arguments.
+Limits under_torchrun() {
+  Limits limits;
+  limits.launcher = {std::string(SIAMESE_SOURCE_DIR) + "/scripts/torchrun", "--nproc_per_node", "2",
+                     "--master_port", std::to_string(free_port())};
+  return limits;
+}
+
+// Starts `c` under scripts/torchrun for 100000 steps and returns once both ranks run and the
+// first step is logged.
+Child start_long_torchrun(TrainConfig c, const fs::path& log, std::vector<pid_t>& ranks) {
+  c.max_duration = "100000";
+  Child agent(train_args(c), log, under_torchrun());
+  const fs::path metrics = fs::path(c.save_folder) / "metrics.jsonl";
+  for (int i = 0; i < 12000 && agent.running() &&
+                  !(ranks.size() == 2 && fs::exists(metrics) && fs::file_size(metrics) > 0);
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ranks = children_of(agent.pid());
+  }
+  return agent;
+}
+
 }  // namespace
 
 // SIGKILL to torchrun (through scripts/torchrun, the repo's wrapper) used to leave both ranks
@@ -158,39 +181,13 @@ bool alive(pid_t pid) {
 TEST(Launcher, RanksDieWithAKilledTorchrun) {
   const auto root = scratch("launcher_killed");
   TrainConfig c = tiny(root / "run");
-  c.max_duration = "100000";
-  const auto args = train_args(c);
-  const std::string torchrun = std::string(SIAMESE_SOURCE_DIR) + "/scripts/torchrun";
-  const std::string port = std::to_string(free_port());
-  std::vector<std::string> argv = {torchrun,        "--no_python", "--nproc_per_node", "2",
-                                   "--master_port", port,          SIAMESE_BINARY};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const fs::path log = root / "torchrun.log";
-  const pid_t agent = ::fork();
-  if (agent == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::setenv("OMP_NUM_THREADS", "1", 1);
-    std::vector<char*> raw;
-    for (auto& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    ::execv(torchrun.c_str(), raw.data());
-    ::_exit(127);
-  }
-  // Training: both ranks started and the first step logged.
-  const fs::path metrics = fs::path(c.save_folder) / "metrics.jsonl";
   std::vector<pid_t> ranks;
-  for (int i = 0; i < 12000 && !(ranks.size() == 2 && fs::exists(metrics) && fs::file_size(metrics) > 0);
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ranks = children_of(agent);
-  }
-  ASSERT_EQ(ranks.size(), 2u) << read_all(log);
-  ASSERT_GT(fs::file_size(metrics), 0u) << read_all(log);
+  Child agent = start_long_torchrun(c, root / "torchrun.log", ranks);
+  ASSERT_EQ(ranks.size(), 2u) << read_all(root / "torchrun.log");
+  ASSERT_GT(fs::file_size(fs::path(c.save_folder) / "metrics.jsonl"), 0u) << read_all(root / "torchrun.log");
 
-  ::kill(agent, SIGKILL);
-  ::waitpid(agent, nullptr, 0);
+  agent.kill(SIGKILL);
+  agent.wait();
   const auto killed = std::chrono::steady_clock::now();
   auto any_alive = [&] { return alive(ranks[0]) || alive(ranks[1]); };
   while (any_alive() && std::chrono::steady_clock::now() - killed < std::chrono::seconds(10))
@@ -198,13 +195,37 @@ TEST(Launcher, RanksDieWithAKilledTorchrun) {
   const bool orphans = any_alive();
   for (pid_t r : ranks)
     if (alive(r)) ::kill(r, SIGKILL);  // the test's own ranks, left over when it fails
-  EXPECT_FALSE(orphans) << "ranks still training 10 s after torchrun was killed\n" << read_all(log);
+  EXPECT_FALSE(orphans) << "ranks still training 10 s after torchrun was killed\n"
+                        << read_all(root / "torchrun.log");
 
   // The lock died with them: a new start takes the folder.
   TrainConfig again = c;
   again.max_duration = "2";
   const Outcome restarted = run_siamese(train_args(again), root / "restart.log");
   EXPECT_EQ(restarted.exit_code, 0) << restarted.output;
+}
+
+// torchrun turns every non-zero exit of a rank into its own 1 and "FAILED", so a job script
+// could not tell a stopped run (resume it) from bad input or a crash. Through scripts/torchrun
+// the launch exits with the ranks' code: 2 for a bad config, 4 for SIGTERM after a checkpoint.
+TEST(Launcher, ScriptsTorchrunGivesBackTheRanksExitCode) {
+  const auto root = scratch("launcher_codes");
+  TrainConfig bad = tiny(root / "bad");
+  bad.optimizer.learning_rate = -1;
+  const Outcome refused = run_siamese(train_args(bad), root / "bad.log", under_torchrun());
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("optimizer.learning_rate"), std::string::npos) << refused.output;
+
+  TrainConfig c = tiny(root / "run");
+  c.save_interval = 1000;  // the only checkpoint is the one the stop writes
+  std::vector<pid_t> ranks;
+  Child agent = start_long_torchrun(c, root / "run.log", ranks);
+  ASSERT_EQ(ranks.size(), 2u) << read_all(root / "run.log");
+  agent.kill(SIGTERM);
+  const Outcome stopped = agent.wait();
+  EXPECT_EQ(stopped.exit_code, train::kExitStopped) << stopped.output;
+  EXPECT_NE(stopped.output.find("run the same command again to resume"), std::string::npos) << stopped.output;
+  EXPECT_FALSE(intact(c.save_folder).empty()) << stopped.output;
 }
 
 // HYBRID_SHARD on 2 ranks started without LOCAL_WORLD_SIZE (the default was the whole world,

@@ -42,6 +42,8 @@ struct Limits {
   long file_size_bytes = -1;               // RLIMIT_FSIZE: writes past it fail with EFBIG, as on a full disk
   int timeout_seconds = 120;               // a hang fails the test instead of the suite
   std::map<std::string, std::string> env;  // set in the child's environment (a rank's RANK...)
+  // A launcher run with its arguments, the binary and then ARGS (scripts/torchrun ...).
+  std::vector<std::string> launcher;
 };
 
 // A started `siamese ARGS...` whose output goes to `log`.
@@ -63,13 +65,13 @@ class Child {
         ::setrlimit(RLIMIT_FSIZE, &r);
         ::signal(SIGXFSZ, SIG_IGN);  // else the kernel kills the writer instead of failing the write
       }
+      std::vector<std::string> copy = limits.launcher;
+      copy.push_back(SIAMESE_BINARY);
+      copy.insert(copy.end(), args.begin(), args.end());
       std::vector<char*> argv;
-      static std::string binary = SIAMESE_BINARY;
-      argv.push_back(binary.data());
-      std::vector<std::string> copy = args;
       for (auto& a : copy) argv.push_back(a.data());
       argv.push_back(nullptr);
-      ::execv(binary.c_str(), argv.data());
+      ::execv(argv[0], argv.data());
       ::_exit(127);
     }
   }

@@ -33,4 +33,11 @@ World detect_world();
 // before this call kills itself at once. Elsewhere (srun, a plain start) it does nothing.
 void die_with_launcher();
 
+// Leaves this rank's exit code where scripts/torchrun reads it ($SIAMESE_EXIT_DIR/<local
+// rank>, written as "<code> <local world size>"). torchrun itself turns any non-zero code
+// into its own 1, so a job script could not tell a stopped run (resume it) from a crash;
+// the wrapper gives back the ranks' code (docs/reliability.md, "Exit codes"). A rank that
+// dies without returning from main writes nothing, which the wrapper reads as a crash.
+void report_exit(int code);
+
 }  // namespace siamese
