@@ -6,12 +6,28 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "siamese/common/error.h"
 
 namespace siamese {
+namespace {
+
+// LibTorch's message without the C++ backtrace that c10::Error appends: the user needs the
+// cause, not the frames of the library that saw it.
+std::string message_of(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
+  if (const auto cut = text.find("\nException raised from"); cut != std::string::npos) text.resize(cut);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  return text;
+}
+
+}  // namespace
 
 Communicator::Communicator(const World& world, torch::Device device, std::chrono::milliseconds timeout)
     : world_(world), device_(device.is_cuda() ? device : torch::Device(torch::kCPU)), timeout_(timeout) {
@@ -26,8 +42,16 @@ Communicator::Communicator(const World& world, torch::Device device, std::chrono
     // torchrun's agent store is shared with the agent's own keys: keep ours apart.
     store_ = c10::make_intrusive<c10d::PrefixStore>("siamese", tcp);
   } catch (const std::exception& e) {
-    throw Error("cannot reach the rendezvous store at " + world.master_addr + ":" +
-                    std::to_string(world.master_port) + ": " + e.what(),
+    const std::string where = world.master_addr + ":" + std::to_string(world.master_port);
+    const std::string cause = message_of(e);
+    if (cause.find("EADDRINUSE") != std::string::npos)
+      throw Error("rank 0 cannot host the rendezvous store: port " + where +
+                      " is already in use (another run, or a rank of an earlier launch still running)",
+                  "MASTER_PORT",
+                  "launch with another port (scripts/torchrun --master_port P, or MASTER_PORT for srun), "
+                  "or stop the process that holds it (ss -ltnp 'sport = :" +
+                      std::to_string(world.master_port) + "' names it)");
+    throw Error("cannot reach the rendezvous store at " + where + ": " + cause,
                 "rank " + std::to_string(world.rank),
                 "launch with scripts/torchrun (or srun with MASTER_ADDR/MASTER_PORT set) and "
                 "check that every rank sees the same address");
@@ -61,7 +85,7 @@ void Communicator::connect() {
     try {
       group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, world_.rank, world_.size, nccl_opts);
     } catch (const std::exception& e) {
-      fail(e, "connecting the NCCL process group");
+      fail_to_join(e);
     }
   } else {
     auto gloo_opts = c10d::ProcessGroupGloo::Options::create();
@@ -70,13 +94,26 @@ void Communicator::connect() {
     try {
       group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, world_.rank, world_.size, gloo_opts);
     } catch (const std::exception& e) {
-      fail(e, "connecting the process group");
+      fail_to_join(e);
     }
   }
 }
 
+void Communicator::fail_to_join(const std::exception& e) const {
+  const std::string cause = message_of(e);
+  if (cause.find("timeout") == std::string::npos) fail(e, "connecting the process group");
+  throw Error(
+      fmt::format("not all {} ranks joined the process group within {} s ({})", world_.size,
+                  timeout_.count() / 1000, cause),
+      fmt::format("rank {} of {}", world_.rank, world_.size),
+      fmt::format("start every rank (WORLD_SIZE={}: scripts/torchrun --nproc_per_node, srun -n) with "
+                  "the same MASTER_ADDR and MASTER_PORT; a rank that failed before joining says why in "
+                  "its own log; distributed.timeout_seconds sets the wait",
+                  world_.size));
+}
+
 void Communicator::fail(const std::exception& e, const char* op) const {
-  throw Error(std::string(op) + " failed: " + e.what(),
+  throw Error(std::string(op) + " failed: " + message_of(e),
               "rank " + std::to_string(world_.rank) + " of " + std::to_string(world_.size),
               "another rank probably died or stalled for longer than the timeout (" +
                   std::to_string(timeout_.count() / 1000) +

@@ -1,6 +1,9 @@
 // Faults of multi-rank runs: ranks given unequal data by the instance filter, damaged
 // sharded checkpoints. Each rank is the real binary on a real Gloo process group.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <sstream>
 
@@ -266,5 +269,49 @@ TEST(LaunchSettings, HybridWithoutANodeSizeAndUnequalStrategiesAreRefused) {
   EXPECT_NE(refused.output.find("the 2 ranks were launched with different settings: fsdp.sharding_strategy"),
             std::string::npos)
       << refused.output;
+  EXPECT_FALSE(fs::exists(fs::path(c.save_folder) / "metrics.jsonl"));
+}
+
+// A rendezvous port another process holds, and a rank that was never started: both were
+// reported with LibTorch's C++ backtrace, the first with a fix about addresses, the second as
+// "another rank probably died". Each now says what happened and what to change, exit 2.
+TEST(Rendezvous, APortInUseAndAMissingRankAreNamedWithoutABacktrace) {
+  const auto root = scratch("rendezvous");
+  TrainConfig c = tiny(root / "run");
+  c.max_duration = "2";
+  c.distributed.timeout_seconds = 3;
+  auto rank0_of_2 = [](int port) {
+    Limits limits;
+    limits.env = {{"RANK", "0"},
+                  {"LOCAL_RANK", "0"},
+                  {"WORLD_SIZE", "2"},
+                  {"LOCAL_WORLD_SIZE", "2"},
+                  {"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", std::to_string(port)}};
+    return limits;
+  };
+  const int held = free_port();
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(held));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(holder, 1), 0);
+  const Outcome in_use = run_siamese(train_args(c), root / "in_use.log", rank0_of_2(held));
+  ::close(holder);
+  EXPECT_EQ(in_use.exit_code, 2) << in_use.output;
+  EXPECT_NE(in_use.output.find("port 127.0.0.1:" + std::to_string(held) + " is already in use"),
+            std::string::npos)
+      << in_use.output;
+  EXPECT_NE(in_use.output.find("--master_port"), std::string::npos) << in_use.output;
+
+  const Outcome alone = run_siamese(train_args(c), root / "alone.log", rank0_of_2(free_port()));
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  EXPECT_NE(alone.output.find("not all 2 ranks joined the process group within 3 s"), std::string::npos)
+      << alone.output;
+  EXPECT_NE(alone.output.find("WORLD_SIZE=2"), std::string::npos) << alone.output;
+  for (const Outcome* out : {&in_use, &alone})
+    EXPECT_EQ(out->output.find("Exception raised from"), std::string::npos) << out->output;
   EXPECT_FALSE(fs::exists(fs::path(c.save_folder) / "metrics.jsonl"));
 }

@@ -53,6 +53,9 @@ class Communicator {
                c10::intrusive_ptr<c10d::Store> store);
   void connect();
   [[noreturn]] void fail(const std::exception& e, const char* op) const;
+  // Joining the group timed out or failed: a rank that was never started, or one that failed
+  // before it joined, is the usual cause.
+  [[noreturn]] void fail_to_join(const std::exception& e) const;
 
   World world_;
   torch::Device device_;  // where the group's tensors live: cuda:LOCAL_RANK for NCCL, else CPU
