@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "siamese_process.h"
@@ -37,6 +38,17 @@ TrainConfig filtered_run(const fs::path& folder) {
   return c;
 }
 
+// step -> a metric's value (metrics.jsonl rows that have it).
+std::map<int64_t, double> metric_per_step(const fs::path& folder, const std::string& key) {
+  std::map<int64_t, double> out;
+  std::ifstream in(folder / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains(key) && j[key].is_number()) out[j["step"].get<int64_t>()] = j[key].get<double>();
+  }
+  return out;
+}
+
 }  // namespace
 
 // The filter leaves the ranks unequal shares (an odd number of instances left out of a step
@@ -63,6 +75,45 @@ TEST(UnequalShares, FullShardTrainsAsOneProcessWhenTheFilterLeavesRanksUnequal) 
   ASSERT_EQ(got.size(), 8u) << sharded.output;
   for (const auto& [step, loss] : got) EXPECT_NEAR(loss, want.at(step), 1e-5) << "step " << step;
   EXPECT_EQ(filtered_per_step(two.save_folder), filtered);
+}
+
+// The same unequal shares with block_type moe: a rank's empty micro-batch still runs every
+// block (so that the gathers match), and its router then sees no tokens. Its load-balancing
+// and router z-losses must add nothing (not 0/0), its dropped fraction must not count, and
+// the run must follow the one-process run's losses and MoE terms.
+TEST(UnequalShares, FullShardMoeTrainsAsOneProcessWithEmptyMicroBatches) {
+  const auto root = scratch("unequal_moe");
+  auto moe = [](TrainConfig c) {
+    c.model.block_type = BlockType::Moe;
+    c.model.moe_num_experts = 4;
+    c.model.moe_top_k = 2;
+    c.model.moe_zloss_weight = 0.001;
+    return c;
+  };
+  const TrainConfig one = moe(filtered_run(root / "one"));
+  const Outcome single = run_siamese(train_args(one), root / "one.log");
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  int odd = 0;
+  for (const auto& [step, n] : filtered_per_step(one.save_folder)) odd += n % 2;
+  ASSERT_GT(odd, 0) << "no step leaves the ranks unequal";
+
+  const TrainConfig two = moe(filtered_run(root / "two"));
+  auto ranks = start_sharded(two, 2, (root / "two.log").string(),
+                             {"--distributed_strategy=fsdp", "--fsdp.sharding_strategy=FULL_SHARD"});
+  const Outcome sharded = wait_sharded(ranks);
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
+  const auto want = losses(one.save_folder), got = losses(two.save_folder);
+  ASSERT_EQ(got.size(), 8u) << sharded.output;
+  for (const auto& [step, loss] : got) EXPECT_NEAR(loss, want.at(step), 1e-5) << "step " << step;
+  for (const char* key : {"moe_lbl_loss", "moe_z_loss", "moe_dropped_fraction"}) {
+    const auto a = metric_per_step(one.save_folder, key), b = metric_per_step(two.save_folder, key);
+    ASSERT_EQ(a.size(), 8u) << key;
+    for (const auto& [step, v] : a) {
+      ASSERT_TRUE(b.count(step)) << key << " step " << step;
+      EXPECT_TRUE(std::isfinite(b.at(step))) << key << " step " << step;
+      EXPECT_NEAR(b.at(step), v, 1e-5 + 1e-5 * std::abs(v)) << key << " step " << step;
+    }
+  }
 }
 
 // manifest.json of the newest checkpoint of 2 FULL_SHARD ranks edited to say another number
