@@ -30,12 +30,17 @@ void print_memory_plan(const TrainConfig& cfg, int world, int local_world) {
       world, std::min(world, local_world), micro, cfg.model.max_sequence_length);
   std::cout << fmt::format("  {:<16}{:>9}{:>9}{:>9}{:>9}{:>12}{:>12}{:>12}{:>12}\n", "strategy", "params",
                            "grads", "optim", "state", "activ.", "activ.ckpt", "total", "total ckpt");
-  for (const auto& r : train::plan_memory(cfg, world, local_world))
+  for (const auto& r : train::plan_memory(cfg, world, local_world)) {
+    if (!r.refused.empty()) {
+      std::cout << fmt::format("  {:<16}refused by train: {}\n", r.strategy, r.refused);
+      continue;
+    }
     std::cout << fmt::format("  {:<16}{:>9.2f}{:>9.2f}{:>9.2f}{:>9.2f}{:>12.2f}{:>12.2f}{:>12.2f}{:>12.2f}\n",
                              r.strategy, r.parameters / gib, r.gradients / gib, r.optimizer / gib,
                              r.state() / gib, r.activations / gib, r.activations_checkpointed / gib,
                              (r.state() + r.activations) / gib,
                              (r.state() + r.activations_checkpointed) / gib);
+  }
 }
 
 }  // namespace
@@ -88,6 +93,9 @@ void add_inspect_command(CLI::App& app, Handler& run) {
         // A plan for a launch that train would refuse is no plan.
         validate_for_world_size(train_cfg, *world);
         train::check_plan_fits_model(train_cfg);
+        if (train_cfg.fsdp.sharding_strategy == ShardingStrategy::HybridShard &&
+            train_cfg.distributed_strategy == DistributedStrategy::Fsdp)
+          train::hybrid_replicas(train_cfg, *world, std::min(*world, *local_world));
         print_memory_plan(train_cfg, *world, *local_world);
       }
       return 0;

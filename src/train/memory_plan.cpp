@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "siamese/common/error.h"
 #include "siamese/model/accounting.h"
+#include "siamese/train/parallelize.h"
 
 namespace siamese::train {
 
@@ -10,9 +12,15 @@ std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int 
   const ModelConfig& m = cfg.model;
   const auto counts = model::count_parameters(m);
   const double N = double(counts.total()), W = double(world_size);
-  // HYBRID_SHARD's shard group: world / replicas ranks, by default a node.
-  const auto& replicas = cfg.fsdp.hybrid_sharding_num_model_replicas;
-  const double G = replicas ? W / double(*replicas) : double(std::min(world_size, std::max(1, local_world)));
+  // HYBRID_SHARD's shard group: world / replicas ranks, by train's rule (a node by default);
+  // where train would refuse the launch, so does the row.
+  std::string hybrid_refused;
+  double G = 0;
+  try {
+    G = W / double(hybrid_replicas(cfg, world_size, std::min(world_size, local_world)));
+  } catch (const Error& e) {
+    hybrid_refused = e.what();
+  }
   const double block = double(counts.attention + counts.mlp + counts.residual) / double(m.n_layers);
   const double bucket = cfg.distributed.bucket_mb * 1048576.0;
 
@@ -28,7 +36,7 @@ std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int 
   const double checkpointed = L * 4.0 * s * b * h + per_block + logits;
 
   auto row = [&](std::string name, double params, double grads, double optim) {
-    return RankMemory{std::move(name), params, grads, optim, activations, checkpointed};
+    return RankMemory{std::move(name), params, grads, optim, activations, checkpointed, {}};
   };
   const double whole = 4.0 * N;
   // Sharding parameters reaches only the blocks' (embedding, final norm and head stay whole),
@@ -43,7 +51,8 @@ std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int 
       row("ddp / NO_SHARD", whole, 2.0 * whole, 2.0 * whole),
       row("SHARD_GRAD_OP", whole, whole / W + std::min(bucket, whole), 2.0 * whole / W),
       row("FULL_SHARD", sharded_params(W), whole / W + gathered, 2.0 * whole / W),
-      row("HYBRID_SHARD", sharded_params(G), whole / G + gathered, 2.0 * whole / G),
+      hybrid_refused.empty() ? row("HYBRID_SHARD", sharded_params(G), whole / G + gathered, 2.0 * whole / G)
+                             : RankMemory{"HYBRID_SHARD", 0, 0, 0, 0, 0, hybrid_refused},
   };
 }
 

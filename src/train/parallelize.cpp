@@ -15,29 +15,25 @@
 #include "siamese/train/runtime.h"
 
 namespace siamese::train {
-namespace {
 
-// HYBRID_SHARD's replicas: the config's count, or one per node (OLMo's default).
-int hybrid_replicas(const TrainConfig& cfg, const World& world) {
+int hybrid_replicas(const TrainConfig& cfg, int world_size, int local_size) {
   const auto& asked = cfg.fsdp.hybrid_sharding_num_model_replicas;
-  if (!asked && (world.local_size < 1 || world.size % world.local_size != 0))
+  if (!asked && (local_size < 1 || world_size % local_size != 0))
     throw Error(
         fmt::format("HYBRID_SHARD shards within a node, and the launcher does not say how many of the "
                     "{} ranks share one ({})",
-                    world.size,
-                    world.local_size < 1 ? std::string("no LOCAL_WORLD_SIZE, no Slurm tasks per node")
-                                         : fmt::format("LOCAL_WORLD_SIZE, or Slurm's tasks per node, gave {}",
-                                                       world.local_size)),
+                    world_size,
+                    local_size < 1
+                        ? std::string("no LOCAL_WORLD_SIZE, no Slurm tasks per node")
+                        : fmt::format("LOCAL_WORLD_SIZE, or Slurm's tasks per node, gave {}", local_size)),
         "fsdp.hybrid_sharding_num_model_replicas",
         "set fsdp.hybrid_sharding_num_model_replicas to the number of model copies");
-  const int64_t replicas = asked ? *asked : world.size / world.local_size;
-  if (world.size % replicas != 0)
-    throw Error(fmt::format("{} model replicas do not split {} ranks evenly", replicas, world.size),
+  const int64_t replicas = asked ? *asked : world_size / local_size;
+  if (world_size % replicas != 0)
+    throw Error(fmt::format("{} model replicas do not split {} ranks evenly", replicas, world_size),
                 "fsdp.hybrid_sharding_num_model_replicas", "use a divisor of the world size");
   return int(replicas);
 }
-
-}  // namespace
 
 bool reduces_during_backward(const TrainConfig& cfg) {
   return cfg.distributed.overlap && cfg.model.activation_checkpointing == ActivationCheckpointing::None &&
@@ -52,7 +48,7 @@ ShardedOptions sharded_options(const TrainConfig& cfg, const World& world) {
   // the wrapping strategy says, and it keeps its own rule for overlapping, by block.
   options.shard_parameters = shards_parameters(cfg);
   if (cfg.fsdp.sharding_strategy == ShardingStrategy::HybridShard)
-    options.replicas = hybrid_replicas(cfg, world);
+    options.replicas = hybrid_replicas(cfg, world.size, world.local_size);
   options.overlap = options.shard_parameters ? cfg.distributed.overlap : reduces_during_backward(cfg);
   if (cfg.fsdp.precision == FsdpPrecision::Pure)
     options.reduce_dtype = autocast_dtype(cfg.precision).value_or(torch::kFloat);

@@ -537,6 +537,19 @@ TEST(Inspect, WorldSizesTrainRefusesAreRefused) {
       siamese::testing::run_siamese("inspect configs/tiny/base.yaml --world-size 2", scratch);
   ASSERT_EQ(planned.code, 0) << planned.err;
   EXPECT_NE(planned.out.find("per-rank memory"), std::string::npos) << planned.out;
+  // HYBRID_SHARD over 4 ranks in nodes of 3: train refuses it (no whole number of replicas),
+  // so its row says why instead of printing bytes, and a config that asks for it is refused.
+  const auto uneven = siamese::testing::run_siamese(
+      "inspect configs/tiny/base.yaml --world-size 4 --local-world-size 3", scratch);
+  ASSERT_EQ(uneven.code, 0) << uneven.err;
+  EXPECT_NE(uneven.out.find("HYBRID_SHARD    refused by train: "), std::string::npos) << uneven.out;
+  EXPECT_NE(uneven.out.find("FULL_SHARD "), std::string::npos) << uneven.out;
+  const auto hybrid = siamese::testing::run_siamese(
+      "inspect configs/tiny/base.yaml --world-size 4 --local-world-size 3 --distributed_strategy=fsdp "
+      "--fsdp.sharding_strategy=HYBRID_SHARD",
+      scratch);
+  EXPECT_EQ(hybrid.code, 2) << hybrid.out << hybrid.err;
+  EXPECT_NE(hybrid.err.find("fsdp.hybrid_sharding_num_model_replicas"), std::string::npos) << hybrid.err;
 }
 
 }  // namespace

@@ -29,6 +29,9 @@ struct RankMemory {
   std::string strategy;
   double parameters = 0, gradients = 0, optimizer = 0;  // bytes
   double activations = 0, activations_checkpointed = 0;
+  // Why train would refuse this strategy at this world size (HYBRID_SHARD's node size), or
+  // empty; the byte counts are then 0.
+  std::string refused;
   double state() const { return parameters + gradients + optimizer; }
 };
 

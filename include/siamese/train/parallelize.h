@@ -33,6 +33,11 @@ void parallelize(model::TransformerImpl& model, ParallelPlan& plan);
 // the topology projects its weights (nGPT), and the plan's shards take those values.
 void hook_optimizer(Optimizer& optim, model::TransformerImpl& model, ParallelPlan& plan);
 
+// HYBRID_SHARD's model replicas over `world_size` ranks, nodes of `local_size` (0: the
+// launcher did not say): fsdp.hybrid_sharding_num_model_replicas, or one per node (OLMo's
+// default). Refused, naming the key, where neither gives a count that splits the ranks.
+int hybrid_replicas(const TrainConfig& cfg, int world_size, int local_size);
+
 // The options of the sharded strategies (fsdp SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD).
 ShardedOptions sharded_options(const TrainConfig& cfg, const World& world);
 
