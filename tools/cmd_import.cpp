@@ -59,7 +59,7 @@ int run_import(const std::string& folder, const std::string& out, bool overwrite
   const auto optim = train::build_optimizer(cfg.optimizer, imported.model->named_parameters());
   // The one writer of the folder, as a training run is; checked again under the lock, which a
   // run or another import may have taken since.
-  const train::SaveFolderLock lock(out);
+  const train::SaveFolderLock lock(out, "siamese import");
   refuse_used_out(out, overwrite);
   train::clean_save_folder(out, lock);
   // step0 appears whole or not at all: written beside it and renamed into place.

@@ -21,7 +21,7 @@ CheckpointManager::CheckpointManager(const TrainConfig& cfg, ParallelPlan& sync)
   std::exception_ptr failure;
   if (sync_.rank() == 0) {
     try {
-      lock_.emplace(run_dir_);
+      lock_.emplace(run_dir_, "siamese train");
       clean_save_folder(run_dir_, *lock_);
     } catch (...) {
       failure = std::current_exception();

@@ -46,7 +46,7 @@ void remove_checkpoint(const fs::path& dir) {
 }
 }  // namespace
 
-SaveFolderLock::SaveFolderLock(const fs::path& save_folder) {
+SaveFolderLock::SaveFolderLock(const fs::path& save_folder, const std::string& holder) {
   create_folder(save_folder, "save_folder");
   const fs::path path = save_folder / ".lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -54,16 +54,18 @@ SaveFolderLock::SaveFolderLock(const fs::path& save_folder) {
     throw Error(fmt::format("cannot open the lock file: {}", std::strerror(errno)), path.string(),
                 "make save_folder writable");
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    char holder[32] = {};
-    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    char line[256] = {};
+    const ssize_t n = ::pread(fd_, line, sizeof line - 1, 0);
     ::close(fd_);
     fd_ = -1;
-    throw Error(fmt::format("another process (pid {}) is training into this save_folder",
-                            n > 0 ? std::string(holder, strcspn(holder, "\n")) : "unknown"),
+    // "<pid> <what it does>"; a file without the second part names the pid alone.
+    std::string other = n > 0 ? std::string(line, strcspn(line, "\n")) : "unknown";
+    if (const auto space = other.find(' '); space != std::string::npos) other.replace(space, 1, ": ");
+    throw Error(fmt::format("another process (pid {}) holds this folder's lock and writes into it", other),
                 save_folder.string(),
                 "wait for it to finish or stop it, or give this run its own save_folder");
   }
-  const std::string pid = std::to_string(::getpid()) + "\n";
+  const std::string pid = std::to_string(::getpid()) + " " + holder + "\n";
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0)
     spdlog::warn("{}: cannot record this process's id ({})", path.string(), std::strerror(errno));
 }

@@ -364,7 +364,7 @@ TEST(Sharded, ShardGradOpOnTwoRanksMatchesOneProcessAndReshardsOnResume) {
   fs::create_directories(staged);
   std::ofstream(staged / train::optimizer_shard_name(0, 2)) << "partial";
   {
-    train::SaveFolderLock lock(two);
+    train::SaveFolderLock lock(two, "a test");
     train::clean_save_folder(two, lock);
   }
   EXPECT_FALSE(fs::exists(staged));

@@ -191,7 +191,7 @@ TEST(TwoTrainers, SecondIsRefusedAndTheLockDiesWithTheFirst) {
   const auto second = run_siamese(train_args(c), root / "second.log");
   EXPECT_EQ(second.exit_code, 2);
   EXPECT_NE(second.output.find(
-                fmt::format("another process (pid {}) is training into this save_folder", first.pid())),
+                fmt::format("another process (pid {}: siamese train) holds this folder's lock", first.pid())),
             std::string::npos)
       << second.output;
   EXPECT_TRUE(first.running());

@@ -518,10 +518,10 @@ TEST(Import, AUsedOutIsRefusedUnlessOverwriteAndALockedOneAlways) {
   EXPECT_EQ(entries(notes), (std::vector<std::string>{"todo.txt"}));
 
   {
-    const train::SaveFolderLock held(out);
+    const train::SaveFolderLock held(out, "a test");
     expect_refused(
         run_siamese({"import", hf.string(), "--out", out.string(), "--overwrite"}, root / "import4.log"),
-        "another process (pid " + std::to_string(::getpid()) + ")");
+        "another process (pid " + std::to_string(::getpid()) + ": a test) holds this folder's lock");
     EXPECT_TRUE(snapshot(out) == imported) << "step0 changed";
   }
   const Outcome replaced =

@@ -14,10 +14,12 @@ namespace siamese::train {
 
 // The one writer of a save_folder: an exclusive flock on save_folder/.lock, released when
 // this object is destroyed or the process exits (however it exits). Taken by rank 0 only,
-// the rank that writes. Throws siamese::Error when another process holds it.
+// the rank that writes. The lock file names the holder's pid and `holder` (what it does:
+// "siamese train", "siamese import"), and a refused process is told both: throws
+// siamese::Error when another process holds it.
 class SaveFolderLock {
  public:
-  explicit SaveFolderLock(const std::filesystem::path& save_folder);
+  SaveFolderLock(const std::filesystem::path& save_folder, const std::string& holder);
   ~SaveFolderLock();
   SaveFolderLock(const SaveFolderLock&) = delete;
   SaveFolderLock& operator=(const SaveFolderLock&) = delete;
