@@ -26,7 +26,7 @@
 #include "siamese/dist/world.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
-#include "siamese/train/runtime.h"
+#include "siamese/train/stop_policy.h"
 #include "siamese/train/trainer.h"
 
 namespace siamese::cli {

@@ -15,6 +15,7 @@
 #include "siamese/dist/sharded.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
+#include "siamese/train/attention_kernels.h"
 #include "siamese/train/device_clock.h"
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/optimizer.h"

@@ -368,13 +368,8 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Opt
     s.step = read("step").item<int64_t>();
     s.tokens = read("tokens").item<int64_t>();
     s.bad_steps = read("bad_steps").item<int64_t>();
-    // Checkpoints written before loss scaling existed have no scale: a run resumed from one
-    // starts the scale afresh.
-    torch::Tensor scale;
-    if (a.try_read("loss_scale", scale)) {
-      s.loss_scale = scale.item<double>();
-      s.loss_scale_good_steps = read("loss_scale_good_steps").item<int64_t>();
-    }
+    s.loss_scale = read("loss_scale").item<double>();
+    s.loss_scale_good_steps = read("loss_scale_good_steps").item<int64_t>();
     at::Generator cpu_generator = at::detail::getDefaultCPUGenerator();
     cpu_generator.set_state(read("rng_cpu"));
     torch::Tensor cuda_state;

@@ -1,6 +1,11 @@
 #include "siamese/train/memory_plan.h"
 
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <string>
 
 #include "siamese/common/error.h"
 #include "siamese/model/accounting.h"
@@ -54,6 +59,71 @@ std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int 
       hybrid_refused.empty() ? row("HYBRID_SHARD", sharded_params(G), whole / G + gathered, 2.0 * whole / G)
                              : RankMemory{"HYBRID_SHARD", 0, 0, 0, 0, 0, hybrid_refused},
   };
+}
+
+const RankMemory& strategy_row(const std::vector<RankMemory>& plan, const TrainConfig& cfg, int world_size) {
+  if (world_size <= 1 || !shards_optimizer_state(cfg)) return plan[0];
+  if (!shards_parameters(cfg)) return plan[1];
+  return cfg.fsdp.sharding_strategy == ShardingStrategy::HybridShard ? plan[3] : plan[2];
+}
+
+void check_model_fits(const TrainConfig& cfg, torch::Device device, int world_size, int local_size) {
+  const ModelConfig& model = cfg.model;
+  double available = 0;
+  if (device.is_cuda()) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) available = double(total_bytes);
+  } else {
+    available = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  }
+  const int sharing = device.is_cuda() ? 1 : std::max(1, std::min(local_size, world_size));
+  const model::StateBytes parts = model::training_state_parts(model);
+  // This rank's share: the whole state on one process or a replica, the strategy's row of
+  // plan_memory otherwise. plan_memory counts parameters in int64, safe below 2^59 bytes of
+  // state; a model above that exceeds any device whatever share of it a rank holds.
+  double share = 1;
+  std::string strategy;
+  if (world_size > 1 && shards_optimizer_state(cfg) && parts.total() < 0x1p59) {
+    const auto plan = plan_memory(cfg, world_size, std::max(1, local_size));
+    const RankMemory& row = strategy_row(plan, cfg, world_size);
+    // A strategy train refuses at this size is refused where it is chosen, with its reason.
+    if (!row.refused.empty()) return;
+    share = row.state() / plan[0].state();
+    strategy = row.strategy;
+  }
+  const double needed = parts.total() * share * double(sharing);
+  if (available <= 0 || needed <= available) return;
+  std::string how;
+  if (share < 1 || sharing > 1)
+    how = fmt::format(" ({:.3g} GiB a rank{}{})", parts.total() * share / double(1 << 30),
+                      strategy.empty() ? "" : fmt::format(" under {} over {} ranks", strategy, world_size),
+                      sharing > 1 ? fmt::format(", and {} ranks share the memory", sharing) : "");
+  // The key of the largest part is the one to name: 2M experts are moe_num_experts' doing,
+  // whatever d_model is.
+  std::string key, part;
+  double largest = 0;
+  if (parts.mlp >= parts.attention && parts.mlp >= parts.embedding) {
+    largest = parts.mlp;
+    part = "the MLPs";
+    key = model.block_type == BlockType::Moe ? fmt::format("model.moe_num_experts {}", model.moe_num_experts)
+          : model.mlp_hidden_size            ? fmt::format("model.mlp_hidden_size {}", *model.mlp_hidden_size)
+                                             : fmt::format("model.mlp_ratio {}", model.mlp_ratio);
+  } else if (parts.attention >= parts.embedding) {
+    largest = parts.attention;
+    part = "attention";
+    key = fmt::format("model.d_model {}", model.d_model);
+  } else {
+    largest = parts.embedding;
+    part = "the embeddings";
+    key = fmt::format("model.embedding_size {}", model.embedding_size);
+  }
+  throw Error(
+      fmt::format("the model needs {:.3g} GiB for its weights, gradients and AdamW state alone{}; {} has "
+                  "{:.3g} GiB; {} take {:.0f}% of it",
+                  needed / double(1 << 30), how, device.str(), available / double(1 << 30), part,
+                  100.0 * largest / parts.total()),
+      fmt::format("{} (model.d_model {}, model.n_layers {})", key, model.d_model, model.n_layers),
+      "make the model smaller (" + key.substr(0, key.find(' ')) + " first), or shard it over more devices");
 }
 
 }  // namespace siamese::train

@@ -1,14 +1,10 @@
 #include "siamese/train/runtime.h"
 
-#include "siamese/model/accounting.h"
-
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 #include <malloc.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <csignal>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -16,14 +12,9 @@
 #include <fmt/format.h>
 #include "siamese/common/error.h"
 #include "siamese/config/device.h"
+#include "siamese/model/accounting.h"
 
 namespace siamese::train {
-
-namespace {
-// A signal handler can only reach process-global state.
-std::atomic<int> g_stop_signal{0};
-void on_stop_signal(int sig) { g_stop_signal.store(sig); }
-}  // namespace
 
 void configure_cpu_runtime() {
   // An explicit OMP_NUM_THREADS wins (e.g. tests sharing a busy machine).
@@ -54,6 +45,20 @@ void configure_cuda_runtime(torch::Device device, bool allow_tf32) {
   at::globalContext().setAllowTF32CuDNN(allow_tf32);
 }
 
+void check_device_choice(const TrainConfig& cfg, torch::Device device) {
+  const auto setting = parse_device(cfg.device);
+  if (device.is_cuda() || !setting || setting->kind != DeviceSetting::Kind::Auto) return;
+  // 16 bytes of weights, gradients and AdamW state per parameter (accounting.h), in doubles.
+  const double parameters = model::training_state_bytes(cfg.model) / 16.0;
+  if (parameters < kCpuFallbackParameters) return;
+  throw Error(fmt::format("device is auto and no GPU is visible, so this {:.3g}B-parameter model would train "
+                          "on the CPU, orders of magnitude slower than on a GPU",
+                          parameters / 1e9),
+              "device",
+              "run where a GPU is visible (check CUDA_VISIBLE_DEVICES and nvidia-smi), or set device: cpu "
+              "to train on the CPU anyway");
+}
+
 torch::Device resolve_device(const std::string& device, int local_rank) {
   const auto setting = parse_device(device);
   if (!setting)
@@ -74,103 +79,6 @@ torch::Device resolve_device(const std::string& device, int local_rank) {
       break;
   }
   return torch::cuda::is_available() ? cuda() : torch::Device(torch::kCPU);
-}
-
-void check_model_fits(const ModelConfig& model, torch::Device device) {
-  double available = 0;
-  if (device.is_cuda()) {
-    size_t free_bytes = 0, total_bytes = 0;
-    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) available = double(total_bytes);
-  } else {
-    available = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
-  }
-  const model::StateBytes parts = model::training_state_parts(model);
-  const double needed = parts.total();
-  if (available <= 0 || needed <= available) return;
-  // The key of the largest part is the one to name: 2M experts are moe_num_experts' doing,
-  // whatever d_model is.
-  std::string key, part;
-  double largest = 0;
-  if (parts.mlp >= parts.attention && parts.mlp >= parts.embedding) {
-    largest = parts.mlp;
-    part = "the MLPs";
-    key = model.block_type == BlockType::Moe ? fmt::format("model.moe_num_experts {}", model.moe_num_experts)
-          : model.mlp_hidden_size            ? fmt::format("model.mlp_hidden_size {}", *model.mlp_hidden_size)
-                                             : fmt::format("model.mlp_ratio {}", model.mlp_ratio);
-  } else if (parts.attention >= parts.embedding) {
-    largest = parts.attention;
-    part = "attention";
-    key = fmt::format("model.d_model {}", model.d_model);
-  } else {
-    largest = parts.embedding;
-    part = "the embeddings";
-    key = fmt::format("model.embedding_size {}", model.embedding_size);
-  }
-  throw Error(
-      fmt::format("the model needs {:.3g} GiB for its weights, gradients and AdamW state alone; {} has "
-                  "{:.3g} GiB; {} take {:.0f}% of it",
-                  needed / double(1 << 30), device.str(), available / double(1 << 30), part,
-                  100.0 * largest / needed),
-      fmt::format("{} (model.d_model {}, model.n_layers {})", key, model.d_model, model.n_layers),
-      "make the model smaller (" + key.substr(0, key.find(' ')) + " first), or shard it over more devices");
-}
-
-void install_stop_handlers() {
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
-}
-
-int stop_signal() { return g_stop_signal.load(); }
-
-AttentionKernelScope::AttentionKernelScope(bool flash_only) : active_(flash_only) {
-  auto& ctx = at::globalContext();
-  flash_ = ctx.userEnabledFlashSDP();
-  mem_efficient_ = ctx.userEnabledMemEfficientSDP();
-  cudnn_ = ctx.userEnabledCuDNNSDP();
-  math_ = ctx.userEnabledMathSDP();
-  if (!active_) return;
-  ctx.setSDPUseFlash(true);
-  ctx.setSDPUseMemEfficient(false);
-  ctx.setSDPUseCuDNN(false);
-  ctx.setSDPUseMath(false);
-}
-
-AttentionKernelScope::~AttentionKernelScope() {
-  if (!active_) return;
-  auto& ctx = at::globalContext();
-  ctx.setSDPUseFlash(flash_);
-  ctx.setSDPUseMemEfficient(mem_efficient_);
-  ctx.setSDPUseCuDNN(cudnn_);
-  ctx.setSDPUseMath(math_);
-}
-
-void check_flash_attention(const ModelConfig& model, torch::Device device,
-                           std::optional<at::ScalarType> autocast) {
-  if (!model.flash_attention) return;
-  // The shapes and dtype the attention sublayer hands to the kernel (GQA heads are repeated
-  // before it); the sequence length does not change the choice.
-  const int64_t head_dim = model.d_model / model.n_heads;
-  const auto dtype = autocast.value_or(torch::kFloat);
-  const auto q = torch::zeros({1, model.n_heads, 16, head_dim}, torch::dtype(dtype).device(device));
-  int64_t choice = -1;
-  {
-    const AttentionKernelScope flash_only(true);
-    try {  // with only flash enabled, "no kernel" is an exception
-      choice = at::_fused_sdp_choice(q, q, q, {}, model.attention_dropout, /*is_causal=*/true);
-    } catch (const c10::Error&) {
-    }
-  }
-  if (choice == static_cast<int64_t>(at::SDPBackend::flash_attention)) return;
-  const std::string needs =
-      device.is_cuda() ? "on CUDA it needs float16 or bfloat16 (precision amp_bf16 or amp_fp16), a head size "
-                         "that is a multiple of 8 up to 256 and an sm80 or newer GPU"
-                       : "on the CPU it does not take attention dropout";
-  throw Error(fmt::format("model.flash_attention is true, but LibTorch's flash attention kernel "
-                          "cannot run this model on {} ({}, head size {}, attention_dropout {}): {}",
-                          device.str(), c10::toString(dtype), head_dim, model.attention_dropout, needs),
-              "model.flash_attention",
-              "set model.flash_attention: false (scaled_dot_product_attention then picks the "
-              "fastest kernel that can run it), or change what the kernel needs");
 }
 
 }  // namespace siamese::train

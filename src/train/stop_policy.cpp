@@ -2,9 +2,23 @@
 
 #include <spdlog/spdlog.h>
 
-#include "siamese/train/runtime.h"
+#include <atomic>
+#include <csignal>
 
 namespace siamese::train {
+
+namespace {
+// A signal handler can only reach process-global state.
+std::atomic<int> g_stop_signal{0};
+void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+}  // namespace
+
+void install_stop_handlers() {
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+}
+
+int stop_signal() { return g_stop_signal.load(); }
 
 using Clock = std::chrono::steady_clock;
 

@@ -7,7 +7,7 @@
 #include "siamese/common/autocast.h"
 #include "siamese/common/metrics_row.h"
 #include "siamese/model/lm_loss.h"
-#include "siamese/train/runtime.h"
+#include "siamese/train/attention_kernels.h"
 
 namespace siamese::train {
 namespace {

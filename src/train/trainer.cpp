@@ -23,9 +23,10 @@
 #include "siamese/data/token_dataset.h"
 #include "siamese/eval/evaluators.h"
 #include "siamese/model/transformer.h"
+#include "siamese/train/attention_kernels.h"
 #include "siamese/train/checkpoint_manager.h"
 #include "siamese/train/lr_schedule.h"
-#include "siamese/train/rank_agreement.h"
+#include "siamese/train/memory_plan.h"
 #include "siamese/train/runtime.h"
 #include "siamese/train/save_folder.h"
 #include "siamese/train/setup.h"
@@ -135,12 +136,13 @@ int train(const TrainConfig& cfg, const RunControl& control) {
   configure_cpu_runtime();
   const torch::Device device = resolve_device(cfg.device, sync.local_rank());
   if (device.is_cuda()) configure_cuda_runtime(device, cfg.allow_tf32);
-  check_model_fits(cfg.model, device);
-  check_ranks_agree(sync, cfg, device);
+  check_device_choice(cfg, device);
+  check_model_fits(cfg, device, sync.world_size(), sync.local_world_size());
   check_flash_attention(cfg.model, device, autocast_dtype(cfg.precision));
   StopPolicy stops(cfg, sync, control.stop_at, started);
-  Trainee t = build_trainee(cfg, device, sync);
+  // The data before the model: a missing token file is named before gigabytes are allocated.
   TrainData data(cfg, sync);
+  Trainee t = build_trainee(cfg, device, sync);
   eval::Evaluators evaluators(cfg, device, sync);
   CheckpointManager checkpoints(cfg, sync);
   std::vector<SettingChange> changes;

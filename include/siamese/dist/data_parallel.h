@@ -29,6 +29,7 @@ class DataParallelPlan : public ParallelPlan {
   int rank() const override { return comm_.rank(); }
   int world_size() const override { return comm_.size(); }
   int local_rank() const override { return comm_.world().local_rank; }
+  int local_world_size() const override { return comm_.world().local_size; }
   void attach(const std::vector<torch::Tensor>& params) override;
   void before_backward(bool last_micro_batch) override;
   void after_backward() override;

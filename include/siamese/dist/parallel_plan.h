@@ -22,6 +22,8 @@ class Collectives {
   virtual int world_size() const = 0;
   // Index of this rank on its node: its CUDA device.
   virtual int local_rank() const = 0;
+  // Ranks on this node (0: the launcher did not say): on the CPU they share its memory.
+  virtual int local_world_size() const = 0;
   // Sums of per-rank scalars (loss, token counts, eval sums).
   virtual double sum(double value) = 0;
   // The largest of per-rank scalars (how many micro-batches the longest share needs).
@@ -68,6 +70,7 @@ class ParallelPlan : public Collectives, public ShardLayout {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   int local_rank() const override { return 0; }
+  int local_world_size() const override { return 1; }
   double sum(double value) override { return value; }
   double max(double value) override { return value; }
   void sum_(torch::Tensor& tensor) override {}

@@ -82,6 +82,7 @@ class ShardedPlan : public ParallelPlan, public model::BlockHooks {
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->size(); }
   int local_rank() const override { return comm_->world().local_rank; }
+  int local_world_size() const override { return comm_->world().local_size; }
   void attach(const std::vector<torch::Tensor>& params) override;
   NamedTensors optimizer_params(const NamedTensors& params) override;
   void before_backward(bool last_micro_batch) override;

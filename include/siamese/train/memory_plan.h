@@ -18,6 +18,8 @@
 // gone with flash attention; plus the logits and their gradient in float32 (8 * s*b*V, or a
 // chunk of fused_loss_chunk_tokens with fused_loss). Checkpointing every block keeps each
 // block's float32 input (4*s*b*h) and one block's activations.
+#include <torch/torch.h>
+
 #include <string>
 #include <vector>
 
@@ -37,5 +39,17 @@ struct RankMemory {
 
 // One row per strategy for `world_size` ranks, nodes of `local_world` ranks.
 std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int local_world);
+
+// The row of plan_memory that `cfg`'s strategy takes over `world_size` ranks (one process:
+// the replica's row, whatever fsdp.* says).
+const RankMemory& strategy_row(const std::vector<RankMemory>& plan, const TrainConfig& cfg, int world_size);
+
+// Refuses (siamese::Error naming the size key of the largest part, the bytes needed and the
+// bytes the device has) a run whose weights, gradients and optimizer state alone exceed the
+// memory of `device`: this rank's share under the run's strategy (plan_memory), times the
+// ranks that share the memory, which on the CPU is every rank of the node (`local_size`) and
+// on CUDA one. The processes would otherwise grow until the allocator or the kernel kills
+// them, as 8 CPU ranks of a 1B model did after 95 s without a word.
+void check_model_fits(const TrainConfig& cfg, torch::Device device, int world_size, int local_size);
 
 }  // namespace siamese::train

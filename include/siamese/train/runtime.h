@@ -1,8 +1,10 @@
 #pragma once
-// Process-wide settings a training or benchmark run applies once at start-up.
+// The process's runtime, set once at start-up by the commands that run models: threads and
+// the allocator on the CPU, OpenMP's spin, the CUDA device and TF32, and which device a rank
+// runs on. Refusals before allocation live with what they check (memory_plan.h,
+// attention_kernels.h); stop signals with the stop policy (stop_policy.h).
 #include <torch/torch.h>
 
-#include <optional>
 #include <string>
 
 #include "siamese/config/config.h"
@@ -32,44 +34,14 @@ void restart_with_short_openmp_spin(char** argv);
 // allow_tf32; PyTorch leaves matmuls in full fp32 by default).
 void configure_cuda_runtime(torch::Device device, bool allow_tf32);
 
-// Refuses (siamese::Error naming the size keys, the bytes needed and the bytes the device
-// has) a model whose weights, gradients and optimizer state alone exceed the memory of
-// `device`: the process would otherwise grow until the allocator or the kernel kills it.
-void check_model_fits(const ModelConfig& model, torch::Device device);
-
-// model.flash_attention: true restricts at::scaled_dot_product_attention to its flash
-// kernel (OLMo then calls the flash-attn package) in the training step; false lets it pick
-// any kernel, flash included when the inputs allow. Evaluation and generation always let it
-// choose: they run float32 and masked passes the flash kernel does not take.
-//
-// Refuses (siamese::Error, with the reason) a model the flash kernel cannot run on `device`
-// with `autocast` (float32 on CUDA, attention dropout on the CPU, a head size it does not
-// take) when flash_attention is true; nothing to check otherwise. Call before training.
-void check_flash_attention(const ModelConfig& model, torch::Device device,
-                           std::optional<at::ScalarType> autocast);
-
-// While alive and `flash_only`, scaled_dot_product_attention may use only its flash kernel
-// (process-wide LibTorch flags, restored on destruction). Held around a training step's
-// forward and backward, so that recomputation under activation checkpointing uses it too.
-class AttentionKernelScope {
- public:
-  explicit AttentionKernelScope(bool flash_only);
-  ~AttentionKernelScope();
-  AttentionKernelScope(const AttentionKernelScope&) = delete;
-  AttentionKernelScope& operator=(const AttentionKernelScope&) = delete;
-
- private:
-  bool active_;
-  bool flash_, mem_efficient_, cudnn_, math_;
-};
-
 // "auto" picks CUDA when available; "cpu", "cuda" and "cuda:N" as given (config/device.h). A
 // CUDA device without an index gets `local_rank` (one GPU per rank on a node).
 torch::Device resolve_device(const std::string& device, int local_rank = 0);
 
-// Stop requests from SIGTERM / SIGINT (cluster preemption, Ctrl-C): the loop polls
-// stop_signal() between steps, saves a checkpoint and exits cleanly.
-void install_stop_handlers();
-int stop_signal();  // 0 when no signal arrived
+// `device: auto` takes the CPU where no GPU is visible, which a small model trains on in
+// minutes and OLMo-1B (1.18B parameters) in weeks. Above kCpuFallbackParameters parameters
+// that silent fallback is refused, naming the key: `device: cpu` asks for the CPU knowingly.
+inline constexpr double kCpuFallbackParameters = 2.5e8;
+void check_device_choice(const TrainConfig& cfg, torch::Device device);
 
 }  // namespace siamese::train

@@ -11,6 +11,11 @@
 
 namespace siamese::train {
 
+// Stop requests from SIGTERM / SIGINT (cluster preemption, Ctrl-C): the loop polls
+// stop_signal() between steps, saves a checkpoint and exits cleanly.
+void install_stop_handlers();
+int stop_signal();  // 0 when no signal arrived
+
 class StopPolicy {
  public:
   enum class Stop { None, Signal, TimeLimit };

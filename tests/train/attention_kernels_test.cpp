@@ -4,7 +4,7 @@
 
 #include "siamese/common/error.h"
 #include "siamese/model/attention.h"
-#include "siamese/train/runtime.h"
+#include "siamese/train/attention_kernels.h"
 
 using namespace siamese;
 

@@ -1,0 +1,102 @@
+// check_model_fits: what a run holds per rank, under its strategy, times the ranks that share
+// one memory, against the memory of this machine. Sizes are chosen from this machine's memory,
+// so the test checks the rule, not one machine's numbers.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <string>
+
+#include "siamese/common/error.h"
+#include "siamese/model/accounting.h"
+#include "siamese/train/memory_plan.h"
+#include "siamese/train/runtime.h"
+
+using namespace siamese;
+
+namespace {
+
+double machine_bytes() { return double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE)); }
+
+// A config whose weights, gradients and AdamW state take about `fraction` of this machine's
+// memory, in whole layers of d_model 2048.
+TrainConfig taking(double fraction) {
+  TrainConfig c;
+  c.model.d_model = 2048;
+  c.model.n_heads = 16;
+  c.model.n_layers = 1;
+  const double one = model::training_state_bytes(c.model);
+  c.model.n_layers = 2;
+  const double per_layer = model::training_state_bytes(c.model) - one;
+  c.model.n_layers =
+      std::max<int64_t>(1, std::llround((fraction * machine_bytes() - (one - per_layer)) / per_layer));
+  c.global_train_batch_size = 8;
+  c.device_train_microbatch_size = 1;
+  return c;
+}
+
+bool fits(const TrainConfig& c, int world, int local) {
+  try {
+    train::check_model_fits(c, torch::kCPU, world, local);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+// 60% of the memory fits one process, and one rank per node; two replicas on one node need
+// 120% and are refused (8 CPU ranks of a 1B model used to be killed for memory after 95 s
+// without a word); FULL_SHARD over the same two ranks holds about half each, and fits.
+TEST(MemoryFit, RanksSharingANodeCountTogetherAndShardsCountTheirShare) {
+  TrainConfig c = taking(0.6);
+  EXPECT_TRUE(fits(c, 1, 1));
+  EXPECT_TRUE(fits(c, 2, 1));
+  EXPECT_FALSE(fits(c, 2, 2));
+  c.distributed_strategy = DistributedStrategy::Fsdp;
+  c.fsdp.sharding_strategy = ShardingStrategy::FullShard;
+  EXPECT_TRUE(fits(c, 2, 2));
+  // One process has no shards, whatever fsdp.* says.
+  EXPECT_TRUE(fits(taking(0.6), 1, 1));
+  c = taking(1.3);
+  EXPECT_FALSE(fits(c, 1, 1));
+  c.distributed_strategy = DistributedStrategy::Fsdp;
+  c.fsdp.sharding_strategy = ShardingStrategy::FullShard;
+  EXPECT_TRUE(fits(c, 4, 1));  // a quarter of it on each of 4 nodes
+
+  c = taking(0.6);
+  try {
+    train::check_model_fits(c, torch::kCPU, 2, 2);
+    ADD_FAILURE() << "two replicas of 60% of the memory on one node were accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("GiB a rank"), std::string::npos) << what;
+    EXPECT_NE(what.find("2 ranks share the memory"), std::string::npos) << what;
+    EXPECT_NE(what.find("model.mlp_ratio"), std::string::npos) << what;
+  }
+}
+
+// device: auto without a GPU took the CPU silently for OLMo-1B's 1.18B parameters. A model
+// of kCpuFallbackParameters or more is refused there naming the key; device: cpu asks for it.
+TEST(MemoryFit, AutoDeviceDoesNotFallBackToTheCpuForALargeModel) {
+  TrainConfig c;
+  c.model.d_model = 2048;
+  c.model.n_heads = 16;
+  c.model.n_layers = 16;
+  ASSERT_GE(model::training_state_bytes(c.model) / 16.0, train::kCpuFallbackParameters);
+  c.device = "auto";
+  try {
+    train::check_device_choice(c, torch::kCPU);
+    ADD_FAILURE() << "a large model fell back to the CPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device: cpu"), std::string::npos) << e.what();
+  }
+  c.device = "cpu";
+  EXPECT_NO_THROW(train::check_device_choice(c, torch::kCPU));
+  c.device = "auto";
+  c.model.n_layers = 1;
+  c.model.d_model = 256;
+  c.model.n_heads = 4;
+  EXPECT_NO_THROW(train::check_device_choice(c, torch::kCPU));
+}
