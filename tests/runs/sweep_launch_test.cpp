@@ -106,7 +106,7 @@ TEST(SweepLaunch, SlurmScriptTrainsOnTwoRanksWithSlurmsVariablesSetByHand) {
   for (const char* line : {"#SBATCH --job-name=hybrid_pre-lr0.003\n", "#SBATCH --nodes=1\n",
                            "#SBATCH --ntasks-per-node=2\n", "srun --kill-on-bad-exit=1 "})
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
-  EXPECT_EQ(text.find("--gpus-per-node"), std::string::npos) << text;  // CPU ranks
+  EXPECT_EQ(text.find("#SBATCH --gpus-per-node"), std::string::npos) << text;  // CPU ranks
   // srun's part, as Slurm documents it: start SLURM_NTASKS copies of the command, each with
   // its SLURM_PROCID and SLURM_LOCALID. MASTER_ADDR is given because scontrol is absent.
   fs::create_directories(dir.file("bin"));

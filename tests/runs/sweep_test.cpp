@@ -44,18 +44,73 @@ overrides: [--model.n_layers=12]
   EXPECT_EQ(s.runs[7].overrides, expect);
 }
 
-TEST(Sweep, SeedsGivenOnTheCommandLineReplaceTheFilesList) {
+// `siamese sweep FILE --seeds 7,8` replaces the file's list; --set settings follow the file's
+// overrides, with or without their leading dashes.
+TEST(Sweep, ListsGivenOnTheCommandLineReplaceTheFilesAndSettingsFollowItsOverrides) {
   TempDir dir;
   const auto path = dir.write("s.yaml", R"(base: base.yaml
 topologies: [pre]
 learning_rates: [1.0e-3]
 seeds: [1]
+overrides: [--model.n_layers=2]
 )");
-  const auto s = load_sweep(path, {7, 8});
+  SweepSpec spec = read_sweep_file(path);
+  spec.seeds = {7, 8};
+  spec.overrides.push_back(override_from_setting("max_duration=20", "--set"));
+  spec.overrides.push_back(override_from_setting("--model.d_model=32", "--set"));
+  const auto s = expand_sweep(spec, path);
   ASSERT_EQ(s.runs.size(), 2u);
   EXPECT_EQ(s.runs[0].name, "pre-lr0.001-s7");
   EXPECT_EQ(s.runs[1].name, "pre-lr0.001-s8");
-  EXPECT_EQ(s.runs[1].overrides[2], "--seed=8");
+  const std::vector<std::string> expect = {"--model.n_layers=2",
+                                           "--max_duration=20",
+                                           "--model.d_model=32",
+                                           "--model.residual=pre",
+                                           "--optimizer.learning_rate=0.001",
+                                           "--seed=8",
+                                           "--run_name=pre-lr0.001-s8",
+                                           "--save_folder=runs/sweep/pre-lr0.001-s8"};
+  EXPECT_EQ(s.runs[1].overrides, expect);
+  for (const std::string bad : {"max_duration", "=20", "--"}) {
+    try {
+      override_from_setting(bad, "--set");
+      ADD_FAILURE() << bad;
+    } catch (const siamese::Error& e) {
+      EXPECT_EQ(e.where(), "--set");
+      EXPECT_NE(e.fix().find("dotted.key=value"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A key the sweep does not know would change nothing silently (`seed:` left the seeds at the
+// config's): it is refused with the file and line, and the key it probably meant.
+TEST(Sweep, UnknownKeysAreRefusedWithTheFileLineAndTheKeyMeant) {
+  TempDir dir;
+  const std::pair<std::string, std::string> typos[] = {
+      {"seed: [1, 2]", "did you mean \"seeds\"?"},
+      {"override: [--max_duration=4]", "did you mean \"overrides\"?"},
+      {"learning_rate: [1.0e-3]", "did you mean \"learning_rates\"?"},
+      {"lrs: [1.0e-3]", "a sweep file takes only base, base_for, save_root"}};
+  for (const auto& [line, fix] : typos) {
+    const auto path =
+        dir.write("s.yaml", "base: base.yaml\ntopologies: [pre]\nlearning_rates: [1.0e-3]\n" + line + "\n");
+    try {
+      load_sweep(path);
+      ADD_FAILURE() << line;
+    } catch (const siamese::Error& e) {
+      EXPECT_EQ(e.where(), path + ":4") << e.what();
+      EXPECT_NE(e.problem().find("unknown key \"" + line.substr(0, line.find(':')) + "\""), std::string::npos)
+          << e.what();
+      EXPECT_NE(e.fix().find(fix), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Sweep, TimeLeftComesFromTheRunsFinishedSoFar) {
+  EXPECT_EQ(time_left_text(0, 18, 100.0), "time left known after the first run");
+  EXPECT_EQ(time_left_text(2, 18, 120.0), "about 16m00s left");  // 60 s a run, 16 to go
+  EXPECT_EQ(time_left_text(6, 18, 3600.0), "about 2h00m left");
+  EXPECT_EQ(time_left_text(18, 18, 3600.0), "about 0m00s left");
 }
 
 // A variant entry (TOPOLOGY:key=value...) sweeps like a topology: its overrides come after the
@@ -137,7 +192,7 @@ TEST(Sweep, EveryShippedSweepExpandsIntoValidRunConfigs) {
   EXPECT_GE(sweeps, 6);
 }
 
-TEST(Sweep, MissingKeyIsNamed) {
+TEST(Sweep, AMissingKeyIsNamed) {
   TempDir dir;
   const auto path = dir.write("s.yaml", "base: b.yaml\ntopologies: [pre]\n");
   try {

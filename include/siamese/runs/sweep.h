@@ -1,5 +1,7 @@
 #pragma once
-// A sweep file expands topology x learning rate x seed into runs of one base config:
+// A sweep expands topology x learning rate x seed into runs of one base config. It is given
+// as a file, on the command line (`siamese sweep --config C --topologies a,b --lr x,y`), or
+// both, the command line's lists replacing the file's. A sweep file:
 //
 //   base: ../tiny/base.yaml            # relative to the sweep file
 //   base_for: {hybrid: ../tiny/hybrid.yaml, hybrid_pre: ../tiny/hybrid.yaml}   # optional
@@ -10,14 +12,29 @@
 //   seeds: [6198]                      # optional, default: the base config's seed
 //   overrides: [--model.n_layers=12]   # optional, applied to every run before the sweep keys
 //
+// Any other key is refused: a typo (`seed:`) would otherwise run a different sweep silently.
 // Every run is the base config plus overrides plus --model.residual, --optimizer.learning_rate,
 // --seed, --run_name and --save_folder, i.e. exactly what `siamese train BASE ...` would get.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "siamese/config/variant.h"
+
 namespace siamese::runs {
+
+// What a sweep varies, parsed and checked once.
+struct SweepSpec {
+  std::string base;  // config file
+  std::map<std::string, std::string> base_for;
+  std::string save_root = "runs/sweep";
+  std::vector<Variant> topologies;
+  std::vector<double> learning_rates;
+  std::vector<int64_t> seeds;          // empty: the base config's seed
+  std::vector<std::string> overrides;  // "--dotted.key=value"
+};
 
 struct SweepRun {
   std::string name;  // <variant name>-lr<lr>[-s<seed>]
@@ -27,13 +44,43 @@ struct SweepRun {
 };
 
 struct Sweep {
-  std::string path;
+  std::string path;  // the sweep file, or "the command line"
+  std::string save_root;
   std::vector<SweepRun> runs;
 };
 
-// Throws siamese::Error naming the sweep file and key for a missing or ill-typed key.
-// `seeds`, when given, replaces the file's list (`siamese sweep --seeds`: more seeds of
-// the same sweep without editing it).
-Sweep load_sweep(const std::string& path, const std::vector<int64_t>& seeds = {});
+// Throws siamese::Error naming the sweep file, line and key for a missing, ill-typed or
+// unknown key.
+SweepSpec read_sweep_file(const std::string& path);
+
+// The runs in sweep order: topology, then learning rate, then seed.
+Sweep expand_sweep(const SweepSpec& spec, const std::string& path);
+
+// read_sweep_file, then expand_sweep.
+Sweep load_sweep(const std::string& path);
+
+// "key=value" or "--key=value" (`siamese sweep --set`) as a config override; anything else
+// throws naming `where`.
+std::string override_from_setting(const std::string& setting, const std::string& where);
+
+// <save_root>/sweep.json records a sweep's runs in its order and, for each run it trained, how
+// many runs trained at once (`--jobs`): steps/s of a run that shared the cores says nothing
+// about its topology. Sweeps into the same folder add their runs after the ones recorded.
+inline constexpr const char* kSweepRecord = "sweep.json";
+struct SweepRecord {
+  std::vector<std::string> runs;    // run folder names, in sweep order
+  std::map<std::string, int> jobs;  // run -> most runs trained at once while it trained
+};
+std::optional<SweepRecord> read_sweep_record(const std::string& save_root);
+void record_sweep(const std::string& save_root, const std::vector<std::string>& runs,
+                  const std::vector<std::string>& trained, int jobs);
+
+// The run folders `siamese report` reads for one argument: a sweep's save_root gives its runs
+// in sweep order (then any other run folder in it, by name); a run folder gives itself.
+std::vector<std::string> report_folders(const std::string& argument);
+
+// "run 3 of 18" progress: the time left after `finished` of `total` runs took `elapsed_seconds`
+// (with --jobs N the runs overlap, so this is wall time per finished run, not a run's length).
+std::string time_left_text(int finished, int total, double elapsed_seconds);
 
 }  // namespace siamese::runs
