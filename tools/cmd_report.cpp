@@ -53,8 +53,10 @@ void add_report_command(CLI::App& app, Handler& run) {
   cmd->add_option("--csv", args->csv, "write one CSV row per run to this file");
   cmd->add_option("--json", args->json,
                   "write every run's fields as JSON to this file (scripts/plot_report.py draws it)");
-  cmd->add_option("--diverge-loss", args->options.diverge_loss,
-                  "final training loss above which a run counts as diverged")
+  cmd->add_option_function<double>(
+         "--diverge-loss", [args](const double& loss) { args->options.diverge_loss = loss; },
+         "final training loss above which a run counts as diverged (default: the run's initial loss, its "
+         "first logged step's)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--final-window", args->options.final_window,
                   "logged steps averaged for the final training loss")

@@ -73,6 +73,7 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
           s.nonfinite = true;
           if (!s.nonfinite_step) s.nonfinite_step = s.steps;
         } else {
+          if (std::isnan(s.initial_loss)) s.initial_loss = j[k::kLoss].get<double>();
           recent.push_back(j[k::kLoss].get<double>());
           if (int64_t(recent.size()) > options.final_window) recent.pop_front();
         }
@@ -92,7 +93,8 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     for (double v : recent) sum += v;
     s.final_loss = sum / double(recent.size());
   }
-  s.diverged = s.nonfinite || (std::isfinite(s.final_loss) && s.final_loss > options.diverge_loss);
+  s.diverge_threshold = options.diverge_loss.value_or(s.initial_loss);
+  s.diverged = s.nonfinite || (std::isfinite(s.final_loss) && s.final_loss > s.diverge_threshold);
   if (const fs::path record = fs::path(run_dir) / "run.json"; fs::exists(record)) {
     std::ifstream in(record);
     const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -176,7 +178,8 @@ void add_eval_columns(std::string& header, std::string& rule, const std::set<std
 std::string state_text(const RunSummary& r) {
   if (r.steps == 0 && !r.nonfinite) return "never started";
   if (r.nonfinite_step) return fmt::format("diverged at step {}", *r.nonfinite_step);
-  if (r.diverged) return fmt::format("diverged (final loss {:.2f})", r.final_loss);
+  if (r.diverged)
+    return fmt::format("diverged (final loss {:.2f} > {:.2f})", r.final_loss, r.diverge_threshold);
   if (!r.max_steps) return fmt::format("{} steps", r.steps);
   if (r.steps >= *r.max_steps) return "finished";
   return fmt::format("stopped at {} of {}", r.steps, *r.max_steps);

@@ -244,9 +244,9 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
   dir.write("run.json", "{\"max_steps\": 30}\n");
   EXPECT_EQ(state_text(summarize_run(dir.file(""), {7.0, 20})), "finished");
 
-  // A final loss above the threshold, or a non-finite step, marks the run as diverged.
+  // A final loss above a threshold given, or a non-finite step, marks the run as diverged.
   EXPECT_TRUE(summarize_run(dir.file(""), {3.5, 20}).diverged);
-  EXPECT_EQ(state_text(summarize_run(dir.file(""), {3.5, 20})), "diverged (final loss 4.00)");
+  EXPECT_EQ(state_text(summarize_run(dir.file(""), {3.5, 20})), "diverged (final loss 4.00 > 3.50)");
   std::ofstream(dir.file("metrics.jsonl"), std::ios::app)
       << "{\"step\": 31, \"event\": \"nonfinite\", \"cause\": \"loss\", \"loss\": null, \"grad_norm\": "
          "null}\n";
@@ -263,6 +263,32 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
   } catch (const siamese::Error& e) {
     EXPECT_NE(std::string(e.what()).find("metrics.jsonl:36"), std::string::npos) << e.what();
   }
+}
+
+// Without --diverge-loss the threshold is the run's own initial loss: a short run of a
+// 50k-vocabulary model still at loss 7.5 learned (the fixed 7.0 called it diverged); a run that
+// blew up and stayed above where it started did not.
+TEST(RunSummary, ARunDivergedWhenItEndsAboveItsInitialLoss) {
+  TempDir dir;
+  auto write = [&](const std::string& name, double first, double last) {
+    std::string lines;
+    for (int s = 1; s <= 30; ++s)
+      lines += "{\"step\": " + std::to_string(s) + ", \"loss\": " + std::to_string(s == 1 ? first : last) +
+               ", \"lr\": 0.001}\n";
+    std::filesystem::create_directories(dir.file(name));
+    dir.write(name + "/metrics.jsonl", lines);
+    return summarize_run(dir.file(name), {std::nullopt, 5});
+  };
+  const auto learning = write("learning", 10.8, 7.5);
+  EXPECT_DOUBLE_EQ(learning.initial_loss, 10.8);
+  EXPECT_FALSE(learning.diverged);
+  EXPECT_EQ(state_text(learning), "30 steps");
+  const auto blew_up = write("blew_up", 10.8, 12.0);
+  EXPECT_TRUE(blew_up.diverged);
+  EXPECT_EQ(state_text(blew_up), "diverged (final loss 12.00 > 10.80)");
+  EXPECT_NE(markdown_table({learning, blew_up}).find("| 7.500 | 1808.04 |"), std::string::npos)
+      << markdown_table({learning, blew_up});
+  EXPECT_TRUE(summarize_run(dir.file("learning"), {7.0, 5}).diverged);  // an explicit threshold holds
 }
 
 TEST(RunSummary, AFolderWithoutTrainingStepsNeverStartedAndAMissingOneIsAnError) {

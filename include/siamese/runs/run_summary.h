@@ -4,12 +4,15 @@
 //
 // Stability markers (docs/analysis.md):
 //   diverged  a step logged a non-finite loss or gradient ("event": "nonfinite", or a null
-//             loss), or the final training loss is above `diverge_loss`;
+//             loss), or the final training loss is above the run's initial loss (its first
+//             logged training step: a run that blew up and stayed up ends worse than the
+//             untrained model it started from, whatever the vocabulary), or above
+//             `diverge_loss` when one is given;
 //   spikes    steps the trainer flagged with "loss_spike": true (loss above
 //             loss_spike_factor x the running median of the previous losses).
 // States (state_text): never started (no training step logged), finished (the last logged
 // step is the planned length from run.json, or config.yaml's max_duration in steps),
-// stopped at N of M, diverged at step N (non-finite) / diverged (final loss X), or "N steps"
+// stopped at N of M, diverged at step N (non-finite) / diverged (final loss X > threshold), or "N steps"
 // when the planned length is unknown.
 #include <cstdint>
 #include <map>
@@ -28,9 +31,11 @@ struct RunSummary {
   std::map<std::string, std::string> settings;  // every schema key of the config read below
   std::optional<double> learning_rate;
   std::optional<int64_t> seed;
-  int64_t steps = 0;        // last logged training step
-  int64_t tokens = 0;       // tokens at that step
-  double final_loss = NAN;  // mean training loss of the last `final_window` logged steps
+  int64_t steps = 0;               // last logged training step
+  int64_t tokens = 0;              // tokens at that step
+  double initial_loss = NAN;       // loss of the first logged training step
+  double final_loss = NAN;         // mean training loss of the last `final_window` logged steps
+  double diverge_threshold = NAN;  // the final loss above which this run counts as diverged
   bool nonfinite = false;
   std::optional<int64_t> nonfinite_step;  // the first non-finite step
   std::optional<int64_t> max_steps;       // the planned length (run.json)
@@ -54,7 +59,7 @@ struct RunSummary {
 };
 
 struct SummaryOptions {
-  double diverge_loss = 7.0;
+  std::optional<double> diverge_loss;  // unset: the run's initial loss is the threshold
   int64_t final_window = 20;
 };
 
