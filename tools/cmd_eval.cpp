@@ -171,7 +171,9 @@ int run_eval(const EvalArgs& a) {
                        {"accuracy", r.accuracy},
                        {"documents", r.documents}});
     metrics[r.metric_key()] = r.accuracy;
-    lines.push_back(json_line(r.to_row(ck.step)));
+    MetricsRow row = r.to_row(ck.step);
+    if (a.limit > 0) row[metric::kEvalLimit] = a.limit;  // not the full task: `siamese report` marks it
+    lines.push_back(json_line(row));
     sum += r.accuracy;
   }
   const double average = sum / double(names.size());

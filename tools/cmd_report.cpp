@@ -1,9 +1,12 @@
 // `siamese report RUNS...`: the paper's Table 1 as markdown from each run's metrics.jsonl,
-// with each run's state, a table over seeds when runs repeat a topology and learning rate,
-// and CSV / JSON for other tools (src/runs/run_summary.cpp; docs/analysis.md).
+// with each run's state, a table over seeds when runs repeat a model and learning rate, and
+// CSV / JSON beside the Markdown for other tools (src/runs/run_summary.cpp; docs/analysis.md).
+// A sweep's folder stands for its runs, in the sweep's order.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -12,10 +15,13 @@
 #include "commands.h"
 #include "siamese/common/error.h"
 #include "siamese/runs/run_summary.h"
+#include "siamese/runs/sweep.h"
 
 namespace siamese::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 struct ReportArgs {
   std::vector<std::string> runs;
@@ -27,16 +33,45 @@ void write_file(const std::string& path, const std::string& text) {
   if (!path.empty()) write_output(path, text);
 }
 
-int run_report(const ReportArgs& a) {
+// PATH.md -> PATH<suffix>: the CSV and JSON go beside the Markdown.
+std::string beside(const std::string& markdown, const std::string& suffix) {
+  fs::path p(markdown);
+  return (p.parent_path() / p.stem()).string() + suffix;
+}
+
+int run_report(ReportArgs a) {
+  std::vector<std::string> folders;
+  std::optional<std::string> sweep_folder;  // the one argument, when it is a sweep's folder
+  for (const auto& arg : a.runs) {
+    // A shell glob over a sweep's folder also names its sweep.json and reports: not runs.
+    if (fs::is_regular_file(arg)) {
+      spdlog::info("report: skipped {}, a file and not a run folder", arg);
+      continue;
+    }
+    const auto expanded = runs::report_folders(arg);
+    if (a.runs.size() == 1 && (expanded.size() != 1 || expanded[0] != arg)) sweep_folder = arg;
+    folders.insert(folders.end(), expanded.begin(), expanded.end());
+  }
+  if (folders.empty())
+    throw Error("no run folders to report", fmt::format("{}", fmt::join(a.runs, " ")),
+                "pass run folders (save_folder of `siamese train`) or a sweep's --out folder");
   std::vector<runs::RunSummary> rows;
-  for (const auto& r : a.runs) rows.push_back(runs::summarize_run(r, a.options));
+  for (const auto& r : folders) rows.push_back(runs::summarize_run(r, a.options));
   runs::name_models(rows);
-  std::string table = runs::markdown_table(rows);
+  std::string table;
   std::set<std::pair<std::string, std::optional<double>>> groups;
   for (const auto& r : rows) groups.insert({r.model, r.learning_rate});
   if (groups.size() < rows.size())  // some model and learning rate ran with several seeds
-    table += "\nOver seeds (mean ± standard deviation):\n\n" + runs::markdown_seed_table(rows);
+    table += "Over seeds (mean ± standard deviation over the runs that did not diverge):\n\n" +
+             runs::markdown_seed_table(rows) + "\nEvery run:\n\n";
+  table += runs::markdown_table(rows);
   std::cout << table;
+  if (a.out.empty() && sweep_folder) a.out = (fs::path(*sweep_folder) / "report.md").string();
+  if (!a.out.empty()) {
+    if (a.csv.empty()) a.csv = beside(a.out, ".csv");
+    if (a.json.empty()) a.json = beside(a.out, ".json");
+    if (groups.size() < rows.size()) write_file(beside(a.out, "_seeds.csv"), runs::seed_csv(rows));
+  }
   write_file(a.out, table);
   write_file(a.csv, runs::runs_csv(rows));
   write_file(a.json, runs::runs_json(rows));
@@ -47,16 +82,21 @@ int run_report(const ReportArgs& a) {
 
 void add_report_command(CLI::App& app, Handler& run) {
   auto args = std::make_shared<ReportArgs>();
-  auto* cmd = app.add_subcommand("report", "Table-1-style markdown table of runs");
-  cmd->add_option("runs", args->runs, "run folders (save_folder of each run)")->required();
-  cmd->add_option("--out", args->out, "write the Markdown tables to this file too");
-  cmd->add_option("--csv", args->csv, "write one CSV row per run to this file");
-  cmd->add_option("--json", args->json,
-                  "write every run's fields as JSON to this file (scripts/plot_report.py draws it)");
+  auto* cmd = app.add_subcommand("report", "Table-1-style markdown table of runs, with CSV and JSON");
+  cmd->add_option("runs", args->runs,
+                  "run folders (save_folder of each run), or one sweep's --out folder (its runs in sweep "
+                  "order; writes FOLDER/report.md, .csv, .json unless --out says otherwise)")
+      ->required();
+  cmd->add_option(
+      "--out", args->out,
+      "write the Markdown tables to this file, and beside it the same name with .csv (one row per "
+      "run), .json (scripts/plot_report.py draws it) and _seeds.csv (one row per seed group)");
+  cmd->add_option("--csv", args->csv, "write one CSV row per run to this file instead");
+  cmd->add_option("--json", args->json, "write every run's fields as JSON to this file instead");
   cmd->add_option_function<double>(
          "--diverge-loss", [args](const double& loss) { args->options.diverge_loss = loss; },
-         "final training loss above which a run counts as diverged (default: the run's initial loss, its "
-         "first logged step's)")
+         "final training loss above which a run counts as diverged (default: the run's initial "
+         "loss, its first logged step's)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--final-window", args->options.final_window,
                   "logged steps averaged for the final training loss")

@@ -1,6 +1,7 @@
 #include "siamese/runs/run_summary.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <deque>
@@ -16,6 +17,7 @@
 #include "siamese/config/duration.h"
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
+#include "siamese/runs/sweep.h"
 #include "siamese/train/save_folder.h"
 
 namespace siamese::runs {
@@ -83,10 +85,16 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
           ++s.timed_steps;
         }
       }
+      const bool limited = j.contains(k::kEvalLimit) && j[k::kEvalLimit].is_number_integer();
       for (const auto& [key, value] : j.items())
         if (key.rfind(k::kDownstreamPrefix, 0) == 0 && value.is_number() &&
-            key.find(k::kDocumentsSuffix) == std::string::npos)
+            key.find(k::kDocumentsSuffix) == std::string::npos) {
           s.downstream[key] = value.get<double>();
+          if (limited)
+            s.downstream_limit[key] = j[k::kEvalLimit].get<int64_t>();
+          else
+            s.downstream_limit.erase(key);  // a full evaluation after a limited one
+        }
     });
   if (!recent.empty()) {
     double sum = 0;
@@ -118,12 +126,13 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
         s.learning_rate = std::stod(change.was);
         break;
       }
-  if (s.topology.empty()) {
-    fs::path folder = fs::path(run_dir).lexically_normal();
-    if (folder.filename().empty()) folder = folder.parent_path();  // "runs/x/"
-    s.topology = folder.filename().string();
-  }
+  fs::path folder = fs::path(run_dir).lexically_normal();
+  if (folder.filename().empty()) folder = folder.parent_path();  // "runs/x/"
+  if (s.topology.empty()) s.topology = folder.filename().string();
   s.model = s.topology;
+  if (const auto record = read_sweep_record(folder.parent_path().string()))
+    if (const auto it = record->jobs.find(folder.filename().string()); it != record->jobs.end())
+      s.concurrent_runs = it->second;
   return s;
 }
 
@@ -185,6 +194,38 @@ std::string state_text(const RunSummary& r) {
   return fmt::format("stopped at {} of {}", r.steps, *r.max_steps);
 }
 
+namespace {
+
+// What the marks of markdown_table mean, for the runs that have them.
+std::string table_notes(const std::vector<RunSummary>& runs) {
+  std::string notes;
+  std::set<int> jobs;
+  std::set<int64_t> limits;
+  for (const auto& r : runs) {
+    if (r.concurrent_runs.value_or(1) > 1) jobs.insert(*r.concurrent_runs);
+    for (const auto& [key, limit] : r.downstream_limit) limits.insert(limit);
+  }
+  if (!jobs.empty())
+    notes += fmt::format(
+        "\nsteps/s: left out for runs a sweep trained {} at once (`--jobs`): they shared the cores, so "
+        "their speed is not the topology's (the CSV and JSON keep it, with concurrent_runs).\n",
+        fmt::join(jobs, " or "));
+  if (!limits.empty())
+    notes += fmt::format(
+        "\n†: from `siamese eval --limit {}`, the first documents of each task only: not comparable with "
+        "full evaluations.\n",
+        fmt::join(limits, " / "));
+  // Runs resumed with other settings: the LR column is the first segment's; here is the rest.
+  std::string resumed;
+  for (const auto& r : runs)
+    for (const auto& resume : r.resumes)
+      for (const auto& c : resume.changed)
+        resumed += fmt::format("- {}: {} {} -> {} from step {}\n", r.run, c.key, c.was, c.now, resume.step);
+  return resumed.empty() ? notes : notes + "\nResumed with changed settings:\n" + resumed;
+}
+
+}  // namespace
+
 std::string markdown_table(const std::vector<RunSummary>& runs) {
   std::set<std::string> evals, exact, downstream;
   for (const auto& r : runs) {
@@ -234,22 +275,20 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
         sum += it->second;
         ++n;
       }
-      out += " " + (it == r.downstream.end() ? std::string("-") : num(100 * it->second, "{:.1f}")) + " |";
+      const bool limited = r.downstream_limit.count(d) > 0;
+      out += " " + (it == r.downstream.end() ? std::string("-") : num(100 * it->second, "{:.1f}")) +
+             (limited ? "†" : "") + " |";
     }
     if (!downstream.empty())
       out += " " + (n == int(downstream.size()) ? num(100 * sum / n, "{:.1f}") : std::string("-")) + " |";
+    const bool shared = r.concurrent_runs.value_or(1) > 1;
     out += " " +
-           (r.train_seconds > 0 ? num(double(r.timed_steps) / r.train_seconds, "{:.2f}") : std::string("-")) +
+           (r.train_seconds > 0 && !shared ? num(double(r.timed_steps) / r.train_seconds, "{:.2f}")
+                                           : std::string("-")) +
            " |";
     out += fmt::format(" {}{} |\n", mark, r.spikes ? fmt::format(" ({} spikes)", r.spikes) : "");
   }
-  // Runs resumed with other settings: the LR column is the first segment's; here is the rest.
-  std::string notes;
-  for (const auto& r : runs)
-    for (const auto& resume : r.resumes)
-      for (const auto& c : resume.changed)
-        notes += fmt::format("- {}: {} {} -> {} from step {}\n", r.run, c.key, c.was, c.now, resume.step);
-  return notes.empty() ? out : out + "\nResumed with changed settings:\n" + notes;
+  return out + table_notes(runs);
 }
 
 namespace {
@@ -282,40 +321,107 @@ std::string spread_text(const Spread& s, const char* f, double scale = 1.0) {
 
 }  // namespace
 
-std::string markdown_seed_table(const std::vector<RunSummary>& runs) {
-  // Groups in first-seen order, so the table follows the command line.
-  std::vector<std::pair<std::string, std::optional<double>>> keys;
-  std::map<std::pair<std::string, std::optional<double>>, std::vector<const RunSummary*>> groups;
+namespace {
+
+// Runs of one model and learning rate; the spreads are over the runs that did not diverge.
+struct SeedGroup {
+  std::string model;
+  std::optional<double> learning_rate;
+  int runs = 0, diverged = 0;
+  Spread loss;
+  std::map<std::string, Spread> perplexity, exact_match;
+};
+
+struct SeedGroups {
+  std::vector<SeedGroup> groups;  // in first-seen order, so tables follow the sweep
   std::set<std::string> evals, exact;
+};
+
+SeedGroups seed_groups(const std::vector<RunSummary>& runs) {
+  SeedGroups out;
+  std::vector<std::pair<std::string, std::optional<double>>> keys;
+  std::map<std::pair<std::string, std::optional<double>>, std::vector<const RunSummary*>> members;
   for (const auto& r : runs) {
     const auto key = std::make_pair(r.model, r.learning_rate);
-    if (!groups.count(key)) keys.push_back(key);
-    groups[key].push_back(&r);
-    for (const auto& [k, v] : r.eval_perplexity) evals.insert(k);
-    for (const auto& [k, v] : r.eval_exact_match) exact.insert(k);
+    if (!members.count(key)) keys.push_back(key);
+    members[key].push_back(&r);
+    for (const auto& [k, v] : r.eval_perplexity) out.evals.insert(k);
+    for (const auto& [k, v] : r.eval_exact_match) out.exact.insert(k);
   }
-  std::string out = "| Model | LR | runs | diverged | train loss |", rule = "|---|---:|---:|---:|---:|";
-  add_eval_columns(out, rule, evals, exact);
-  out += "\n" + rule + "\n";
   for (const auto& key : keys) {
-    const auto& members = groups[key];
+    SeedGroup g{key.first, key.second, static_cast<int>(members[key].size()), 0, {}, {}, {}};
     std::vector<double> loss;
     std::map<std::string, std::vector<double>> ppl, em;
-    int diverged = 0;
-    for (const auto* r : members) {
+    for (const auto* r : members[key]) {
       if (r->diverged) {
-        ++diverged;
+        ++g.diverged;
         continue;
       }
       if (std::isfinite(r->final_loss)) loss.push_back(r->final_loss);
       for (const auto& [k, v] : r->eval_perplexity) ppl[k].push_back(v);
       for (const auto& [k, v] : r->eval_exact_match) em[k].push_back(v);
     }
-    out += fmt::format("| {} | {} | {} | {} | {} |", key.first,
-                       key.second ? fmt::format("{:g}", *key.second) : "-", members.size(), diverged,
-                       spread_text(spread(loss), "{:.3f}"));
-    for (const auto& e : evals) out += " " + spread_text(spread(ppl[e]), "{:.2f}") + " |";
-    for (const auto& e : exact) out += " " + spread_text(spread(em[e]), "{:.1f}", 100.0) + " |";
+    g.loss = spread(loss);
+    for (const auto& e : out.evals) g.perplexity[e] = spread(ppl[e]);
+    for (const auto& e : out.exact) g.exact_match[e] = spread(em[e]);
+    out.groups.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::string lr_cell(const std::optional<double>& lr) { return lr ? fmt::format("{:g}", *lr) : "-"; }
+
+// A CSV field: empty for null, quoted when it holds a comma, a quote or a newline.
+std::string csv_cell(const nlohmann::json& v) {
+  if (v.is_null()) return std::string();
+  std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+nlohmann::json finite_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+std::string markdown_seed_table(const std::vector<RunSummary>& runs) {
+  const SeedGroups all = seed_groups(runs);
+  std::string out = "| Model | LR | runs | diverged | train loss |", rule = "|---|---:|---:|---:|---:|";
+  add_eval_columns(out, rule, all.evals, all.exact);
+  out += "\n" + rule + "\n";
+  for (const auto& g : all.groups) {
+    out += fmt::format("| {} | {} | {} | {} | {} |", g.model, lr_cell(g.learning_rate), g.runs, g.diverged,
+                       spread_text(g.loss, "{:.3f}"));
+    for (const auto& e : all.evals) out += " " + spread_text(g.perplexity.at(e), "{:.2f}") + " |";
+    for (const auto& e : all.exact) out += " " + spread_text(g.exact_match.at(e), "{:.1f}", 100.0) + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string seed_csv(const std::vector<RunSummary>& runs) {
+  const SeedGroups all = seed_groups(runs);
+  std::string out = "model,learning_rate,runs,diverged";
+  auto columns = [&](const std::string& metric) {
+    for (const char* part : {"_mean", "_sd", "_n"}) out += "," + csv_cell(metric + part);
+  };
+  columns("final_loss");
+  for (const auto& e : all.evals) columns("perplexity:" + e);
+  for (const auto& e : all.exact) columns("exact_match:" + e);
+  out += "\n";
+  auto cells = [](const Spread& s) {
+    return "," + csv_cell(finite_or_null(s.mean)) + "," + csv_cell(finite_or_null(s.sd)) + "," +
+           std::to_string(s.n);
+  };
+  for (const auto& g : all.groups) {
+    out += csv_cell(g.model) + "," +
+           csv_cell(g.learning_rate ? nlohmann::json(*g.learning_rate) : nlohmann::json(nullptr)) +
+           fmt::format(",{},{}", g.runs, g.diverged) + cells(g.loss);
+    for (const auto& e : all.evals) out += cells(g.perplexity.at(e));
+    for (const auto& e : all.exact) out += cells(g.exact_match.at(e));
     out += "\n";
   }
   return out;
@@ -324,7 +430,7 @@ std::string markdown_seed_table(const std::vector<RunSummary>& runs) {
 namespace {
 
 nlohmann::json run_json(const RunSummary& r) {
-  auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  const auto& number = finite_or_null;
   nlohmann::json j = {
       {"run", r.run},
       {"topology", r.topology},
@@ -335,10 +441,12 @@ nlohmann::json run_json(const RunSummary& r) {
       {"steps", r.steps},
       {"max_steps", r.max_steps ? nlohmann::json(*r.max_steps) : nlohmann::json(nullptr)},
       {"tokens", r.tokens},
+      {"initial_loss", number(r.initial_loss)},
       {"final_loss", number(r.final_loss)},
       {"diverged", r.diverged},
       {"spikes", r.spikes},
       {"steps_per_second", number(r.train_seconds > 0 ? double(r.timed_steps) / r.train_seconds : NAN)},
+      {"concurrent_runs", r.concurrent_runs ? nlohmann::json(*r.concurrent_runs) : nlohmann::json(nullptr)},
   };
   for (const auto& resume : r.resumes) {
     nlohmann::json changed = nlohmann::json::object();
@@ -348,6 +456,7 @@ nlohmann::json run_json(const RunSummary& r) {
   for (const auto& [k, v] : r.eval_perplexity) j["perplexity"][k] = number(v);
   for (const auto& [k, v] : r.eval_exact_match) j["exact_match"][k] = number(v);
   for (const auto& [k, v] : r.downstream) j["downstream"][k] = number(v);
+  for (const auto& [k, v] : r.downstream_limit) j["downstream_limit"][k] = v;
   return j;
 }
 
@@ -365,7 +474,7 @@ std::string runs_csv(const std::vector<RunSummary>& runs) {
   std::set<std::string> extra;
   for (const auto& r : runs) {
     auto j = run_json(r);
-    for (const char* group : {"perplexity", "exact_match", "downstream"})
+    for (const char* group : {"perplexity", "exact_match", "downstream", "downstream_limit"})
       if (j.contains(group)) {
         for (const auto& [k, v] : j[group].items()) {
           j[std::string(group) + ":" + k] = v;
@@ -376,23 +485,16 @@ std::string runs_csv(const std::vector<RunSummary>& runs) {
     rows.push_back(std::move(j));
   }
   std::vector<std::string> columns = {
-      "run",       "topology", "model",      "learning_rate", "seed",   "state",           "steps",
-      "max_steps", "tokens",   "final_loss", "diverged",      "spikes", "steps_per_second"};
+      "run",        "topology", "model",     "learning_rate",    "seed",
+      "state",      "steps",    "max_steps", "tokens",           "initial_loss",
+      "final_loss", "diverged", "spikes",    "steps_per_second", "concurrent_runs"};
   columns.insert(columns.end(), extra.begin(), extra.end());
-  auto cell = [](const nlohmann::json& v) {
-    if (v.is_null()) return std::string();
-    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
-    if (text.find_first_of(",\"\n") == std::string::npos) return text;
-    std::string quoted = "\"";
-    for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return quoted + "\"";
-  };
   std::string out;
-  for (size_t i = 0; i < columns.size(); ++i) out += (i ? "," : "") + cell(columns[i]);
+  for (size_t i = 0; i < columns.size(); ++i) out += (i ? "," : "") + csv_cell(columns[i]);
   out += "\n";
   for (const auto& row : rows) {
     for (size_t i = 0; i < columns.size(); ++i)
-      out += (i ? "," : "") + (row.contains(columns[i]) ? cell(row[columns[i]]) : std::string());
+      out += (i ? "," : "") + (row.contains(columns[i]) ? csv_cell(row[columns[i]]) : std::string());
     out += "\n";
   }
   return out;

@@ -113,6 +113,50 @@ TEST(Sweep, TimeLeftComesFromTheRunsFinishedSoFar) {
   EXPECT_EQ(time_left_text(18, 18, 3600.0), "about 0m00s left");
 }
 
+// <save_root>/sweep.json keeps the sweep's order (a later sweep's runs after it) and how many
+// runs trained at once; the report reads a sweep's folder in that order and marks the speed of
+// runs that shared the cores.
+TEST(Sweep, TheRecordGivesTheReportTheSweepsOrderAndItsJobs) {
+  TempDir dir;
+  const std::string root = dir.file("cmp");
+  record_sweep(root, {"pre-lr0.002", "pre-lr0.001", "mhc-lr0.001"}, {"pre-lr0.002", "pre-lr0.001"}, 2);
+  record_sweep(root, {"pre-lr0.002", "pre-lr0.001", "mhc-lr0.001", "pre-lr0.003"},
+               {"pre-lr0.001", "mhc-lr0.001", "pre-lr0.003"}, 1);
+  const auto record = read_sweep_record(root);
+  ASSERT_TRUE(record);
+  const std::vector<std::string> order = {"pre-lr0.002", "pre-lr0.001", "mhc-lr0.001", "pre-lr0.003"};
+  EXPECT_EQ(record->runs, order);
+  EXPECT_EQ(record->jobs.at("pre-lr0.002"), 2);
+  EXPECT_EQ(record->jobs.at("pre-lr0.001"), 2);  // resumed alone: part of it still shared the cores
+  EXPECT_EQ(record->jobs.at("mhc-lr0.001"), 1);
+
+  std::string steps;
+  for (int s = 1; s <= 4; ++s)
+    steps += "{\"step\": " + std::to_string(s) + ", \"loss\": 5.0, \"lr\": 0.001, \"step_seconds\": 0.5}\n";
+  for (const std::string name : {"pre-lr0.001", "pre-lr0.002", "mhc-lr0.001", "zz-extra"}) {
+    std::filesystem::create_directories(root + "/" + name);
+    dir.write("cmp/" + name + "/metrics.jsonl", steps);
+  }
+  const std::vector<std::string> folders = {root + "/pre-lr0.002", root + "/pre-lr0.001",
+                                            root + "/mhc-lr0.001",
+                                            root + "/zz-extra"};  // pre-lr0.003 has not started
+  EXPECT_EQ(report_folders(root), folders);
+  EXPECT_EQ(report_folders(root + "/pre-lr0.001"), std::vector<std::string>{root + "/pre-lr0.001"});
+
+  const auto shared = summarize_run(root + "/pre-lr0.001");
+  const auto alone = summarize_run(root + "/mhc-lr0.001");
+  EXPECT_EQ(shared.concurrent_runs, 2);
+  EXPECT_EQ(alone.concurrent_runs, 1);
+  EXPECT_FALSE(summarize_run(root + "/zz-extra").concurrent_runs);
+  const std::string table = markdown_table({shared, alone});
+  EXPECT_NE(table.find("| - | 4 steps |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 2.00 | 4 steps |"), std::string::npos) << table;
+  EXPECT_NE(table.find("steps/s: left out for runs a sweep trained 2 at once"), std::string::npos) << table;
+  const auto json = nlohmann::json::parse(runs_json({shared}));
+  EXPECT_EQ(json[0]["concurrent_runs"], 2);
+  EXPECT_DOUBLE_EQ(json[0]["steps_per_second"].get<double>(), 2.0);
+}
+
 // A variant entry (TOPOLOGY:key=value...) sweeps like a topology: its overrides come after the
 // file's and before the sweep's own keys, and its values name the run.
 TEST(Sweep, VariantEntriesCarryTheirOverridesAndNameTheRun) {
@@ -291,6 +335,33 @@ TEST(RunSummary, ARunDivergedWhenItEndsAboveItsInitialLoss) {
   EXPECT_TRUE(summarize_run(dir.file("learning"), {7.0, 5}).diverged);  // an explicit threshold holds
 }
 
+// `siamese eval --limit N` scores the first N documents of each task: the report marks those
+// numbers, until a full evaluation replaces them.
+TEST(RunSummary, LimitedEvaluationsAreMarkedUntilAFullOneReplacesThem) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("run"));
+  dir.write(
+      "run/metrics.jsonl",
+      "{\"step\": 1, \"loss\": 5.0, \"lr\": 0.001}\n"
+      "{\"step\": 1, \"eval/downstream/piqa_len_norm\": 0.6, \"eval/downstream/piqa_documents\": 20, "
+      "\"limit\": 20}\n"
+      "{\"step\": 1, \"eval/downstream/arc_easy_acc\": 0.4, \"eval/downstream/arc_easy_documents\": 2376}\n");
+  const auto limited = summarize_run(dir.file("run"));
+  EXPECT_EQ(limited.downstream_limit,
+            (std::map<std::string, int64_t>{{"eval/downstream/piqa_len_norm", 20}}));
+  const std::string table = markdown_table({limited});
+  EXPECT_NE(table.find("| 40.0 | 60.0† | 50.0 |"), std::string::npos) << table;  // arc_easy, piqa, Avg
+  EXPECT_NE(table.find("†: from `siamese eval --limit 20`"), std::string::npos) << table;
+  EXPECT_EQ(
+      nlohmann::json::parse(runs_json({limited}))[0]["downstream_limit"]["eval/downstream/piqa_len_norm"],
+      20);
+  std::ofstream(dir.file("run/metrics.jsonl"), std::ios::app)
+      << "{\"step\": 1, \"eval/downstream/piqa_len_norm\": 0.62, \"eval/downstream/piqa_documents\": 1838}\n";
+  const auto full = summarize_run(dir.file("run"));
+  EXPECT_TRUE(full.downstream_limit.empty());
+  EXPECT_EQ(markdown_table({full}).find("†"), std::string::npos) << markdown_table({full});
+}
+
 TEST(RunSummary, AFolderWithoutTrainingStepsNeverStartedAndAMissingOneIsAnError) {
   TempDir dir;
   std::filesystem::create_directories(dir.file("empty"));
@@ -326,6 +397,10 @@ TEST(RunSummary, SeedsAggregateAndEveryRunExportsAsCsvAndJson) {
   }
   const std::string table = markdown_seed_table(runs);
   EXPECT_NE(table.find("| pre | 0.001 | 4 | 1 | 2.000 ± 1.000 | 50.0 ± 25.0 |"), std::string::npos) << table;
+  EXPECT_EQ(
+      seed_csv(runs),
+      "model,learning_rate,runs,diverged,final_loss_mean,final_loss_sd,final_loss_n,exact_match:sums_mean,"
+      "exact_match:sums_sd,exact_match:sums_n\npre,0.001,4,1,2.0,1.0,3,0.5,0.25,3\n");
 
   const auto json = nlohmann::json::parse(runs_json(runs));
   ASSERT_EQ(json.size(), 4u);
@@ -333,10 +408,11 @@ TEST(RunSummary, SeedsAggregateAndEveryRunExportsAsCsvAndJson) {
   EXPECT_EQ(json[0]["state"], "finished");
   EXPECT_DOUBLE_EQ(json[2]["exact_match"]["sums"].get<double>(), 0.75);
   const std::string csv = runs_csv(runs);
-  EXPECT_EQ(csv.substr(0, csv.find('\n')),
-            "run,topology,model,learning_rate,seed,state,steps,max_steps,tokens,final_loss,diverged,spikes,"
-            "steps_per_second,exact_match:sums");
-  EXPECT_NE(csv.find("\"runs/pre, \"\"seed\"\" 1\",pre,pre,0.001,1,finished,100,100,0,1.0,false,0,,0.25"),
+  EXPECT_EQ(
+      csv.substr(0, csv.find('\n')),
+      "run,topology,model,learning_rate,seed,state,steps,max_steps,tokens,initial_loss,final_loss,diverged,"
+      "spikes,steps_per_second,concurrent_runs,exact_match:sums");
+  EXPECT_NE(csv.find("\"runs/pre, \"\"seed\"\" 1\",pre,pre,0.001,1,finished,100,100,0,,1.0,false,0,,,0.25"),
             std::string::npos)
       << csv;
 }

@@ -39,6 +39,9 @@ inline constexpr const char* kTimeLimitEvent = "time_limit";
 // OLMo's downstream keys: eval/downstream/<label>_<metric>, and <label>_documents.
 inline constexpr const char* kDownstreamPrefix = "eval/downstream/";
 inline constexpr const char* kDocumentsSuffix = "_documents";
+// On a downstream row of `siamese eval --limit N`: N, the documents of each task it read,
+// so a report does not take the number for the full task's.
+inline constexpr const char* kEvalLimit = "limit";
 }  // namespace metric
 
 // {"step": step, "event": event (when not empty), ...fields}.

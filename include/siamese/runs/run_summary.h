@@ -46,6 +46,11 @@ struct RunSummary {
   double train_seconds = 0;                        // sum of the logged steps' step_seconds
   int64_t timed_steps = 0;                         // logged steps with a step time
   std::map<std::string, double> downstream;        // "eval/downstream/<label>_<metric>" -> last
+  // Downstream metrics whose last value came from `siamese eval --limit N`: key -> N.
+  std::map<std::string, int64_t> downstream_limit;
+  // Runs trained at once while this one trained, when a sweep trained it (sweep.h,
+  // SweepRecord): above 1, its steps/s measured a share of the cores.
+  std::optional<int> concurrent_runs;
   // Resumes that changed settings, in order: the values each segment of the run trained
   // with (the config read above holds only the last segment's).
   struct SettingChange {
@@ -80,13 +85,16 @@ void name_models(std::vector<RunSummary>& runs);
 // Table 1 of the paper as markdown: one row per run, columns for final training loss /
 // perplexity, each lm evaluator's perplexity (and exact match where one was logged), each
 // downstream metric and their average, training steps per second (training time only,
-// evaluation and checkpoints excluded) and the stability marker.
+// evaluation and checkpoints excluded; left out for runs that shared the cores with other
+// runs) and the stability marker; notes below say what is marked.
 std::string markdown_table(const std::vector<RunSummary>& runs);
 
-// Runs of the same topology and learning rate (different seeds) as one row each: mean,
-// standard deviation (n - 1) and n of the final training loss, of every lm evaluator's
-// perplexity and exact match; diverged runs are counted, not averaged.
+// Runs of the same model and learning rate (different seeds) as one row each, in the order
+// of `runs`: mean, standard deviation (n - 1) and n of the final training loss, of every lm
+// evaluator's perplexity and exact match; diverged runs are counted, not averaged.
 std::string markdown_seed_table(const std::vector<RunSummary>& runs);
+// The same groups as CSV: mean, sd and n columns per metric.
+std::string seed_csv(const std::vector<RunSummary>& runs);
 
 // Every run's fields as a JSON array (for plots) and as CSV (one row per run).
 std::string runs_json(const std::vector<RunSummary>& runs);
