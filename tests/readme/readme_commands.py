@@ -5,8 +5,9 @@ is what a clone has (git's file list), so a command that only works in the devel
 or from one particular folder, fails here.
 
 What this test changes, and says it changes when it runs:
-  * training is capped (`--max_duration`, QUICKSTART_STEPS, the walk-through sweep's steps),
-    so the whole walk fits CI; the commands are otherwise unchanged;
+  * training is capped (`--max_duration`, QUICKSTART_STEPS, `--set max_duration` on a sweep
+    given on the command line, the walk-through sweep's steps), so the whole walk fits CI; the
+    commands are otherwise unchanged;
   * `~/.cache/siamese/venv/bin/python` becomes the Python this test runs under (the one
     scripts/setup.sh chose, which is that venv unless the machine's python3 had torch);
   * a few commands are skipped, each with its reason (SKIPPED below);
@@ -27,6 +28,7 @@ import time
 
 STEP_CAP = 10
 BIG_CONFIG_CAP = 3  # configs/tiny/base.yaml: a 50k vocabulary, seconds per step on 2 cores
+SWEEP_STEP_CAP = 3  # per run of README's comparison: 18 runs, about 1 min in all
 VENV_PYTHON = "~/.cache/siamese/venv/bin/python"
 
 # (substring of the command, why it does not run here). Every other command runs.
@@ -48,6 +50,8 @@ EXPECTED = [
     ("AutoModelForCausalLM", r"^b'47\+85="),
     ("commcheck", r"(?i)ok|all-reduce"),
     ("siamese report", r"\| Model"),
+    ("siamese sweep --config", r"run 18 of 18: "),
+    ("plot_report.py runs/cmp", r"wrote .*_curves\.png"),
 ]
 
 # (substring of the command, regex its output must not match).
@@ -145,6 +149,10 @@ def adapt(command):
         cap = BIG_CONFIG_CAP if "configs/tiny/base.yaml" in command else STEP_CAP
         command += f" --max_duration={cap}"
         changes.append(f"step cap --max_duration={cap}")
+    if re.search(r"siamese sweep --config ", command):
+        cap = f" --set max_duration={SWEEP_STEP_CAP} --set eval_subset_num_batches=1"
+        command += cap  # the last --set of a key holds
+        changes.append(f"step cap{cap}")
     if command.startswith("scripts/quickstart.sh"):
         command = f"QUICKSTART_STEPS={STEP_CAP} " + command
         changes.append(f"step cap QUICKSTART_STEPS={STEP_CAP}")
