@@ -1,7 +1,7 @@
 // `siamese report RUNS...`: the paper's Table 1 as markdown from each run's metrics.jsonl,
 // with each run's state, a table over seeds when runs repeat a model and learning rate, and
 // CSV / JSON beside the Markdown for other tools (src/runs/run_summary.cpp; docs/analysis.md).
-// A sweep's folder stands for its runs, in the sweep's order.
+// A folder of runs, such as a sweep's, stands for its runs, in the sweep's order.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -41,7 +41,7 @@ std::string beside(const std::string& markdown, const std::string& suffix) {
 
 int run_report(ReportArgs a) {
   std::vector<std::string> folders;
-  std::optional<std::string> sweep_folder;  // the one argument, when it is a sweep's folder
+  std::optional<std::string> runs_folder;  // the one argument, when it is a folder of runs
   for (const auto& arg : a.runs) {
     // A shell glob over a sweep's folder also names its sweep.json and reports: not runs.
     if (fs::is_regular_file(arg)) {
@@ -49,7 +49,7 @@ int run_report(ReportArgs a) {
       continue;
     }
     const auto expanded = runs::report_folders(arg);
-    if (a.runs.size() == 1 && (expanded.size() != 1 || expanded[0] != arg)) sweep_folder = arg;
+    if (a.runs.size() == 1 && (expanded.size() != 1 || expanded[0] != arg)) runs_folder = arg;
     folders.insert(folders.end(), expanded.begin(), expanded.end());
   }
   if (folders.empty())
@@ -66,7 +66,7 @@ int run_report(ReportArgs a) {
              runs::markdown_seed_table(rows) + "\nEvery run:\n\n";
   table += runs::markdown_table(rows);
   std::cout << table;
-  if (a.out.empty() && sweep_folder) a.out = (fs::path(*sweep_folder) / "report.md").string();
+  if (a.out.empty() && runs_folder) a.out = (fs::path(*runs_folder) / "report.md").string();
   if (!a.out.empty()) {
     if (a.csv.empty()) a.csv = beside(a.out, ".csv");
     if (a.json.empty()) a.json = beside(a.out, ".json");

@@ -180,24 +180,25 @@ void record_sweep(const std::string& save_root, const std::vector<std::string>& 
 }
 
 std::vector<std::string> report_folders(const std::string& argument) {
-  const auto record =
-      fs::exists(fs::path(argument) / "metrics.jsonl") ? std::nullopt : read_sweep_record(argument);
-  if (!record) return {argument};
+  const fs::path folder(argument);
+  if (!fs::is_directory(folder) || fs::exists(folder / "metrics.jsonl")) return {argument};
   std::vector<std::string> out;
   std::set<std::string> listed;
-  for (const auto& name : record->runs) {
-    listed.insert(name);
-    // A run not started yet has no folder: the report is of what exists.
-    if (fs::is_directory(fs::path(argument) / name)) out.push_back((fs::path(argument) / name).string());
-  }
+  if (const auto record = read_sweep_record(argument))
+    for (const auto& name : record->runs) {
+      listed.insert(name);
+      // A run not started yet has no folder: the report is of what exists.
+      if (fs::is_directory(folder / name)) out.push_back((folder / name).string());
+    }
   std::vector<std::string> others;
-  for (const auto& e : fs::directory_iterator(argument))
+  for (const auto& e : fs::directory_iterator(folder))
     if (e.is_directory() && !listed.count(e.path().filename().string()) &&
         fs::exists(e.path() / "metrics.jsonl"))
       others.push_back(e.path().string());
   std::sort(others.begin(), others.end());
   out.insert(out.end(), others.begin(), others.end());
-  return out;
+  // A folder that holds no runs is a run that never started.
+  return out.empty() ? std::vector<std::string>{argument} : out;
 }
 
 std::string time_left_text(int finished, int total, double elapsed_seconds) {

@@ -155,6 +155,9 @@ TEST(Sweep, TheRecordGivesTheReportTheSweepsOrderAndItsJobs) {
   const auto json = nlohmann::json::parse(runs_json({shared}));
   EXPECT_EQ(json[0]["concurrent_runs"], 2);
   EXPECT_DOUBLE_EQ(json[0]["steps_per_second"].get<double>(), 2.0);
+  std::filesystem::remove(root + "/sweep.json");  // a folder of runs a sweep did not record: by name
+  EXPECT_EQ(report_folders(root), (std::vector<std::string>{root + "/mhc-lr0.001", root + "/pre-lr0.001",
+                                                            root + "/pre-lr0.002", root + "/zz-extra"}));
 }
 
 // A variant entry (TOPOLOGY:key=value...) sweeps like a topology: its overrides come after the

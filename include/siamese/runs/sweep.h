@@ -75,8 +75,9 @@ std::optional<SweepRecord> read_sweep_record(const std::string& save_root);
 void record_sweep(const std::string& save_root, const std::vector<std::string>& runs,
                   const std::vector<std::string>& trained, int jobs);
 
-// The run folders `siamese report` reads for one argument: a sweep's save_root gives its runs
-// in sweep order (then any other run folder in it, by name); a run folder gives itself.
+// The run folders `siamese report` reads for one argument: a run folder gives itself; a folder
+// of runs, such as a sweep's save_root, gives them in the sweep's order when its sweep.json
+// records one, then any other run in it by name.
 std::vector<std::string> report_folders(const std::string& argument);
 
 // "run 3 of 18" progress: the time left after `finished` of `total` runs took `elapsed_seconds`
