@@ -82,8 +82,9 @@ TEST(Compare, SweepOnTheCommandLineThenReportThenFiguresInThreeCommands) {
     EXPECT_GT(fs::file_size(dir.file(std::string("figures/") + png)), 1000u) << png;
 }
 
-// A setting no config has fails before the first run trains, naming the run and the key.
-TEST(Compare, AMistypedSettingFailsBeforeAnyRunStarts) {
+// A setting no config has, or a sweep file's key the sweep does not know, fails before the
+// first run trains, naming where and the key.
+TEST(Compare, MistakesFailBeforeAnyRunStarts) {
   TempDir dir;
   const auto r = run_siamese("sweep --config configs/tiny/quickstart.yaml --topologies pre --lr 1e-3" +
                                  kTiny + " --set max_durration=4 --out " + dir.file("cmp"),
@@ -92,4 +93,15 @@ TEST(Compare, AMistypedSettingFailsBeforeAnyRunStarts) {
   EXPECT_NE(r.err.find("max_durration"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("run pre-lr0.001 of the command line"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir.file("cmp/pre-lr0.001")));
+
+  const std::string file = dir.write("typo.yaml", "base: " + std::string(SIAMESE_SOURCE_DIR) +
+                                                      "/configs/tiny/quickstart.yaml\ntopologies: [pre]\n"
+                                                      "learning_rates: [1.0e-3]\nseed: [1, 2]\n");
+  const auto typo =
+      run_siamese("sweep " + file + " --out " + dir.file("cmp"), dir.path(), "-u WORLD_SIZE -u RANK");
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.err.find(file + ":4: unknown key \"seed\"\n  fix: did you mean \"seeds\"?"),
+            std::string::npos)
+      << typo.err;
+  EXPECT_FALSE(fs::exists(dir.file("cmp")));
 }
