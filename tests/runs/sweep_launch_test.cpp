@@ -98,13 +98,17 @@ TEST(SweepLaunch, TorchrunScriptsCallTheClonesScriptsTorchrunByDefault) {
 TEST(SweepLaunch, SlurmScriptTrainsOnTwoRanksWithSlurmsVariablesSetByHand) {
   TempDir dir;
   write_sweep(dir, "[3.0e-3]");
-  ASSERT_EQ(shell(sweep_cmd(dir, "--scripts scripts --launcher slurm --nodes 1 --nproc 2 --gpus-per-node 0")),
+  ASSERT_EQ(shell(sweep_cmd(dir,
+                            "--scripts scripts --launcher slurm --nodes 1 --nproc 2 --gpus-per-node 0 "
+                            "--partition cpu --account proj42 --time 1-00:00:00 --cpus-per-task 4")),
             0)
       << read_all(dir.file("sweep.log"));
   const fs::path script = dir.file("scripts/hybrid_pre-lr0.003.sh");
   const std::string text = read_all(script);
-  for (const char* line : {"#SBATCH --job-name=hybrid_pre-lr0.003\n", "#SBATCH --nodes=1\n",
-                           "#SBATCH --ntasks-per-node=2\n", "srun --kill-on-bad-exit=1 "})
+  for (const char* line :
+       {"#SBATCH --job-name=hybrid_pre-lr0.003\n", "#SBATCH --nodes=1\n", "#SBATCH --ntasks-per-node=2\n",
+        "#SBATCH --partition=cpu\n", "#SBATCH --account=proj42\n", "#SBATCH --time=1-00:00:00\n",
+        "#SBATCH --cpus-per-task=4\n", "a shared filesystem", "srun --kill-on-bad-exit=1 "})
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   EXPECT_EQ(text.find("#SBATCH --gpus-per-node"), std::string::npos) << text;  // CPU ranks
   // srun's part, as Slurm documents it: start SLURM_NTASKS copies of the command, each with
