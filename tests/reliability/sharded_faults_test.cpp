@@ -116,6 +116,49 @@ TEST(UnequalShares, FullShardMoeTrainsAsOneProcessWithEmptyMicroBatches) {
   }
 }
 
+// SIGKILL of both ranks in the middle of a FULL_SHARD run and of a HYBRID_SHARD run (2
+// replicas), with the instance filter leaving the ranks unequal shares, then the same launch
+// again: each resumes from its newest checkpoint and ends with the uninterrupted run's losses
+// and filter counts, bit for bit.
+TEST(KilledShardedRun, ResumesBitExactUnderFullAndHybridShardWithTheFilterOn) {
+  const auto root = scratch("killed_sharded");
+  for (const char* strategy : {"FULL_SHARD", "HYBRID_SHARD"}) {
+    SCOPED_TRACE(strategy);
+    const std::vector<std::string> launch = {"--distributed_strategy=fsdp",
+                                             std::string("--fsdp.sharding_strategy=") + strategy,
+                                             "--fsdp.hybrid_sharding_num_model_replicas=2"};
+    auto run = [&](const std::string& name) {
+      TrainConfig c = filtered_run(root / (std::string(strategy) + "_" + name));
+      c.save_interval = 1;
+      return c;
+    };
+    const TrainConfig ref = run("reference");
+    auto ref_ranks = start_sharded(ref, 2, ref.save_folder + ".log", launch);
+    const Outcome whole = wait_sharded(ref_ranks);
+    ASSERT_EQ(whole.exit_code, 0) << whole.output;
+    const auto reference = losses(ref.save_folder);
+    ASSERT_EQ(reference.size(), 8u);
+
+    const TrainConfig c = run("killed");
+    auto ranks = start_sharded(c, 2, c.save_folder + ".killed.log", launch);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (losses(c.save_folder).size() < 4 && ranks[0]->running() &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (auto& rank : ranks) rank->kill();
+    const Outcome killed = wait_sharded(ranks);
+    ASSERT_EQ(killed.signal, SIGKILL) << "the run ended before it was killed\n" << killed.output;
+    ASSERT_LT(losses(c.save_folder).size(), 8u);
+
+    auto again = start_sharded(c, 2, c.save_folder + ".resumed.log", launch);
+    const Outcome resumed = wait_sharded(again);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resum"), std::string::npos) << resumed.output;
+    EXPECT_EQ(losses(c.save_folder), reference);
+    EXPECT_EQ(filtered_per_step(c.save_folder), filtered_per_step(ref.save_folder));
+  }
+}
+
 // manifest.json of the newest checkpoint of 2 FULL_SHARD ranks edited to say another number
 // of optimizer shards than it lists: 0 used to crash the resume (SIGSEGV), 3 to stop it with a
 // raw fopen error on optim_shard0of3.pt. The checkpoint is now refused naming the key, the run
