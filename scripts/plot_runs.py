@@ -7,7 +7,8 @@ writes <out>_loss.png (training loss overlaid, smoothed), <out>_grad_norm.png (g
 gradient norm before clipping, log scale) and, when the runs logged per-layer gradient
 norms, <out>_layer_grad_norms.png (paper Fig. 5: per-layer norm by depth, averaged over
 the logged steps); with --overview also <out>_overview.png, the loss and the per-layer
-norms side by side (the quickstart's figure). Values are read as the trainer logged them; nothing is re-derived
+norms side by side, and, when the runs' evaluations scored held-out answers (the arithmetic
+corpus), their exact match over steps beside them (the quickstart's figure). Values are read as the trainer logged them; nothing is re-derived
 except a moving average for readability.
 """
 import argparse
@@ -23,7 +24,7 @@ from plot_style import log_axes, make_out_folder
 
 
 def read_run(run):
-    steps, loss, gnorm, layer = [], [], [], []
+    steps, loss, gnorm, layer, exact = [], [], [], [], []
     with open(os.path.join(run, "metrics.jsonl")) as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
@@ -33,13 +34,15 @@ def read_run(run):
                 j = json.loads(line)
             except json.JSONDecodeError as e:
                 raise SystemExit(f"{run}/metrics.jsonl:{n}: not valid JSON ({e})")
-            if "layer_grad_norms" in j:
+            if j.get("event") == "eval" and j.get("exact_match") is not None:
+                exact.append((j["step"], j["exact_match"]))
+            elif "layer_grad_norms" in j:
                 layer.append(j["layer_grad_norms"])
             elif "event" not in j and "loss" in j and "lr" in j:
                 steps.append(j["step"])
                 loss.append(j["loss"] if j["loss"] is not None else math.nan)
                 gnorm.append(j["grad_norm"] if j.get("grad_norm") is not None else math.nan)
-    return steps, loss, gnorm, layer
+    return steps, loss, gnorm, layer, exact
 
 
 def label_of(run):
@@ -58,7 +61,7 @@ def smooth(values, window):
 
 
 def draw_loss(ax, data, cmap, window, ymax):
-    for i, (r, (s, l, _, _)) in enumerate(data.items()):
+    for i, (r, (s, l, _, _, _)) in enumerate(data.items()):
         ax.plot(s, smooth(l, window), label=label_of(r), color=cmap(i % cmap.N), lw=1.3)
     ax.set_xlabel("step")
     ax.set_ylabel(f"training loss (moving average of {window})")
@@ -75,6 +78,21 @@ def draw_layer_grad_norms(ax, layered, cmap):
         mean = [sum(row[k] for row in rows if row[k] is not None) / len(rows) for k in range(n)]
         ax.plot(range(n), mean, marker="o", ms=3, label=label_of(r), color=cmap(i % cmap.N))
     log_axes(ax, "layer", "gradient norm (mean over logged steps)", "Per-layer gradient norm", legend_columns=2)
+
+
+def draw_exact_match(ax, scored, cmap, names):
+    # What separates Pre-Norm from SiameseNorm on the quickstart is held-out accuracy, which
+    # the loss curves alone do not show.
+    for r, points in scored.items():
+        steps, values = zip(*points)
+        ax.plot(steps, [100 * v for v in values], marker="o", ms=3, label=label_of(r),
+                color=cmap(names.index(r) % cmap.N))
+    ax.set_xlabel("step")
+    ax.set_ylabel("exact match on held-out problems (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("Held-out exact match")
 
 
 def main():
@@ -97,7 +115,7 @@ def main():
     fig.savefig(a.out + "_loss.png", dpi=120)
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for i, (r, (s, _, g, _)) in enumerate(data.items()):
+    for i, (r, (s, _, g, _, _)) in enumerate(data.items()):
         ax.plot(s, g, label=label_of(r), color=cmap(i % cmap.N), lw=0.9)
     log_axes(ax, "step", "global gradient norm (before clipping)", "Gradient norm", legend_columns=2)
     fig.tight_layout()
@@ -110,12 +128,16 @@ def main():
         fig.savefig(a.out + "_layer_grad_norms.png", dpi=120)
 
     if a.overview:
-        fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+        scored = {r: d[4] for r, d in data.items() if d[4]}
+        panels = 3 if scored else 2
+        fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.8))
         draw_loss(axes[0], data, cmap, a.smooth, a.ymax)
         if layered:
             draw_layer_grad_norms(axes[1], layered, cmap)
         else:
             axes[1].set_axis_off()
+        if scored:
+            draw_exact_match(axes[2], scored, cmap, list(data))
         fig.tight_layout()
         fig.savefig(a.out + "_overview.png", dpi=120)
 
