@@ -161,7 +161,12 @@ void StepReporter::console(const StepMetrics& m, double lr, double grad_norm) {
         std::chrono::steady_clock::now() - last_console_ >= std::chrono::duration<double>(kConsoleSeconds)))
     return;
   last_console_ = std::chrono::steady_clock::now();
-  const double per_step = m.elapsed / double(m.step - first_step_);
+  // The first step carries the warm-up (allocation, kernel selection, the first data): later
+  // estimates leave it out, so the ETA is what the remaining steps take, evaluations and
+  // saves included.
+  if (first) first_step_seconds_ = m.elapsed;
+  const double per_step =
+      first ? m.elapsed : (m.elapsed - first_step_seconds_) / double(m.step - first_step_ - 1);
   const auto z = m.term(metric::kZLoss);
   spdlog::info(
       "[{}/{}] loss {:.4f} nats/token{}, lr {:.3e}, grad_norm {:.3f}, {:.0f} tokens/s{}, mem {:.0f} MiB, ETA "
@@ -173,6 +178,13 @@ void StepReporter::console(const StepMetrics& m, double lr, double grad_norm) {
     spdlog::info(
         "expected duration at the first step's speed: {} for {} steps (the first step includes warm-up)",
         format_eta(per_step * double(max_steps_ - first_step_)), max_steps_ - first_step_);
+  if (!first && !estimated_ && max_steps_ > m.step) {
+    estimated_ = true;
+    spdlog::info(
+        "expected duration after warm-up: {} for the {} steps left ({:.3g} s a step over steps {}-{})",
+        format_eta(per_step * double(max_steps_ - m.step)), max_steps_ - m.step, per_step, first_step_ + 2,
+        m.step);
+  }
 }
 
 }  // namespace siamese::train

@@ -423,3 +423,24 @@ TEST(Trainer, SaveFolderHoldingTheUsersConfigLeavesItAlone) {
   EXPECT_EQ(load_config(saved->string(), {}).model.n_layers, 2);
   EXPECT_NE(r.err.find("left as it is"), std::string::npos) << r.err;
 }
+
+// The duration estimate: one after the first step, which carries the warm-up, then one from the
+// steps after it, and an ETA that leaves the first step out.
+TEST(Trainer, ConsoleEstimatesTheDurationAfterWarmUp) {
+  siamese::testing::TempDir dir;
+  const auto r = siamese::testing::run_siamese(
+      "train configs/tiny/quickstart.yaml --model.n_layers=2 --max_duration=4 --console_log_interval=1 "
+      "--eval_interval=1000 --save_interval=1000 --save_folder=" +
+          dir.file("run"),
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string log = r.out + r.err;
+  const auto first = log.find("expected duration at the first step's speed: ");
+  const auto warm = log.find("expected duration after warm-up: ");
+  ASSERT_NE(first, std::string::npos) << log;
+  ASSERT_NE(warm, std::string::npos) << log;
+  EXPECT_LT(first, warm);
+  EXPECT_NE(log.find("for the 2 steps left (", warm), std::string::npos) << log;
+  EXPECT_NE(log.find("a step over steps 2-2)", warm), std::string::npos) << log;
+  EXPECT_EQ(log.find("expected duration after warm-up: ", warm + 1), std::string::npos) << "logged twice";
+}

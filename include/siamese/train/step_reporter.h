@@ -72,6 +72,8 @@ class StepReporter {
   SpikeDetector spikes_;
   std::vector<PendingStep> pending_;
   std::chrono::steady_clock::time_point last_console_;
+  double first_step_seconds_ = 0;  // the run's first step, warm-up included
+  bool estimated_ = false;         // the estimate after warm-up was logged
 };
 
 }  // namespace siamese::train
