@@ -2,17 +2,20 @@
 # Builds the project with sanitizers in folders of their own and runs what matters for each
 # (docs/build.md, "Sanitizers"):
 #   asan  build-asan/, -DSIAMESE_SANITIZE="address;undefined": AddressSanitizer (with leak
-#         checking) and UBSan on every CPU test of common, config, data and tokenizer, and on
-#         the `siamese` processes those tests start
+#         checking) and UBSan on every CPU test of common, config, data and tokenizer, on the
+#         FULL_SHARD tests of dist (Sharded.FullShard*: 2 Gloo ranks under torchrun; the
+#         hand-written freeing and re-gathering of block storage), and on the `siamese`
+#         processes those tests start
 #   tsan  build-tsan/, -DSIAMESE_SANITIZE=thread: ThreadSanitizer on the threaded code: the
 #         batch prefetcher (Prefetcher.*), the tokenizer's encode pool (TokenizeCorpus.*), the
-#         data-parallel gradient hooks (DataParallel.*: 2 Gloo ranks under torchrun), and one
+#         data-parallel gradient hooks (DataParallel.*: 2 Gloo ranks under torchrun), FULL_SHARD's
+#         prefetching gathers and backward hooks (Sharded.FullShard*), and one
 #         short `siamese train` with data.num_workers=3 (the trainer's loader threads)
 # Usage: scripts/sanitize.sh [asan] [tsan]   (both when none is named). Needs what
 # scripts/setup.sh installs. LibTorch and the Debian libraries are not instrumented.
 #
-# Environment: SIAMESE_JOBS (nproc), SIAMESE_TEST_JOBS (2), SIAMESE_ASAN_LABELS and
-# SIAMESE_TSAN_TESTS (the ctest selections below, to narrow them).
+# Environment: SIAMESE_JOBS (nproc), SIAMESE_TEST_JOBS (2), SIAMESE_ASAN_LABELS,
+# SIAMESE_ASAN_DIST_TESTS and SIAMESE_TSAN_TESTS (the ctest selections below, to narrow them).
 #
 # ASan and TSan write their reports into <build folder>/sanitizer-reports/ (log_path), those
 # of `siamese` processes that tests start and expect to fail included: a report fails the
@@ -33,7 +36,8 @@ fi
 jobs=${SIAMESE_JOBS:-$(nproc)}
 test_jobs=${SIAMESE_TEST_JOBS:-2}
 asan_labels=${SIAMESE_ASAN_LABELS:-^(common|config|data|tokenizer)$}
-tsan_tests=${SIAMESE_TSAN_TESTS:-^(Prefetcher|TokenizeCorpus|DataParallel)\.}
+asan_dist_tests=${SIAMESE_ASAN_DIST_TESTS:-^Sharded\.FullShard}
+tsan_tests=${SIAMESE_TSAN_TESTS:-^(Prefetcher|TokenizeCorpus|DataParallel)\.|^Sharded\.FullShard}
 root=$PWD
 
 # build FOLDER SANITIZERS TARGET...: configures the folder once, then builds the targets
@@ -85,10 +89,11 @@ run_asan() {
   # signal, not its exit code). ASan reads UBSAN_OPTIONS too, hence log_path in both.
   export ASAN_OPTIONS=log_path=$reports/asan:detect_leaks=1:protect_shadow_gap=0:strict_string_checks=1
   export UBSAN_OPTIONS=log_path=$reports/asan:print_stacktrace=1:halt_on_error=1:abort_on_error=1
-  build "$dir" "address;undefined" test_common test_config test_data test_tokenizer || ok=1
+  build "$dir" "address;undefined" test_common test_config test_data test_tokenizer test_dist || ok=1
   built=$SECONDS
   if ((ok == 0)); then
     ctest --test-dir "$dir" --output-on-failure -j "$test_jobs" -LE gpu -L "$asan_labels" || ok=1
+    ctest --test-dir "$dir" --output-on-failure -j "$test_jobs" -LE gpu -R "$asan_dist_tests" || ok=1
   fi
   check_reports "$dir" asan || ok=1
   unset ASAN_OPTIONS UBSAN_OPTIONS
