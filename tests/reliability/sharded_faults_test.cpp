@@ -49,15 +49,10 @@ std::map<int64_t, double> metric_per_step(const fs::path& folder, const std::str
   return out;
 }
 
-}  // namespace
-
-// The filter leaves the ranks unequal shares (an odd number of instances left out of a step
-// of 2 x 2), so one rank has fewer micro-batches. FULL_SHARD gathers every block in each
-// forward: the ranks used to wait for each other until the timeout. Every rank now runs the
-// longest share's count (the extra ones empty), and the losses are the one-process run's.
-TEST(UnequalShares, FullShardTrainsAsOneProcessWhenTheFilterLeavesRanksUnequal) {
-  const auto root = scratch("unequal_shares");
-  const TrainConfig one = filtered_run(root / "one");
+// Trains `one` as one process and `two` on 2 FULL_SHARD ranks; both must see steps that leave
+// the ranks unequal shares, and the ranks' losses must follow the one process's.
+void expect_full_shard_follows_one_process(const TrainConfig& one, const TrainConfig& two,
+                                           const fs::path& root) {
   const Outcome single = run_siamese(train_args(one), root / "one.log");
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const auto filtered = filtered_per_step(one.save_folder);
@@ -65,8 +60,6 @@ TEST(UnequalShares, FullShardTrainsAsOneProcessWhenTheFilterLeavesRanksUnequal) 
   int odd = 0;
   for (const auto& [step, n] : filtered) odd += n % 2;
   ASSERT_GT(odd, 0) << "no step leaves the ranks unequal";
-
-  const TrainConfig two = filtered_run(root / "two");
   auto ranks = start_sharded(two, 2, (root / "two.log").string(),
                              {"--distributed_strategy=fsdp", "--fsdp.sharding_strategy=FULL_SHARD"});
   const Outcome sharded = wait_sharded(ranks);
@@ -75,6 +68,17 @@ TEST(UnequalShares, FullShardTrainsAsOneProcessWhenTheFilterLeavesRanksUnequal) 
   ASSERT_EQ(got.size(), 8u) << sharded.output;
   for (const auto& [step, loss] : got) EXPECT_NEAR(loss, want.at(step), 1e-5) << "step " << step;
   EXPECT_EQ(filtered_per_step(two.save_folder), filtered);
+}
+
+}  // namespace
+
+// The filter leaves the ranks unequal shares (an odd number of instances left out of a step
+// of 2 x 2), so one rank has fewer micro-batches. FULL_SHARD gathers every block in each
+// forward: the ranks used to wait for each other until the timeout. Every rank now runs the
+// longest share's count (the extra ones empty), and the losses are the one-process run's.
+TEST(UnequalShares, FullShardTrainsAsOneProcessWhenTheFilterLeavesRanksUnequal) {
+  const auto root = scratch("unequal_shares");
+  expect_full_shard_follows_one_process(filtered_run(root / "one"), filtered_run(root / "two"), root);
 }
 
 // The same unequal shares with block_type moe: a rank's empty micro-batch still runs every
@@ -90,21 +94,9 @@ TEST(UnequalShares, FullShardMoeTrainsAsOneProcessWithEmptyMicroBatches) {
     c.model.moe_zloss_weight = 0.001;
     return c;
   };
-  const TrainConfig one = moe(filtered_run(root / "one"));
-  const Outcome single = run_siamese(train_args(one), root / "one.log");
-  ASSERT_EQ(single.exit_code, 0) << single.output;
-  int odd = 0;
-  for (const auto& [step, n] : filtered_per_step(one.save_folder)) odd += n % 2;
-  ASSERT_GT(odd, 0) << "no step leaves the ranks unequal";
-
-  const TrainConfig two = moe(filtered_run(root / "two"));
-  auto ranks = start_sharded(two, 2, (root / "two.log").string(),
-                             {"--distributed_strategy=fsdp", "--fsdp.sharding_strategy=FULL_SHARD"});
-  const Outcome sharded = wait_sharded(ranks);
-  ASSERT_EQ(sharded.exit_code, 0) << sharded.output;
-  const auto want = losses(one.save_folder), got = losses(two.save_folder);
-  ASSERT_EQ(got.size(), 8u) << sharded.output;
-  for (const auto& [step, loss] : got) EXPECT_NEAR(loss, want.at(step), 1e-5) << "step " << step;
+  const TrainConfig one = moe(filtered_run(root / "one")), two = moe(filtered_run(root / "two"));
+  expect_full_shard_follows_one_process(one, two, root);
+  if (HasFatalFailure()) return;
   for (const char* key : {"moe_lbl_loss", "moe_z_loss", "moe_dropped_fraction"}) {
     const auto a = metric_per_step(one.save_folder, key), b = metric_per_step(two.save_folder, key);
     ASSERT_EQ(a.size(), 8u) << key;

@@ -37,7 +37,8 @@ struct RankMemory {
   double state() const { return parameters + gradients + optimizer; }
 };
 
-// One row per strategy for `world_size` ranks, nodes of `local_world` ranks.
+// One row per strategy for `world_size` ranks, nodes of `local_world` ranks, in this order:
+// ddp / NO_SHARD, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD (strategy_row picks by it).
 std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int local_world);
 
 // The row of plan_memory that `cfg`'s strategy takes over `world_size` ranks (one process:
