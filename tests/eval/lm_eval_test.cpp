@@ -78,9 +78,12 @@ TEST(LmEval, TheHarnessScoresAnExportLikeSiameseEval) {
   fs::create_directories(dir.file("tasks"));
   for (const std::string task : {"siamese_piqa", "siamese_arc_easy"}) {
     std::string yaml = read_all(src + "/configs/lm_eval/" + task + ".yaml");
-    const auto at = yaml.find("../shared/");
-    ASSERT_NE(at, std::string::npos) << task;
-    yaml.replace(at, std::string("../shared").size(), siamese::shared_dir());
+    // Every occurrence: the header comment names the folder before the data_files line does.
+    ASSERT_NE(yaml.find("../shared/"), std::string::npos) << task;
+    const std::string shared = siamese::shared_dir();
+    for (auto at = yaml.find("../shared/"); at != std::string::npos;
+         at = yaml.find("../shared/", at + shared.size()))
+      yaml.replace(at, std::string("../shared").size(), shared);
     std::ofstream(dir.file("tasks/" + task + ".yaml")) << yaml;
   }
   const std::string lm_eval = fmt::format(
