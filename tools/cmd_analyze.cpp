@@ -47,7 +47,8 @@ int run_analyze(const AnalyzeArgs& a) {
   auto ck = train::load_checkpoint_model(a.checkpoint, device);
   const auto& mc = ck.config.model;
   // CLI11 has checked --dtype against the spellings.
-  const TokenDtype dtype = a.dtype.empty() ? ck.config.data.memmap_dtype : *enum_named<TokenDtype>(a.dtype);
+  const config::TokenDtype dtype =
+      a.dtype.empty() ? ck.config.data.memmap_dtype : *config::enum_named<config::TokenDtype>(a.dtype);
   data::TokenDataset ds(a.data, dtype, mc.max_sequence_length, mc.embedding_size);
   // Instances spread evenly over the files, the same ones for every checkpoint.
   const int64_t wanted = std::min(ds.size(), a.batches * a.batch_size);
@@ -118,7 +119,7 @@ void add_analyze_command(CLI::App& app, Handler& run) {
   cmd->add_option("checkpoint", args->checkpoint, "step<N> folder or run folder")->required();
   cmd->add_option("--data", args->data, "token files (validation split)")->required();
   cmd->add_option("--dtype", args->dtype, "token dtype (default: the config's data.memmap_dtype)")
-      ->check(CLI::IsMember(spellings<TokenDtype>()));
+      ->check(CLI::IsMember(config::spellings<config::TokenDtype>()));
   cmd->add_option("--batches", args->batches, "number of batches")->check(CLI::PositiveNumber);
   cmd->add_option("--batch-size", args->batch_size, "sequences per batch")->check(CLI::PositiveNumber);
   cmd->add_option("--out", args->out, "analysis JSON");

@@ -33,7 +33,7 @@ struct BenchArgs {
 // MFU against the configured hardware peak (peak_tflops) when set, and always against the
 // matmul rate measured in this run.
 void print_timing(const train::TopologyTiming& t, torch::Device device, double matmul_flops) {
-  const TrainConfig& cfg = t.config;
+  const config::TrainConfig& cfg = t.config;
   const int64_t T = cfg.model.max_sequence_length;
   const double tokens = double(cfg.global_train_batch_size) * T;
   std::vector<double> totals, d, f, b, o;
@@ -101,7 +101,7 @@ void print_ops(const train::TopologyTiming& t, int top) {
                         t.kernels, t.profiled_steps, top, 100);
 }
 
-int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& world) {
+int run_scaling_bench(const BenchArgs& a, const config::TrainConfig& base, const dist::World& world) {
   if (!a.compare.empty())
     throw Error("--compare is not available under a distributed launch", "--compare",
                 "compare topologies in a single process (no torchrun), or drop --compare");
@@ -136,20 +136,20 @@ int run_scaling_bench(const BenchArgs& a, const TrainConfig& base, const World& 
 
 int run_bench(const BenchArgs& a) {
   train::configure_cpu_runtime();
-  const TrainConfig base = load_run_config(a.config);
-  const World world = detect_world();
+  const config::TrainConfig base = load_run_config(a.config);
+  const dist::World world = dist::detect_world();
   if (world.distributed()) return run_scaling_bench(a, base, world);
   std::vector<train::BenchSubject> subjects;
   if (a.compare.empty()) subjects.push_back({base.model.residual, base});
   std::stringstream entries(a.compare);
   for (std::string entry; std::getline(entries, entry, ',');) {
-    const Variant variant = parse_variant(entry, "--compare");
+    const config::Variant variant = config::parse_variant(entry, "--compare");
     ConfigArgs args = a.config;
     args.overrides.insert(args.overrides.end(), variant.overrides.begin(), variant.overrides.end());
     args.overrides.push_back("--model.residual=" + variant.topology);
     subjects.push_back({entry, load_run_config(args)});
   }
-  const TrainConfig& first = subjects.front().config;
+  const config::TrainConfig& first = subjects.front().config;
   const torch::Device device = train::resolve_device(first.device);
   const auto bench = train::bench_topologies(subjects, a.options, [&](const train::TopologyBench& b) {
     fmt::print(
@@ -157,7 +157,7 @@ int run_bench(const BenchArgs& a) {
         "tokens in micro-batches of {}, {} warmup + {} timed steps x {} round(s); matmul "
         "measured at {:.1f} GFLOP/s\n",
         at::get_num_threads(), device.str(), name_of(first.precision),
-        first.model.activation_checkpointing == ActivationCheckpointing::None
+        first.model.activation_checkpointing == config::ActivationCheckpointing::None
             ? "off"
             : name_of(first.model.activation_checkpointing),
         first.global_train_batch_size, first.model.max_sequence_length,

@@ -29,10 +29,10 @@ void add_commcheck_command(CLI::App& app, Handler& run) {
   cmd->add_option("--device", args->device, "cpu (Gloo) or cuda (NCCL, device LOCAL_RANK)");
   cmd->callback([&run, args] {
     run = [args] {
-      World world = detect_world();
+      dist::World world = dist::detect_world();
       torch::Device device =
           args->device == "cuda" ? torch::Device(torch::kCUDA, world.local_rank) : torch::Device(torch::kCPU);
-      Communicator comm(world, device, std::chrono::seconds(args->timeout_s));
+      dist::Communicator comm(world, device, std::chrono::seconds(args->timeout_s));
 
       auto mine = torch::full({4}, static_cast<double>(world.rank + 1),
                               torch::TensorOptions().dtype(torch::kFloat64).device(device));

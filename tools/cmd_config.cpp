@@ -50,12 +50,12 @@ void add_config_command(CLI::App& app, Handler& run) {
   cmd->callback([&run, args, schema_only] {
     run = [args, schema_only] {
       if (*schema_only) {
-        std::cout << schema::markdown() << model::topologies_markdown();
+        std::cout << config::schema::markdown() << model::topologies_markdown();
         return 0;
       }
       if (args->path.empty())
         throw Error("no config file given", "command line", "run `siamese config configs/tiny/base.yaml`");
-      const std::string yaml = to_yaml(load_run_config(*args));
+      const std::string yaml = config::to_yaml(load_run_config(*args));
       std::cout << yaml;
       return 0;
     };

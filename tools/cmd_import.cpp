@@ -52,7 +52,7 @@ int run_import(const std::string& folder, const std::string& out, bool overwrite
   // Checked before anything is read or created, so a refused import leaves no folder behind.
   refuse_used_out(out, overwrite);
   auto imported = hf::import_model(folder);
-  TrainConfig& cfg = imported.config;
+  config::TrainConfig& cfg = imported.config;
   cfg.save_folder = out;
   if (fs::exists(fs::path(folder) / "tokenizer.json"))
     cfg.tokenizer.identifier = fs::absolute(fs::path(folder) / "tokenizer.json").string();
@@ -63,7 +63,8 @@ int run_import(const std::string& folder, const std::string& out, bool overwrite
   refuse_used_out(out, overwrite);
   train::clean_save_folder(out, lock);
   // step0 appears whole or not at all: written beside it and renamed into place.
-  const auto step = train::save_checkpoint(out, *imported.model, *optim, train::TrainState{}, to_yaml(cfg));
+  const auto step =
+      train::save_checkpoint(out, *imported.model, *optim, train::TrainState{}, config::to_yaml(cfg));
   eval::keep_run_tokenizer(out, cfg);  // the run works once the HF folder is gone
   spdlog::info("imported {} ({}) into {}", folder, cfg.model.residual, step.string());
   const auto checkpoints = train::checkpoint_folders(out);

@@ -21,7 +21,7 @@
 namespace siamese::cli {
 namespace {
 
-void print_memory_plan(const TrainConfig& cfg, int world, int local_world) {
+void print_memory_plan(const config::TrainConfig& cfg, int world, int local_world) {
   const double gib = 1024.0 * 1024.0 * 1024.0;
   const int64_t micro = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world);
   std::cout << fmt::format(
@@ -57,9 +57,9 @@ void add_inspect_command(CLI::App& app, Handler& run) {
   add_config_args(cmd, *args);
   cmd->callback([&run, args, world, local_world] {
     run = [args, world, local_world] {
-      const TrainConfig train_cfg = load_run_config(*args);
-      const ModelConfig& cfg = train_cfg.model;
-      ModelConfig pre_cfg = cfg;
+      const config::TrainConfig train_cfg = load_run_config(*args);
+      const config::ModelConfig& cfg = train_cfg.model;
+      config::ModelConfig pre_cfg = cfg;
       pre_cfg.residual = "pre";
       const auto c = model::count_parameters(cfg);
       const auto pre = model::count_parameters(pre_cfg);
@@ -79,7 +79,7 @@ void add_inspect_command(CLI::App& app, Handler& run) {
                 << line("mlp", c.mlp, c.total()) << line("residual-path norms", c.residual, c.total())
                 << line("head", c.head, c.total()) << fmt::format("  {:<22}{:>15}\n", "total", c.total())
                 << fmt::format("  {:<22}{:>15}\n", "non-embedding", c.total() - c.embedding)
-                << (cfg.block_type == BlockType::Moe
+                << (cfg.block_type == config::BlockType::Moe
                         ? fmt::format("  {:<22}{:>15}  ({} of {} experts per token{})\n", "active per token",
                                       c.active(), cfg.moe_top_k, cfg.moe_num_experts,
                                       cfg.moe_shared_expert ? " and the shared one" : "")
@@ -88,13 +88,13 @@ void add_inspect_command(CLI::App& app, Handler& run) {
                                100.0 * double(c.total() - pre.total()) / double(pre.total()))
                 << fmt::format("training FLOPs per token at seq {}: {:.4e} (6N + 12 L d T{})\n", T,
                                model::flops_per_token(cfg, T),
-                               cfg.block_type == BlockType::Moe ? ", active N" : "");
+                               cfg.block_type == config::BlockType::Moe ? ", active N" : "");
       if (*world > 0) {
         // A plan for a launch that train would refuse is no plan.
-        validate_for_world_size(train_cfg, *world);
+        config::validate_for_world_size(train_cfg, *world);
         train::check_plan_fits_model(train_cfg);
-        if (train_cfg.fsdp.sharding_strategy == ShardingStrategy::HybridShard &&
-            train_cfg.distributed_strategy == DistributedStrategy::Fsdp)
+        if (train_cfg.fsdp.sharding_strategy == config::ShardingStrategy::HybridShard &&
+            train_cfg.distributed_strategy == config::DistributedStrategy::Fsdp)
           train::hybrid_replicas(train_cfg, *world, std::min(*world, *local_world));
         print_memory_plan(train_cfg, *world, *local_world);
       }

@@ -202,7 +202,7 @@ runs::Sweep sweep_of(const SweepArgs& a) {
   if (!a.config.empty()) spec.base = a.config;
   if (!a.topologies.empty()) {
     spec.topologies.clear();
-    for (const auto& t : a.topologies) spec.topologies.push_back(parse_variant(t, "--topologies"));
+    for (const auto& t : a.topologies) spec.topologies.push_back(config::parse_variant(t, "--topologies"));
   }
   if (!a.learning_rates.empty()) spec.learning_rates = a.learning_rates;
   if (!a.seeds.empty()) spec.seeds = a.seeds;
@@ -232,7 +232,7 @@ int run_sweep(const SweepArgs& a) {
     write_scripts(a, runs);
     return 0;
   }
-  if (detect_world().distributed())
+  if (dist::detect_world().distributed())
     throw Error(
         "siamese sweep trains its runs itself; under torchrun or srun every rank would run "
         "the whole sweep",
@@ -254,7 +254,7 @@ int run_sweep(const SweepArgs& a) {
   }
   // Every config is read before the first run starts: a typo in --set or the file fails now,
   // not hours into the sweep. Children read theirs again (another process).
-  std::vector<TrainConfig> configs;
+  std::vector<config::TrainConfig> configs;
   for (const auto* r : todo) {
     try {
       configs.push_back(load_run_config({r->base, r->overrides}));

@@ -26,14 +26,14 @@ void add_train_command(CLI::App& app, Handler& run) {
       "scripts/torchrun or srun (docs/distributed.md).");
   cmd->callback([&run, args, stop_at] {
     run = [args, stop_at] {
-      const TrainConfig cfg = load_run_config(*args);
+      const config::TrainConfig cfg = load_run_config(*args);
       train::RunControl control;
       control.stop_at = *stop_at;
       // Launched by torchrun or srun: data parallel over a process group, as the config says.
-      const World world = detect_world();
-      std::unique_ptr<ParallelPlan> strategy;
+      const dist::World world = dist::detect_world();
+      std::unique_ptr<dist::ParallelPlan> strategy;
       if (world.distributed()) {
-        validate_for_world_size(cfg, world.size);
+        config::validate_for_world_size(cfg, world.size);
         strategy = train::make_plan(cfg, world);
         control.sync = strategy.get();
       }

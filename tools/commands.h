@@ -61,8 +61,8 @@ void write_output(const std::string& path, const std::string& text);
 
 // The run config of CONFIG + overrides under this process's MODEL_TYPE and WORLD_SIZE
 // (model::load_run_config).
-inline TrainConfig load_run_config(const ConfigArgs& args) {
-  return model::load_run_config(args.path, args.overrides, launch_settings_from_env());
+inline config::TrainConfig load_run_config(const ConfigArgs& args) {
+  return model::load_run_config(args.path, args.overrides, config::launch_settings_from_env());
 }
 
 }  // namespace siamese::cli

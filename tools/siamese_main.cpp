@@ -26,7 +26,7 @@ int run_command(int argc, char** argv) {
   // reported by the command that needs the world, so here it just means rank 0.
   int rank = 0;
   try {
-    rank = siamese::detect_world().rank;
+    rank = siamese::dist::detect_world().rank;
   } catch (const siamese::Error&) {
   }
   siamese::init_logging(rank);
@@ -81,8 +81,8 @@ int run_command(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  siamese::die_with_launcher();
+  siamese::dist::die_with_launcher();
   const int code = run_command(argc, argv);
-  siamese::report_exit(code);
+  siamese::dist::report_exit(code);
   return code;
 }

@@ -7,12 +7,12 @@
 namespace siamese::analysis {
 
 std::vector<double> per_layer_grad_norms(model::TransformerImpl& model) {
-  ParallelPlan one_process;
+  dist::ParallelPlan one_process;
   return per_layer_grad_norms(model.named_parameters(), model.config().n_layers, one_process);
 }
 
 std::vector<double> per_layer_grad_norms(const torch::OrderedDict<std::string, torch::Tensor>& named,
-                                         int64_t n_layers, ShardLayout& layout) {
+                                         int64_t n_layers, dist::ShardLayout& layout) {
   torch::NoGradGuard no_grad;
   const auto device = named.is_empty() ? torch::Device(torch::kCPU) : named[0].value().device();
   auto sq = torch::zeros({n_layers}, torch::dtype(torch::kFloat64).device(device));

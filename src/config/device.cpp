@@ -1,6 +1,6 @@
 #include "siamese/config/device.h"
 
-namespace siamese {
+namespace siamese::config {
 
 std::optional<DeviceSetting> parse_device(const std::string& text) {
   using Kind = DeviceSetting::Kind;
@@ -15,4 +15,4 @@ std::optional<DeviceSetting> parse_device(const std::string& text) {
   return DeviceSetting{Kind::Cuda, std::stoi(digits)};
 }
 
-}  // namespace siamese
+}  // namespace siamese::config

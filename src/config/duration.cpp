@@ -6,7 +6,7 @@
 
 #include "siamese/common/error.h"
 
-namespace siamese {
+namespace siamese::config {
 namespace {
 
 // A positive whole number written as OLMo accepts it: 1000, 739_328, 1e4, 2.5e9.
@@ -48,4 +48,4 @@ Duration parse_duration(const std::string& text) {
   return d;
 }
 
-}  // namespace siamese
+}  // namespace siamese::config

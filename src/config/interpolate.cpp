@@ -7,7 +7,7 @@
 
 #include "siamese/common/error.h"
 
-namespace siamese {
+namespace siamese::config {
 namespace {
 
 using Lookup = std::function<std::string(const std::string&)>;
@@ -132,4 +132,4 @@ std::string escape_interpolation(const std::string& literal) {
   return out;
 }
 
-}  // namespace siamese
+}  // namespace siamese::config

@@ -24,7 +24,7 @@
 #include "siamese/config/interpolate.h"
 #include "siamese/config/schema.h"
 
-namespace siamese {
+namespace siamese::config {
 namespace {
 
 using schema::Field;
@@ -669,4 +669,4 @@ TrainConfig load_config_text(const std::string& text, const std::string& where) 
   return load_validated(loader, {}, nullptr);
 }
 
-}  // namespace siamese
+}  // namespace siamese::config

@@ -8,7 +8,7 @@
 
 #include <type_traits>
 
-namespace siamese::schema {
+namespace siamese::config::schema {
 namespace {
 
 template <class T>
@@ -729,4 +729,4 @@ std::string markdown() {
          ignored_list(ignored_train_keys(), "") + ignored_list(ignored_evaluator_keys(), "evaluators[i].");
 }
 
-}  // namespace siamese::schema
+}  // namespace siamese::config::schema

@@ -6,7 +6,7 @@
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
 
-namespace siamese {
+namespace siamese::config {
 namespace {
 
 using schema::Field;
@@ -95,4 +95,4 @@ std::string to_yaml(const TrainConfig& config) {
   return std::string(out.c_str()) + "\n";
 }
 
-}  // namespace siamese
+}  // namespace siamese::config

@@ -13,7 +13,7 @@
 #include "siamese/config/duration.h"
 #include "siamese/config/schema.h"
 
-namespace siamese {
+namespace siamese::config {
 namespace {
 
 class Rules {
@@ -255,4 +255,4 @@ void validate_for_world_size(const TrainConfig& c, int world_size, const KeyLoca
                         per_rank, world_size * micro));
 }
 
-}  // namespace siamese
+}  // namespace siamese::config

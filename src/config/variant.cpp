@@ -6,7 +6,7 @@
 
 #include "siamese/common/error.h"
 
-namespace siamese {
+namespace siamese::config {
 
 Variant parse_variant(const std::string& entry, const std::string& where) {
   Variant v;
@@ -27,4 +27,4 @@ Variant parse_variant(const std::string& entry, const std::string& where) {
   return v;
 }
 
-}  // namespace siamese
+}  // namespace siamese::config

@@ -42,13 +42,14 @@ int64_t longest_repetition(const int64_t* tokens, int64_t n, int64_t max_period,
   return longest;
 }
 
-bool is_repetitive(const int64_t* tokens, int64_t n, const InstanceFilterConfig& cfg) {
+bool is_repetitive(const int64_t* tokens, int64_t n, const config::InstanceFilterConfig& cfg) {
   if (!cfg.enabled()) return false;
   const int64_t times = longest_repetition(tokens, n, cfg.max_period(), cfg.min_period());
   return times > 0 && times >= cfg.max_count();
 }
 
-torch::Tensor keep_instances(const torch::Tensor& batch, const InstanceFilterConfig& cfg, int64_t& dropped) {
+torch::Tensor keep_instances(const torch::Tensor& batch, const config::InstanceFilterConfig& cfg,
+                             int64_t& dropped) {
   TORCH_CHECK(
       batch.dim() == 2 && batch.scalar_type() == torch::kInt64 && batch.is_cpu() && batch.is_contiguous(),
       "keep_instances takes a contiguous int64 CPU batch [B, T]");

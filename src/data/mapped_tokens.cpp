@@ -38,14 +38,14 @@ std::string numpy_name(const std::string& descr) {
 // Token ids are little-endian unsigned integers of data.memmap_dtype's width. Another
 // unsigned width is a setting to change; anything else (float32, int64, big-endian) needs
 // the file converted, which the fix spells out as a command that works.
-void check_npy_dtype(const std::string& header, const std::string& path, TokenDtype token_dtype) {
+void check_npy_dtype(const std::string& header, const std::string& path, config::TokenDtype token_dtype) {
   std::smatch m;
   if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([^']*)'")))
     throw Error("NPY header has no dtype (header: " + header + ")", path,
                 "re-create the file with numpy.save");
   const std::string descr = m[1];
   const std::string dtype = name_of(token_dtype);
-  const int width = int(token_bytes(token_dtype));
+  const int width = int(config::token_bytes(token_dtype));
   const bool little_unsigned = descr.size() == 3 && descr[1] == 'u' && (descr[0] == '<' || descr[0] == '|') &&
                                (descr[2] == '1' || descr[2] == '2' || descr[2] == '4' || descr[2] == '8');
   if (little_unsigned && descr[2] - '0' == width) return;
@@ -73,7 +73,7 @@ void check_npy_dtype(const std::string& header, const std::string& path, TokenDt
 
 // Returns the byte offset of the array data in an NPY file and checks its dtype.
 size_t npy_data_offset(const unsigned char* bytes, size_t n, size_t n_file, const std::string& path,
-                       TokenDtype token_dtype) {
+                       config::TokenDtype token_dtype) {
   if (n < 10) throw Error("NPY header is truncated", path, "re-create the file");
   const int major = bytes[6];
   size_t header_len = 0, prefix = 0;
@@ -108,7 +108,7 @@ size_t npy_data_offset(const unsigned char* bytes, size_t n, size_t n_file, cons
                   "re-create the file with numpy.save");
     }
   }
-  const uint64_t held = (n_file - prefix - header_len) / token_bytes(token_dtype);
+  const uint64_t held = (n_file - prefix - header_len) / config::token_bytes(token_dtype);
   if (elements != held)
     throw Error(
         "NPY header promises " + std::to_string(elements) + " tokens, the file holds " + std::to_string(held),
@@ -118,8 +118,8 @@ size_t npy_data_offset(const unsigned char* bytes, size_t n, size_t n_file, cons
 
 }  // namespace
 
-MappedTokens::MappedTokens(std::string path, TokenDtype token_dtype)
-    : path_(std::move(path)), width_(int(token_bytes(token_dtype))) {
+MappedTokens::MappedTokens(std::string path, config::TokenDtype token_dtype)
+    : path_(std::move(path)), width_(int(config::token_bytes(token_dtype))) {
   const std::string dtype = name_of(token_dtype);
   // stat before open: opening a FIFO for reading would block until a writer appears.
   struct stat st {};

@@ -6,7 +6,7 @@
 
 namespace siamese::data {
 
-TokenDataset::TokenDataset(const std::vector<std::string>& paths, TokenDtype dtype, int64_t seq_len,
+TokenDataset::TokenDataset(const std::vector<std::string>& paths, config::TokenDtype dtype, int64_t seq_len,
                            int64_t vocab_size)
     : seq_len_(seq_len), vocab_size_(vocab_size) {
   if (paths.empty())
@@ -68,11 +68,11 @@ namespace {
 constexpr int64_t kSyntheticTrainTokens = int64_t{1} << 22;
 }
 
-TokenDataset train_dataset(const TrainConfig& cfg) {
+TokenDataset train_dataset(const config::TrainConfig& cfg) {
   const int64_t T = cfg.model.max_sequence_length;
   if (!cfg.data.paths.empty())
     return TokenDataset(cfg.data.paths, cfg.data.memmap_dtype, T, cfg.model.vocab_size);
-  if (cfg.data.synthetic == SyntheticCorpus::Arithmetic) {
+  if (cfg.data.synthetic == config::SyntheticCorpus::Arithmetic) {
     if (cfg.model.vocab_size < kArithmeticVocab)
       throw Error("the arithmetic corpus is byte-level and needs vocab_size >= 256", "model.vocab_size",
                   "set model.vocab_size and embedding_size to 256");

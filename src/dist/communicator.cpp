@@ -14,7 +14,7 @@
 
 #include "siamese/common/error.h"
 
-namespace siamese {
+namespace siamese::dist {
 namespace {
 
 // LibTorch's message without the C++ backtrace that c10::Error appends: the user needs the
@@ -200,4 +200,4 @@ void Communicator::barrier() {
   }
 }
 
-}  // namespace siamese
+}  // namespace siamese::dist

@@ -1,6 +1,6 @@
 #include "siamese/dist/data_parallel.h"
 
-namespace siamese {
+namespace siamese::dist {
 
 DataParallelPlan::DataParallelPlan(const World& world, torch::Device device, DataParallelOptions options)
     : owned_comm_(std::make_unique<Communicator>(world, device, options.timeout)),
@@ -37,4 +37,4 @@ int64_t DataParallelPlan::gradient_bytes(int64_t param_bytes) const {
   return param_bytes + (bucketer_ ? bucketer_->buffer_bytes() : 0);
 }
 
-}  // namespace siamese
+}  // namespace siamese::dist

@@ -8,7 +8,7 @@
 
 #include "siamese/dist/grad_ready_hook.h"
 
-namespace siamese {
+namespace siamese::dist {
 
 GradBucketer::GradBucketer(Communicator& comm, std::vector<torch::Tensor> params, int64_t bucket_bytes,
                            bool overlap)
@@ -101,4 +101,4 @@ void GradBucketer::finish() {
   blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-}  // namespace siamese
+}  // namespace siamese::dist

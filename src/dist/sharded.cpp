@@ -6,7 +6,7 @@
 #include "siamese/common/error.h"
 #include "siamese/dist/grad_ready_hook.h"
 
-namespace siamese {
+namespace siamese::dist {
 
 int64_t shard_chunk(int64_t numel, int world) { return (numel + world - 1) / world; }
 
@@ -372,4 +372,4 @@ double ShardedPlan::take_comm_seconds() {
   return s;
 }
 
-}  // namespace siamese
+}  // namespace siamese::dist

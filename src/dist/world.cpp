@@ -15,7 +15,7 @@
 
 #include "siamese/common/error.h"
 
-namespace siamese {
+namespace siamese::dist {
 namespace {
 
 std::optional<std::string> env(const char* name) {
@@ -110,4 +110,4 @@ void report_exit(int code) {
   }
 }
 
-}  // namespace siamese
+}  // namespace siamese::dist

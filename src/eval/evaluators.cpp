@@ -83,24 +83,24 @@ std::vector<ArithmeticSample> arithmetic_answers(model::TransformerImpl& model,
   return samples;
 }
 
-Evaluators::Evaluators(const TrainConfig& cfg, torch::Device device, Collectives& sync)
+Evaluators::Evaluators(const config::TrainConfig& cfg, torch::Device device, dist::Collectives& sync)
     : batch_size_(cfg.device_eval_batch_size), device_(device), sync_(sync) {
   const int64_t T = cfg.model.max_sequence_length;
   for (size_t i = 0; i < cfg.evaluators.size(); ++i) {
     const auto& e = cfg.evaluators[i];
-    if (e.type == EvaluatorType::Downstream) {
+    if (e.type == config::EvaluatorType::Downstream) {
       if (!tokenizer_) tokenizer_ = tokenizer::Tokenizer::from_file(cfg.tokenizer.identifier);
       tasks_.push_back(load_task(e.label, !e.data_dir.empty() ? e.data_dir : shared_dir() + "/evals"));
       continue;
     }
-    const TokenDtype dtype = e.memmap_dtype.value_or(cfg.data.memmap_dtype);
+    const config::TokenDtype dtype = e.memmap_dtype.value_or(cfg.data.memmap_dtype);
     const int64_t subset = e.subset_num_batches > 0 ? e.subset_num_batches : cfg.eval_subset_num_batches;
     sets_.push_back({e.label.empty() ? fmt::format("eval{}", i) : e.label,
                      std::make_unique<data::TokenDataset>(e.paths, dtype, T, cfg.model.vocab_size),
                      subset,
                      {}});
   }
-  if (cfg.data.synthetic == SyntheticCorpus::Arithmetic) {
+  if (cfg.data.synthetic == config::SyntheticCorpus::Arithmetic) {
     const uint64_t seed = cfg.data.seed.value_or(cfg.seed);
     const int digits = static_cast<int>(cfg.data.arithmetic_digits);
     sets_.push_back(

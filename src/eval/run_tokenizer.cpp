@@ -21,11 +21,11 @@ std::string read_bytes(const fs::path& path) {
 
 }  // namespace
 
-bool uses_tokenizer(const TrainConfig& config) {
-  return !config.data.paths.empty() || config.data.synthetic == SyntheticCorpus::None;
+bool uses_tokenizer(const config::TrainConfig& config) {
+  return !config.data.paths.empty() || config.data.synthetic == config::SyntheticCorpus::None;
 }
 
-void keep_run_tokenizer(const fs::path& save_folder, const TrainConfig& config) {
+void keep_run_tokenizer(const fs::path& save_folder, const config::TrainConfig& config) {
   const std::string& source = config.tokenizer.identifier;
   if (!uses_tokenizer(config) || source.empty() || !fs::is_regular_file(source)) return;
   const fs::path copy = save_folder / kRunTokenizerFile;
@@ -34,7 +34,7 @@ void keep_run_tokenizer(const fs::path& save_folder, const TrainConfig& config) 
   write_file_atomically(copy, bytes);
 }
 
-std::string run_tokenizer_path(const TrainConfig& config, const std::string& config_file,
+std::string run_tokenizer_path(const config::TrainConfig& config, const std::string& config_file,
                                const std::string& override_path) {
   if (!override_path.empty()) {
     if (!fs::is_regular_file(override_path))

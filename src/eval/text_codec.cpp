@@ -11,16 +11,16 @@
 
 namespace siamese::eval {
 
-tokenizer::Tokenizer load_run_tokenizer(const TrainConfig& config, const std::string& config_file,
+tokenizer::Tokenizer load_run_tokenizer(const config::TrainConfig& config, const std::string& config_file,
                                         const std::string& override_path) {
-  TrainConfig with_tokenizer = config;
+  config::TrainConfig with_tokenizer = config;
   with_tokenizer.data.synthetic =
-      SyntheticCorpus::None;  // callers that ask want a tokenizer whatever the data
+      config::SyntheticCorpus::None;  // callers that ask want a tokenizer whatever the data
   with_tokenizer.data.paths.clear();
   return tokenizer::Tokenizer::from_file(run_tokenizer_path(with_tokenizer, config_file, override_path));
 }
 
-TextCodec::TextCodec(const TrainConfig& config, const std::string& config_file,
+TextCodec::TextCodec(const config::TrainConfig& config, const std::string& config_file,
                      const std::string& tokenizer_override) {
   if (uses_tokenizer(config)) tok_ = load_run_tokenizer(config, config_file, tokenizer_override);
 }

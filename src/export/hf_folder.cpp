@@ -32,8 +32,8 @@ namespace {
 constexpr const char* kExportFix =
     "free disk space or export to a disk with room; an earlier export there is untouched";
 
-json value_json(const schema::Field<TrainConfig>& f, const TrainConfig& c) {
-  using schema::Kind;
+json value_json(const config::schema::Field<config::TrainConfig>& f, const config::TrainConfig& c) {
+  using config::schema::Kind;
   switch (f.kind) {
     case Kind::Int:
       return f.ref<int64_t>(c);
@@ -44,7 +44,7 @@ json value_json(const schema::Field<TrainConfig>& f, const TrainConfig& c) {
     case Kind::String:
       return f.ref<std::string>(c);
     case Kind::Enum:
-      return schema::value_text(f, c);
+      return config::schema::value_text(f, c);
     case Kind::OptInt:
       return f.ref<std::optional<int64_t>>(c) ? json(*f.ref<std::optional<int64_t>>(c)) : json(nullptr);
     case Kind::OptDouble:
@@ -63,8 +63,8 @@ json value_json(const schema::Field<TrainConfig>& f, const TrainConfig& c) {
 
 // The settings modeling_siamese.py reads: every model.* key of the schema (nested as in the
 // YAML), with the ones the C++ model resolves at build time given resolved.
-json siamese_config(const TrainConfig& run) {
-  const ModelConfig& c = run.model;
+json siamese_config(const config::TrainConfig& run) {
+  const config::ModelConfig& c = run.model;
   json j = {{"architectures", {"SiameseForCausalLM"}},
             {"model_type", "siamese"},
             {"auto_map",
@@ -73,7 +73,7 @@ json siamese_config(const TrainConfig& run) {
   j.update(common_hf_config(c));
   j["use_cache"] = false;
   json settings = json::object();
-  for (const auto& f : schema::train_fields()) {
+  for (const auto& f : config::schema::train_fields()) {
     if (f.key.rfind("model.", 0) != 0) continue;
     json* at = &settings;
     const std::string key = f.key.substr(6);
@@ -111,9 +111,9 @@ void remove_quietly(const fs::path& p) {
 
 }  // namespace
 
-std::string export_model(const TrainConfig& config, model::TransformerImpl& model, const fs::path& out_path,
-                         const ExportOptions& options) {
-  const ModelConfig& c = config.model;
+std::string export_model(const config::TrainConfig& config, model::TransformerImpl& model,
+                         const fs::path& out_path, const ExportOptions& options) {
+  const config::ModelConfig& c = config.model;
   const fs::path out = out_path.filename().empty() ? out_path.parent_path() : out_path;
   check_replaceable(out);
   std::unique_ptr<tokenizer::Tokenizer> tok;
@@ -135,7 +135,7 @@ std::string export_model(const TrainConfig& config, model::TransformerImpl& mode
     fs::create_directories(tmp);
     // The whole run config rides along, so that `siamese import` restores it as it was.
     json cfg = stock ? stock_config(*stock, c) : siamese_config(config);
-    cfg["siamese_run_config"] = to_yaml(config);
+    cfg["siamese_run_config"] = config::to_yaml(config);
     if (stock) {
       write_weights(tmp, stock_tensors(*stock, c, ours), options.max_shard_bytes);
     } else {
@@ -199,8 +199,8 @@ ImportedModel import_model(const fs::path& dir) {
   const StockClass* stock = stock_class_named(type);
   ImportedModel m;
   if (j.contains("siamese_run_config") && j["siamese_run_config"].is_string()) {
-    m.config = load_config_text(j["siamese_run_config"].get<std::string>(),
-                                config_path.string() + " (siamese_run_config)");
+    m.config = config::load_config_text(j["siamese_run_config"].get<std::string>(),
+                                        config_path.string() + " (siamese_run_config)");
   } else if (stock) {
     m.config = config_from_stock(*stock, j, dir);
   } else {
@@ -222,8 +222,9 @@ ImportedModel import_model(const fs::path& dir) {
         fmt::format("check its sizes: hidden_size {}, num_hidden_layers {}, intermediate_size {}, "
                     "vocab_size {}{}",
                     c.d_model, c.n_layers, c.mlp_hidden_size.value_or(0) / 2, c.vocab_size,
-                    c.block_type == BlockType::Moe ? fmt::format(", num_experts {}", c.moe_num_experts)
-                                                   : std::string()));
+                    c.block_type == config::BlockType::Moe
+                        ? fmt::format(", num_experts {}", c.moe_num_experts)
+                        : std::string()));
   }
   m.model = model::Transformer(m.config.model);
   auto tensors = read_weights(dir);

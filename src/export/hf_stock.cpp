@@ -14,7 +14,7 @@ namespace siamese::hf {
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
-ordered_json common_hf_config(const ModelConfig& c) {
+ordered_json common_hf_config(const config::ModelConfig& c) {
   return {{"vocab_size", c.embedding_size},
           {"hidden_size", c.d_model},
           {"num_hidden_layers", c.n_layers},
@@ -42,8 +42,8 @@ const std::vector<StockClass>& stock_classes() {
 // tensors transformers holds in memory (gate_up_proj [E, 2 * inner, d] gate rows first;
 // down_proj [E, d, inner]), which it also reads from a folder.
 template <class Take, class Has>
-std::pair<torch::Tensor, torch::Tensor> olmoe_experts(const ModelConfig& c, const std::string& p, Take& take,
-                                                      Has& has) {
+std::pair<torch::Tensor, torch::Tensor> olmoe_experts(const config::ModelConfig& c, const std::string& p,
+                                                      Take& take, Has& has) {
   if (has(p + "gate_up_proj")) {
     const auto gate_up = take(p + "gate_up_proj");
     const int64_t inner = gate_up.size(1) / 2;
@@ -67,9 +67,9 @@ const StockClass* stock_class_named(const std::string& model_type) {
   return nullptr;
 }
 
-const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not) {
+const StockClass* stock_class_of(const config::ModelConfig& c, std::string* why_not) {
   const StockClass* cls = nullptr;
-  const bool moe = c.block_type == BlockType::Moe;
+  const bool moe = c.block_type == config::BlockType::Moe;
   for (const auto& candidate : stock_classes())
     if (candidate.topology == c.residual && candidate.moe == moe) cls = &candidate;
   auto no = [&](const std::string& why) -> const StockClass* {
@@ -80,10 +80,11 @@ const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not) {
   // OLMoE computes every routed token and has no shared expert.
   if (moe && !c.moe_dropless) return no("moe_dropless false, which OlmoeForCausalLM cannot drop tokens for");
   if (moe && c.moe_shared_expert) return no("moe_shared_expert, which OlmoeForCausalLM has not");
-  if (c.layer_norm_type != LayerNormType::RMS) return no("layer_norm_type " + name_of(c.layer_norm_type));
+  if (c.layer_norm_type != config::LayerNormType::RMS)
+    return no("layer_norm_type " + name_of(c.layer_norm_type));
   if (!c.layer_norm_with_affine || c.bias_for_layer_norm.value_or(c.include_bias))
     return no("norm affine/bias");
-  if (c.activation_type != Activation::SwiGLU) return no("activation " + name_of(c.activation_type));
+  if (c.activation_type != config::Activation::SwiGLU) return no("activation " + name_of(c.activation_type));
   if (!c.rope) return no("learned positions");
   if (c.include_bias) return no("biases");
   if (c.clip_qkv || c.use_query_norm || c.use_key_norm || c.use_value_norm)
@@ -94,7 +95,7 @@ const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not) {
   return cls;
 }
 
-NamedTensors stock_tensors(const StockClass& cls, const ModelConfig& c, const NamedTensors& ours) {
+NamedTensors stock_tensors(const StockClass& cls, const config::ModelConfig& c, const NamedTensors& ours) {
   const int64_t d = c.d_model, kv = model::kv_head_count(c) * (d / c.n_heads),
                 inner = model::mlp_inner_size(c);
   NamedTensors out;
@@ -152,7 +153,7 @@ NamedTensors stock_tensors(const StockClass& cls, const ModelConfig& c, const Na
   return out;
 }
 
-NamedTensors ours_from_stock(const StockClass& cls, const ModelConfig& c, TensorMap hf,
+NamedTensors ours_from_stock(const StockClass& cls, const config::ModelConfig& c, TensorMap hf,
                              const std::string& where) {
   NamedTensors out;
   auto take = [&](const std::string& key) {
@@ -197,7 +198,7 @@ NamedTensors ours_from_stock(const StockClass& cls, const ModelConfig& c, Tensor
   return out;
 }
 
-ordered_json stock_config(const StockClass& cls, const ModelConfig& c) {
+ordered_json stock_config(const StockClass& cls, const config::ModelConfig& c) {
   ordered_json j = {{"architectures", {cls.architecture}}, {"model_type", cls.model_type}};
   j.update(common_hf_config(c));
   j.update({{"intermediate_size", model::mlp_inner_size(c)},
@@ -225,7 +226,7 @@ ordered_json stock_config(const StockClass& cls, const ModelConfig& c) {
   return j;
 }
 
-TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, const fs::path& dir) {
+config::TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, const fs::path& dir) {
   const std::string where = (dir / "config.json").string();
   // Sizes are positive integers; a string or a fraction is named with its key, not left to
   // the JSON library's type error.
@@ -274,12 +275,12 @@ TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, co
   if (optional(j, "hidden_act", std::string("silu")) != "silu") refuse("hidden_act", "SwiGLU uses silu");
   if (j.contains("clip_qkv") && !j.at("clip_qkv").is_null())
     refuse("clip_qkv", "OLMoE clips after its Q/K norms");
-  TrainConfig cfg;
+  config::TrainConfig cfg;
   auto& m = cfg.model;
   m.residual = cls.topology;
   m.attention_layer_norm = cls.qk_norm;
-  m.layer_norm_type = LayerNormType::RMS;
-  m.activation_type = Activation::SwiGLU;
+  m.layer_norm_type = config::LayerNormType::RMS;
+  m.activation_type = config::Activation::SwiGLU;
   m.rope = true;
   m.include_bias = false;
   m.attention_dropout = m.residual_dropout = m.embedding_dropout = 0.0;
@@ -291,7 +292,7 @@ TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, co
     refuse("head_dim", "the head size must be hidden_size / num_attention_heads");
   m.mlp_hidden_size = 2 * need("intermediate_size");
   if (cls.moe) {
-    m.block_type = BlockType::Moe;
+    m.block_type = config::BlockType::Moe;
     m.moe_num_experts = need("num_experts");
     m.moe_top_k = need("num_experts_per_tok");
     m.moe_norm_topk_prob = optional(j, "norm_topk_prob", false);

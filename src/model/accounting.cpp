@@ -29,7 +29,7 @@ ParamKind param_kind(const std::string& name) {
 // no block and leaves the generator as it found it: a resumed run logs the count after
 // restoring it. The topology's own parameters come from building it, since each topology
 // decides them; some draw their init (mhc's projections), so the generator's state is put back.
-ParamCounts count_parameters(const ModelConfig& cfg) {
+ParamCounts count_parameters(const config::ModelConfig& cfg) {
   check_model_config(cfg);
   const int64_t d = cfg.d_model, head_dim = d / cfg.n_heads;
   const int64_t kv = kv_head_count(cfg) * head_dim;
@@ -47,7 +47,7 @@ ParamCounts count_parameters(const ModelConfig& cfg) {
     if (on) attention += qkv_norm(head_dim);
   c.attention = cfg.n_layers * attention;
   const int64_t expert = linear(d, mlp_hidden_size(cfg)) + linear(mlp_inner_size(cfg), d);
-  if (cfg.block_type == BlockType::Moe) {
+  if (cfg.block_type == config::BlockType::Moe) {
     // The stacked experts have no biases; the router is a bias-free [experts, d] matrix.
     const int64_t routed = d * mlp_hidden_size(cfg) + mlp_inner_size(cfg) * d;
     const int64_t shared = cfg.moe_shared_expert ? expert : 0;
@@ -64,10 +64,10 @@ ParamCounts count_parameters(const ModelConfig& cfg) {
   return c;
 }
 
-double flops_per_token(const ModelConfig& cfg, int64_t seq_len) {
+double flops_per_token(const config::ModelConfig& cfg, int64_t seq_len) {
   const double d = double(cfg.d_model);
   const double kv = double(kv_head_count(cfg) * (cfg.d_model / cfg.n_heads));
-  const double router = cfg.block_type == BlockType::Moe ? d * double(cfg.moe_num_experts) : 0.0;
+  const double router = cfg.block_type == config::BlockType::Moe ? d * double(cfg.moe_num_experts) : 0.0;
   const double per_layer =
       d * (d + 2 * kv) + d * d + router +
       double(active_experts(cfg)) * (d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d);
@@ -79,11 +79,12 @@ double mfu(double tokens_per_second, double flops_per_token, double peak_flops) 
   return tokens_per_second * flops_per_token / peak_flops;
 }
 
-StateBytes training_state_parts(const ModelConfig& cfg) {
+StateBytes training_state_parts(const config::ModelConfig& cfg) {
   const double d = double(cfg.d_model), kv = double(kv_head_count(cfg)) * (d / double(cfg.n_heads));
-  const double experts =
-      cfg.block_type == BlockType::Moe ? double(cfg.moe_num_experts + (cfg.moe_shared_expert ? 1 : 0)) : 1.0;
-  const double router = cfg.block_type == BlockType::Moe ? d * double(cfg.moe_num_experts) : 0.0;
+  const double experts = cfg.block_type == config::BlockType::Moe
+                             ? double(cfg.moe_num_experts + (cfg.moe_shared_expert ? 1 : 0))
+                             : 1.0;
+  const double router = cfg.block_type == config::BlockType::Moe ? d * double(cfg.moe_num_experts) : 0.0;
   const double layers = double(cfg.n_layers), bytes = 16.0;
   StateBytes s;
   s.attention = bytes * layers * (d * (d + 2 * kv) + d * d);
@@ -94,6 +95,6 @@ StateBytes training_state_parts(const ModelConfig& cfg) {
   return s;
 }
 
-double training_state_bytes(const ModelConfig& cfg) { return training_state_parts(cfg).total(); }
+double training_state_bytes(const config::ModelConfig& cfg) { return training_state_parts(cfg).total(); }
 
 }  // namespace siamese::model

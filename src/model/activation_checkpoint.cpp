@@ -95,17 +95,17 @@ std::vector<torch::Tensor> checkpointed(const std::vector<torch::Tensor>& inputs
   return out;
 }
 
-bool checkpoints_block(ActivationCheckpointing setting, int64_t layer) {
+bool checkpoints_block(config::ActivationCheckpointing setting, int64_t layer) {
   switch (setting) {
-    case ActivationCheckpointing::None:
+    case config::ActivationCheckpointing::None:
       return false;
-    case ActivationCheckpointing::WholeLayer:
+    case config::ActivationCheckpointing::WholeLayer:
       return true;
-    case ActivationCheckpointing::OneInTwo:
+    case config::ActivationCheckpointing::OneInTwo:
       return layer % 2 == 0;
-    case ActivationCheckpointing::OneInThree:
+    case config::ActivationCheckpointing::OneInThree:
       return layer % 3 == 0;
-    case ActivationCheckpointing::OneInFour:
+    case config::ActivationCheckpointing::OneInFour:
       return layer % 4 == 0;
   }
   return false;

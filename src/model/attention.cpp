@@ -7,7 +7,7 @@
 
 namespace siamese::model {
 
-int64_t kv_head_count(const ModelConfig& cfg) {
+int64_t kv_head_count(const config::ModelConfig& cfg) {
   return cfg.multi_query_attention ? 1 : cfg.n_kv_heads.value_or(cfg.n_heads);
 }
 
@@ -21,7 +21,7 @@ torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k
   return torch::matmul(weights, v);
 }
 
-AttentionImpl::AttentionImpl(const ModelConfig& cfg, SublayerHooks hooks)
+AttentionImpl::AttentionImpl(const config::ModelConfig& cfg, SublayerHooks hooks)
     : n_heads_(cfg.n_heads),
       n_kv_heads_(kv_head_count(cfg)),
       head_dim_(cfg.d_model / cfg.n_heads),

@@ -7,21 +7,21 @@
 
 namespace siamese::model {
 
-int64_t mlp_hidden_size(const ModelConfig& cfg) {
+int64_t mlp_hidden_size(const config::ModelConfig& cfg) {
   return cfg.mlp_hidden_size.value_or(cfg.mlp_ratio * cfg.d_model);
 }
 
-int64_t mlp_inner_size(const ModelConfig& cfg) {
-  return cfg.activation_type == Activation::SwiGLU ? mlp_hidden_size(cfg) / 2 : mlp_hidden_size(cfg);
+int64_t mlp_inner_size(const config::ModelConfig& cfg) {
+  return cfg.activation_type == config::Activation::SwiGLU ? mlp_hidden_size(cfg) / 2 : mlp_hidden_size(cfg);
 }
 
-int64_t active_experts(const ModelConfig& cfg) {
-  return cfg.block_type == BlockType::Moe ? cfg.moe_top_k + (cfg.moe_shared_expert ? 1 : 0) : 1;
+int64_t active_experts(const config::ModelConfig& cfg) {
+  return cfg.block_type == config::BlockType::Moe ? cfg.moe_top_k + (cfg.moe_shared_expert ? 1 : 0) : 1;
 }
 
-MlpImpl::MlpImpl(const ModelConfig& cfg, SublayerHooks hooks)
+MlpImpl::MlpImpl(const config::ModelConfig& cfg, SublayerHooks hooks)
     : activation_(cfg.activation_type), hooks_(std::move(hooks)) {
-  const bool moe = cfg.block_type == BlockType::Moe;
+  const bool moe = cfg.block_type == config::BlockType::Moe;
   if (!moe || cfg.moe_shared_expert) {
     ff_proj = register_module(
         "ff_proj", torch::nn::Linear(
@@ -39,7 +39,7 @@ MlpImpl::MlpImpl(const ModelConfig& cfg, SublayerHooks hooks)
   blocks_ = double(cfg.n_layers);
   load_balancing_weight_ = cfg.moe_loss_weight;
   z_loss_weight_ = cfg.moe_zloss_weight.value_or(0.0);
-  loop_ = cfg.moe_mlp_impl == MoeImpl::Loop;
+  loop_ = cfg.moe_mlp_impl == config::MoeImpl::Loop;
   const int64_t experts = cfg.moe_num_experts;
   router = register_module("router",
                            torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, experts).bias(false)));
@@ -87,13 +87,13 @@ class SwigluFunction : public torch::autograd::Function<SwigluFunction> {
 }  // namespace
 
 torch::Tensor MlpImpl::activate(const torch::Tensor& h) const {
-  if (activation_ == Activation::SwiGLU) {
+  if (activation_ == config::Activation::SwiGLU) {
     if (!hooks_.swiglu && fused_swiglu_supports(h)) return SwigluFunction::apply(h);
     auto parts = h.chunk(2, -1);
     if (hooks_.swiglu) std::tie(parts[0], parts[1]) = hooks_.swiglu(parts[0], parts[1]);
     return torch::silu(parts[1]) * parts[0];
   }
-  return activation_ == Activation::GELU ? torch::gelu(h) : torch::relu(h);
+  return activation_ == config::Activation::GELU ? torch::gelu(h) : torch::relu(h);
 }
 
 bool MlpImpl::runs_grouped(const torch::Tensor& inputs) const {

@@ -97,29 +97,29 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   return bias.defined() ? h + bias : h;
 }
 
-NormKind norm_kind(const ModelConfig& cfg) {
+NormKind norm_kind(const config::ModelConfig& cfg) {
   switch (cfg.layer_norm_type) {
-    case LayerNormType::RMS:
+    case config::LayerNormType::RMS:
       return NormKind::RMS;
-    case LayerNormType::DyT:
+    case config::LayerNormType::DyT:
       return NormKind::DyT;
-    case LayerNormType::Derf:
+    case config::LayerNormType::Derf:
       return NormKind::Derf;
-    case LayerNormType::Default:
-    case LayerNormType::LowPrecision:
+    case config::LayerNormType::Default:
+    case config::LayerNormType::LowPrecision:
       break;
   }
   return NormKind::LayerNorm;
 }
 
-Norm make_norm(const ModelConfig& cfg, int64_t dim, std::optional<bool> affine) {
+Norm make_norm(const config::ModelConfig& cfg, int64_t dim, std::optional<bool> affine) {
   const NormKind kind = norm_kind(cfg);
   const bool with_weight = affine.value_or(cfg.layer_norm_with_affine);
   return Norm(kind, dim, cfg.layer_norm_eps, with_weight, cfg.bias_for_layer_norm.value_or(cfg.include_bias),
               kind == NormKind::DyT ? cfg.dyt_alpha_init : cfg.derf_alpha_init, cfg.derf_shift_init);
 }
 
-int64_t norm_parameter_count(const ModelConfig& cfg, int64_t dim, std::optional<bool> affine) {
+int64_t norm_parameter_count(const config::ModelConfig& cfg, int64_t dim, std::optional<bool> affine) {
   const NormKind kind = norm_kind(cfg);
   int64_t n = kind == NormKind::DyT ? 1 : kind == NormKind::Derf ? 2 : 0;
   if (affine.value_or(cfg.layer_norm_with_affine))
@@ -127,7 +127,7 @@ int64_t norm_parameter_count(const ModelConfig& cfg, int64_t dim, std::optional<
   return n;
 }
 
-Norm make_plain_rms_norm(const ModelConfig& cfg, int64_t dim) {
+Norm make_plain_rms_norm(const config::ModelConfig& cfg, int64_t dim) {
   return Norm(NormKind::RMS, dim, cfg.layer_norm_eps, /*affine=*/false, /*bias=*/false);
 }
 

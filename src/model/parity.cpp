@@ -48,8 +48,8 @@ std::string stem(const fs::path& p) {
 
 }  // namespace
 
-ModelConfig model_config_from_olmo(const std::string& config_json,
-                                   const std::vector<std::string>& olmo_keys) {
+config::ModelConfig model_config_from_olmo(const std::string& config_json,
+                                           const std::vector<std::string>& olmo_keys) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(config_json);
@@ -72,7 +72,7 @@ ModelConfig model_config_from_olmo(const std::string& config_json,
   reject_if(get(m, "attn_residual_after_norm", false), "attn_residual_after_norm: true");
 
   // Every OLMo model key the schema knows, by its OLMo name.
-  ModelConfig c = read_olmo_model(config_json);
+  config::ModelConfig c = config::read_olmo_model(config_json);
 
   // Topology from HybridNorm's flags (absent in upstream OLMo: plain Pre-Norm).
   const bool attn_norm = get(m, "attn_norm", true), ffn_norm = get(m, "ffn_norm", true);
@@ -131,7 +131,7 @@ ParityResult run_parity(const std::string& golden_dir) {
   }
   std::sort(weights.begin(), weights.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
-  ModelConfig cfg = model_config_from_olmo((dir / "config.json").string(), keys);
+  config::ModelConfig cfg = model_config_from_olmo((dir / "config.json").string(), keys);
   torch::manual_seed(0);
   Transformer model(cfg);
   load_olmo_state(*model, weights, (dir / "weights").string());

@@ -2,7 +2,7 @@
 
 namespace siamese::model {
 
-TopologyImpl::TopologyImpl(const ModelConfig& cfg) : cfg_(cfg) {
+TopologyImpl::TopologyImpl(const config::ModelConfig& cfg) : cfg_(cfg) {
   // Per-block holders make a topology's parameters read blocks.{i}.<name>, the layout
   // of OLMo's state_dict (transformer.blocks.{i}.<name>).
   auto list = register_module("blocks", torch::nn::ModuleList());

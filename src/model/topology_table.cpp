@@ -13,13 +13,13 @@ namespace {
 
 // Where the user chose the topology, for errors: "configs/x.yaml:3", "environment
 // MODEL_TYPE", "--model.residual"; without an origin (configs built in code), the key.
-std::string topology_source(const ConfigOrigin* origin) {
+std::string topology_source(const config::ConfigOrigin* origin) {
   if (!origin || origin->topology == "default") return "model.residual";
   const std::string& t = origin->topology;
   return (t == "MODEL_TYPE" ? "environment MODEL_TYPE" : t) + " (model.residual)";
 }
 
-Error unknown_topology(const std::string& name, const ConfigOrigin* origin = nullptr) {
+Error unknown_topology(const std::string& name, const config::ConfigOrigin* origin = nullptr) {
   return Error("unknown topology \"" + name + "\"", topology_source(origin),
                fmt::format("use one of: {}", fmt::join(topology_names(), ", ")));
 }
@@ -31,7 +31,7 @@ const TopologySpec& spec_of(const std::string& name) {
 }
 
 // The row's required settings and those of the row its requires_as key names.
-std::vector<Flag> required_settings(const TopologySpec& spec, const ModelConfig& cfg) {
+std::vector<Flag> required_settings(const TopologySpec& spec, const config::ModelConfig& cfg) {
   std::vector<Flag> flags = spec.required;
   if (!spec.requires_as) return flags;
   const auto& other = settings_required_by(spec.requires_as(cfg));
@@ -64,12 +64,12 @@ const std::vector<Flag>& settings_required_by(const std::string& name) {
   return spec ? spec->required : none;
 }
 
-void apply_required_settings(ModelConfig& cfg) {
+void apply_required_settings(config::ModelConfig& cfg) {
   if (const TopologySpec* spec = find_topology(cfg.residual))
     for (const auto& flag : required_settings(*spec, cfg)) cfg.*flag.member = true;
 }
 
-void apply_topology_defaults(ModelConfig& cfg) {
+void apply_topology_defaults(config::ModelConfig& cfg) {
   const TopologySpec* spec = find_topology(cfg.residual);
   if (!spec) return;  // check_model_config names the unknown topology
   for (const auto& d : spec->defaults) cfg.*d.member = d.value;
@@ -96,15 +96,15 @@ std::string topologies_markdown() {
   return out;
 }
 
-std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_topology(const config::ModelConfig& cfg) {
   check_model_config(cfg);
   return spec_of(cfg.residual).make(cfg);
 }
 
-void check_model_config(const ModelConfig& cfg, const ConfigOrigin* origin) {
+void check_model_config(const config::ModelConfig& cfg, const config::ConfigOrigin* origin) {
   const TopologySpec* spec = find_topology(cfg.residual);
   if (!spec) throw unknown_topology(cfg.residual, origin);
-  validate_model(cfg);
+  config::validate_model(cfg);
   for (const auto& flag : required_settings(*spec, cfg)) {
     if (cfg.*flag.member) continue;
     const std::string& key = flag.key;
@@ -116,10 +116,10 @@ void check_model_config(const ModelConfig& cfg, const ConfigOrigin* origin) {
   }
 }
 
-TrainConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
-                            const LaunchSettings& launch) {
-  ConfigOrigin origin;
-  TrainConfig config = load_config(path, overrides, launch, &origin);
+config::TrainConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                                    const config::LaunchSettings& launch) {
+  config::ConfigOrigin origin;
+  config::TrainConfig config = config::load_config(path, overrides, launch, &origin);
   if (origin.topology == "default") origin.topology = path;
   if (!find_topology(config.model.residual)) throw unknown_topology(config.model.residual, &origin);
   const TopologySpec& spec = *find_topology(config.model.residual);

@@ -7,12 +7,12 @@
 
 namespace siamese::model {
 
-BlockImpl::BlockImpl(const ModelConfig& cfg, const SublayerHooks& hooks) {
+BlockImpl::BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks) {
   attn = register_module("attn", Attention(cfg, hooks));
   mlp = register_module("mlp", Mlp(cfg, hooks));
 }
 
-TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg) {
+TransformerImpl::TransformerImpl(const config::ModelConfig& cfg) : cfg_(cfg) {
   check_model_config(cfg);
   wte = register_module("wte", torch::nn::Embedding(cfg.embedding_size, cfg.d_model));
   if (!cfg.rope) wpe = register_module("wpe", torch::nn::Embedding(cfg.max_sequence_length, cfg.d_model));
@@ -176,14 +176,14 @@ void init_linear(const torch::nn::Linear& m, double std, std::optional<double> c
 void TransformerImpl::reset_parameters() {
   const auto& c = cfg_;
   const double d = double(c.d_model), inv_sqrt_d = 1.0 / std::sqrt(d);
-  const bool normal = c.init_fn == InitFn::Normal, mitchell = c.init_fn == InitFn::Mitchell;
+  const bool normal = c.init_fn == config::InitFn::Normal, mitchell = c.init_fn == config::InitFn::Mitchell;
   const std::optional<double> cutoff =
       normal ? c.init_cutoff_factor : std::optional<double>(c.init_cutoff_factor.value_or(3.0));
 
   double wte_std = normal ? c.init_std : mitchell ? inv_sqrt_d : c.init_std;
   if (c.emb_init_std)
     wte_std = *c.emb_init_std;
-  else if (c.init_fn == InitFn::FullMegatron && c.scale_emb_init)
+  else if (c.init_fn == config::InitFn::FullMegatron && c.scale_emb_init)
     wte_std *= std::sqrt(d);
   init_normal(wte->weight, wte_std, cutoff);
   if (wpe) init_normal(wpe->weight, mitchell ? inv_sqrt_d : c.init_std, cutoff);
@@ -197,7 +197,7 @@ void TransformerImpl::reset_parameters() {
     if (mitchell) {
       attn_out_std = 1.0 / std::sqrt(2.0 * d * (l + 1));
       ff_out_std = 1.0 / std::sqrt(2.0 * d_ff * (l + 1));
-    } else if (c.init_fn == InitFn::FullMegatron) {
+    } else if (c.init_fn == config::InitFn::FullMegatron) {
       attn_out_std = ff_out_std = c.init_std / std::sqrt(2.0 * c.n_layers);
     }
     init_linear(blk->attn->att_proj, in_std, cutoff);

@@ -111,12 +111,13 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
   }
   if (auto cfg = latest_config(run_dir)) {
     // The saved config is the resolved one: read it through the schema like any config.
-    const TrainConfig c = load_config(cfg->string(), {});
+    const config::TrainConfig c = config::load_config(cfg->string(), {});
     // Runs written before run.json existed: a max_duration in plain steps is the plan too.
-    const Duration planned = parse_duration(c.max_duration);
-    if (!s.max_steps && planned.unit == Duration::Unit::Steps) s.max_steps = planned.value;
+    const config::Duration planned = config::parse_duration(c.max_duration);
+    if (!s.max_steps && planned.unit == config::Duration::Unit::Steps) s.max_steps = planned.value;
     s.topology = c.model.residual;
-    for (const auto& field : schema::train_fields()) s.settings[field.key] = schema::value_text(field, c);
+    for (const auto& field : config::schema::train_fields())
+      s.settings[field.key] = config::schema::value_text(field, c);
     s.learning_rate = c.optimizer.learning_rate;
     s.seed = c.seed;
   }
@@ -160,7 +161,7 @@ void name_models(std::vector<RunSummary>& runs) {
   }
   for (auto& r : runs) {
     r.model = r.topology;
-    for (const auto& field : schema::train_fields())
+    for (const auto& field : config::schema::train_fields())
       if (telling.count(field.key) && r.settings.count(field.key) &&
           r.settings[field.key] != baseline[field.key])
         r.model += "+" + r.settings[field.key];

@@ -101,7 +101,7 @@ SweepSpec read_sweep_file(const std::string& path) {
   if (root["save_root"]) spec.save_root = root["save_root"].as<std::string>();
   const auto topologies = list<std::string>(root, "topologies", path, true);
   for (size_t i = 0; i < topologies.size(); ++i)
-    spec.topologies.push_back(parse_variant(topologies[i], line_of(path, root["topologies"][i])));
+    spec.topologies.push_back(config::parse_variant(topologies[i], line_of(path, root["topologies"][i])));
   spec.learning_rates = list<double>(root, "learning_rates", path, true);
   spec.seeds = list<int64_t>(root, "seeds", path, false);
   spec.overrides = list<std::string>(root, "overrides", path, false);
@@ -112,7 +112,7 @@ Sweep expand_sweep(const SweepSpec& spec, const std::string& path) {
   Sweep sweep{path, spec.save_root, {}};
   std::vector<std::optional<int64_t>> seed_list(spec.seeds.begin(), spec.seeds.end());
   if (seed_list.empty()) seed_list.push_back(std::nullopt);
-  for (const Variant& variant : spec.topologies)
+  for (const config::Variant& variant : spec.topologies)
     for (double lr : spec.learning_rates)
       for (const auto& seed : seed_list) {
         SweepRun r;

@@ -30,7 +30,7 @@ AttentionKernelScope::~AttentionKernelScope() {
   ctx.setSDPUseMath(math_);
 }
 
-void check_flash_attention(const ModelConfig& model, torch::Device device,
+void check_flash_attention(const config::ModelConfig& model, torch::Device device,
                            std::optional<at::ScalarType> autocast) {
   if (!model.flash_attention) return;
   // The shapes and dtype the attention sublayer hands to the kernel (GQA heads are repeated

@@ -36,7 +36,8 @@ struct Subject {
 };
 
 // The model as the trainer sets it up under `sync` (setup.h).
-std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device device, ParallelPlan& sync) {
+std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device device,
+                                      dist::ParallelPlan& sync) {
   auto s = std::make_unique<Subject>();
   s->timing.topology = subject.label;
   s->timing.config = subject.config;
@@ -45,8 +46,8 @@ std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device
   return s;
 }
 
-TrainStep training_step(Subject& s, ParallelPlan& sync, torch::Device device, int world_size) {
-  const TrainConfig& cfg = s.timing.config;
+TrainStep training_step(Subject& s, dist::ParallelPlan& sync, torch::Device device, int world_size) {
+  const config::TrainConfig& cfg = s.timing.config;
   const int64_t micro = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world_size);
   return TrainStep(cfg, *s.trainee.model, *s.trainee.optim, sync, *s.trainee.scaler, device, micro);
 }
@@ -54,9 +55,9 @@ TrainStep training_step(Subject& s, ParallelPlan& sync, torch::Device device, in
 // One training step as `siamese train` runs it, at the configured peak learning rate.
 // Phases are timed by marks on the device's timeline (CUDA events), so the step runs as
 // in training, without a host sync between phases.
-StepSplit timed_step(Subject& s, TrainStep& step, ParallelPlan& sync, data::TokenDataset& ds,
+StepSplit timed_step(Subject& s, TrainStep& step, dist::ParallelPlan& sync, data::TokenDataset& ds,
                      data::BatchOrder& order, torch::Device device) {
-  const TrainConfig& cfg = s.timing.config;
+  const config::TrainConfig& cfg = s.timing.config;
   StepSplit t;
   DeviceClock clock(device);
   const size_t start = clock.mark();
@@ -81,7 +82,7 @@ StepSplit timed_step(Subject& s, TrainStep& step, ParallelPlan& sync, data::Toke
 // The achievable matmul rate on `device` in this run (FLOP/s), the yardstick for MFU when
 // no peak_tflops is configured: fp32 n=2048 on CPU; on CUDA bf16 (amp) or fp32 (TF32 when
 // allowed) n=8192. Best of several repeats.
-double measured_matmul_flops(torch::Device device, Precision precision) {
+double measured_matmul_flops(torch::Device device, config::Precision precision) {
   const int64_t n = device.is_cuda() ? 8192 : 2048;
   const auto dtype = device.is_cuda() ? autocast_dtype(precision).value_or(torch::kFloat) : torch::kFloat;
   auto a = torch::randn({n, n}, torch::dtype(dtype).device(device));
@@ -106,12 +107,12 @@ double median(std::vector<double> values) {
 
 TopologyBench bench_topologies(const std::vector<BenchSubject>& compared, const BenchOptions& options,
                                const std::function<void(const TopologyBench&)>& started) {
-  const TrainConfig& base = compared.at(0).config;
+  const config::TrainConfig& base = compared.at(0).config;
   const torch::Device device = resolve_device(base.device);
   if (device.is_cuda()) configure_cuda_runtime(device, base.allow_tf32);
   check_flash_attention(base.model, device, autocast_dtype(base.precision));
   data::TokenDataset ds = data::train_dataset(base);
-  ParallelPlan alone;
+  dist::ParallelPlan alone;
   std::vector<std::unique_ptr<Subject>> subjects;
   for (const auto& subject : compared) subjects.push_back(make_subject(subject, device, alone));
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
@@ -147,20 +148,20 @@ TopologyBench bench_topologies(const std::vector<BenchSubject>& compared, const 
   return bench;
 }
 
-std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& world,
+std::vector<ScalingSetup> bench_scaling(const config::TrainConfig& base, const dist::World& world,
                                         const BenchOptions& options) {
-  validate_for_world_size(base, world.size);
+  config::validate_for_world_size(base, world.size);
   const torch::Device device = resolve_device(base.device, world.local_rank);
-  Communicator comm(world, device, std::chrono::seconds(base.distributed.timeout_seconds));
-  ParallelPlan alone;
+  dist::Communicator comm(world, device, std::chrono::seconds(base.distributed.timeout_seconds));
+  dist::ParallelPlan alone;
   auto subject = make_subject({base.model.residual, base}, device, alone);
   Subject& s = *subject;
-  DataParallelOptions overlapped_options;
+  dist::DataParallelOptions overlapped_options;
   overlapped_options.bucket_bytes = static_cast<int64_t>(base.distributed.bucket_mb * (1 << 20));
-  DataParallelOptions after_backward_options = overlapped_options;
+  dist::DataParallelOptions after_backward_options = overlapped_options;
   after_backward_options.overlap = false;
   // Both hang hooks on the same parameters; only the one prepared for a last micro-batch acts.
-  DataParallelPlan overlapped(comm, overlapped_options), after_backward(comm, after_backward_options);
+  dist::DataParallelPlan overlapped(comm, overlapped_options), after_backward(comm, after_backward_options);
   overlapped.attach(s.trainee.model->parameters());
   after_backward.attach(s.trainee.model->parameters());
   data::TokenDataset ds = data::train_dataset(base);
@@ -168,20 +169,20 @@ std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& wo
                          static_cast<uint64_t>(base.data.seed.value_or(base.seed)), world.rank, world.size);
 
   // The config's sharded strategy, on a model of its own and a process group of its own.
-  const bool sharded = shards_optimizer_state(base);
+  const bool sharded = config::shards_optimizer_state(base);
   std::vector<int> everyone(world.size);
   std::iota(everyone.begin(), everyone.end(), 0);
-  std::unique_ptr<ShardedPlan> shards;
+  std::unique_ptr<dist::ShardedPlan> shards;
   std::unique_ptr<Subject> sharded_subject;
   if (sharded) {
-    shards =
-        std::make_unique<ShardedPlan>(comm.subgroup("bench-sharded", everyone), sharded_options(base, world));
+    shards = std::make_unique<dist::ShardedPlan>(comm.subgroup("bench-sharded", everyone),
+                                                 sharded_options(base, world));
     sharded_subject = make_subject({base.model.residual, base}, device, *shards);
   }
 
   struct Setup {
     ScalingSetup result;
-    ParallelPlan* sync;
+    dist::ParallelPlan* sync;
     Subject* subject;
   };
   std::vector<Setup> setups = {{{"1 rank", 1, {}}, &alone, &s}};

@@ -99,7 +99,7 @@ std::vector<fs::path> optimizer_files(const fs::path& folder) {
 // before optimizer.name changed) starts afresh. State saved by N ranks is put together
 // whole, then cut into this run's shards (`sync`), so the world size may change on resume.
 void load_optimizer(torch::nn::Module& model, Optimizer& optim, const std::vector<fs::path>& files,
-                    ShardLayout& layout) {
+                    dist::ShardLayout& layout) {
   std::vector<torch::serialize::InputArchive> archives(files.size());
   for (size_t i = 0; i < files.size(); ++i) archives[i].load_from(files[i].string());
   const auto params = model.named_parameters();
@@ -110,7 +110,7 @@ void load_optimizer(torch::nn::Module& model, Optimizer& optim, const std::vecto
       if (!a.try_read(key, t, true)) return std::nullopt;
       pieces.push_back(t.reshape(-1));
     }
-    return layout.shard_of(unshard(pieces, param.sizes())).to(param.device());
+    return layout.shard_of(dist::unshard(pieces, param.sizes())).to(param.device());
   };
   auto& state = optim.adamw().state();
   state.clear();
@@ -313,9 +313,9 @@ std::optional<std::string> checkpoint_problem(const fs::path& folder) {
 
 namespace {
 
-TrainConfig saved_config(const fs::path& folder) {
+config::TrainConfig saved_config(const fs::path& folder) {
   try {
-    return load_config((folder / "config.yaml").string(), {});
+    return config::load_config((folder / "config.yaml").string(), {});
   } catch (const Error& e) {
     throw Error("cannot read the checkpoint's config: " + e.problem(), e.where(),
                 "resume from an intact checkpoint");
@@ -324,15 +324,16 @@ TrainConfig saved_config(const fs::path& folder) {
 
 // The saved config is read through the schema like any config, and every model key that
 // changes what the weights compute is compared as text.
-void check_same_model(const fs::path& folder, const ModelConfig& model) {
+void check_same_model(const fs::path& folder, const config::ModelConfig& model) {
   const fs::path saved_path = folder / "config.yaml";
-  const TrainConfig saved = saved_config(folder);
-  TrainConfig current;
+  const config::TrainConfig saved = saved_config(folder);
+  config::TrainConfig current;
   current.model = model;
   std::vector<std::string> differ;
-  for (const auto& f : schema::train_fields()) {
+  for (const auto& f : config::schema::train_fields()) {
     if (f.key.rfind("model.", 0) != 0 || f.resume_may_change) continue;
-    const std::string was = schema::value_text(f, saved), now = schema::value_text(f, current);
+    const std::string was = config::schema::value_text(f, saved),
+                      now = config::schema::value_text(f, current);
     if (was != now) differ.push_back(fmt::format("{} (checkpoint {}, config {})", f.key, was, now));
   }
   if (!differ.empty())
@@ -345,15 +346,15 @@ void check_same_model(const fs::path& folder, const ModelConfig& model) {
 }  // namespace
 
 TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Optimizer* optim,
-                           const ModelConfig* same_model, ParallelPlan* sync) {
+                           const config::ModelConfig* same_model, dist::ParallelPlan* sync) {
   if (const auto problem = checkpoint_problem(folder))
     throw Error("not an intact checkpoint: " + *problem, folder.string(),
                 "point load_path at another save_folder/step<N> folder (an older one)");
   if (same_model) check_same_model(folder, *same_model);
   try {
     load_tensors(model, folder / "model.pt");
-    ParallelPlan one_process;
-    ParallelPlan& ranks = sync ? *sync : one_process;
+    dist::ParallelPlan one_process;
+    dist::ParallelPlan& ranks = sync ? *sync : one_process;
     ranks.params_changed();
     if (optim) load_optimizer(model, *optim, optimizer_files(folder), ranks);
     torch::serialize::InputArchive a;
@@ -384,13 +385,13 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Opt
   }
 }
 
-std::vector<SettingChange> changed_settings(const fs::path& folder, const TrainConfig& now) {
-  const TrainConfig saved = saved_config(folder);
+std::vector<SettingChange> changed_settings(const fs::path& folder, const config::TrainConfig& now) {
+  const config::TrainConfig saved = saved_config(folder);
   std::vector<SettingChange> out;
-  for (const auto& f : schema::train_fields()) {
+  for (const auto& f : config::schema::train_fields()) {
     // Where the run lives is not a training setting.
     if (f.key == "save_folder" || f.key == "load_path") continue;
-    const std::string was = schema::value_text(f, saved), is = schema::value_text(f, now);
+    const std::string was = config::schema::value_text(f, saved), is = config::schema::value_text(f, now);
     if (was != is) out.push_back({f.key, was, is});
   }
   return out;

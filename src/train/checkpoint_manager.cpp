@@ -16,8 +16,8 @@ namespace siamese::train {
 
 namespace fs = std::filesystem;
 
-CheckpointManager::CheckpointManager(const TrainConfig& cfg, ParallelPlan& sync)
-    : cfg_(cfg), sync_(sync), run_dir_(cfg.save_folder), config_yaml_(to_yaml(cfg)) {
+CheckpointManager::CheckpointManager(const config::TrainConfig& cfg, dist::ParallelPlan& sync)
+    : cfg_(cfg), sync_(sync), run_dir_(cfg.save_folder), config_yaml_(config::to_yaml(cfg)) {
   std::exception_ptr failure;
   if (sync_.rank() == 0) {
     try {
@@ -73,7 +73,7 @@ void CheckpointManager::record_run(int64_t max_steps, const TrainState& state) {
 bool CheckpointManager::save(TrainState& state, model::TransformerImpl& model, Optimizer& optim,
                              const LossScaler& scaler) {
   const auto start = std::chrono::steady_clock::now();
-  const WholeParams whole(sync_);
+  const dist::WholeParams whole(sync_);
   // Every rank sees the same weights, so all stop alike.
   std::vector<torch::Tensor> finite;
   for (const auto& p : model.parameters()) finite.push_back(torch::isfinite(p).all());

@@ -22,7 +22,7 @@ CheckpointModel load_checkpoint_model(const std::string& path, torch::Device dev
   if (!fs::exists(c.dir / "config.yaml"))
     throw Error("checkpoint has no config.yaml", c.dir.string(),
                 "checkpoints written by `siamese train` carry their resolved config");
-  c.config = load_config((c.dir / "config.yaml").string(), {});
+  c.config = config::load_config((c.dir / "config.yaml").string(), {});
   c.model = model::Transformer(c.config.model);
   c.step = load_checkpoint(c.dir, *c.model, nullptr).step;
   c.model->to(device);

@@ -13,7 +13,7 @@ void LossTerms::add(const std::string& name, const torch::Tensor& value) {
   values_.push_back(v);
 }
 
-void LossTerms::sum_over_ranks(Collectives& sync) {
+void LossTerms::sum_over_ranks(dist::Collectives& sync) {
   if (values_.empty()) return;
   auto all = torch::stack(values_);
   sync.sum_(all);

@@ -9,24 +9,24 @@ namespace {
 
 // OLMo's Scheduler._linear_warmup: from warmup_min_lr (default 10% of the peak) up to the
 // peak over t_warmup.
-double linear_warmup(const SchedulerConfig& cfg, double initial_lr, double t) {
+double linear_warmup(const config::SchedulerConfig& cfg, double initial_lr, double t) {
   const double min_lr = cfg.warmup_min_lr.value_or(initial_lr * 0.10);
   return min_lr + (initial_lr - min_lr) * std::min(t, cfg.t_warmup) / cfg.t_warmup;
 }
 
 }  // namespace
 
-double learning_rate(const SchedulerConfig& cfg, double initial_lr, double t, double t_max_default) {
+double learning_rate(const config::SchedulerConfig& cfg, double initial_lr, double t, double t_max_default) {
   const double t_max = cfg.t_max.value_or(t_max_default);
   const double eta_min = initial_lr * cfg.alpha_f;
-  if (cfg.name == SchedulerName::Constant) return initial_lr;
+  if (cfg.name == config::SchedulerName::Constant) return initial_lr;
   if (t < cfg.t_warmup) return linear_warmup(cfg, initial_lr, t);
-  if (cfg.name == SchedulerName::ConstantWithWarmup) return initial_lr;
-  if (cfg.name == SchedulerName::InverseSqrtWithWarmup)
+  if (cfg.name == config::SchedulerName::ConstantWithWarmup) return initial_lr;
+  if (cfg.name == config::SchedulerName::InverseSqrtWithWarmup)
     return initial_lr * std::sqrt(cfg.t_warmup / std::max(cfg.t_warmup, t));
   if (t >= t_max) return eta_min;
   const double progress = (t - cfg.t_warmup) / (t_max - cfg.t_warmup);
-  if (cfg.name == SchedulerName::CosineWithWarmup)
+  if (cfg.name == config::SchedulerName::CosineWithWarmup)
     return eta_min + (initial_lr - eta_min) * (1 + std::cos(M_PI * progress)) / 2;
   return initial_lr - (initial_lr - eta_min) * progress;  // linear_with_warmup
 }

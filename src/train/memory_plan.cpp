@@ -13,8 +13,8 @@
 
 namespace siamese::train {
 
-std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int local_world) {
-  const ModelConfig& m = cfg.model;
+std::vector<RankMemory> plan_memory(const config::TrainConfig& cfg, int world_size, int local_world) {
+  const config::ModelConfig& m = cfg.model;
   const auto counts = model::count_parameters(m);
   const double N = double(counts.total()), W = double(world_size);
   // HYBRID_SHARD's shard group: world / replicas ranks, by train's rule (a node by default);
@@ -61,14 +61,15 @@ std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int 
   };
 }
 
-const RankMemory& strategy_row(const std::vector<RankMemory>& plan, const TrainConfig& cfg, int world_size) {
-  if (world_size <= 1 || !shards_optimizer_state(cfg)) return plan[0];
-  if (!shards_parameters(cfg)) return plan[1];
-  return cfg.fsdp.sharding_strategy == ShardingStrategy::HybridShard ? plan[3] : plan[2];
+const RankMemory& strategy_row(const std::vector<RankMemory>& plan, const config::TrainConfig& cfg,
+                               int world_size) {
+  if (world_size <= 1 || !config::shards_optimizer_state(cfg)) return plan[0];
+  if (!config::shards_parameters(cfg)) return plan[1];
+  return cfg.fsdp.sharding_strategy == config::ShardingStrategy::HybridShard ? plan[3] : plan[2];
 }
 
-void check_model_fits(const TrainConfig& cfg, torch::Device device, int world_size, int local_size) {
-  const ModelConfig& model = cfg.model;
+void check_model_fits(const config::TrainConfig& cfg, torch::Device device, int world_size, int local_size) {
+  const config::ModelConfig& model = cfg.model;
   double available = 0;
   if (device.is_cuda()) {
     size_t free_bytes = 0, total_bytes = 0;
@@ -83,7 +84,7 @@ void check_model_fits(const TrainConfig& cfg, torch::Device device, int world_si
   // state; a model above that exceeds any device whatever share of it a rank holds.
   double share = 1;
   std::string strategy;
-  if (world_size > 1 && shards_optimizer_state(cfg) && parts.total() < 0x1p59) {
+  if (world_size > 1 && config::shards_optimizer_state(cfg) && parts.total() < 0x1p59) {
     const auto plan = plan_memory(cfg, world_size, std::max(1, local_size));
     const RankMemory& row = strategy_row(plan, cfg, world_size);
     // A strategy train refuses at this size is refused where it is chosen, with its reason.
@@ -105,9 +106,10 @@ void check_model_fits(const TrainConfig& cfg, torch::Device device, int world_si
   if (parts.mlp >= parts.attention && parts.mlp >= parts.embedding) {
     largest = parts.mlp;
     part = "the MLPs";
-    key = model.block_type == BlockType::Moe ? fmt::format("model.moe_num_experts {}", model.moe_num_experts)
-          : model.mlp_hidden_size            ? fmt::format("model.mlp_hidden_size {}", *model.mlp_hidden_size)
-                                             : fmt::format("model.mlp_ratio {}", model.mlp_ratio);
+    key = model.block_type == config::BlockType::Moe
+              ? fmt::format("model.moe_num_experts {}", model.moe_num_experts)
+          : model.mlp_hidden_size ? fmt::format("model.mlp_hidden_size {}", *model.mlp_hidden_size)
+                                  : fmt::format("model.mlp_ratio {}", model.mlp_ratio);
   } else if (parts.attention >= parts.embedding) {
     largest = parts.attention;
     part = "attention";

@@ -22,14 +22,14 @@ torch::Tensor newton_schulz(const torch::Tensor& update, int64_t steps) {
   return tall ? x.t() : x;
 }
 
-double adjusted_lr(double lr, MuonLrAdjust adjust_lr, torch::IntArrayRef shape) {
+double adjusted_lr(double lr, config::MuonLrAdjust adjust_lr, torch::IntArrayRef shape) {
   const double rows = double(shape[shape.size() - 2]), cols = double(shape.back());
-  if (adjust_lr == MuonLrAdjust::MatchRmsAdamW) return lr * 0.2 * std::sqrt(std::max(rows, cols));
+  if (adjust_lr == config::MuonLrAdjust::MatchRmsAdamW) return lr * 0.2 * std::sqrt(std::max(rows, cols));
   return lr * std::sqrt(std::max(1.0, rows / cols));
 }
 
 Muon::Muon(std::vector<torch::Tensor> params, MuonOptions options, std::vector<std::vector<int64_t>> shapes,
-           ShardLayout* shards)
+           dist::ShardLayout* shards)
     : params_(std::move(params)), shapes_(std::move(shapes)), shards_(shards), options_(std::move(options)) {
   if (shapes_.empty())
     for (const auto& p : params_) shapes_.push_back(p.sizes().vec());

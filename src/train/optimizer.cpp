@@ -10,7 +10,7 @@
 
 namespace siamese::train {
 
-ParamGroups param_groups(const OptimizerConfig& cfg,
+ParamGroups param_groups(const config::OptimizerConfig& cfg,
                          const torch::OrderedDict<std::string, torch::Tensor>& params) {
   using model::ParamKind;
   ParamGroups g;
@@ -20,7 +20,7 @@ ParamGroups param_groups(const OptimizerConfig& cfg,
     // Muon's matrices are the hidden layers' (MoE experts' stacks and routers included): the
     // LM head (untied; tied, it is the embedding) maps to the vocabulary and stays with
     // AdamW, as in Keller Jordan's setup.
-    if (cfg.name == OptimizerName::Muon && kind == ParamKind::Linear && item.value().dim() >= 2 &&
+    if (cfg.name == config::OptimizerName::Muon && kind == ParamKind::Linear && item.value().dim() >= 2 &&
         model::parse_param_name(item.key()).owner != model::ParamName::Owner::Head) {
       g.muon.push_back(item.key());
       continue;
@@ -46,7 +46,8 @@ ParamGroups param_groups(const OptimizerConfig& cfg,
   return g;
 }
 
-Optimizer::Optimizer(const OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params,
+Optimizer::Optimizer(const config::OptimizerConfig& cfg,
+                     const torch::OrderedDict<std::string, torch::Tensor>& params,
                      const WholeParamsOf* whole) {
   if (cfg.betas.size() != 2) throw Error("betas needs two values", "optimizer.betas", "e.g. [0.9, 0.95]");
   auto options = [&](double weight_decay) {
@@ -66,7 +67,7 @@ Optimizer::Optimizer(const OptimizerConfig& cfg, const torch::OrderedDict<std::s
   if (!g.no_decay.empty()) groups.emplace_back(tensors(g.no_decay), options(0.0));
   adamw_ = std::make_unique<AdamW>(std::move(groups), torch::optim::AdamWOptions(cfg.learning_rate));
   if (!g.muon.empty()) {
-    const MuonConfig& m = cfg.muon;
+    const config::MuonConfig& m = cfg.muon;
     MuonOptions o;
     o.lr = m.learning_rate.value_or(cfg.learning_rate);
     o.weight_decay = m.weight_decay.value_or(cfg.weight_decay);
@@ -118,7 +119,7 @@ void Optimizer::update(const std::optional<torch::Tensor>& skip) {
   for (const auto& hook : post_step_) hook();
 }
 
-std::unique_ptr<Optimizer> build_optimizer(const OptimizerConfig& cfg,
+std::unique_ptr<Optimizer> build_optimizer(const config::OptimizerConfig& cfg,
                                            const torch::OrderedDict<std::string, torch::Tensor>& params,
                                            const WholeParamsOf* whole) {
   return std::make_unique<Optimizer>(cfg, params, whole);
@@ -173,7 +174,8 @@ void AdamW::update(const std::optional<torch::Tensor>& skip) {
   }
 }
 
-torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm, ShardLayout* shards) {
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm,
+                             dist::ShardLayout* shards) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());

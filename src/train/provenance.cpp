@@ -63,7 +63,7 @@ void write_provenance(const fs::path& save_folder, const LaunchFacts& facts) {
       {"nccl", b.nccl},
       {"cuda_devices", b.cuda_devices},
       {"world_size", facts.world_size},
-      {"launcher", detect_world().launcher},
+      {"launcher", dist::detect_world().launcher},
       {"host", host},
       // Both change step times, and the thread count changes the bits of reductions.
       {"intra_op_threads", at::get_num_threads()},

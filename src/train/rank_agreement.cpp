@@ -26,13 +26,13 @@ std::pair<double, double> digests(const std::string& text) {
 
 }  // namespace
 
-void check_ranks_agree(Collectives& sync, const TrainConfig& cfg, torch::Device device) {
+void check_ranks_agree(dist::Collectives& sync, const config::TrainConfig& cfg, torch::Device device) {
   const int n = sync.world_size();
   if (n == 1) return;
   std::vector<std::string> names, values;
-  for (const auto& f : schema::train_fields()) {
+  for (const auto& f : config::schema::train_fields()) {
     names.push_back(f.key);
-    values.push_back(schema::value_text(f, cfg));
+    values.push_back(config::schema::value_text(f, cfg));
   }
   names.push_back("the world size (WORLD_SIZE)");
   values.push_back(std::to_string(n));

@@ -45,9 +45,9 @@ void configure_cuda_runtime(torch::Device device, bool allow_tf32) {
   at::globalContext().setAllowTF32CuDNN(allow_tf32);
 }
 
-void check_device_choice(const TrainConfig& cfg, torch::Device device) {
-  const auto setting = parse_device(cfg.device);
-  if (device.is_cuda() || !setting || setting->kind != DeviceSetting::Kind::Auto) return;
+void check_device_choice(const config::TrainConfig& cfg, torch::Device device) {
+  const auto setting = config::parse_device(cfg.device);
+  if (device.is_cuda() || !setting || setting->kind != config::DeviceSetting::Kind::Auto) return;
   // 16 bytes of weights, gradients and AdamW state per parameter (accounting.h), in doubles.
   const double parameters = model::training_state_bytes(cfg.model) / 16.0;
   if (parameters < kCpuFallbackParameters) return;
@@ -60,7 +60,7 @@ void check_device_choice(const TrainConfig& cfg, torch::Device device) {
 }
 
 torch::Device resolve_device(const std::string& device, int local_rank) {
-  const auto setting = parse_device(device);
+  const auto setting = config::parse_device(device);
   if (!setting)
     throw Error("device \"" + device + "\" is not one of: auto, cpu, cuda, cuda:N", "device",
                 "use auto, cpu, cuda or cuda:N");
@@ -68,14 +68,14 @@ torch::Device resolve_device(const std::string& device, int local_rank) {
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(setting->index.value_or(local_rank)));
   };
   switch (setting->kind) {
-    case DeviceSetting::Kind::Cpu:
+    case config::DeviceSetting::Kind::Cpu:
       return torch::kCPU;
-    case DeviceSetting::Kind::Cuda:
+    case config::DeviceSetting::Kind::Cuda:
       if (!torch::cuda::is_available())
         throw Error("device is " + device + " but no CUDA device is available", "device",
                     "use device: cpu (or auto), or build against a CUDA LibTorch");
       return cuda();
-    case DeviceSetting::Kind::Auto:
+    case config::DeviceSetting::Kind::Auto:
       break;
   }
   return torch::cuda::is_available() ? cuda() : torch::Device(torch::kCPU);

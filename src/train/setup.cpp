@@ -17,8 +17,8 @@ namespace {
 // Without moe_dropless an expert keeps int(moe_capacity_factor * tokens * top_k / experts)
 // assignments of each micro-batch (mlp.h). Where that is 0, every routed token is dropped on
 // every step and the experts never train: refused before anything is built, not logged.
-void check_moe_capacity(const ModelConfig& m, int64_t micro_batch) {
-  if (m.block_type != BlockType::Moe || m.moe_dropless) return;
+void check_moe_capacity(const config::ModelConfig& m, int64_t micro_batch) {
+  if (m.block_type != config::BlockType::Moe || m.moe_dropless) return;
   // A sequence of T tokens is T - 1 inputs (the last token is only a target).
   const int64_t tokens = micro_batch * (m.max_sequence_length - 1);
   const double assignments = double(tokens) * double(m.moe_top_k);
@@ -35,7 +35,7 @@ void check_moe_capacity(const ModelConfig& m, int64_t micro_batch) {
 
 }  // namespace
 
-Trainee build_trainee(const TrainConfig& cfg, torch::Device device, ParallelPlan& sync) {
+Trainee build_trainee(const config::TrainConfig& cfg, torch::Device device, dist::ParallelPlan& sync) {
   Trainee t;
   t.micro_batch = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / sync.world_size());
   check_moe_capacity(cfg.model, t.micro_batch);
@@ -47,12 +47,13 @@ Trainee build_trainee(const TrainConfig& cfg, torch::Device device, ParallelPlan
   t.optim = build_optimizer(cfg.optimizer, sync.optimizer_params(whole.params), &whole);
   t.optim->allocate_state();
   hook_optimizer(*t.optim, *t.model, sync);
-  t.scaler = std::make_unique<LossScaler>(cfg.precision == Precision::AmpFp16, cfg.fp16_initial_loss_scale,
-                                          cfg.fp16_loss_scale_growth_interval, device);
+  t.scaler =
+      std::make_unique<LossScaler>(cfg.precision == config::Precision::AmpFp16, cfg.fp16_initial_loss_scale,
+                                   cfg.fp16_loss_scale_growth_interval, device);
   return t;
 }
 
-TrainStep Trainee::step(const TrainConfig& cfg, ParallelPlan& sync, torch::Device device) {
+TrainStep Trainee::step(const config::TrainConfig& cfg, dist::ParallelPlan& sync, torch::Device device) {
   return TrainStep(cfg, *model, *optim, sync, *scaler, device, micro_batch);
 }
 

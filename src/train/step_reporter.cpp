@@ -25,7 +25,7 @@ std::string term_value(const HostLossTerms& terms, const std::string& cause) {
 
 // What to change after a step whose `cause` went non-finite: the z-loss carries its
 // multiplier, which overflows by itself; anything else is the run diverging.
-std::string nonfinite_fix(const TrainConfig& cfg, const std::string& cause) {
+std::string nonfinite_fix(const config::TrainConfig& cfg, const std::string& cause) {
   if (cause == metric::kZLoss)
     return fmt::format(
         "the z-loss is auxiliary_loss_multiplier ({}) x logsumexp(logits)^2 per token: resume from it with a "
@@ -42,8 +42,9 @@ std::string format_eta(double seconds) {
                    : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
-StepReporter::StepReporter(const TrainConfig& cfg, torch::Device device, bool main_rank, int world_size,
-                           const std::filesystem::path& run_dir, int64_t first_step, int64_t max_steps)
+StepReporter::StepReporter(const config::TrainConfig& cfg, torch::Device device, bool main_rank,
+                           int world_size, const std::filesystem::path& run_dir, int64_t first_step,
+                           int64_t max_steps)
     : cfg_(cfg),
       device_(device),
       run_dir_(run_dir),

@@ -22,7 +22,8 @@ int stop_signal() { return g_stop_signal.load(); }
 
 using Clock = std::chrono::steady_clock;
 
-StopPolicy::StopPolicy(const TrainConfig& cfg, Collectives& sync, int64_t stop_at, Clock::time_point started)
+StopPolicy::StopPolicy(const config::TrainConfig& cfg, dist::Collectives& sync, int64_t stop_at,
+                       Clock::time_point started)
     : cfg_(cfg), sync_(sync), stop_at_(stop_at), started_(started) {
   install_stop_handlers();
 }

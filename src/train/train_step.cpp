@@ -26,8 +26,8 @@ void add_routing(std::vector<model::ExpertLoad>& into, const std::vector<model::
 
 }  // namespace
 
-TrainStep::TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim,
-                     ParallelPlan& sync, LossScaler& scaler, torch::Device device, int64_t micro_batch)
+TrainStep::TrainStep(const config::TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim,
+                     dist::ParallelPlan& sync, LossScaler& scaler, torch::Device device, int64_t micro_batch)
     : model_(model),
       optim_(optim),
       sync_(sync),

@@ -46,24 +46,24 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // The run's training data: this rank's batches in the order of data.seed, prefetched, with
 // the instance filter applied; and the schedule over the run's length.
 struct TrainData {
-  TrainData(const TrainConfig& cfg, const ParallelPlan& sync)
+  TrainData(const config::TrainConfig& cfg, const dist::ParallelPlan& sync)
       : dataset(data::train_dataset(cfg)),
         order(dataset.size(), cfg.global_train_batch_size,
               static_cast<uint64_t>(cfg.data.seed.value_or(cfg.seed)), sync.rank(), sync.world_size()),
         tokens_per_step(cfg.global_train_batch_size * cfg.model.max_sequence_length) {
-    const Duration d = parse_duration(cfg.max_duration);
+    const config::Duration d = config::parse_duration(cfg.max_duration);
     // max_duration in steps, or tokens rounded up to whole global batches (OLMo), or epochs.
-    max_steps = d.unit == Duration::Steps    ? d.value
-                : d.unit == Duration::Tokens ? (d.value + tokens_per_step - 1) / tokens_per_step
-                                             : d.value * order.steps_per_epoch();
-    token_units = cfg.scheduler.units == ScheduleUnits::Tokens;
-    schedule_max = !token_units                 ? double(max_steps)
-                   : d.unit == Duration::Tokens ? double(d.value)
-                                                : double(max_steps) * double(tokens_per_step);
+    max_steps = d.unit == config::Duration::Steps    ? d.value
+                : d.unit == config::Duration::Tokens ? (d.value + tokens_per_step - 1) / tokens_per_step
+                                                     : d.value * order.steps_per_epoch();
+    token_units = cfg.scheduler.units == config::ScheduleUnits::Tokens;
+    schedule_max = !token_units                         ? double(max_steps)
+                   : d.unit == config::Duration::Tokens ? double(d.value)
+                                                        : double(max_steps) * double(tokens_per_step);
   }
 
   // Batches of steps first_step+1 .. max_steps, loaded ahead on cfg.data.num_workers threads.
-  void start(const TrainConfig& cfg, torch::Device device, int64_t first_step) {
+  void start(const config::TrainConfig& cfg, torch::Device device, int64_t first_step) {
     batches = std::make_unique<data::BatchPrefetcher>(
         [this, &cfg, device](int64_t step) {
           std::vector<int64_t> indices;
@@ -93,9 +93,9 @@ struct TrainData {
   std::unique_ptr<data::BatchPrefetcher> batches;
 };
 
-void log_start(const TrainConfig& cfg, const Trainee& t, ParallelPlan& sync, torch::Device device,
-               const TrainData& data) {
-  if (cfg.model.init_device == InitDevice::Meta)
+void log_start(const config::TrainConfig& cfg, const Trainee& t, dist::ParallelPlan& sync,
+               torch::Device device, const TrainData& data) {
+  if (cfg.model.init_device == config::InitDevice::Meta)
     spdlog::info(
         "model.init_device meta: parameters initialised on the CPU from the seed and moved to {}, the state "
         "OLMo's deferred initialisation ends in",
@@ -128,11 +128,11 @@ MetricsRow resume_row(int64_t step, const std::vector<SettingChange>& changes) {
 
 }  // namespace
 
-int train(const TrainConfig& cfg, const RunControl& control) {
+int train(const config::TrainConfig& cfg, const RunControl& control) {
   // ---- setup -------------------------------------------------------------------------
   const auto started = Clock::now();  // time_limit counts from here
-  ParallelPlan single_process;
-  ParallelPlan& sync = control.sync ? *control.sync : single_process;
+  dist::ParallelPlan single_process;
+  dist::ParallelPlan& sync = control.sync ? *control.sync : single_process;
   configure_cpu_runtime();
   const torch::Device device = resolve_device(cfg.device, sync.local_rank());
   if (device.is_cuda()) configure_cuda_runtime(device, cfg.allow_tf32);

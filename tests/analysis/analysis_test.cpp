@@ -22,9 +22,9 @@ namespace {
 
 model::Transformer tiny(const std::string& residual, int64_t layers = 4) {
   torch::manual_seed(7);
-  ModelConfig cfg = siamese::testing::tiny_model(residual, {32, 2, layers, 60, 64, 16});
+  config::ModelConfig cfg = siamese::testing::tiny_model(residual, {32, 2, layers, 60, 64, 16});
   cfg.rope = true;
-  cfg.layer_norm_type = LayerNormType::RMS;
+  cfg.layer_norm_type = config::LayerNormType::RMS;
   cfg.include_bias = false;
   model::Transformer m(cfg);
   m->eval();
@@ -171,8 +171,8 @@ namespace {
 // differ per sublayer and per token.
 model::Transformer mixing_model(const std::string& residual, int64_t attnres_block_size = 0) {
   torch::manual_seed(7);
-  ModelConfig cfg = siamese::testing::tiny_model(residual, {32, 2, 3, 60, 64, 16});
-  cfg.layer_norm_type = LayerNormType::RMS;
+  config::ModelConfig cfg = siamese::testing::tiny_model(residual, {32, 2, 3, 60, 64, 16});
+  cfg.layer_norm_type = config::LayerNormType::RMS;
   cfg.include_bias = false;
   cfg.attnres_block_size = attnres_block_size;
   model::Transformer m(cfg);
@@ -329,11 +329,11 @@ namespace {
 // hybrid_pre (two streams) with OLMoE's sparse blocks: 4 experts, 2 per token.
 model::Transformer tiny_moe() {
   torch::manual_seed(7);
-  ModelConfig cfg = siamese::testing::tiny_model("hybrid_pre", {32, 2, 4, 60, 64, 16});
+  config::ModelConfig cfg = siamese::testing::tiny_model("hybrid_pre", {32, 2, 4, 60, 64, 16});
   cfg.rope = true;
-  cfg.layer_norm_type = LayerNormType::RMS;
+  cfg.layer_norm_type = config::LayerNormType::RMS;
   cfg.include_bias = false;
-  cfg.block_type = BlockType::Moe;
+  cfg.block_type = config::BlockType::Moe;
   cfg.moe_num_experts = 4;
   cfg.moe_top_k = 2;
   model::Transformer m(cfg);

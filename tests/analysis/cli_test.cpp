@@ -13,7 +13,7 @@
 
 #include "siamese/common/shared_dir.h"
 
-#include "support/cli.h"
+#include "support/process.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
 

@@ -12,16 +12,17 @@ using testing::error_of;
 TEST(Duration, StepsTokensEpochsInOlmoSyntax) {
   struct Case {
     const char* text;
-    Duration::Unit unit;
+    config::Duration::Unit unit;
     int64_t value;
   };
   for (const Case& c :
-       {Case{"1000", Duration::Steps, 1000}, Case{"739_328", Duration::Steps, 739328},
-        Case{"1e4", Duration::Steps, 10000}, Case{"2e9T", Duration::Tokens, 2000000000},
-        Case{"1e11T", Duration::Tokens, 100000000000}, Case{"3.5e11T", Duration::Tokens, 350000000000},
-        Case{"1_000T", Duration::Tokens, 1000}, Case{"1ep", Duration::Epochs, 1},
-        Case{"12ep", Duration::Epochs, 12}}) {
-    const Duration d = parse_duration(c.text);
+       {Case{"1000", config::Duration::Steps, 1000}, Case{"739_328", config::Duration::Steps, 739328},
+        Case{"1e4", config::Duration::Steps, 10000}, Case{"2e9T", config::Duration::Tokens, 2000000000},
+        Case{"1e11T", config::Duration::Tokens, 100000000000},
+        Case{"3.5e11T", config::Duration::Tokens, 350000000000},
+        Case{"1_000T", config::Duration::Tokens, 1000}, Case{"1ep", config::Duration::Epochs, 1},
+        Case{"12ep", config::Duration::Epochs, 12}}) {
+    const config::Duration d = config::parse_duration(c.text);
     EXPECT_EQ(d.unit, c.unit) << c.text;
     EXPECT_EQ(d.value, c.value) << c.text;
   }
@@ -30,7 +31,7 @@ TEST(Duration, StepsTokensEpochsInOlmoSyntax) {
 TEST(Duration, RejectsAnythingElseNamingTheForms) {
   for (const char* bad : {"", "T", "ep", "abc", "10 steps", "1.5", "0", "-5", "1.5ep", "2e9t", "1__000",
                           "_100", "100_", "1e30", "nan"}) {
-    const std::string msg = error_of([&] { parse_duration(bad); });
+    const std::string msg = error_of([&] { config::parse_duration(bad); });
     EXPECT_NE(msg.find("max_duration"), std::string::npos) << bad << ": " << msg;
     EXPECT_NE(msg.find("2e9T"), std::string::npos) << bad << ": " << msg;
   }

@@ -22,42 +22,45 @@ std::string lookup(const std::string& key) {
 }
 
 TEST(Interpolate, KeysDottedKeysAndPlainText) {
-  EXPECT_EQ(interpolate("plain", lookup), "plain");
-  EXPECT_EQ(interpolate("${run_name}", lookup), "OLMo-1B");
-  EXPECT_EQ(interpolate("runs/${run_name}-d${model.d_model}/x", lookup), "runs/OLMo-1B-d2048/x");
-  EXPECT_EQ(interpolate("${ save_interval }", lookup), "1000");
+  EXPECT_EQ(config::interpolate("plain", lookup), "plain");
+  EXPECT_EQ(config::interpolate("${run_name}", lookup), "OLMo-1B");
+  EXPECT_EQ(config::interpolate("runs/${run_name}-d${model.d_model}/x", lookup), "runs/OLMo-1B-d2048/x");
+  EXPECT_EQ(config::interpolate("${ save_interval }", lookup), "1000");
 }
 
 TEST(Interpolate, EnvironmentWithAndWithoutDefault) {
   ScopedEnv set("SIAMESE_TEST_VAR", "/scratch");
   ScopedEnv unset("SIAMESE_TEST_UNSET", std::nullopt);
-  EXPECT_EQ(interpolate("${oc.env:SIAMESE_TEST_VAR}/ckpt", lookup), "/scratch/ckpt");
-  EXPECT_EQ(interpolate("${oc.env:SIAMESE_TEST_VAR,/default}", lookup), "/scratch");
-  EXPECT_EQ(interpolate("${oc.env:SIAMESE_TEST_UNSET,/default}/ckpt", lookup), "/default/ckpt");
+  EXPECT_EQ(config::interpolate("${oc.env:SIAMESE_TEST_VAR}/ckpt", lookup), "/scratch/ckpt");
+  EXPECT_EQ(config::interpolate("${oc.env:SIAMESE_TEST_VAR,/default}", lookup), "/scratch");
+  EXPECT_EQ(config::interpolate("${oc.env:SIAMESE_TEST_UNSET,/default}/ckpt", lookup), "/default/ckpt");
   // OLMo's nesting: the default is itself an interpolation.
-  EXPECT_EQ(interpolate("${oc.env:SIAMESE_TEST_UNSET,${run_name}}", lookup), "OLMo-1B");
-  const std::string msg = error_of([] { interpolate("${oc.env:SIAMESE_TEST_UNSET}", lookup); });
+  EXPECT_EQ(config::interpolate("${oc.env:SIAMESE_TEST_UNSET,${run_name}}", lookup), "OLMo-1B");
+  const std::string msg = error_of([] { config::interpolate("${oc.env:SIAMESE_TEST_UNSET}", lookup); });
   EXPECT_NE(msg.find("SIAMESE_TEST_UNSET is not set"), std::string::npos) << msg;
   EXPECT_NE(msg.find("${oc.env:SIAMESE_TEST_UNSET,default}"), std::string::npos) << msg;
 }
 
 TEST(Interpolate, PathChooseTakesTheFirstExistingPath) {
-  EXPECT_EQ(interpolate("${path.choose:/no/such/dir,/tmp}", lookup), "/tmp");
-  EXPECT_EQ(interpolate("${path.choose:/no/such/a,/no/such/b}", lookup), "/no/such/b");
+  EXPECT_EQ(config::interpolate("${path.choose:/no/such/dir,/tmp}", lookup), "/tmp");
+  EXPECT_EQ(config::interpolate("${path.choose:/no/such/a,/no/such/b}", lookup), "/no/such/b");
 }
 
 TEST(Interpolate, EscapeRoundTrips) {
-  EXPECT_EQ(interpolate("\\${run_name}", lookup), "${run_name}");
+  EXPECT_EQ(config::interpolate("\\${run_name}", lookup), "${run_name}");
   for (const std::string literal : {"${run_name}", "a${b}c${", "\\${x}", "no dollar"})
-    EXPECT_EQ(interpolate(escape_interpolation(literal), lookup), literal) << literal;
+    EXPECT_EQ(config::interpolate(config::escape_interpolation(literal), lookup), literal) << literal;
 }
 
 TEST(Interpolate, MalformedTextIsAnError) {
-  EXPECT_NE(error_of([] { interpolate("${run_name", lookup); }).find("unterminated"), std::string::npos);
-  EXPECT_NE(
-      error_of([] { interpolate("${oc.nope:X}", lookup); }).find("unknown interpolation resolver 'oc.nope'"),
-      std::string::npos);
-  EXPECT_NE(error_of([] { interpolate("${missing}", lookup); }).find("no key missing"), std::string::npos);
+  EXPECT_NE(error_of([] { config::interpolate("${run_name", lookup); }).find("unterminated"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              config::interpolate("${oc.nope:X}", lookup);
+            }).find("unknown interpolation resolver 'oc.nope'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { config::interpolate("${missing}", lookup); }).find("no key missing"),
+            std::string::npos);
 }
 
 }  // namespace

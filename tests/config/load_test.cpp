@@ -39,7 +39,7 @@ TEST_F(LoadConfig, ReadsOlmoKeysAndKeepsDefaultsForTheRest) {
   const auto path = write("a.yaml", kBase +
                                         "optimizer:\n  learning_rate: 4.0e-4\n  betas:\n  - 0.9\n  - 0.99\n"
                                         "max_grad_norm: null\nload_path: null\n");
-  const TrainConfig c = load_config(path, {});
+  const config::TrainConfig c = config::load_config(path, {});
   EXPECT_EQ(c.run_name, "unit");
   EXPECT_EQ(c.model.d_model, 64);
   EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 4e-4);
@@ -49,25 +49,25 @@ TEST_F(LoadConfig, ReadsOlmoKeysAndKeepsDefaultsForTheRest) {
   // OLMo's defaults where the file is silent.
   EXPECT_EQ(c.seed, 6198);
   EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.01);
-  EXPECT_EQ(c.scheduler.name, SchedulerName::CosineWithWarmup);
+  EXPECT_EQ(c.scheduler.name, config::SchedulerName::CosineWithWarmup);
   EXPECT_EQ(c.model.residual, "pre");
 }
 
 TEST_F(LoadConfig, UnknownKeyNamesFileLinePathAndClosestKey) {
   const auto inside = write("typo2.yaml", "run_name: x\nmodel:\n  n_heads: 4\n  d_modle: 64\n");
-  const std::string msg = error_of([&] { load_config(inside, {}); });
+  const std::string msg = error_of([&] { config::load_config(inside, {}); });
   expect_contains(msg, {"typo2.yaml:4", "unknown key model.d_modle", "did you mean model.d_model?"});
 
   const auto top = write("top.yaml", "run_name: x\nd_model: 64\n");
-  expect_contains(error_of([&] { load_config(top, {}); }),
+  expect_contains(error_of([&] { config::load_config(top, {}); }),
                   {"top.yaml:2", "unknown key d_model", "did you mean model.d_model?"});
 
   const auto section = write("section.yaml", "run_name: x\noptimiser:\n  learning_rate: 1e-3\n");
-  expect_contains(error_of([&] { load_config(section, {}); }),
+  expect_contains(error_of([&] { config::load_config(section, {}); }),
                   {"section.yaml:2", "unknown key optimiser", "did you mean optimizer?"});
 
   const auto nonsense = write("nonsense.yaml", "zzzzzzzzzzzzzzzzzz: 1\n");
-  expect_contains(error_of([&] { load_config(nonsense, {}); }),
+  expect_contains(error_of([&] { config::load_config(nonsense, {}); }),
                   {"unknown key zzzzzzzzzzzzzzzzzz", "--schema"});
 }
 
@@ -78,7 +78,7 @@ TEST_F(LoadConfig, IgnoredKeysThatWouldChangeTrainingAreRefusedUnlessOff) {
       write("off.yaml",
             "run_name: x\nmax_grad_norm_ratio: null\nstop_at: ~\nmodel:\n  alibi: false\n"
             "optimizer:\n  selective_updates: false\ndata:\n  label_mask_paths: []\n  datasets: {}\n");
-  EXPECT_NO_THROW(load_config(off, {}));
+  EXPECT_NO_THROW(config::load_config(off, {}));
   const std::pair<std::string, std::string> refused[] = {
       {"max_grad_norm_ratio: 0.5\n", "max_grad_norm_ratio is 0.5"},
       {"stop_after: 100\n", "stop_after is 100"},
@@ -88,44 +88,44 @@ TEST_F(LoadConfig, IgnoredKeysThatWouldChangeTrainingAreRefusedUnlessOff) {
   };
   for (const auto& [yaml, what] : refused) {
     const auto path = write("on.yaml", "run_name: x\n" + yaml);
-    expect_contains(error_of([&] { load_config(path, {}); }),
+    expect_contains(error_of([&] { config::load_config(path, {}); }),
                     {"on.yaml:", what, "remove the key or set it to"});
   }
-  expect_contains(error_of([&] { load_config(off, {"--stop_at=10"}); }),
+  expect_contains(error_of([&] { config::load_config(off, {"--stop_at=10"}); }),
                   {"command line (--stop_at=10)", "stop_at is 10", "--stop-at"});
-  EXPECT_NO_THROW(load_config(off, {"--model.alibi=false", "--stop_at=null"}));
+  EXPECT_NO_THROW(config::load_config(off, {"--model.alibi=false", "--stop_at=null"}));
 }
 
 TEST_F(LoadConfig, DuplicateKeyIsAnError) {
   const auto path = write("dup.yaml", "seed: 1\nseed: 2\n");
-  expect_contains(error_of([&] { load_config(path, {}); }), {"dup.yaml:2", "duplicate key seed"});
+  expect_contains(error_of([&] { config::load_config(path, {}); }), {"dup.yaml:2", "duplicate key seed"});
 }
 
 TEST_F(LoadConfig, WrongTypeNamesExpectedAndGiven) {
   const auto path = write("type.yaml", "run_name: x\nmodel:\n  d_model: abc\n");
   expect_contains(
-      error_of([&] { load_config(path, {}); }),
+      error_of([&] { config::load_config(path, {}); }),
       {"type.yaml:3", "(model.d_model)", "expected an integer, got \"abc\"", "model.d_model: 768"});
   const auto dbl = write("dbl.yaml", "optimizer:\n  learning_rate: fast\n");
-  expect_contains(error_of([&] { load_config(dbl, {}); }),
+  expect_contains(error_of([&] { config::load_config(dbl, {}); }),
                   {"dbl.yaml:2", "optimizer.learning_rate", "expected a number, got \"fast\""});
   const auto boolean = write("bool.yaml", "model:\n  rope: maybe\n");
-  expect_contains(error_of([&] { load_config(boolean, {}); }),
+  expect_contains(error_of([&] { config::load_config(boolean, {}); }),
                   {"bool.yaml:2", "model.rope", "expected true or false, got \"maybe\""});
   const auto list = write("list.yaml", "optimizer:\n  betas: 0.9\n");
-  expect_contains(error_of([&] { load_config(list, {}); }),
+  expect_contains(error_of([&] { config::load_config(list, {}); }),
                   {"list.yaml:2", "optimizer.betas", "expected a list of numbers, got \"0.9\""});
   const auto map = write("map.yaml", "seed:\n  a: 1\n");
-  expect_contains(error_of([&] { load_config(map, {}); }),
+  expect_contains(error_of([&] { config::load_config(map, {}); }),
                   {"map.yaml:2", "(seed)", "expected an integer, got a mapping"});
   const auto section = write("sect.yaml", "model: 5\n");
-  expect_contains(error_of([&] { load_config(section, {}); }),
+  expect_contains(error_of([&] { config::load_config(section, {}); }),
                   {"sect.yaml:1", "expected a mapping of model.* keys"});
   const auto item = write("item.yaml", "optimizer:\n  betas: [0.9, x]\n");
-  expect_contains(error_of([&] { load_config(item, {}); }),
+  expect_contains(error_of([&] { config::load_config(item, {}); }),
                   {"optimizer.betas[1]", "expected a number, got \"x\""});
   const auto null_int = write("null.yaml", "seed: null\n");
-  expect_contains(error_of([&] { load_config(null_int, {}); }),
+  expect_contains(error_of([&] { config::load_config(null_int, {}); }),
                   {"null.yaml:1", "(seed)", "expected an integer, got null"});
 }
 
@@ -134,11 +134,12 @@ TEST_F(LoadConfig, WrongTypeNamesExpectedAndGiven) {
 TEST_F(LoadConfig, EmptyAndNonMappingFilesAreNamed) {
   for (const char* text : {"", "\n\n", "# only a comment\n", "~\n"}) {
     const auto path = write("empty.yaml", text);
-    expect_contains(error_of([&] { load_config(path, {}); }),
+    expect_contains(error_of([&] { config::load_config(path, {}); }),
                     {"empty.yaml", "the config file is empty: it sets no keys", "configs/tiny/base.yaml"});
   }
   const auto list = write("list.yaml", "- run_name: x\n");
-  expect_contains(error_of([&] { load_config(list, {}); }), {"list.yaml", "a config must be a mapping"});
+  expect_contains(error_of([&] { config::load_config(list, {}); }),
+                  {"list.yaml", "a config must be a mapping"});
 }
 
 // Each level of this file aliases the one below nine times: 9^9 references to the first
@@ -152,14 +153,14 @@ TEST_F(LoadConfig, AnAliasBombLoadsInWorkLinearInTheFile) {
     text += "]\n";
   }
   text += "  merged:\n    <<: {a: *l9}\n";
-  const TrainConfig c = load_config(write("bomb.yaml", text), {});
+  const config::TrainConfig c = config::load_config(write("bomb.yaml", text), {});
   EXPECT_EQ(c.run_name, "unit");
 }
 
 TEST_F(LoadConfig, InvalidYamlNamesTheLine) {
   const auto path = write("bad.yaml", "run_name: x\nmodel:\n  d_model: [1, 2\n");
-  expect_contains(error_of([&] { load_config(path, {}); }), {"bad.yaml:", "invalid YAML"});
-  expect_contains(error_of([&] { load_config((dir_ / "missing.yaml").string(), {}); }),
+  expect_contains(error_of([&] { config::load_config(path, {}); }), {"bad.yaml:", "invalid YAML"});
+  expect_contains(error_of([&] { config::load_config((dir_ / "missing.yaml").string(), {}); }),
                   {"missing.yaml", "config file not found"});
 }
 
@@ -198,15 +199,15 @@ TEST_F(LoadConfig, ImpossibleCombinationsAreRejectedWithTheKeyAndFix) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.extra);
-    const std::string msg = error_of([&] { load_config(path, {c.extra}); });
+    const std::string msg = error_of([&] { config::load_config(path, {c.extra}); });
     expect_contains(msg, c.expected);
     expect_contains(msg, {"fix:"});
   }
 }
 
 TEST(Validate, DefaultsAreValidAndErrorsNameTheKeyWithoutAFile) {
-  EXPECT_NO_THROW(validate(TrainConfig{}));
-  TrainConfig c;
+  EXPECT_NO_THROW(validate(config::TrainConfig{}));
+  config::TrainConfig c;
   c.model.n_kv_heads = 5;
   expect_contains(error_of([&] { validate(c); }),
                   {"(model.n_kv_heads): model.n_heads 12 is not divisible by model.n_kv_heads 5"});
@@ -215,61 +216,62 @@ TEST(Validate, DefaultsAreValidAndErrorsNameTheKeyWithoutAFile) {
 // Initialising on the GPU would draw from another generator than the seed's CPU stream.
 TEST_F(LoadConfig, InitDeviceCudaIsRefusedWithTheReasonAndMetaAccepted) {
   const auto path = write("init.yaml", kBase);
-  expect_contains(error_of([&] { load_config(path, {"--model.init_device=cuda"}); }),
+  expect_contains(error_of([&] { config::load_config(path, {"--model.init_device=cuda"}); }),
                   {"(model.init_device)", "model.init_device \"cuda\" is not one of: cpu, meta",
                    "same weights on any device", "set model.init_device: cpu or meta"});
-  EXPECT_EQ(load_config(path, {"--model.init_device=meta"}).model.init_device, InitDevice::Meta);
+  EXPECT_EQ(config::load_config(path, {"--model.init_device=meta"}).model.init_device,
+            config::InitDevice::Meta);
 }
 
 TEST(Validate, Fp16LossScaleSettingsAreChecked) {
-  TrainConfig c;
+  config::TrainConfig c;
   c.fp16_initial_loss_scale = 0.5;
   expect_contains(error_of([&] { validate(c); }),
                   {"(fp16_initial_loss_scale)", "must be a power of two in [1, 2^100], got 0.5"});
   c.fp16_initial_loss_scale = 1000;
   expect_contains(error_of([&] { validate(c); }), {"power of two", "got 1000"});
-  c = TrainConfig{};
+  c = config::TrainConfig{};
   c.fp16_loss_scale_growth_interval = 0;
   expect_contains(error_of([&] { validate(c); }), {"(fp16_loss_scale_growth_interval)"});
 }
 
 TEST_F(LoadConfig, CombinationErrorPointsAtTheLineInTheFile) {
   const auto path = write("heads.yaml", "model:\n  d_model: 64\n  n_heads: 6\n");
-  expect_contains(error_of([&] { load_config(path, {}); }),
+  expect_contains(error_of([&] { config::load_config(path, {}); }),
                   {"heads.yaml:3 (model.n_heads)", "not divisible by model.n_heads 6"});
 }
 
 TEST_F(LoadConfig, WorldSizeSplitsTheGlobalBatch) {
   const auto path = write("ws.yaml", kBase);  // global 8, microbatch 4
-  const TrainConfig c = load_config(path, {});
-  EXPECT_NO_THROW(validate_for_world_size(c, 1));
-  EXPECT_NO_THROW(validate_for_world_size(c, 2));
-  EXPECT_NO_THROW(validate_for_world_size(c, 4));  // the microbatch is capped at 2 per rank
-  EXPECT_NO_THROW(validate_for_world_size(c, 8));
-  TrainConfig three = c;
+  const config::TrainConfig c = config::load_config(path, {});
+  EXPECT_NO_THROW(config::validate_for_world_size(c, 1));
+  EXPECT_NO_THROW(config::validate_for_world_size(c, 2));
+  EXPECT_NO_THROW(config::validate_for_world_size(c, 4));  // the microbatch is capped at 2 per rank
+  EXPECT_NO_THROW(config::validate_for_world_size(c, 8));
+  config::TrainConfig three = c;
   three.device_train_microbatch_size = 3;
-  expect_contains(error_of([&] { validate_for_world_size(three, 2); }),
+  expect_contains(error_of([&] { config::validate_for_world_size(three, 2); }),
                   {"each rank gets global_train_batch_size 8 / world size 2 = 4 sequences, which "
                    "device_train_microbatch_size 3 does not divide",
                    "(device_train_microbatch_size)"});
-  expect_contains(error_of([&] { validate_for_world_size(c, 3); }),
+  expect_contains(error_of([&] { config::validate_for_world_size(c, 3); }),
                   {"global_train_batch_size 8 does not split over world size 3"});
-  LaunchSettings three_ranks;
+  config::LaunchSettings three_ranks;
   three_ranks.world_size = 3;
-  expect_contains(error_of([&] { load_config(path, {}, three_ranks); }), {"ws.yaml", "world size 3"});
+  expect_contains(error_of([&] { config::load_config(path, {}, three_ranks); }), {"ws.yaml", "world size 3"});
   {
     ScopedEnv ws("WORLD_SIZE", "two");
-    expect_contains(error_of([&] { launch_settings_from_env(); }),
+    expect_contains(error_of([&] { config::launch_settings_from_env(); }),
                     {"WORLD_SIZE=\"two\" is not a positive integer"});
   }
   ScopedEnv ws("WORLD_SIZE", "2");
   ScopedEnv model_type("MODEL_TYPE", "peri");
-  const LaunchSettings launch = launch_settings_from_env();
+  const config::LaunchSettings launch = config::launch_settings_from_env();
   EXPECT_EQ(launch.world_size, 2);
   EXPECT_EQ(launch.model_type, "peri");
-  EXPECT_EQ(load_config(path, {}, launch).global_train_batch_size, 8);
+  EXPECT_EQ(config::load_config(path, {}, launch).global_train_batch_size, 8);
   // Without LaunchSettings the environment is not read (a checkpoint's saved config).
-  EXPECT_EQ(load_config(path, {}).model.residual, "pre");
+  EXPECT_EQ(config::load_config(path, {}).model.residual, "pre");
 }
 
 TEST_F(LoadConfig, InterpolatesKeysDottedKeysAndEnvironment) {
@@ -283,7 +285,7 @@ TEST_F(LoadConfig, InterpolatesKeysDottedKeysAndEnvironment) {
                               "save_folder: ${oc.env:SIAMESE_TEST_SCRATCH,/x}/${run_name}-d${model.d_model}\n"
                               "load_path: ${oc.env:SIAMESE_TEST_UNSET,${save_folder}/latest}\n"
                               "data:\n  paths:\n  - ${oc.env:SIAMESE_TEST_UNSET,/data}/a.npy\n");
-  const TrainConfig c = load_config(path, {});
+  const config::TrainConfig c = config::load_config(path, {});
   EXPECT_EQ(c.eval_interval, 500);
   EXPECT_EQ(c.device_eval_batch_size, 4);
   EXPECT_EQ(c.save_folder, "/scratch/unit-d64");
@@ -291,59 +293,62 @@ TEST_F(LoadConfig, InterpolatesKeysDottedKeysAndEnvironment) {
   EXPECT_EQ(c.data.paths, std::vector<std::string>{"/data/a.npy"});
   // A referenced key the file does not set resolves to its default; overrides are seen too.
   const auto dflt = write("dflt.yaml", "run_name: r${seed}\n");
-  EXPECT_EQ(load_config(dflt, {}).run_name, "r6198");
-  EXPECT_EQ(load_config(dflt, {"--seed=7"}).run_name, "r7");
+  EXPECT_EQ(config::load_config(dflt, {}).run_name, "r6198");
+  EXPECT_EQ(config::load_config(dflt, {"--seed=7"}).run_name, "r7");
 }
 
 TEST_F(LoadConfig, InterpolationErrorsNameTheKey) {
   const auto missing_env = write("env.yaml", "run_name: ${oc.env:SIAMESE_TEST_UNSET}\n");
   ScopedEnv unset("SIAMESE_TEST_UNSET", std::nullopt);
-  expect_contains(error_of([&] { load_config(missing_env, {}); }),
+  expect_contains(error_of([&] { config::load_config(missing_env, {}); }),
                   {"env.yaml:1 (run_name)", "SIAMESE_TEST_UNSET is not set"});
   const auto cycle = write("cycle.yaml", "run_name: ${save_folder}\nsave_folder: ${run_name}\n");
-  expect_contains(error_of([&] { load_config(cycle, {}); }), {"cycle of interpolations"});
+  expect_contains(error_of([&] { config::load_config(cycle, {}); }), {"cycle of interpolations"});
   const auto typo = write("ref.yaml", "run_name: ${model.d_modle}\n");
   expect_contains(
-      error_of([&] { load_config(typo, {}); }),
+      error_of([&] { config::load_config(typo, {}); }),
       {"ref.yaml:1 (run_name)", "${model.d_modle} refers to no key", "did you mean model.d_model?"});
   const auto type = write("type.yaml", "model:\n  d_model: ${run_name}\nrun_name: abc\n");
-  expect_contains(error_of([&] { load_config(type, {}); }),
+  expect_contains(error_of([&] { config::load_config(type, {}); }),
                   {"type.yaml:2 (model.d_model)", "expected an integer, got \"abc\""});
 }
 
 TEST_F(LoadConfig, OverridePrecedenceOverModelTypeOverYaml) {
   const auto path = write("prec.yaml", kBase + "optimizer:\n  learning_rate: 4.0e-4\n");
   const auto res2 = write("res2.yaml", "model:\n  residual: post\n");
-  ConfigOrigin origin;
-  EXPECT_EQ(load_config(res2, {}, {}, &origin).model.residual, "post");
+  config::ConfigOrigin origin;
+  EXPECT_EQ(config::load_config(res2, {}, {}, &origin).model.residual, "post");
   EXPECT_EQ(origin.topology, res2 + ":2");
-  EXPECT_EQ(load_config(path, {}, {}, &origin).model.residual, "pre");
+  EXPECT_EQ(config::load_config(path, {}, {}, &origin).model.residual, "pre");
   EXPECT_EQ(origin.topology, "default");
-  LaunchSettings model_type;
+  config::LaunchSettings model_type;
   model_type.model_type = "hybrid_pre";
-  EXPECT_EQ(load_config(res2, {}, model_type, &origin).model.residual, "hybrid_pre");
+  EXPECT_EQ(config::load_config(res2, {}, model_type, &origin).model.residual, "hybrid_pre");
   EXPECT_EQ(origin.topology, "MODEL_TYPE");
-  EXPECT_EQ(load_config(res2, {"--model.residual=peri"}, model_type, &origin).model.residual, "peri");
+  EXPECT_EQ(config::load_config(res2, {"--model.residual=peri"}, model_type, &origin).model.residual, "peri");
   EXPECT_EQ(origin.topology, "--model.residual");
-  const TrainConfig c = load_config(path, {"--optimizer.learning_rate=2e-3", "--model.d_model", "128",
-                                           "model.n_layers=3", "--optimizer.betas=[0.8,0.9]"});
+  const config::TrainConfig c =
+      config::load_config(path, {"--optimizer.learning_rate=2e-3", "--model.d_model", "128",
+                                 "model.n_layers=3", "--optimizer.betas=[0.8,0.9]"});
   EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 2e-3);
   EXPECT_EQ(c.model.d_model, 128);
   EXPECT_EQ(c.model.n_layers, 3);
   EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.8, 0.9}));
-  EXPECT_EQ(load_config(path, {"--max_grad_norm=null"}).max_grad_norm, std::nullopt);
+  EXPECT_EQ(config::load_config(path, {"--max_grad_norm=null"}).max_grad_norm, std::nullopt);
 }
 
 TEST_F(LoadConfig, BadOverridesNameTheCommandLine) {
   const auto path = write("o.yaml", kBase);
   expect_contains(
-      error_of([&] { load_config(path, {"--model.d_modl=256"}); }),
+      error_of([&] { config::load_config(path, {"--model.d_modl=256"}); }),
       {"command line (--model.d_modl=256)", "unknown key model.d_modl", "did you mean model.d_model?"});
-  expect_contains(error_of([&] { load_config(path, {"--model.d_model=abc"}); }),
+  expect_contains(error_of([&] { config::load_config(path, {"--model.d_model=abc"}); }),
                   {"command line (--model.d_model=abc) (model.d_model)", "expected an integer, got \"abc\""});
-  expect_contains(error_of([&] { load_config(path, {"--seed"}); }), {"override \"--seed\" has no value"});
-  expect_contains(error_of([&] { load_config(path, {"stray"}); }), {"override \"stray\" has no value"});
-  expect_contains(error_of([&] { load_config(path, {"--model.n_heads=3"}); }),
+  expect_contains(error_of([&] { config::load_config(path, {"--seed"}); }),
+                  {"override \"--seed\" has no value"});
+  expect_contains(error_of([&] { config::load_config(path, {"stray"}); }),
+                  {"override \"stray\" has no value"});
+  expect_contains(error_of([&] { config::load_config(path, {"--model.n_heads=3"}); }),
                   {"command line (--model.n_heads=3) (model.n_heads)", "not divisible"});
 }
 
@@ -356,7 +361,7 @@ TEST_F(LoadConfig, OlmoKeysWeDoNotUseAreAcceptedNotErrors) {
                              "data:\n  prefetch_factor: 16\n  persistent_workers: true\n"
                              "evaluators:\n  - label: v\n    data:\n      num_workers: 0\n"
                              "      datasets:\n        a:\n");
-  const TrainConfig c = load_config(path, {"--fsdp.precision=pure"});
+  const config::TrainConfig c = config::load_config(path, {"--fsdp.precision=pure"});
   ASSERT_EQ(c.evaluators.size(), 1u);
   EXPECT_EQ(c.evaluators[0].label, "v");
 }
@@ -368,26 +373,26 @@ TEST_F(LoadConfig, EvaluatorsAreAListOfMapsWithTheirOwnKeys) {
                 "evaluators:\n"
                 "  - label: ppl\n    type: lm\n    data:\n      paths: [v.npy]\n      memmap_dtype: uint32\n"
                 "  - label: piqa\n    type: downstream\n");
-  const TrainConfig c = load_config(path, {});
+  const config::TrainConfig c = config::load_config(path, {});
   ASSERT_EQ(c.evaluators.size(), 2u);
   EXPECT_EQ(c.evaluators[0].paths, std::vector<std::string>{"v.npy"});
-  EXPECT_EQ(c.evaluators[0].memmap_dtype, TokenDtype::Uint32);
-  EXPECT_EQ(c.evaluators[1].type, EvaluatorType::Downstream);
+  EXPECT_EQ(c.evaluators[0].memmap_dtype, config::TokenDtype::Uint32);
+  EXPECT_EQ(c.evaluators[1].type, config::EvaluatorType::Downstream);
   EXPECT_FALSE(c.evaluators[1].memmap_dtype.has_value());
   EXPECT_EQ(c.evaluators[1].subset_num_batches, -1);
 
   const auto typo = write("evtypo.yaml", "evaluators:\n  - label: a\n    paths: [v.npy]\n");
   expect_contains(
-      error_of([&] { load_config(typo, {}); }),
+      error_of([&] { config::load_config(typo, {}); }),
       {"evtypo.yaml:3", "unknown key evaluators[0].paths", "did you mean evaluators[0].data.paths?"});
   const auto type = write("evtype.yaml", "evaluators:\n  - label: a\n  - label: b\n    type: ppl\n");
-  expect_contains(error_of([&] { load_config(type, {}); }),
+  expect_contains(error_of([&] { config::load_config(type, {}); }),
                   {"evtype.yaml:4 (evaluators[1].type)", "\"ppl\" is not one of: lm, downstream"});
   const auto dup = write("evdup.yaml", "evaluators:\n  - label: a\n  - label: a\n");
-  expect_contains(error_of([&] { load_config(dup, {}); }),
+  expect_contains(error_of([&] { config::load_config(dup, {}); }),
                   {"evdup.yaml:3", "two evaluators are labelled \"a\""});
   const auto not_list = write("evmap.yaml", "evaluators:\n  label: a\n");
-  expect_contains(error_of([&] { load_config(not_list, {}); }),
+  expect_contains(error_of([&] { config::load_config(not_list, {}); }),
                   {"expected a list of evaluator maps, got a mapping"});
 }
 

@@ -14,7 +14,7 @@ std::string section_of(const std::string& key) {
 
 // to_yaml opens each section once, so a section's keys must be adjacent in the table.
 template <class Root>
-void expect_unique_keys_and_contiguous_sections(const std::vector<schema::Field<Root>>& fields) {
+void expect_unique_keys_and_contiguous_sections(const std::vector<config::schema::Field<Root>>& fields) {
   std::set<std::string> keys, closed;
   std::string current;
   for (const auto& f : fields) {
@@ -28,13 +28,13 @@ void expect_unique_keys_and_contiguous_sections(const std::vector<schema::Field<
 }
 
 TEST(Schema, KeysAreUniqueDocumentedAndGroupedBySection) {
-  expect_unique_keys_and_contiguous_sections(schema::train_fields());
-  expect_unique_keys_and_contiguous_sections(schema::evaluator_fields());
+  expect_unique_keys_and_contiguous_sections(config::schema::train_fields());
+  expect_unique_keys_and_contiguous_sections(config::schema::evaluator_fields());
 }
 
 TEST(Schema, IgnoredKeysAreNotAlsoValidKeys) {
-  for (const auto& k : schema::ignored_train_keys())
-    for (const auto& f : schema::train_fields())
+  for (const auto& k : config::schema::ignored_train_keys())
+    for (const auto& f : config::schema::train_fields())
       EXPECT_TRUE(f.key != k.key && f.key.rfind(k.key + ".", 0) != 0) << k.key;
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "support/cli.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 namespace siamese::data {
@@ -73,9 +73,10 @@ TEST(InstanceFilter, LongestRepetitionIsOlmoCoresFindPeriodicSequences) {
     }
   }
   const std::string log = dir.file("log");
-  ASSERT_EQ(testing::sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                            "/tests/data/olmo_periodic.py " + dir.file("in.txt") + " " + dir.file("out.txt"),
-                        log),
+  ASSERT_EQ(testing::run_python(std::string(SIAMESE_SOURCE_DIR) + "/tests/data/olmo_periodic.py " +
+                                    dir.file("in.txt") + " " + dir.file("out.txt"),
+                                log)
+                .exit_code,
             0)
       << testing::read_all(log);
   std::ifstream out(dir.file("out.txt"));
@@ -99,20 +100,20 @@ TEST(InstanceFilter, LongestRepetitionIsOlmoCoresFindPeriodicSequences) {
 TEST(InstanceFilter, RejectsAtMaxCountRepetitionsWithinThePeriods) {
   std::mt19937_64 rng(7);
   const std::vector<int64_t> gram = {5, 6, 7};
-  InstanceFilterConfig olmo;
+  config::InstanceFilterConfig olmo;
   olmo.repetition_max_count = 32;  // on, with OLMo's periods 1..13
   const auto at = with_run(rng, 10, gram, 32, 0, 10), below = with_run(rng, 10, gram, 31, 0, 10);
   EXPECT_TRUE(is_repetitive(at.data(), int64_t(at.size()), olmo));
   EXPECT_FALSE(is_repetitive(below.data(), int64_t(below.size()), olmo));
-  InstanceFilterConfig longer = olmo;
+  config::InstanceFilterConfig longer = olmo;
   longer.repetition_min_period = 4;  // period 3 is no longer checked
   EXPECT_FALSE(is_repetitive(at.data(), int64_t(at.size()), longer));
-  EXPECT_FALSE(is_repetitive(at.data(), int64_t(at.size()), InstanceFilterConfig{}));  // off
+  EXPECT_FALSE(is_repetitive(at.data(), int64_t(at.size()), config::InstanceFilterConfig{}));  // off
 }
 
 TEST(InstanceFilter, KeepInstancesDropsTheRepetitiveRowsInOrder) {
   std::mt19937_64 rng(3);
-  InstanceFilterConfig cfg;
+  config::InstanceFilterConfig cfg;
   cfg.repetition_max_count = 8;
   const int64_t T = 40;
   auto clean = [&] {

@@ -14,7 +14,8 @@
 namespace fs = std::filesystem;
 using siamese::Error;
 using namespace siamese::data;
-using siamese::TokenDtype;
+using siamese::config::TokenDtype;
+namespace config = siamese::config;
 
 namespace {
 
@@ -64,7 +65,7 @@ TEST(TokenDataset, CutsEachFileIntoFixedLengthInstancesDroppingTheRemainder) {
   for (int i = 0; i < 23; ++i) a[i] = 1000 + i;
   for (int i = 0; i < 9; ++i) b[i] = 2000 + i;
   auto pa = write_raw("a.npy", a), pb = write_raw("b.npy", b);
-  TokenDataset ds({pa.string(), pb.string()}, TokenDtype::Uint16, 4, 50304);
+  TokenDataset ds({pa.string(), pb.string()}, config::TokenDtype::Uint16, 4, 50304);
   EXPECT_EQ(ds.size(), 5 + 2);  // 23/4 = 5 from a, 9/4 = 2 from b
   auto x = ds.batch({0, 4, 5, 6});
   ASSERT_EQ(x.sizes(), (std::vector<int64_t>{4, 4}));
@@ -78,13 +79,14 @@ TEST(TokenDataset, ReadsTrueNpyFilesAndUint32) {
   std::vector<uint32_t> v(12);
   for (int i = 0; i < 12; ++i) v[i] = 70000 + i;  // above uint16 range
   auto p = write_npy_u32("with_header.npy", v);
-  TokenDataset ds({p.string()}, TokenDtype::Uint32, 6, 100000);
+  TokenDataset ds({p.string()}, config::TokenDtype::Uint32, 6, 100000);
   ASSERT_EQ(ds.size(), 2);
   auto x = ds.batch({1, 0});
   EXPECT_EQ(x[0][0].item<int64_t>(), 70006);
   EXPECT_EQ(x[1][5].item<int64_t>(), 70005);
-  EXPECT_NE(error_of([&] { TokenDataset({p.string()}, TokenDtype::Uint16, 6, 100000); }).find("dtype"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { TokenDataset({p.string()}, config::TokenDtype::Uint16, 6, 100000); }).find("dtype"),
+      std::string::npos);
 }
 
 // A header that promises more tokens than the file holds (a cut copy) is refused, not read
@@ -92,7 +94,7 @@ TEST(TokenDataset, ReadsTrueNpyFilesAndUint32) {
 TEST(TokenDataset, HeadersAndSidecarsMustAgreeWithTheFile) {
   std::vector<uint32_t> v(12, 7);
   auto cut = write_npy_u32("cut.npy", v, 1000);
-  auto msg = error_of([&] { TokenDataset({cut.string()}, TokenDtype::Uint32, 6, 100); });
+  auto msg = error_of([&] { TokenDataset({cut.string()}, config::TokenDtype::Uint32, 6, 100); });
   EXPECT_NE(msg.find("promises 1000 tokens, the file holds 12"), std::string::npos) << msg;
   EXPECT_NE(msg.find(cut.string()), std::string::npos) << msg;
 
@@ -100,31 +102,31 @@ TEST(TokenDataset, HeadersAndSidecarsMustAgreeWithTheFile) {
   std::ofstream(raw.string() + ".json") << R"({"format": "siamese-tokens-v1", "dtype": "uint32", "tokens": 12,
     "documents": 1, "skipped_documents": 0, "eos_id": 0, "tokenizer": "t", "tokenizer_sha256": "",
     "vocab_size": 100, "input_bytes": 1, "sources": []})";
-  msg = error_of([&] { TokenDataset({raw.string()}, TokenDtype::Uint16, 6, 100); });
+  msg = error_of([&] { TokenDataset({raw.string()}, config::TokenDtype::Uint16, 6, 100); });
   EXPECT_NE(msg.find("the sidecar says the tokens are uint32"), std::string::npos) << msg;
   EXPECT_NE(msg.find("data.memmap_dtype: uint32"), std::string::npos) << msg;
-  EXPECT_EQ(TokenDataset({raw.string()}, TokenDtype::Uint32, 6, 100).size(), 2);
+  EXPECT_EQ(TokenDataset({raw.string()}, config::TokenDtype::Uint32, 6, 100).size(), 2);
 }
 
 TEST(TokenDataset, BadFilesFailNamingTheFile) {
   auto missing = (temp_dir() / "missing.npy").string();
-  auto msg = error_of([&] { TokenDataset({missing}, TokenDtype::Uint16, 4, 100); });
+  auto msg = error_of([&] { TokenDataset({missing}, config::TokenDtype::Uint16, 4, 100); });
   EXPECT_NE(msg.find(missing), std::string::npos) << msg;
 
   auto empty = write_raw<uint16_t>("empty.npy", {}).string();
-  msg = error_of([&] { TokenDataset({empty}, TokenDtype::Uint16, 4, 100); });
+  msg = error_of([&] { TokenDataset({empty}, config::TokenDtype::Uint16, 4, 100); });
   EXPECT_NE(msg.find(empty), std::string::npos) << msg;
   EXPECT_NE(msg.find("empty"), std::string::npos) << msg;
 
   auto odd = write_raw<uint8_t>("odd.npy", {1, 2, 3, 4, 5, 6, 7, 8, 9}).string();
-  msg = error_of([&] { TokenDataset({odd}, TokenDtype::Uint16, 4, 100); });
+  msg = error_of([&] { TokenDataset({odd}, config::TokenDtype::Uint16, 4, 100); });
   EXPECT_NE(msg.find(odd), std::string::npos) << msg;
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
 
   std::vector<uint16_t> v(8, 5);
   v[6] = 300;
   auto oov = write_raw("oov.npy", v).string();
-  TokenDataset ds({oov}, TokenDtype::Uint16, 4, 256);
+  TokenDataset ds({oov}, config::TokenDtype::Uint16, 4, 256);
   EXPECT_NO_THROW(ds.batch({0}));
   msg = error_of([&] { ds.batch({1}); });
   EXPECT_NE(msg.find(oov), std::string::npos) << msg;

@@ -8,11 +8,13 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <thread>
 
 #include "siamese/config/load.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "support/free_port.h"
+#include "support/process.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
 #include "support/tiny_configs.h"
@@ -47,21 +49,20 @@ std::string train_args(const fs::path& folder, int micro, const std::string& ext
 
 int run_single(const fs::path& folder, int micro, const std::string& extra = "",
                const std::string& topology = "hybrid_pre") {
-  std::string cmd = "OMP_NUM_THREADS=1 " + std::string(SIAMESE_BINARY) +
-                    train_args(folder, micro, extra, topology) + " > " + folder.string() + ".log 2>&1";
-  return std::system(cmd.c_str());
+  return siamese::testing::run_cli(train_args(folder, micro, extra, topology), folder.string() + ".log");
 }
 
 int run_torchrun(const fs::path& folder, int micro, int master_port, const std::string& extra = "",
                  const std::string& topology = "hybrid_pre") {
-  std::string cmd = std::string(SIAMESE_TORCHRUN) + " --no_python --nproc_per_node 2 --master_port " +
-                    std::to_string(master_port) + " " + SIAMESE_BINARY +
-                    train_args(folder, micro, extra, topology) + " > " + folder.string() + ".log 2>&1";
-  return std::system(cmd.c_str());
+  siamese::testing::Limits limits = siamese::testing::under_torchrun(2, master_port);
+  limits.timeout_seconds = 1800;
+  return siamese::testing::run_siamese(siamese::testing::words(train_args(folder, micro, extra, topology)),
+                                       folder.string() + ".log", limits)
+      .exit_code;
 }
 
 std::vector<torch::Tensor> final_weights(const fs::path& checkpoint) {
-  TrainConfig cfg = load_config((checkpoint / "config.yaml").string(), {});
+  config::TrainConfig cfg = config::load_config((checkpoint / "config.yaml").string(), {});
   model::Transformer m(cfg.model);
   train::load_checkpoint(checkpoint, *m, nullptr);
   return m->parameters();
@@ -220,26 +221,37 @@ void expect_killed_rank_ends_the_other(const std::string& name, const std::strin
   SCOPED_TRACE(name);
   auto dir = fresh_dir("dp_test", name);
   const int timeout_s = 20;
-  const std::string env =
-      "OMP_NUM_THREADS=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port());
-  const std::string args = train_args(
+  const std::string port = std::to_string(free_port());
+  const auto args = siamese::testing::words(train_args(
       dir, 2,
-      "--max_duration=100000 --distributed.timeout_seconds=" + std::to_string(timeout_s) + " " + strategy);
-  const std::string script = "(RANK=0 LOCAL_RANK=0 " + env + " " + SIAMESE_BINARY + args + " > " +
-                             dir.string() + ".r0.log 2>&1; echo $? > " + dir.string() + ".r0.rc) & r0=$!\n" +
-                             "RANK=1 LOCAL_RANK=1 " + env + " " + SIAMESE_BINARY + args + " > " +
-                             dir.string() + ".r1.log 2>&1 & r1=$!\n" + "for i in $(seq 1 600); do [ -s " +
-                             dir.string() +
-                             "/metrics.jsonl ] && break; sleep 0.1; done\n"
-                             "t0=$(date +%s.%N); kill -9 $r1; wait $r0; t1=$(date +%s.%N)\n"
-                             "awk \"BEGIN{print $t1 - $t0}\" > " +
-                             dir.string() + ".elapsed\n";
-  ASSERT_EQ(std::system(("bash -c '" + script + "'").c_str()), 0);
-  const std::string log = read_all(dir.string() + ".r0.log");
+      "--max_duration=100000 --distributed.timeout_seconds=" + std::to_string(timeout_s) + " " + strategy));
+  auto rank = [&](const char* r) {
+    siamese::testing::Limits limits;
+    limits.env = {{"RANK", r},
+                  {"LOCAL_RANK", r},
+                  {"WORLD_SIZE", "2"},
+                  {"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", port}};
+    limits.timeout_seconds = 600;
+    return limits;
+  };
+  siamese::testing::Child r0(args, dir.string() + ".r0.log", rank("0")),
+      r1(args, dir.string() + ".r1.log", rank("1"));
+  for (int i = 0; i < 600 && r0.running() &&
+                  !(fs::exists(dir / "metrics.jsonl") && fs::file_size(dir / "metrics.jsonl") > 0);
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto t0 = std::chrono::steady_clock::now();
+  r1.kill();
+  const siamese::testing::Outcome ended = r0.wait();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r1.wait();
+  const std::string& log = ended.output;
   ASSERT_TRUE(fs::exists(dir / "metrics.jsonl")) << log;
-  EXPECT_NE(std::stoi(read_all(dir.string() + ".r0.rc")), 0) << log;
+  EXPECT_EQ(ended.signal, 0) << log;
+  EXPECT_NE(ended.exit_code, 0) << log;
   EXPECT_NE(log.find("another rank probably died"), std::string::npos) << log;
-  EXPECT_LT(std::stod(read_all(dir.string() + ".elapsed")), timeout_s + 10.0) << log;
+  EXPECT_LT(elapsed, timeout_s + 10.0) << log;
 }
 
 TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
@@ -255,15 +267,18 @@ TEST(DataParallel, KilledRankMakesTheOtherExitWithAMessageWithinTheTimeout) {
 // sharded setup keeps less state per rank than ddp.
 TEST(DataParallel, BenchUnderTorchrunReportsScalingOfEachStrategy) {
   auto dir = fresh_dir("dp_test", "bench");
-  const std::string cmd =
-      std::string(SIAMESE_TORCHRUN) + " --no_python --nproc_per_node 2 " + "--master_port " +
-      std::to_string(free_port()) + " " + SIAMESE_BINARY + " bench " + SIAMESE_SOURCE_DIR +
+  const std::string args =
+      std::string("bench ") + SIAMESE_SOURCE_DIR +
       "/configs/tiny/quickstart.yaml --model.d_model=32 --model.n_heads=2 --model.n_layers=2"
       " --model.max_sequence_length=32 --global_train_batch_size=8"
       " --device_train_microbatch_size=2 --distributed.bucket_mb=0.01 --steps 3 --warmup 1"
-      " --rounds 2 --distributed_strategy=fsdp --fsdp.sharding_strategy=FULL_SHARD > " +
-      dir.string() + ".log 2>&1";
-  ASSERT_EQ(std::system(("OMP_NUM_THREADS=1 " + cmd).c_str()), 0) << read_all(dir.string() + ".log");
+      " --rounds 2 --distributed_strategy=fsdp --fsdp.sharding_strategy=FULL_SHARD";
+  siamese::testing::Limits limits = siamese::testing::under_torchrun(2, free_port());
+  limits.timeout_seconds = 1800;
+  ASSERT_EQ(
+      siamese::testing::run_siamese(siamese::testing::words(args), dir.string() + ".log", limits).exit_code,
+      0)
+      << read_all(dir.string() + ".log");
   const std::string out = read_all(dir.string() + ".log");
   const std::regex row(R"((1 rank|2 ranks, [A-Za-z_, -]+?) +(\d+) +([\d.]+) +([\d.]+) +([\d.]+)% +([\d.]+))");
   std::map<std::string, std::vector<double>> rows;

@@ -21,8 +21,8 @@
 #include "siamese/train/memory_plan.h"
 #include "siamese/train/parallelize.h"
 #include "siamese/train/save_folder.h"
-#include "support/cli.h"
 #include "support/free_port.h"
+#include "support/process.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
 
@@ -53,33 +53,50 @@ std::string zero2_args(const fs::path& folder, int micro, const std::string& ext
 }
 
 int zero2_single(const fs::path& folder, const std::string& extra = "") {
-  const std::string cmd = "OMP_NUM_THREADS=1 " + std::string(SIAMESE_BINARY) + zero2_args(folder, 4, extra) +
-                          " > " + folder.string() + ".log 2>&1";
-  return std::system(cmd.c_str());
+  return siamese::testing::run_cli(zero2_args(folder, 4, extra), folder.string() + ".log");
 }
 
 int zero2_torchrun(const fs::path& folder, const std::string& extra, int micro = 2) {
-  const std::string cmd = "OMP_NUM_THREADS=1 " + std::string(SIAMESE_TORCHRUN) +
-                          " --no_python --nproc_per_node 2 --master_port " + std::to_string(free_port()) +
-                          " " + SIAMESE_BINARY + zero2_args(folder, micro, extra) + " > " + folder.string() +
-                          ".log 2>&1";
-  return std::system(cmd.c_str());
+  siamese::testing::Limits limits = siamese::testing::under_torchrun(2, free_port());
+  limits.timeout_seconds = 1800;
+  return siamese::testing::run_siamese(siamese::testing::words(zero2_args(folder, micro, extra)),
+                                       folder.string() + ".log", limits)
+      .exit_code;
 }
 
 // `nproc` ranks of the tiny model, launched as `nodes` torchrun agents on this host (static
 // rendezvous), so each rank's LOCAL_WORLD_SIZE is nproc / nodes as on that many machines.
+// Returns 0 when every agent did; the agents' logs follow each other in `folder`.log.
 int zero2_launch(const fs::path& folder, const std::string& extra, int nproc, int nodes) {
   const std::string port = std::to_string(free_port());
-  std::string cmd = "OMP_NUM_THREADS=1; export OMP_NUM_THREADS; rc=0; ";
-  for (int node = 0; node < nodes; ++node)
-    cmd += std::string(SIAMESE_TORCHRUN) + " --no_python --nnodes " + std::to_string(nodes) +
-           " --node_rank " + std::to_string(node) + " --nproc_per_node " + std::to_string(nproc / nodes) +
-           " --master_addr 127.0.0.1 --master_port " + port + " " + SIAMESE_BINARY +
-           zero2_args(folder, 1, extra) + " > " + folder.string() + ".node" + std::to_string(node) +
-           ".log 2>&1 & p" + std::to_string(node) + "=$!; ";
-  for (int node = 0; node < nodes; ++node) cmd += "wait $p" + std::to_string(node) + " || rc=1; ";
-  cmd += "cat " + folder.string() + ".node*.log > " + folder.string() + ".log; exit $rc";
-  return std::system(cmd.c_str());
+  std::vector<std::unique_ptr<siamese::testing::Child>> agents;
+  for (int node = 0; node < nodes; ++node) {
+    siamese::testing::Limits limits;
+    limits.launcher = {std::string(SIAMESE_SOURCE_DIR) + "/scripts/torchrun",
+                       "--nnodes",
+                       std::to_string(nodes),
+                       "--node_rank",
+                       std::to_string(node),
+                       "--nproc_per_node",
+                       std::to_string(nproc / nodes),
+                       "--master_addr",
+                       "127.0.0.1",
+                       "--master_port",
+                       port};
+    limits.timeout_seconds = 1800;
+    agents.push_back(std::make_unique<siamese::testing::Child>(
+        siamese::testing::words(zero2_args(folder, 1, extra)),
+        folder.string() + ".node" + std::to_string(node) + ".log", limits));
+  }
+  int rc = 0;
+  std::string logs;
+  for (auto& agent : agents) {
+    const siamese::testing::Outcome o = agent->wait();
+    if (o.exit_code != 0) rc = 1;
+    logs += o.output;
+  }
+  std::ofstream(folder.string() + ".log") << logs;
+  return rc;
 }
 
 // Bytes of parameters, gradients and optimizer state rank 0's start-up log says it holds.
@@ -93,7 +110,7 @@ std::vector<int64_t> zero2_held_bytes(const fs::path& folder) {
 }
 
 std::vector<torch::Tensor> zero2_weights(const fs::path& checkpoint) {
-  TrainConfig cfg = load_config((checkpoint / "config.yaml").string(), {});
+  config::TrainConfig cfg = config::load_config((checkpoint / "config.yaml").string(), {});
   model::Transformer m(cfg.model);
   train::load_checkpoint(checkpoint, *m, nullptr);
   return m->parameters();
@@ -112,12 +129,12 @@ std::map<int64_t, std::vector<double>> zero2_layer_norms(const fs::path& folder)
 }
 
 // Bytes of parameters a rank holds between steps when the blocks are sharded over `ranks`.
-int64_t block_sharded_bytes(const TrainConfig& cfg, int ranks) {
+int64_t block_sharded_bytes(const config::TrainConfig& cfg, int ranks) {
   model::Transformer m(cfg.model);
   int64_t held = 0;
   for (const auto& p : m->named_parameters()) {
     const bool in_block = model::parse_param_name(p.key()).layer.has_value();
-    held += 4 * (in_block ? shard_chunk(p.value().numel(), ranks) : p.value().numel());
+    held += 4 * (in_block ? dist::shard_chunk(p.value().numel(), ranks) : p.value().numel());
   }
   return held;
 }
@@ -135,26 +152,26 @@ TEST(Sharded, PiecesPutTogetherGiveTheTensorBack) {
   const auto whole = torch::arange(7, torch::kFloat).view({7});
   for (int world : {1, 2, 3, 8}) {
     std::vector<torch::Tensor> pieces;
-    for (int r = 0; r < world; ++r) pieces.push_back(shard_piece(whole, r, world));
-    EXPECT_EQ(pieces.front().numel(), shard_chunk(7, world));
-    EXPECT_TRUE(torch::equal(unshard(pieces, {7}), whole)) << world;
+    for (int r = 0; r < world; ++r) pieces.push_back(dist::shard_piece(whole, r, world));
+    EXPECT_EQ(pieces.front().numel(), dist::shard_chunk(7, world));
+    EXPECT_TRUE(torch::equal(dist::unshard(pieces, {7}), whole)) << world;
   }
   // The padding of the last piece is zero: it never moves the optimizer.
-  EXPECT_TRUE(torch::equal(shard_piece(whole, 1, 2), torch::tensor({4.f, 5.f, 6.f, 0.f})));
+  EXPECT_TRUE(torch::equal(dist::shard_piece(whole, 1, 2), torch::tensor({4.f, 5.f, 6.f, 0.f})));
 }
 
 TEST(Sharded, StrategiesNotImplementedAreRefusedNamingTheKey) {
-  TrainConfig c;
-  c.distributed_strategy = DistributedStrategy::Fsdp;
-  for (const auto s :
-       {ShardingStrategy::ShardGradOp, ShardingStrategy::FullShard, ShardingStrategy::HybridShard}) {
+  config::TrainConfig c;
+  c.distributed_strategy = config::DistributedStrategy::Fsdp;
+  for (const auto s : {config::ShardingStrategy::ShardGradOp, config::ShardingStrategy::FullShard,
+                       config::ShardingStrategy::HybridShard}) {
     c.fsdp.sharding_strategy = s;
     EXPECT_NO_THROW(validate(c));
-    c.model.block_type = BlockType::Moe;
-    c.model.activation_checkpointing = ActivationCheckpointing::OneInTwo;
+    c.model.block_type = config::BlockType::Moe;
+    c.model.activation_checkpointing = config::ActivationCheckpointing::OneInTwo;
     EXPECT_NO_THROW(validate(c));
-    c.model.block_type = BlockType::Sequential;
-    c.model.activation_checkpointing = ActivationCheckpointing::None;
+    c.model.block_type = config::BlockType::Sequential;
+    c.model.activation_checkpointing = config::ActivationCheckpointing::None;
   }
   // nGPT rewrites whole weight rows after each step: refused where parameters are sharded,
   // before any connection, naming the key.
@@ -166,7 +183,7 @@ TEST(Sharded, StrategiesNotImplementedAreRefusedNamingTheKey) {
   };
   EXPECT_NO_THROW(train::check_plan_fits_model(ngpt_under("SHARD_GRAD_OP")));
   for (const std::string strategy : {"FULL_SHARD", "HYBRID_SHARD"}) {
-    const TrainConfig ngpt = ngpt_under(strategy);
+    const config::TrainConfig ngpt = ngpt_under(strategy);
     try {
       train::check_plan_fits_model(ngpt);
       ADD_FAILURE() << "ngpt with " << strategy << " was accepted";
@@ -184,15 +201,15 @@ TEST(Sharded, FsdpKeysUnderDdpAreNamedAsHavingNoEffect) {
   fs::create_directories(scratch);
   const auto ddp = siamese::testing::run_siamese(
       "config configs/tiny/base.yaml --fsdp.sharding_strategy=FULL_SHARD", scratch);
-  ASSERT_EQ(ddp.code, 0) << ddp.err;
-  EXPECT_NE((ddp.out + ddp.err).find("fsdp.sharding_strategy has no effect: distributed_strategy is ddp"),
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.err;
+  EXPECT_NE((ddp.output + ddp.err).find("fsdp.sharding_strategy has no effect: distributed_strategy is ddp"),
             std::string::npos)
-      << ddp.out << ddp.err;
+      << ddp.output << ddp.err;
   const auto fsdp = siamese::testing::run_siamese(
       "config configs/tiny/base.yaml --fsdp.sharding_strategy=FULL_SHARD --distributed_strategy=fsdp",
       scratch);
-  ASSERT_EQ(fsdp.code, 0) << fsdp.err;
-  EXPECT_EQ((fsdp.out + fsdp.err).find("has no effect"), std::string::npos) << fsdp.out << fsdp.err;
+  ASSERT_EQ(fsdp.exit_code, 0) << fsdp.err;
+  EXPECT_EQ((fsdp.output + fsdp.err).find("has no effect"), std::string::npos) << fsdp.output << fsdp.err;
 }
 
 // With every block checkpointed, hybrid_pre's next-sublayer input norms get a gradient from
@@ -237,7 +254,7 @@ TEST(Sharded, FullShardOnTwoRanksMatchesOneProcessHoldsHalfTheBlocksAndResumes) 
     EXPECT_LE((w1[i] - w2[i]).abs().max().item<double>(), 1e-4 * w1[i].abs().max().item<double>())
         << "parameter " << i;
 
-  const TrainConfig cfg = load_config((full / "step20" / "config.yaml").string(), {});
+  const config::TrainConfig cfg = config::load_config((full / "step20" / "config.yaml").string(), {});
   model::Transformer m(cfg.model);
   const int64_t held = block_sharded_bytes(cfg, 2);
   int64_t whole = 0;
@@ -307,7 +324,7 @@ TEST(Sharded, ShardGradOpOnTwoRanksMatchesOneProcessAndReshardsOnResume) {
   ASSERT_EQ(replicated.size(), 3u) << read_all(ddp.string() + ".log");
   int64_t half = 0, whole = 0;
   for (const auto& p : w1) {
-    half += 2 * shard_chunk(p.numel(), 2) * 4 + 4;  // two moments of the chunk, a float32 step count
+    half += 2 * dist::shard_chunk(p.numel(), 2) * 4 + 4;  // two moments of the chunk, a float32 step count
     whole += 2 * p.numel() * 4 + 4;
   }
   EXPECT_EQ(replicated[2], whole);
@@ -317,7 +334,7 @@ TEST(Sharded, ShardGradOpOnTwoRanksMatchesOneProcessAndReshardsOnResume) {
   EXPECT_LT(2 * sharded[1], replicated[1]);
   // `siamese inspect --world-size` predicts these bytes: exactly, but for AdamW's step counts
   // (4 bytes a parameter), the chunks' padding and SHARD_GRAD_OP's bucket in flight.
-  const TrainConfig cfg = load_config((two / "step20" / "config.yaml").string(), {});
+  const config::TrainConfig cfg = config::load_config((two / "step20" / "config.yaml").string(), {});
   const auto plan = train::plan_memory(cfg, 2, 8);
   const double slack = 4.0 * double(w1.size());
   EXPECT_EQ(plan[0].parameters, double(replicated[0]));
@@ -393,7 +410,7 @@ TEST(Sharded, HybridShardShardsWithinANodeAndReplicatesAcrossNodes) {
       << read_all(keyed.string() + ".log");
   EXPECT_EQ(losses(keyed), losses(nodes));
 
-  const TrainConfig cfg = load_config((nodes / "step20" / "config.yaml").string(), {});
+  const config::TrainConfig cfg = config::load_config((nodes / "step20" / "config.yaml").string(), {});
   const auto bytes = zero2_held_bytes(nodes);
   ASSERT_EQ(bytes.size(), 3u) << read_all(nodes.string() + ".log");
   EXPECT_EQ(bytes[0], block_sharded_bytes(cfg, 2));
@@ -401,7 +418,7 @@ TEST(Sharded, HybridShardShardsWithinANodeAndReplicatesAcrossNodes) {
   EXPECT_FALSE(fs::exists(nodes / "step10" / train::optimizer_shard_name(2, 4)));
   EXPECT_FALSE(train::checkpoint_problem(nodes / "step20").has_value());
   // The planner's shard group follows the key: 4 ranks in 2 replicas shard like 2 ranks.
-  TrainConfig keyed_cfg = cfg;
+  config::TrainConfig keyed_cfg = cfg;
   keyed_cfg.fsdp.hybrid_sharding_num_model_replicas = 2;
   EXPECT_EQ(train::plan_memory(keyed_cfg, 4, 4)[3].parameters, train::plan_memory(cfg, 2, 2)[2].parameters);
 
@@ -424,14 +441,19 @@ TEST(Sharded, HybridShardShardsWithinANodeAndReplicatesAcrossNodes) {
 // ranks share a node is refused with a message naming the key to set.
 TEST(Sharded, HybridShardWithoutANodeSizeNamesTheKey) {
   auto dir = fresh_dir("sharded_hybrid", "no_node_size");
-  const std::string cmd =
-      "OMP_NUM_THREADS=1 RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1"
-      " MASTER_PORT=" +
-      std::to_string(free_port()) + " " + SIAMESE_BINARY +
-      zero2_args(dir, 1, "--distributed_strategy=fsdp --fsdp.sharding_strategy=HYBRID_SHARD") + " > " +
-      dir.string() + ".log 2>&1";
-  EXPECT_NE(std::system(cmd.c_str()), 0);
-  const std::string log = read_all(dir.string() + ".log");
+  siamese::testing::Limits limits;
+  limits.env = {{"RANK", "0"},
+                {"LOCAL_RANK", "0"},
+                {"WORLD_SIZE", "2"},
+                {"LOCAL_WORLD_SIZE", "3"},
+                {"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", std::to_string(free_port())}};
+  const siamese::testing::Outcome refused = siamese::testing::run_siamese(
+      siamese::testing::words(
+          zero2_args(dir, 1, "--distributed_strategy=fsdp --fsdp.sharding_strategy=HYBRID_SHARD")),
+      dir.string() + ".log", limits);
+  EXPECT_NE(refused.exit_code, 0);
+  const std::string& log = refused.output;
   EXPECT_NE(log.find("fsdp.hybrid_sharding_num_model_replicas"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(dir / "metrics.jsonl"));
 }

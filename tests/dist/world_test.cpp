@@ -9,7 +9,8 @@
 #include "siamese/common/error.h"
 #include "siamese/dist/world.h"
 
-using siamese::detect_world;
+using siamese::dist::detect_world;
+namespace dist = siamese::dist;
 
 namespace {
 
@@ -36,7 +37,7 @@ class LaunchEnv {
 TEST(World, NodeSizeComesFromTheLauncher) {
   {
     const LaunchEnv env({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}});
-    const auto w = detect_world();
+    const auto w = dist::detect_world();
     EXPECT_EQ(w.launcher, "torchrun");
     EXPECT_EQ(w.rank, 5);
     EXPECT_EQ(w.local_size, 4);
@@ -46,7 +47,7 @@ TEST(World, NodeSizeComesFromTheLauncher) {
   auto with = [&](std::map<std::string, std::string> extra) {
     extra.insert(slurm.begin(), slurm.end());
     const LaunchEnv env(extra);
-    const auto w = detect_world();
+    const auto w = dist::detect_world();
     EXPECT_EQ(w.launcher, "slurm");
     return w.local_size;
   };
@@ -57,6 +58,6 @@ TEST(World, NodeSizeComesFromTheLauncher) {
   EXPECT_EQ(with({}), 0);
   {
     const LaunchEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "two"}});
-    EXPECT_THROW(detect_world(), siamese::Error);
+    EXPECT_THROW(dist::detect_world(), siamese::Error);
   }
 }

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "support/cli.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 using siamese::testing::read_all;
@@ -129,10 +129,12 @@ TEST_F(GenerateAndScore, ScoresTextFilesPerFileAndPerLine) {
   EXPECT_EQ(per_line["documents"], 30);
   // The same lines scored by transformers on the exported model (each fits one window).
   ASSERT_EQ(run_cli("export " + run() + " --out " + file("hf"), file("x")), 0) << read_all(file("x.err"));
-  const std::string py = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                         "/tests/eval/hf_text_loss.py " + file("hf") + " " + path + " 10 > " +
-                         file("hf_loss") + " 2> " + file("hf_loss.err");
-  ASSERT_EQ(std::system(py.c_str()), 0) << read_all(file("hf_loss.err"));
+  siamese::testing::Limits to_files;
+  to_files.err = file("hf_loss.err");
+  const auto hf = siamese::testing::run_python(
+      std::string(SIAMESE_SOURCE_DIR) + "/tests/eval/hf_text_loss.py " + file("hf") + " " + path + " 10",
+      file("hf_loss"), to_files);
+  ASSERT_EQ(hf.exit_code, 0) << hf.err;
   EXPECT_NEAR(double(per_line["loss"]), std::stod(read_all(file("hf_loss"))), 1e-5)
       << "siamese " << per_line["loss"] << " transformers " << read_all(file("hf_loss"));
   ASSERT_NE(run_cli("eval " + run() + " --text " + file("missing.txt"), file("t3")), 0);
@@ -156,32 +158,32 @@ TEST(SelfContainedRun, GenerateEvalAndExportWorkFromElsewhereAfterTheTokenizerMo
     return siamese::testing::run_siamese(args, dir.path(), "", dir.file("work"));
   };
   auto r = in_work("tokenize --tokenizer tok/t.json corpus.txt -o data/corpus.npy");
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.output << r.err;
   r = in_work("train " + std::string(SIAMESE_SOURCE_DIR) +
               "/configs/tiny/base.yaml --tokenizer.identifier=tok/t.json --data.paths=[data/corpus.npy]"
               " --model.d_model=16 --model.n_heads=2 --model.n_layers=1 --model.max_sequence_length=32"
               " --global_train_batch_size=2 --device_train_microbatch_size=2 --max_duration=2"
               " --save_interval=2 --eval_interval=1000 --evaluators=[] --save_folder=run");
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.output << r.err;
   EXPECT_TRUE(fs::exists(dir.file("work/run/siamese_tokenizer.json")));
   fs::remove_all(dir.file("work/tok"));
 
   const std::string run = dir.file("work/run");
   r = siamese::testing::run_siamese("generate " + run + " --prompt 'The cat' --max-tokens 3", dir.path(), "",
                                     "/");
-  EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("The cat", 0), 0u) << r.out;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.output.rfind("The cat", 0), 0u) << r.output;
   const auto doc = dir.write("doc.txt", "The cat sat on the mat.\n");
   r = siamese::testing::run_siamese("eval " + run + " --text " + doc, dir.path(), "", "/");
-  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   r = siamese::testing::run_siamese("export " + run + " --out " + dir.file("hf"), dir.path(), "", "/");
-  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(read_all(dir.file("hf/tokenizer.json")), read_all(dir.file("work/run/siamese_tokenizer.json")));
 
   // Without the copy the message names the config key and the fix.
   fs::remove(dir.file("work/run/siamese_tokenizer.json"));
   r = siamese::testing::run_siamese("generate " + run + " --prompt x", dir.path(), "", "/");
-  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("tokenizer.identifier"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--tokenizer"), std::string::npos) << r.err;
 }

@@ -104,7 +104,7 @@ TEST(Downstream, TaskAccuracyPerMetricByHand) {
 
 TEST(Downstream, BatchingDoesNotChangeScores) {
   torch::manual_seed(3);
-  ModelConfig cfg;
+  config::ModelConfig cfg;
   cfg.d_model = 32;
   cfg.n_heads = 2;
   cfg.n_layers = 2;
@@ -138,7 +138,7 @@ class SharedContexts : public ::testing::TestWithParam<std::string> {};
 TEST_P(SharedContexts, ScoreAsReadingEachOptionWhole) {
   for (const bool rope : {true, false}) {  // contexts of several lengths share a pass with RoPE only
     SCOPED_TRACE(rope ? "rope" : "learned positions");
-    ModelConfig cfg = siamese::testing::tiny_model(GetParam(), {32, 4, 3, 50, 64, 24});
+    config::ModelConfig cfg = siamese::testing::tiny_model(GetParam(), {32, 4, 3, 50, 64, 24});
     cfg.n_kv_heads = 2;
     cfg.rope = rope;
     torch::manual_seed(0);
@@ -202,7 +202,7 @@ INSTANTIATE_TEST_SUITE_P(Downstream, SharedContexts, ::testing::ValuesIn(model::
 TEST(Downstream, RandomModelScoresAtChance) {
   auto tok = tokenizer::Tokenizer::from_file(tokenizer_path("olmo-gpt-neox-20b-pii-special"));
   torch::manual_seed(1234);
-  ModelConfig cfg = siamese::testing::tiny_model("pre", {64, 4, 2, 50280, 50304, 128});
+  config::ModelConfig cfg = siamese::testing::tiny_model("pre", {64, 4, 2, 50280, 50304, 128});
   cfg.rope = true;
   model::Transformer m(cfg);
   DownstreamOptions opt;

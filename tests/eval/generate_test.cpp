@@ -19,8 +19,8 @@
 namespace siamese::eval {
 namespace {
 
-ModelConfig small(const std::string& residual, bool rope = true) {
-  ModelConfig c;
+config::ModelConfig small(const std::string& residual, bool rope = true) {
+  config::ModelConfig c;
   c.d_model = 32;
   c.n_heads = 4;
   c.n_kv_heads = 2;  // GQA: the cache holds kv heads, repeated after
@@ -34,7 +34,7 @@ ModelConfig small(const std::string& residual, bool rope = true) {
   return c;
 }
 
-model::Transformer build(const ModelConfig& c) {
+model::Transformer build(const config::ModelConfig& c) {
   torch::manual_seed(0);
   model::Transformer m(c);
   m->eval();
@@ -104,7 +104,7 @@ TEST_P(EveryTopology, CachedLogitsEqualFullSequenceLogits) {
 // forward: the same logits and greedy tokens.
 TEST_P(EveryTopology, MoeBlocksKeepCachedLogitsAndGreedyTokens) {
   auto c = small(GetParam());
-  c.block_type = BlockType::Moe;
+  c.block_type = config::BlockType::Moe;
   c.moe_num_experts = 4;
   c.moe_top_k = 2;
   auto m = build(c);

@@ -11,11 +11,11 @@
 #include <fstream>
 
 #include "siamese/common/shared_dir.h"
-#include "support/cli.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 using siamese::testing::read_all;
-using siamese::testing::sh;
+using siamese::testing::run_python;
 using siamese::testing::TempDir;
 
 namespace fs = std::filesystem;
@@ -40,7 +40,7 @@ double siamese_accuracy(const std::string& json_path, const std::string& task) {
 TEST(LmEval, TheHarnessScoresAnExportLikeSiameseEval) {
   const std::string python = SIAMESE_PYTHON;
   TempDir dir;
-  if (sh(python + " -c 'import lm_eval'", dir.file("import.log")) != 0)
+  if (run_python("-c 'import lm_eval'", dir.file("import.log")).exit_code != 0)
     GTEST_SKIP() << "lm-eval is not installed for " << python << " (scripts/requirements.txt)";
   const std::string tokenizer = siamese::shared_dir() + "/tokenizers/olmo-gpt-neox-20b-pii-special.json";
   // A few steps of a GPT-NeoX-vocabulary SiameseNorm model (its export ships
@@ -86,13 +86,17 @@ TEST(LmEval, TheHarnessScoresAnExportLikeSiameseEval) {
       yaml.replace(at, std::string("../shared").size(), shared);
     std::ofstream(dir.file("tasks/" + task + ".yaml")) << yaml;
   }
+  siamese::testing::Limits offline;
+  offline.cwd = src;
+  offline.env = {{"HF_HUB_OFFLINE", "1"}, {"HF_DATASETS_OFFLINE", "1"}};
   const std::string lm_eval = fmt::format(
-      "cd {} && HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 OMP_NUM_THREADS=1 {} -m lm_eval --model hf "
+      "-m lm_eval --model hf "
       "--model_args pretrained={},dtype=float32,trust_remote_code=True --tasks siamese_piqa,siamese_arc_easy "
       "--include_path {} "
       "--limit {} --batch_size 8 --device cpu --output_path {}",
-      src, python, dir.file("hf"), dir.file("tasks"), limit, dir.file("lm_eval_out"));
-  ASSERT_EQ(sh(lm_eval, dir.file("lm_eval.log")), 0) << read_all(dir.file("lm_eval.log"));
+      dir.file("hf"), dir.file("tasks"), limit, dir.file("lm_eval_out"));
+  ASSERT_EQ(run_python(lm_eval, dir.file("lm_eval.log"), offline).exit_code, 0)
+      << read_all(dir.file("lm_eval.log"));
   const auto results = lm_eval_results(dir.file("lm_eval_out"))["results"];
   ASSERT_TRUE(results.is_object()) << read_all(dir.file("lm_eval.log"));
 

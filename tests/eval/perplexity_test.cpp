@@ -19,7 +19,7 @@ namespace {
 
 // With fused_loss the scorer's head runs in chunks of 3 tokens (a window scores up to 7).
 model::Transformer tiny(const std::string& residual, bool fused_loss = false) {
-  ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 2, 40, 48, 8});
+  config::ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 2, 40, 48, 8});
   c.fused_loss = fused_loss;
   c.fused_loss_chunk_tokens = 3;
   torch::manual_seed(0);

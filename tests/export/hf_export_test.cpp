@@ -24,23 +24,24 @@
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/save_folder.h"
-#include "support/cli.h"
 #include "support/file_size_limit.h"
+#include "support/process.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
 #include "support/tiny_configs.h"
 
 using siamese::testing::FileSizeLimit;
 using siamese::testing::read_all;
-using siamese::testing::sh;
+using siamese::testing::run_cli;
+using siamese::testing::run_python;
 using siamese::testing::TempDir;
 
 namespace siamese {
 namespace {
 
 namespace fs = std::filesystem;
-TrainConfig tiny(const std::string& residual) {
-  TrainConfig c;
+config::TrainConfig tiny(const std::string& residual) {
+  config::TrainConfig c;
   auto& m = c.model;
   m.d_model = 32;
   m.n_heads = 4;
@@ -49,7 +50,7 @@ TrainConfig tiny(const std::string& residual) {
   m.mlp_ratio = 4;
   m.rope = true;
   m.include_bias = false;
-  m.layer_norm_type = LayerNormType::RMS;
+  m.layer_norm_type = config::LayerNormType::RMS;
   // Both head forms; untied for ngpt, whose OLMo-core reference refuses tied embeddings.
   m.weight_tying = residual != "pre" && residual != "ngpt";
   m.vocab_size = 256;
@@ -59,7 +60,7 @@ TrainConfig tiny(const std::string& residual) {
   m.attention_dropout = m.residual_dropout = m.embedding_dropout = 0.0;
   m.mixln_alpha = 0.34;  // layer 0 Post-Norm, layers 1-2 Pre-Norm
   siamese::testing::set_topology(m, residual);
-  c.data.synthetic = SyntheticCorpus::Arithmetic;
+  c.data.synthetic = config::SyntheticCorpus::Arithmetic;
   c.device = "cpu";
   return c;
 }
@@ -67,7 +68,7 @@ TrainConfig tiny(const std::string& residual) {
 // A fresh model of `cfg` saved as a checkpoint under `run`, its norm weights and topology
 // parameters (hc's dynamic W starts at 0) moved away from their initial values so that
 // every one of them matters.
-model::Transformer save_run(const TrainConfig& cfg, const std::string& run) {
+model::Transformer save_run(const config::TrainConfig& cfg, const std::string& run) {
   torch::manual_seed(0);
   model::Transformer m(cfg.model);
   m->eval();
@@ -80,7 +81,7 @@ model::Transformer save_run(const TrainConfig& cfg, const std::string& run) {
         p.value().mul_(20.0);  // decisive routing: no near-tie for float rounding to flip
   }
   const auto optim = train::build_optimizer(cfg.optimizer, m->named_parameters());
-  train::save_checkpoint(run, *m, *optim, train::TrainState{}, to_yaml(cfg));
+  train::save_checkpoint(run, *m, *optim, train::TrainState{}, config::to_yaml(cfg));
   return m;
 }
 
@@ -89,14 +90,14 @@ class HfExport : public ::testing::TestWithParam<std::string> {};
 // A topology name, "topology:layer_norm_type", or "topology+moe" (OLMoE's sparse blocks: for
 // pre with OLMoE's full-width Q/K norms, the stock OlmoeForCausalLM) and "topology+moe_shared"
 // (with a shared expert and rescaled top-k weights, which OLMoE has not).
-TrainConfig tiny_of(const std::string& spec) {
+config::TrainConfig tiny_of(const std::string& spec) {
   const auto colon = spec.find(':'), plus = spec.find('+');
-  TrainConfig cfg = tiny(spec.substr(0, std::min(colon, plus)));
+  config::TrainConfig cfg = tiny(spec.substr(0, std::min(colon, plus)));
   if (colon != std::string::npos)
-    cfg.model.layer_norm_type = *enum_named<LayerNormType>(spec.substr(colon + 1));
+    cfg.model.layer_norm_type = *config::enum_named<config::LayerNormType>(spec.substr(colon + 1));
   if (plus != std::string::npos) {
     auto& m = cfg.model;
-    m.block_type = BlockType::Moe;
+    m.block_type = config::BlockType::Moe;
     m.moe_num_experts = 4;
     m.moe_top_k = 2;
     m.mlp_ratio = 2;
@@ -135,16 +136,17 @@ TEST_P(HfExport, TransformersComputesTheSameLogitsAndGreedyTokens) {
   write_npy(dir.file("greedy.npy"), torch::tensor(out, torch::kLong));
 
   const std::string log = dir.file("log");
-  const std::string export_cmd =
-      std::string(SIAMESE_BINARY) + " export " + run + " --out " + dir.file("hf") + " > " + log + " 2>&1";
-  ASSERT_EQ(std::system(export_cmd.c_str()), 0) << read_all(log);
+  ASSERT_EQ(run_cli("export " + run + " --out " + dir.file("hf"), log), 0) << read_all(log);
   // pre, reordered and pre+moe are stock classes (Llama, Olmo2, Olmoe): no remote code.
   const bool stock = GetParam() == "pre" || GetParam() == "reordered" || GetParam() == "pre+moe";
   EXPECT_EQ(fs::exists(dir.file("hf") + "/modeling_siamese.py"), !stock);
-  const std::string check = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                            "/tests/export/hf_parity.py " + dir.file("hf") + " " + dir.file("ids.npy") + " " +
-                            dir.file("logits.npy") + " " + dir.file("greedy.npy") + " > " + log + " 2>&1";
-  EXPECT_EQ(std::system(check.c_str()), 0) << read_all(log);
+  EXPECT_EQ(
+      run_python(std::string(SIAMESE_SOURCE_DIR) + "/tests/export/hf_parity.py " + dir.file("hf") + " " +
+                     dir.file("ids.npy") + " " + dir.file("logits.npy") + " " + dir.file("greedy.npy"),
+                 log)
+          .exit_code,
+      0)
+      << read_all(log);
   std::cout << "[" << GetParam() << "] " << read_all(log);
 }
 
@@ -157,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(EveryTopology, HfExport, ::testing::ValuesIn(export_cas
 });
 
 std::map<std::string, torch::Tensor> weights(const std::string& run) {
-  const auto cfg = load_config(train::latest_checkpoint(run)->string() + "/config.yaml", {});
+  const auto cfg = config::load_config(train::latest_checkpoint(run)->string() + "/config.yaml", {});
   model::Transformer m(cfg.model);
   train::load_checkpoint(*train::latest_checkpoint(run), *m, nullptr);
   std::map<std::string, torch::Tensor> out;
@@ -169,18 +171,17 @@ TEST(HfExportShards, LargeModelsAreSplitWithAnIndex) {
   TempDir dir;
   save_run(tiny("pre"), dir.file("run"));
   const std::string log = dir.file("log");
-  const std::string cmd = std::string(SIAMESE_BINARY) + " export " + dir.file("run") + " --out " +
-                          dir.file("hf") + " --max-shard-bytes 40000 > " + log + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_all(log);
+  ASSERT_EQ(
+      run_cli("export " + dir.file("run") + " --out " + dir.file("hf") + " --max-shard-bytes 40000", log), 0)
+      << read_all(log);
   EXPECT_TRUE(fs::exists(dir.file("hf") + "/model.safetensors.index.json"));
   EXPECT_FALSE(fs::exists(dir.file("hf") + "/model.safetensors"));
-  const std::string check = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                            "/tests/export/hf_parity.py " + dir.file("hf") + " > " + log + " 2>&1";
-  EXPECT_EQ(std::system(check.c_str()), 0) << read_all(log);
-  // The sharded folder imports back, every shard read through the index.
-  ASSERT_EQ(sh(std::string(SIAMESE_BINARY) + " import " + dir.file("hf") + " --out " + dir.file("back"), log),
+  EXPECT_EQ(run_python(std::string(SIAMESE_SOURCE_DIR) + "/tests/export/hf_parity.py " + dir.file("hf"), log)
+                .exit_code,
             0)
       << read_all(log);
+  // The sharded folder imports back, every shard read through the index.
+  ASSERT_EQ(run_cli("import " + dir.file("hf") + " --out " + dir.file("back"), log), 0) << read_all(log);
   const auto a = weights(dir.file("run")), b = weights(dir.file("back"));
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
@@ -191,7 +192,7 @@ TEST(HfExportShards, LargeModelsAreSplitWithAnIndex) {
 // OLMoE cannot compute is named as the reason for the siamese format instead.
 TEST(HfExportOlmoe, ShippedOlmoeOneBSevenBIsTheStockClassAndTheRestIsNamed) {
   const std::string exps = std::string(SIAMESE_SOURCE_DIR) + "/configs/exps/";
-  const auto cfg = load_config(exps + "OLMoE-1B-7B.yaml", {}).model;
+  const auto cfg = config::load_config(exps + "OLMoE-1B-7B.yaml", {}).model;
   std::string why;
   const hf::StockClass* cls = hf::stock_class_of(cfg, &why);
   ASSERT_NE(cls, nullptr) << why;
@@ -199,9 +200,10 @@ TEST(HfExportOlmoe, ShippedOlmoeOneBSevenBIsTheStockClassAndTheRestIsNamed) {
   TempDir dir;
   std::ofstream(dir.file("config.json")) << hf::stock_config(*cls, cfg).dump();
   const std::string log = dir.file("log");
-  ASSERT_EQ(sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                   "/tests/model/moe_reference.py --count " + dir.file("config.json"),
-               log),
+  ASSERT_EQ(run_python(std::string(SIAMESE_SOURCE_DIR) + "/tests/model/moe_reference.py --count " +
+                           dir.file("config.json"),
+                       log)
+                .exit_code,
             0)
       << read_all(log);
   std::string text = read_all(log);  // the counts are the last line
@@ -215,8 +217,8 @@ TEST(HfExportOlmoe, ShippedOlmoeOneBSevenBIsTheStockClassAndTheRestIsNamed) {
   auto shared = cfg, capacity = cfg;
   shared.moe_shared_expert = true;
   capacity.moe_dropless = false;
-  const auto hybrid = load_config(exps + "OLMoE-1B-7B-hybrid.yaml", {}).model;
-  for (const auto& [other, reason] : std::vector<std::pair<ModelConfig, std::string>>{
+  const auto hybrid = config::load_config(exps + "OLMoE-1B-7B-hybrid.yaml", {}).model;
+  for (const auto& [other, reason] : std::vector<std::pair<config::ModelConfig, std::string>>{
            {shared, "moe_shared_expert"}, {capacity, "moe_dropless"}, {hybrid, "with block_type moe"}}) {
     EXPECT_EQ(hf::stock_class_of(other, &why), nullptr) << reason;
     EXPECT_NE(why.find(reason), std::string::npos) << why;
@@ -287,15 +289,15 @@ TEST_P(HfRoundTrip, ExportThenImportIsBitExact) {
   TempDir dir;
   const auto cfg = tiny_of(GetParam());
   save_run(cfg, dir.file("run"));
-  const std::string bin = SIAMESE_BINARY, log = dir.file("log");
-  ASSERT_EQ(sh(bin + " export " + dir.file("run") + " --out " + dir.file("hf"), log), 0) << read_all(log);
-  ASSERT_EQ(sh(bin + " import " + dir.file("hf") + " --out " + dir.file("back"), log), 0) << read_all(log);
+  const std::string log = dir.file("log");
+  ASSERT_EQ(run_cli("export " + dir.file("run") + " --out " + dir.file("hf"), log), 0) << read_all(log);
+  ASSERT_EQ(run_cli("import " + dir.file("hf") + " --out " + dir.file("back"), log), 0) << read_all(log);
   const auto a = weights(dir.file("run")), b = weights(dir.file("back"));
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
-  auto back_cfg = load_config(dir.file("back") + "/step0/config.yaml", {});
+  auto back_cfg = config::load_config(dir.file("back") + "/step0/config.yaml", {});
   back_cfg.save_folder = cfg.save_folder;  // the one setting import replaces
-  EXPECT_EQ(to_yaml(back_cfg), to_yaml(cfg));
+  EXPECT_EQ(config::to_yaml(back_cfg), config::to_yaml(cfg));
 }
 
 INSTANTIATE_TEST_SUITE_P(LlamaAndSiamese, HfRoundTrip,
@@ -316,19 +318,20 @@ class HfImportStock : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfImportStock, ComputesTheSameLogitsAndTrainsOnFromTheSameLoss) {
   TempDir dir;
-  const std::string py = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR + "/tests/export/",
-                    bin = SIAMESE_BINARY, log = dir.file("log");
-  ASSERT_EQ(sh(py + "hf_make_stock.py " + GetParam() + " " + dir.file("hf") + " " + dir.file("ids.npy") +
-                   " " + dir.file("logits.npy"),
-               log),
+  const std::string py = std::string(SIAMESE_SOURCE_DIR) + "/tests/export/", log = dir.file("log");
+  ASSERT_EQ(run_python(py + "hf_make_stock.py " + GetParam() + " " + dir.file("hf") + " " +
+                           dir.file("ids.npy") + " " + dir.file("logits.npy"),
+                       log)
+                .exit_code,
             0)
       << read_all(log);
   const std::string made = read_all(log);
   const double hf_loss = std::stod(made.substr(made.rfind("loss ") + 5));
-  ASSERT_EQ(sh(bin + " import " + dir.file("hf") + " --out " + dir.file("run"), log), 0) << read_all(log);
-  const auto cfg = load_config(dir.file("run") + "/step0/config.yaml", {});
+  ASSERT_EQ(run_cli("import " + dir.file("hf") + " --out " + dir.file("run"), log), 0) << read_all(log);
+  const auto cfg = config::load_config(dir.file("run") + "/step0/config.yaml", {});
   EXPECT_EQ(cfg.model.residual, GetParam() == "olmo2" ? "reordered" : "pre");
-  EXPECT_EQ(cfg.model.block_type, GetParam().rfind("olmoe", 0) == 0 ? BlockType::Moe : BlockType::Sequential);
+  EXPECT_EQ(cfg.model.block_type,
+            GetParam().rfind("olmoe", 0) == 0 ? config::BlockType::Moe : config::BlockType::Sequential);
   model::Transformer m(cfg.model);
   train::load_checkpoint(dir.file("run") + "/step0", *m, nullptr);
   m->eval();
@@ -338,13 +341,13 @@ TEST_P(HfImportStock, ComputesTheSameLogitsAndTrainsOnFromTheSameLoss) {
     EXPECT_LT((logits - read_npy(dir.file("logits.npy"))).abs().max().item<double>(), 1e-4);
   }
   const std::string train_cmd =
-      bin + " train " + dir.file("run") + "/step0/config.yaml --load_path=" + dir.file("run") +
+      "train " + dir.file("run") + "/step0/config.yaml --load_path=" + dir.file("run") +
       "/step0 --save_folder=" + dir.file("ft") + " --data.paths=[" + dir.file("ids.tokens") +
       "] --data.memmap_dtype=uint16"
       " --global_train_batch_size=4 --device_train_microbatch_size=4 --max_duration=1 "
       "--optimizer.learning_rate=1e-3"
       " --scheduler.t_warmup=0 --eval_interval=1000 --save_interval=1000 --device=cpu";
-  ASSERT_EQ(sh(train_cmd, log), 0) << read_all(log);
+  ASSERT_EQ(run_cli(train_cmd, log), 0) << read_all(log);
   const auto losses = siamese::testing::losses(dir.file("ft"));
   ASSERT_EQ(losses.size(), 1u) << read_all(log);
   const double ours = std::stod(losses.begin()->second);
@@ -359,14 +362,14 @@ INSTANTIATE_TEST_SUITE_P(LlamaOlmo2AndOlmoe, HfImportStock,
 
 TEST(HfImport, WhatCannotBeRepresentedIsNamed) {
   TempDir dir;
-  const std::string py = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR + "/tests/export/",
-                    bin = SIAMESE_BINARY, log = dir.file("log");
-  ASSERT_EQ(sh(py + "hf_make_stock.py llama " + dir.file("llama") + " " + dir.file("ids.npy") + " " +
-                   dir.file("logits.npy") + " '{\"attention_bias\": true}'",
-               log),
+  const std::string py = std::string(SIAMESE_SOURCE_DIR) + "/tests/export/", log = dir.file("log");
+  ASSERT_EQ(run_python(py + "hf_make_stock.py llama " + dir.file("llama") + " " + dir.file("ids.npy") + " " +
+                           dir.file("logits.npy") + " '{\"attention_bias\": true}'",
+                       log)
+                .exit_code,
             0)
       << read_all(log);
-  EXPECT_NE(sh(bin + " import " + dir.file("llama") + " --out " + dir.file("run"), log), 0);
+  EXPECT_NE(run_cli("import " + dir.file("llama") + " --out " + dir.file("run"), log), 0);
   EXPECT_NE(read_all(log).find("attention_bias"), std::string::npos) << read_all(log);
 }
 
@@ -382,11 +385,12 @@ class OlmoCoreParity : public ::testing::TestWithParam<std::string> {};
 TEST_P(OlmoCoreParity, OlmoCoresBlocksComputeTheSameLogitsAndGradients) {
   TempDir dir;
   save_run(tiny(GetParam()), dir.file("run"));
-  const std::string bin = SIAMESE_BINARY, log = dir.file("log");
-  ASSERT_EQ(sh(bin + " export " + dir.file("run") + " --out " + dir.file("hf"), log), 0) << read_all(log);
-  const int status = sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                            "/tests/export/olmo_core_parity.py " + dir.file("hf") + " " + GetParam(),
-                        log);
+  const std::string log = dir.file("log");
+  ASSERT_EQ(run_cli("export " + dir.file("run") + " --out " + dir.file("hf"), log), 0) << read_all(log);
+  const int status = run_python(std::string(SIAMESE_SOURCE_DIR) + "/tests/export/olmo_core_parity.py " +
+                                    dir.file("hf") + " " + GetParam(),
+                                log)
+                         .exit_code;
   std::cout << read_all(log);
   EXPECT_EQ(status, 0) << read_all(log);
 }

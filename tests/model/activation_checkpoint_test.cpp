@@ -14,13 +14,13 @@
 namespace siamese::model {
 namespace {
 
-ModelConfig config(const std::string& residual, const std::string& checkpointing) {
-  ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 4, 61, 64, 16});
+config::ModelConfig config(const std::string& residual, const std::string& checkpointing) {
+  config::ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 4, 61, 64, 16});
   c.rope = true;
-  c.layer_norm_type = LayerNormType::RMS;
+  c.layer_norm_type = config::LayerNormType::RMS;
   c.include_bias = false;
   c.attention_dropout = c.residual_dropout = c.embedding_dropout = 0.1;
-  c.activation_checkpointing = *enum_named<ActivationCheckpointing>(checkpointing);
+  c.activation_checkpointing = *config::enum_named<config::ActivationCheckpointing>(checkpointing);
   return c;
 }
 
@@ -45,7 +45,7 @@ size_t count_nodes(const torch::autograd::Node* root) {
 // The training loss: cross-entropy plus, for MoE blocks, the auxiliary losses at weights
 // that make their gradients count against the cross-entropy's (attached to the blocks'
 // outputs, aux_loss.h).
-LossAndGrads run(ModelConfig cfg) {
+LossAndGrads run(config::ModelConfig cfg) {
   cfg.moe_loss_weight = 0.5;
   cfg.moe_zloss_weight = 0.1;
   torch::manual_seed(5);
@@ -60,15 +60,15 @@ LossAndGrads run(ModelConfig cfg) {
   auto logits = m->forward(ids, opts);
   LossAndGrads r;
   r.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), ids.reshape({-1}));
-  if (cfg.block_type == BlockType::Moe) r.aux = aux.term(kMoeLoadBalancingLoss) + aux.term(kMoeZLoss);
+  if (cfg.block_type == config::BlockType::Moe) r.aux = aux.term(kMoeLoadBalancingLoss) + aux.term(kMoeZLoss);
   r.graph_nodes = count_nodes(r.loss.grad_fn().get());
   r.loss.backward();
   for (auto& p : m->parameters()) r.grads.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
   return r;
 }
 
-ModelConfig moe(ModelConfig c) {
-  c.block_type = BlockType::Moe;
+config::ModelConfig moe(config::ModelConfig c) {
+  c.block_type = config::BlockType::Moe;
   c.moe_num_experts = 4;
   c.moe_top_k = 2;
   return c;

@@ -21,8 +21,8 @@
 #include "siamese/common/error.h"
 #include "siamese/common/npy.h"
 #include "siamese/model/topology_table.h"
-#include "support/cli.h"
 #include "support/files.h"
+#include "support/process.h"
 #include "support/python_reference.h"
 #include "support/refusal.h"
 #include "support/temp_dir.h"
@@ -38,7 +38,7 @@ class AttnResFormula : public ::testing::Test {
   // A topology with block size `block` whose queries are N(0, 0.7) and norm weights 1 + 0.5 N(0, 1).
   void build(int64_t block, bool random = true) {
     cfg_ = siamese::testing::tiny_model("attnres", {kResWidth, 2, kResLayers, 61, 64, 32});
-    cfg_.layer_norm_type = LayerNormType::RMS;
+    cfg_.layer_norm_type = config::LayerNormType::RMS;
     cfg_.include_bias = false;
     cfg_.attnres_block_size = block;
     torch::manual_seed(41);
@@ -132,7 +132,7 @@ class AttnResFormula : public ::testing::Test {
     return out;
   }
 
-  ModelConfig cfg_;
+  config::ModelConfig cfg_;
   std::shared_ptr<TopologyImpl> topo_;
   std::vector<torch::Tensor> w_;
   torch::Tensor emb_;
@@ -209,7 +209,7 @@ TEST_F(AttnResFormula, ZeroQueriesAtInitGiveTheUniformAverage) {
 // Under a bf16 autocast the sources are stored and mixed in float32: the weights and the
 // mixture equal those computed without autocast, bit for bit.
 TEST(AttnRes, MixingStaysFloat32UnderBf16Autocast) {
-  ModelConfig cfg = siamese::testing::tiny_model("attnres", {kResWidth, 2, 2, 61, 64, 32});
+  config::ModelConfig cfg = siamese::testing::tiny_model("attnres", {kResWidth, 2, 2, 61, 64, 32});
   cfg.attnres_block_size = 2;
   torch::manual_seed(5);
   auto topo = make_topology(cfg);
@@ -260,8 +260,8 @@ TEST(AttnRes, OneSublayerMatchesThePyPIPackageAttnRes) {
     const auto& c = cases[k];
     const std::string folder = dir.file("case" + std::to_string(k));
     std::filesystem::create_directories(folder);
-    ModelConfig cfg = siamese::testing::tiny_model("attnres", {kResWidth, 2, 4, 61, 64, 32});
-    cfg.layer_norm_type = LayerNormType::RMS;
+    config::ModelConfig cfg = siamese::testing::tiny_model("attnres", {kResWidth, 2, 4, 61, 64, 32});
+    cfg.layer_norm_type = config::LayerNormType::RMS;
     cfg.include_bias = false;
     cfg.attnres_block_size = 2;
     torch::manual_seed(60 + k);
@@ -314,7 +314,7 @@ TEST(AttnRes, OneSublayerMatchesThePyPIPackageAttnRes) {
 }
 
 TEST(AttnRes, NegativeBlockSizeIsRefusedNamingTheKey) {
-  ModelConfig cfg = siamese::testing::tiny_model("attnres", {kResWidth, 2, 2, 61, 64, 32});
+  config::ModelConfig cfg = siamese::testing::tiny_model("attnres", {kResWidth, 2, 2, 61, 64, 32});
   cfg.attnres_block_size = -1;
   // Built in code, the error names the key in parentheses (no file or line to name).
   siamese::testing::expect_refused([&] { check_model_config(cfg); }, "(model.attnres_block_size)",

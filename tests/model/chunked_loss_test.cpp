@@ -23,10 +23,10 @@ struct ChunkCase {
   int64_t chunk = 7;  // 3 x 15 = 45 predicted tokens: a partial last chunk
 };
 
-ModelConfig chunk_config(const ChunkCase& k, bool fused) {
-  ModelConfig c = siamese::testing::tiny_model(k.residual, {32, 4, 2, 61, 64, 16});
+config::ModelConfig chunk_config(const ChunkCase& k, bool fused) {
+  config::ModelConfig c = siamese::testing::tiny_model(k.residual, {32, 4, 2, 61, 64, 16});
   c.rope = true;
-  c.layer_norm_type = LayerNormType::RMS;
+  c.layer_norm_type = config::LayerNormType::RMS;
   c.include_bias = k.bias;
   c.weight_tying = k.tied;
   c.fused_loss = fused;
@@ -41,7 +41,7 @@ struct LossGrads {
 
 // The next-token loss of one batch through the whole model, and every parameter gradient.
 LossGrads model_loss_grads(const ChunkCase& k, bool fused, torch::Dtype dtype, bool autocast) {
-  const ModelConfig cfg = chunk_config(k, fused);
+  const config::ModelConfig cfg = chunk_config(k, fused);
   torch::manual_seed(5);
   Transformer m(cfg);
   m->reset_parameters();

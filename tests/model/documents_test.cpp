@@ -21,8 +21,8 @@ namespace {
 
 constexpr int64_t kEos = 7;
 
-ModelConfig packed_model(const std::string& residual) {
-  ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 2, 50, 64, 64});
+config::ModelConfig packed_model(const std::string& residual) {
+  config::ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 2, 50, 64, 64});
   c.rope = true;
   c.eos_token_id = kEos;
   return c;
@@ -149,8 +149,8 @@ TEST_P(PackedDocuments, TheMaskAloneHidesTheOtherDocuments) {
 // per-token losses equal the documents run alone.
 TEST_P(PackedDocuments, TrainingLossSumsMatchTheDocumentsAlone) {
   torch::manual_seed(13);
-  ModelConfig c = packed_model(GetParam());
-  c.activation_checkpointing = ActivationCheckpointing::WholeLayer;
+  config::ModelConfig c = packed_model(GetParam());
+  c.activation_checkpointing = config::ActivationCheckpointing::WholeLayer;
   Transformer m(c);
   m->train();  // dropout is off in tiny models; checkpointing only runs in training
   const auto a = pack({5, 11, 8}, false, 1), b = pack({3, 3, 18}, false, 2);

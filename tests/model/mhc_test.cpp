@@ -18,8 +18,8 @@
 #include "siamese/common/error.h"
 #include "siamese/common/npy.h"
 #include "siamese/model/topology_table.h"
-#include "support/cli.h"
 #include "support/files.h"
+#include "support/process.h"
 #include "support/python_reference.h"
 #include "support/refusal.h"
 #include "support/temp_dir.h"
@@ -40,8 +40,8 @@ constexpr int64_t kMhcWidth = 8;
 // 0.3, so the mixing logits are of order 1; scales, biases and norm weights around 1).
 std::shared_ptr<TopologyImpl> random_manifold_topology(const std::string& residual, int64_t n, int64_t iters,
                                                        torch::ScalarType dtype) {
-  ModelConfig cfg = siamese::testing::tiny_model(residual, {kMhcWidth, 2, 1, 61, 64, 32});
-  cfg.layer_norm_type = LayerNormType::RMS;
+  config::ModelConfig cfg = siamese::testing::tiny_model(residual, {kMhcWidth, 2, 1, 61, 64, 32});
+  cfg.layer_norm_type = config::LayerNormType::RMS;
   cfg.include_bias = false;
   cfg.hc_rate = n;
   cfg.mhc_sinkhorn_iters = iters;
@@ -172,7 +172,7 @@ TEST(MhcReference, ConnectionWeightsStayFloat32UnderBf16Autocast) {
 }
 
 TEST(MhcLite, TooManyStreamsIsRefusedNamingTheKey) {
-  ModelConfig cfg = siamese::testing::tiny_model("mhc_lite", {kMhcWidth, 2, 1, 61, 64, 32});
+  config::ModelConfig cfg = siamese::testing::tiny_model("mhc_lite", {kMhcWidth, 2, 1, 61, 64, 32});
   cfg.hc_rate = 7;
   siamese::testing::expect_refused([&] { make_topology(cfg); }, "model.hc_rate", "at most 6");
 }

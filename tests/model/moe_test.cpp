@@ -28,8 +28,8 @@
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "support/autograd_graph.h"
-#include "support/cli.h"
 #include "support/files.h"
+#include "support/process.h"
 #include "support/python_reference.h"
 #include "support/temp_dir.h"
 #include "support/tiny_configs.h"
@@ -39,9 +39,9 @@ namespace {
 
 constexpr int64_t kMoeWidth = 8, kMoeInner = 5;
 
-ModelConfig moe_config(int64_t experts, int64_t top_k) {
-  ModelConfig cfg = siamese::testing::tiny_model("pre", {kMoeWidth, 2, 1, 61, 64, 32});
-  cfg.block_type = BlockType::Moe;
+config::ModelConfig moe_config(int64_t experts, int64_t top_k) {
+  config::ModelConfig cfg = siamese::testing::tiny_model("pre", {kMoeWidth, 2, 1, 61, 64, 32});
+  cfg.block_type = config::BlockType::Moe;
   cfg.include_bias = false;
   cfg.mlp_hidden_size = 2 * kMoeInner;
   cfg.moe_num_experts = experts;
@@ -50,7 +50,7 @@ ModelConfig moe_config(int64_t experts, int64_t top_k) {
 }
 
 // Random weights: router logits of order 1, experts of order 0.3.
-Mlp random_moe(const ModelConfig& cfg, torch::ScalarType dtype, uint64_t seed) {
+Mlp random_moe(const config::ModelConfig& cfg, torch::ScalarType dtype, uint64_t seed) {
   torch::manual_seed(seed);
   Mlp mlp(cfg);
   mlp->to(dtype);
@@ -118,7 +118,7 @@ struct MoeByHand {
   int64_t dropped = 0;
 };
 
-MoeByHand moe_by_hand(MlpImpl& mlp, const ModelConfig& cfg, const torch::Tensor& x) {
+MoeByHand moe_by_hand(MlpImpl& mlp, const config::ModelConfig& cfg, const torch::Tensor& x) {
   const int64_t n = x.numel() / kMoeWidth, experts = cfg.moe_num_experts, k = cfg.moe_top_k;
   const auto flat = x.reshape({n, kMoeWidth});
   const auto logits = torch::mm(flat, mlp.router->weight.t());
@@ -233,7 +233,7 @@ TEST(MoeLayer, GroupedGemmEqualsThePerExpertLoop) {
     std::vector<torch::Tensor> results[2];
     int64_t dropped[2] = {0, 0};
     for (int grouped = 0; grouped < 2; ++grouped) {
-      cfg.moe_mlp_impl = grouped ? MoeImpl::Sparse : MoeImpl::Loop;
+      cfg.moe_mlp_impl = grouped ? config::MoeImpl::Sparse : config::MoeImpl::Loop;
       auto mlp = random_moe(cfg, torch::kFloat, 70 + i);
       const auto xi = x.clone().requires_grad_();
       MoeOutput routed;
@@ -317,10 +317,10 @@ TEST(MoeLayer, AttachedLossesGiveTheGradientOfTheWeightedSum) {
 TEST(MoeModel, OneExpertOfWeightOneIsTheDenseModelInEveryTopology) {
   for (const auto& name : topology_names()) {
     SCOPED_TRACE(name);
-    ModelConfig dense = siamese::testing::tiny_model(name, {kMoeWidth, 2, 2, 61, 64, 32});
+    config::ModelConfig dense = siamese::testing::tiny_model(name, {kMoeWidth, 2, 2, 61, 64, 32});
     dense.include_bias = false;
-    ModelConfig sparse = dense;
-    sparse.block_type = BlockType::Moe;
+    config::ModelConfig sparse = dense;
+    sparse.block_type = config::BlockType::Moe;
     sparse.moe_num_experts = 1;
     sparse.moe_top_k = 1;
     sparse.moe_norm_topk_prob = true;
@@ -370,7 +370,7 @@ TEST(MoeModel, CountsEveryExpertAndFlopsOnlyTheActiveOnes) {
     EXPECT_EQ(counts.mlp_active, cfg.n_layers * (router + (2 + (shared ? 1 : 0)) * expert));
     EXPECT_EQ(counts.total() - counts.active(), cfg.n_layers * 4 * expert);
     auto dense = cfg;
-    dense.block_type = BlockType::Sequential;
+    dense.block_type = config::BlockType::Sequential;
     const double extra = 6.0 * double(cfg.n_layers) * double(router + (1 + (shared ? 1 : 0)) * expert);
     EXPECT_DOUBLE_EQ(flops_per_token(cfg, 32), flops_per_token(dense, 32) + extra);
   }
@@ -379,8 +379,8 @@ TEST(MoeModel, CountsEveryExpertAndFlopsOnlyTheActiveOnes) {
 // OLMoE-1B-7B as configs/exps/OLMoE-1B-7B.yaml builds it has the parameters of transformers'
 // OlmoeForCausalLM of the same shape (built on the meta device), in total and per token.
 TEST(MoeModel, OlmoeOneBSevenBCountsAsTransformersOlmoeForCausalLM) {
-  const ModelConfig cfg =
-      load_config(std::string(SIAMESE_SOURCE_DIR) + "/configs/exps/OLMoE-1B-7B.yaml", {}).model;
+  const config::ModelConfig cfg =
+      config::load_config(std::string(SIAMESE_SOURCE_DIR) + "/configs/exps/OLMoE-1B-7B.yaml", {}).model;
   siamese::testing::TempDir dir;
   const std::string json = dir.file("olmoe.json");
   std::ofstream(json) << "{\"hidden_size\": " << cfg.d_model

@@ -13,6 +13,7 @@
 #include "siamese/common/npy.h"
 #include "siamese/common/shared_dir.h"
 #include "siamese/model/parity.h"
+#include "support/process.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;
@@ -92,14 +93,9 @@ TEST(Parity, UnsupportedOlmoOptionFailsLoudly) {
 
 TEST(Parity, CommandLineReportsAndExitsZero) {
   const auto log = fs::temp_directory_path() / "siamese_parity_cli.out";
-  const std::string cmd = std::string(SIAMESE_BINARY) + " parity " + (golden_root() / "hybrid_pre").string() +
-                          " > " + log.string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream out(log);
-  std::stringstream ss;
-  ss << out.rdbuf();
-  EXPECT_EQ(rc, 0) << ss.str();
-  EXPECT_NE(ss.str().find("PASS"), std::string::npos) << ss.str();
-  EXPECT_NE(ss.str().find("logits"), std::string::npos) << ss.str();
+  const auto r = siamese::testing::run_siamese({"parity", (golden_root() / "hybrid_pre").string()}, log);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("logits"), std::string::npos) << r.output;
   fs::remove(log);
 }

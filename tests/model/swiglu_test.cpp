@@ -13,10 +13,10 @@ namespace {
 struct MlpPair {
   Mlp fused{nullptr}, reference{nullptr};
   explicit MlpPair(torch::ScalarType dtype) {
-    ModelConfig cfg;
+    config::ModelConfig cfg;
     cfg.d_model = 24;
     cfg.mlp_hidden_size = 74;
-    cfg.activation_type = Activation::SwiGLU;
+    cfg.activation_type = config::Activation::SwiGLU;
     cfg.include_bias = false;
     SublayerHooks identity;
     identity.swiglu = [](const torch::Tensor& value, const torch::Tensor& gate) {

@@ -31,12 +31,13 @@ struct Shape {
   std::string norm_type;  // rms | default (LayerNorm with bias)
 };
 
-ModelConfig tiny_config(const std::string& residual, const Shape& s) {
-  ModelConfig c = siamese::testing::tiny_model(residual, {s.d_model, s.n_heads, s.n_layers, 61, 64, 32});
+config::ModelConfig tiny_config(const std::string& residual, const Shape& s) {
+  config::ModelConfig c =
+      siamese::testing::tiny_model(residual, {s.d_model, s.n_heads, s.n_layers, 61, 64, 32});
   c.n_kv_heads = s.n_kv_heads;
   c.mlp_ratio = 4;
   c.rope = true;
-  c.layer_norm_type = *enum_named<LayerNormType>(s.norm_type);
+  c.layer_norm_type = *config::enum_named<config::LayerNormType>(s.norm_type);
   c.include_bias = s.norm_type != "rms";
   c.weight_tying = s.tied;
   return c;
@@ -48,12 +49,12 @@ torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& ids) {
   return next_token_nll_sum(logits, ids) / double(ids.size(0) * (ids.size(1) - 1));
 }
 
-torch::Tensor random_ids(const ModelConfig& c, int64_t batch, int64_t seq, uint64_t seed) {
+torch::Tensor random_ids(const config::ModelConfig& c, int64_t batch, int64_t seq, uint64_t seed) {
   torch::manual_seed(seed);
   return torch::randint(c.vocab_size, {batch, seq}, torch::kLong);
 }
 
-Transformer build(const ModelConfig& c, uint64_t seed) {
+Transformer build(const config::ModelConfig& c, uint64_t seed) {
   torch::manual_seed(seed);
   Transformer m(c);
   m->eval();
@@ -154,9 +155,9 @@ TEST(Topologies, EveryRequiredSettingIsEnforced) {
   for (const auto& spec : topologies()) {
     for (const auto& flag : spec.required) {
       SCOPED_TRACE(spec.name + " " + flag.key);
-      TrainConfig c;
+      config::TrainConfig c;
       c.model = tiny_config(spec.name, kSmall);
-      EXPECT_EQ(schema::train_field(flag.key).member(c), &(c.model.*flag.member));
+      EXPECT_EQ(config::schema::train_field(flag.key).member(c), &(c.model.*flag.member));
       c.model.*flag.member = false;
       try {
         check_model_config(c.model);
@@ -166,8 +167,9 @@ TEST(Topologies, EveryRequiredSettingIsEnforced) {
       }
     }
     for (const auto& d : spec.defaults) {
-      TrainConfig c;
-      EXPECT_EQ(schema::train_field(d.key).member(c), &(c.model.*d.member)) << spec.name << " " << d.key;
+      config::TrainConfig c;
+      EXPECT_EQ(config::schema::train_field(d.key).member(c), &(c.model.*d.member))
+          << spec.name << " " << d.key;
     }
   }
 }
@@ -254,7 +256,7 @@ void copy_shared_weights(Transformer& from, Transformer& to) {
     if (p.key().rfind("topology.", 0) != 0) set_(param(to, p.key()), p.value());
 }
 
-torch::Tensor siamese_as_pre(const std::string& name, SiameseConfig sw, const std::string& norm,
+torch::Tensor siamese_as_pre(const std::string& name, config::SiameseConfig sw, const std::string& norm,
                              bool zero_x) {
   auto c = tiny_config("pre", {16, 2, std::nullopt, 3, 6, false, norm});
   c.layer_norm_eps = 1e-30;
@@ -320,7 +322,7 @@ TEST(Topologies, SiameseNormWithZeroedXStreamComputesPreNorm) {
   for (const std::string name : {"post_pre", "hybrid_pre"})
     for (const std::string norm : {"rms", "default"})
       for (int bits = 0; bits < 8; ++bits) {
-        const SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+        const config::SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
         if (name == "hybrid_pre" && !sw.gamma) continue;  // X enters attention unscaled
         SCOPED_TRACE(name + " " + norm + " switches " + std::to_string(bits));
         const double diff = siamese_as_pre(name, sw, norm, true).item<double>();
@@ -373,7 +375,8 @@ class TopologyFormula : public ::testing::Test {
   static constexpr int64_t kD = 8, kLayers = 4;
   static constexpr double kEps = 1e-5;
 
-  void build(const std::string& name, SiameseConfig sw = {}, bool hc_dynamic = true, int64_t hc_rate = 2) {
+  void build(const std::string& name, config::SiameseConfig sw = {}, bool hc_dynamic = true,
+             int64_t hc_rate = 2) {
     cfg_ = tiny_config(name, {kD, 2, std::nullopt, kLayers, 5, false, "rms"});
     cfg_.mixln_alpha = 0.5;
     cfg_.hc_rate = hc_rate;
@@ -423,7 +426,7 @@ class TopologyFormula : public ::testing::Test {
     EXPECT_LT((run() - want).abs().max().item<double>(), 1e-12);
   }
 
-  ModelConfig cfg_;
+  config::ModelConfig cfg_;
   std::shared_ptr<TopologyImpl> topo_;
   std::vector<torch::Tensor> w_;
   torch::Tensor emb_;
@@ -654,7 +657,7 @@ TEST_F(ManifoldFormula, MhcLite) {
 
 TEST_F(TopologyFormula, SiameseNormPostPreEverySwitchSetting) {
   for (int bits = 0; bits < 8; ++bits) {
-    const SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+    const config::SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
     SCOPED_TRACE("switches " + std::to_string(bits));
     w_.clear();
     build("post_pre", sw);
@@ -943,7 +946,8 @@ bool hybrid_family(const std::string& x_stream) { return x_stream == "hybrid" ||
 // SiameseNormWithZeroedXStreamComputesPreNorm: where the sublayer has the fused-input norm
 // LN_in, LN_Y has weight 1 and LN_in the Pre-Norm weights; where it has none (the switch off,
 // or HybridNorm's attention), LN_Y takes them. Float64, eps 1e-30.
-double coupled_as_pre(const std::string& x_stream, SiameseConfig sw, const std::string& norm, bool zero_x) {
+double coupled_as_pre(const std::string& x_stream, config::SiameseConfig sw, const std::string& norm,
+                      bool zero_x) {
   auto c = tiny_config("pre", {16, 2, std::nullopt, 3, 6, false, norm});
   c.layer_norm_eps = 1e-30;
   c.mixln_alpha = 0.5;  // one Post-Norm layer of three
@@ -1009,7 +1013,7 @@ TEST(Topologies, SiameseNormEveryCouplingWithZeroedXStreamComputesPreNorm) {
   for (const auto& x_stream : kXStreams)
     for (const std::string norm : {"rms", "default"})
       for (int bits = 0; bits < 8; ++bits) {
-        const SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+        const config::SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
         if (hybrid_family(x_stream) && !sw.gamma) continue;  // X enters attention unscaled
         SCOPED_TRACE(x_stream + " " + norm + " switches " + std::to_string(bits));
         const double diff = coupled_as_pre(x_stream, sw, norm, true);
@@ -1032,7 +1036,7 @@ TEST_F(TopologyFormula, SiameseNormEveryCouplingEverySwitchSetting) {
   const double deep_alpha = std::pow(2.0 * kLayers, 0.25);
   for (const auto& p : kXStreams)
     for (int bits = 0; bits < 8; ++bits) {
-      SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+      config::SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
       sw.x_stream = p;
       SCOPED_TRACE(p + " switches " + std::to_string(bits));
       w_.clear();

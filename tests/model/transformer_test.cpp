@@ -18,7 +18,7 @@
 #include "siamese/model/olmo_names.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
-#include "support/cli.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 #include "support/tiny_configs.h"
 
@@ -27,17 +27,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ModelConfig small(const std::string& residual = "pre") {
-  ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 3, 50, 64, 32});
+config::ModelConfig small(const std::string& residual = "pre") {
+  config::ModelConfig c = siamese::testing::tiny_model(residual, {32, 4, 3, 50, 64, 32});
   c.mlp_ratio = 4;
   c.rope = true;
-  c.layer_norm_type = LayerNormType::RMS;
+  c.layer_norm_type = config::LayerNormType::RMS;
   c.include_bias = false;
   c.weight_tying = false;
   return c;
 }
 
-Transformer build_model(const ModelConfig& c, uint64_t seed = 0) {
+Transformer build_model(const config::ModelConfig& c, uint64_t seed = 0) {
   torch::manual_seed(seed);
   Transformer m(c);
   m->eval();
@@ -48,7 +48,7 @@ Transformer build_model(const ModelConfig& c, uint64_t seed = 0) {
   return m;
 }
 
-torch::Tensor ids(const ModelConfig& c, int64_t B, int64_t T, uint64_t seed = 1) {
+torch::Tensor ids(const config::ModelConfig& c, int64_t B, int64_t T, uint64_t seed = 1) {
   torch::manual_seed(seed);
   return torch::randint(c.vocab_size, {B, T}, torch::kLong);
 }
@@ -172,7 +172,7 @@ TEST(Transformer, OlmoInitFollowsInitFn) {
   c.d_model = 256;
   c.n_heads = 4;
   c.n_layers = 2;
-  c.init_fn = InitFn::Mitchell;
+  c.init_fn = config::InitFn::Mitchell;
   torch::manual_seed(0);
   Transformer m(c);
   auto p = m->named_parameters();
@@ -183,7 +183,7 @@ TEST(Transformer, OlmoInitFollowsInitFn) {
   EXPECT_NEAR(std_of("blocks.1.mlp.ff_out.weight"), trunc / std::sqrt(2.0 * 512 * 2), 2e-3);
   EXPECT_LE(p["blocks.0.attn.att_proj.weight"].abs().max().item<double>(), 3.0 / 16.0 + 1e-6);
 
-  c.init_fn = InitFn::Normal;
+  c.init_fn = config::InitFn::Normal;
   c.init_std = 0.02;
   c.init_cutoff_factor = 2.0;
   c.emb_init_std = 0.5;
@@ -195,7 +195,7 @@ TEST(Transformer, OlmoInitFollowsInitFn) {
   EXPECT_NEAR(q["wte.weight"].std().item<double>(), 0.5 * 0.8796, 1e-2);
   EXPECT_EQ(q["topology.ln_f.weight"].min().item<double>(), 1.0);
 
-  c.init_fn = InitFn::FullMegatron;
+  c.init_fn = config::InitFn::FullMegatron;
   c.init_cutoff_factor.reset();
   c.emb_init_std.reset();
   torch::manual_seed(0);
@@ -208,7 +208,7 @@ TEST(Transformer, OlmoInitFollowsInitFn) {
 TEST(Transformer, ParameterKindsFollowOlmoDecayGroups) {
   auto c = small("hybrid_pre");
   c.include_bias = true;
-  c.layer_norm_type = LayerNormType::Default;
+  c.layer_norm_type = config::LayerNormType::Default;
   Transformer m(c);
   std::map<ParamKind, int> seen;
   for (auto& p : m->named_parameters()) ++seen[param_kind(p.key())];
@@ -272,7 +272,7 @@ int64_t numel_where(Transformer& m, const std::function<bool(const std::string&)
 TEST(Transformer, ParameterCountsMatchTheModelAndSiameseOverheadIsItsNorms) {
   for (const std::string norm : {"rms", "default"}) {
     auto c = small("hybrid_pre");
-    c.layer_norm_type = *enum_named<LayerNormType>(norm);
+    c.layer_norm_type = *config::enum_named<config::LayerNormType>(norm);
     c.include_bias = norm == "default";
     auto pre_cfg = c;
     pre_cfg.residual = "pre";
@@ -293,36 +293,36 @@ TEST(Transformer, ParameterCountsMatchTheModelAndSiameseOverheadIsItsNorms) {
 // count_parameters works from shapes; every topology, attention layout and norm choice must
 // land on the numbers the built model has, part by part.
 TEST(Transformer, ParameterCountsFromShapesMatchTheBuiltModelForEveryTopology) {
-  struct Variant {
+  struct Setting {
     std::string name;
-    std::function<void(ModelConfig&)> set;
+    std::function<void(config::ModelConfig&)> set;
   };
-  const std::vector<Variant> variants = {
-      {"rms, rope, untied", [](ModelConfig&) {}},
+  const std::vector<Setting> variants = {
+      {"rms, rope, untied", [](config::ModelConfig&) {}},
       {"layer norm with biases, learned positions, tied, emb norm",
-       [](ModelConfig& c) {
-         c.layer_norm_type = LayerNormType::Default;
+       [](config::ModelConfig& c) {
+         c.layer_norm_type = config::LayerNormType::Default;
          c.include_bias = true;
          c.rope = false;
          c.weight_tying = true;
          c.embedding_layer_norm = true;
        }},
       {"GQA, gelu, no affine",
-       [](ModelConfig& c) {
+       [](config::ModelConfig& c) {
          c.n_kv_heads = 2;
-         c.activation_type = Activation::GELU;
+         c.activation_type = config::Activation::GELU;
          c.layer_norm_with_affine = false;
        }},
       {"MQA, full-width QK norms, bias only in norms",
-       [](ModelConfig& c) {
+       [](config::ModelConfig& c) {
          c.multi_query_attention = true;
          c.n_kv_heads = 1;
          c.attention_layer_norm = true;
          c.bias_for_layer_norm = true;
-         c.layer_norm_type = LayerNormType::Default;
+         c.layer_norm_type = config::LayerNormType::Default;
        }},
       {"explicit hidden size, 3 hyper-connection streams",
-       [](ModelConfig& c) {
+       [](config::ModelConfig& c) {
          c.mlp_hidden_size = 70;
          c.hc_rate = 3;
        }},
@@ -333,8 +333,8 @@ TEST(Transformer, ParameterCountsFromShapesMatchTheBuiltModelForEveryTopology) {
       auto c = small(name);
       v.set(c);
       apply_required_settings(c);
-      if (c.attention_layer_norm && c.use_query_norm) continue;         // HybridNorm's own Q/K norms
-      if (name == "ngpt" && c.activation_type != Activation::SwiGLU) {  // nGPT scales SwiGLU's halves
+      if (c.attention_layer_norm && c.use_query_norm) continue;                 // HybridNorm's own Q/K norms
+      if (name == "ngpt" && c.activation_type != config::Activation::SwiGLU) {  // nGPT scales SwiGLU's halves
         EXPECT_THROW(Transformer{c}, Error);
         continue;
       }
@@ -445,7 +445,7 @@ TEST(Transformer, OlmoAttentionLayerNormIsFullWidth) {
 }
 
 TEST(Transformer, ConfigErrorsNameKeyAndFix) {
-  auto expect_error = [](ModelConfig c, const std::string& needle) {
+  auto expect_error = [](config::ModelConfig c, const std::string& needle) {
     try {
       check_model_config(c);
       ADD_FAILURE() << "accepted: " << needle;
@@ -505,10 +505,10 @@ TEST(Inspect, CommandPrintsComponentsOverheadAndFlops) {
   fs::create_directories(scratch);
   const auto r =
       siamese::testing::run_siamese("inspect configs/tiny/hybrid.yaml --model.residual=hybrid_pre", scratch);
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* needle :
        {"residual-path norms", "overhead vs pre: +5120 parameters", "FLOPs per token", "total"})
-    EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
 }
 
 // The key/value heads inspect prints are the ones attention builds (kv_head_count): OLMo's
@@ -518,8 +518,8 @@ TEST(Inspect, KeyValueHeadsAreTheModelsOwn) {
   fs::create_directories(scratch);
   const auto r = siamese::testing::run_siamese(
       "inspect configs/tiny/base.yaml --model.multi_query_attention=true", scratch);
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("n_kv_heads 1 "), std::string::npos) << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.output.find("n_kv_heads 1 "), std::string::npos) << r.output;
 }
 
 // A memory plan for a launch train refuses (16 sequences do not split over 3 ranks) is
@@ -529,26 +529,26 @@ TEST(Inspect, WorldSizesTrainRefusesAreRefused) {
   fs::create_directories(scratch);
   const auto refused =
       siamese::testing::run_siamese("inspect configs/tiny/base.yaml --world-size 3", scratch);
-  EXPECT_EQ(refused.code, 2) << refused.out << refused.err;
+  EXPECT_EQ(refused.exit_code, 2) << refused.output << refused.err;
   EXPECT_NE(refused.err.find("global_train_batch_size 16 does not split over world size 3"),
             std::string::npos)
       << refused.err;
   const auto planned =
       siamese::testing::run_siamese("inspect configs/tiny/base.yaml --world-size 2", scratch);
-  ASSERT_EQ(planned.code, 0) << planned.err;
-  EXPECT_NE(planned.out.find("per-rank memory"), std::string::npos) << planned.out;
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_NE(planned.output.find("per-rank memory"), std::string::npos) << planned.output;
   // HYBRID_SHARD over 4 ranks in nodes of 3: train refuses it (no whole number of replicas),
   // so its row says why instead of printing bytes, and a config that asks for it is refused.
   const auto uneven = siamese::testing::run_siamese(
       "inspect configs/tiny/base.yaml --world-size 4 --local-world-size 3", scratch);
-  ASSERT_EQ(uneven.code, 0) << uneven.err;
-  EXPECT_NE(uneven.out.find("HYBRID_SHARD    refused by train: "), std::string::npos) << uneven.out;
-  EXPECT_NE(uneven.out.find("FULL_SHARD "), std::string::npos) << uneven.out;
+  ASSERT_EQ(uneven.exit_code, 0) << uneven.err;
+  EXPECT_NE(uneven.output.find("HYBRID_SHARD    refused by train: "), std::string::npos) << uneven.output;
+  EXPECT_NE(uneven.output.find("FULL_SHARD "), std::string::npos) << uneven.output;
   const auto hybrid = siamese::testing::run_siamese(
       "inspect configs/tiny/base.yaml --world-size 4 --local-world-size 3 --distributed_strategy=fsdp "
       "--fsdp.sharding_strategy=HYBRID_SHARD",
       scratch);
-  EXPECT_EQ(hybrid.code, 2) << hybrid.out << hybrid.err;
+  EXPECT_EQ(hybrid.exit_code, 2) << hybrid.output << hybrid.err;
   EXPECT_NE(hybrid.err.find("fsdp.hybrid_sharding_num_model_replicas"), std::string::npos) << hybrid.err;
 }
 

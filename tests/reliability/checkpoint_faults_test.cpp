@@ -103,7 +103,7 @@ TEST(FullDisk, SaveFailsCleanlyAndTheRunResumesExactly) {
     const auto before = snapshot(c.save_folder);
     ASSERT_EQ(before.size(), 12u);  // step2 and step4, six files each
 
-    const auto full = run_siamese(train_args(c), root / (failing + ".2.log"), {limit, 120, {}, {}});
+    const auto full = run_siamese(train_args(c), root / (failing + ".2.log"), {limit, 120, {}, {}, {}, {}});
     EXPECT_EQ(full.exit_code, 2) << full.output;
     EXPECT_EQ(full.signal, 0);
     EXPECT_NE(full.output.find("cannot write: File too large"), std::string::npos) << full.output;
@@ -344,7 +344,7 @@ TEST(NonFinite, WeightsThatOverflowAreNeverSaved) {
 }
 
 // A finished 2-step run under root/run, to damage its metrics.jsonl.
-TrainConfig two_step_run(const fs::path& root) {
+config::TrainConfig two_step_run(const fs::path& root) {
   auto c = tiny_saving(root / "run");
   c.max_duration = "2";
   EXPECT_EQ(run_siamese(train_args(c), root / "first.log").exit_code, 0);
@@ -390,10 +390,10 @@ TEST(Metrics, DamagedInnerLineStopsTheResumeAndKeepsTheLog) {
 
 namespace {
 
-TrainConfig tiny_sharded(const fs::path& folder) {
-  TrainConfig c = tiny_saving(folder);
-  c.distributed_strategy = DistributedStrategy::Fsdp;
-  c.fsdp.sharding_strategy = ShardingStrategy::FullShard;
+config::TrainConfig tiny_sharded(const fs::path& folder) {
+  config::TrainConfig c = tiny_saving(folder);
+  c.distributed_strategy = config::DistributedStrategy::Fsdp;
+  c.fsdp.sharding_strategy = config::ShardingStrategy::FullShard;
   c.distributed.timeout_seconds = 15;  // a rank left alone gives up soon
   return c;
 }
@@ -408,7 +408,7 @@ TrainConfig tiny_sharded(const fs::path& folder) {
 // the uninterrupted run's losses bit for bit; no checkpoint on disk is incomplete.
 TEST(KillDuringShardedSave, EveryPointResumesBitExact) {
   const auto root = scratch("kill_sharded");
-  const TrainConfig ref = tiny_sharded(root / "reference");
+  const config::TrainConfig ref = tiny_sharded(root / "reference");
   auto ref_ranks = start_sharded(ref, 2, (root / "reference.log").string());
   const Outcome ref_run = wait_sharded(ref_ranks);
   ASSERT_EQ(ref_run.exit_code, 0) << ref_run.output;
@@ -429,7 +429,7 @@ TEST(KillDuringShardedSave, EveryPointResumesBitExact) {
   };
   for (const auto& point : points) {
     SCOPED_TRACE(point.what);
-    const TrainConfig c = tiny_sharded(root / ("run_" + std::to_string(&point - points.data())));
+    const config::TrainConfig c = tiny_sharded(root / ("run_" + std::to_string(&point - points.data())));
     const std::string log = c.save_folder + ".killed.log";
     SaveWatch watch(c.save_folder);
     auto ranks = start_sharded(c, 2, log);

@@ -44,9 +44,9 @@ fs::path token_file(const fs::path& path, size_t tokens) {
   return path;
 }
 
-TrainConfig on_files(const fs::path& folder, const std::vector<std::string>& paths) {
-  TrainConfig c = tiny(folder);
-  c.data.synthetic = SyntheticCorpus::None;
+config::TrainConfig on_files(const fs::path& folder, const std::vector<std::string>& paths) {
+  config::TrainConfig c = tiny(folder);
+  c.data.synthetic = config::SyntheticCorpus::None;
   c.data.paths = paths;
   c.max_duration = "2";
   return c;
@@ -72,7 +72,8 @@ TEST(DataFiles, NonRegularAndTruncatedFilesAreRefusedAtOpen) {
   for (const auto& [path, message] : cases) {
     SCOPED_TRACE(path);
     const auto c = on_files(root / ("run_" + fs::path(path).stem().string()), {path});
-    expect_refused(run_siamese(train_args(c), root / "open.log", {-1, 60, {}, {}}), path + ": " + message);
+    expect_refused(run_siamese(train_args(c), root / "open.log", {-1, 60, {}, {}, {}, {}}),
+                   path + ": " + message);
   }
 }
 
@@ -307,11 +308,11 @@ TEST(ConfigFiles, YamlMergeKeysApplyAsInPyYaml) {
              "  - <<: [{label: third, subset_num_batches: 5}, *held_out]\n");
   const auto out = run_siamese({"config", config.string()}, root / "merged.log");
   ASSERT_EQ(out.exit_code, 0) << out.output;
-  const TrainConfig resolved = load_config(config.string(), {}, {}, nullptr);
+  const config::TrainConfig resolved = config::load_config(config.string(), {}, {}, nullptr);
   EXPECT_EQ(resolved.model.d_model, 48);
   ASSERT_EQ(resolved.evaluators.size(), 3u);
   EXPECT_EQ(resolved.evaluators[1].label, "second");  // its own key wins over the merged one
-  EXPECT_EQ(resolved.evaluators[1].type, EvaluatorType::Lm);
+  EXPECT_EQ(resolved.evaluators[1].type, config::EvaluatorType::Lm);
   EXPECT_EQ(resolved.evaluators[1].subset_num_batches, 3);
   EXPECT_EQ(resolved.evaluators[2].label, "third");  // the first mapping of a list wins
   EXPECT_EQ(resolved.evaluators[2].subset_num_batches, 5);
@@ -538,7 +539,7 @@ TEST(InstanceFilter, AStepLeftWithoutInstancesStopsTheRunNamingTheKey) {
   const auto root = scratch("filter_all");
   // 8 instances of 32 tokens, 2 steps per epoch: the instances of step 2 repeat "1 2", the
   // others are random bytes.
-  TrainConfig c = on_files(root / "run", {(root / "tokens.bin").string()});
+  config::TrainConfig c = on_files(root / "run", {(root / "tokens.bin").string()});
   c.data.instance_filter.repetition_max_count = 3;
   c.max_duration = "2";
   const auto second = data::BatchOrder(8, c.global_train_batch_size, uint64_t(c.seed)).rank_batch(1);
@@ -565,7 +566,7 @@ TEST(InstanceFilter, AStepLeftWithoutInstancesStopsTheRunNamingTheKey) {
   for (size_t i = 0; i < repeats.size(); ++i) repeats[i] = uint16_t(1 + i % 2);
   std::ofstream(root / "repeats.bin", std::ios::binary)
       .write(reinterpret_cast<const char*>(repeats.data()), std::streamsize(repeats.size() * 2));
-  TrainConfig all = on_files(root / "all", {(root / "repeats.bin").string()});
+  config::TrainConfig all = on_files(root / "all", {(root / "repeats.bin").string()});
   all.data.instance_filter.repetition_max_count = 3;
   const Outcome none = run_siamese(train_args(all), root / "all.log");
   expect_refused(none, "step 1: the instance filter left out all 4 instances");
@@ -579,7 +580,7 @@ TEST(InstanceFilter, AStepLeftWithoutInstancesStopsTheRunNamingTheKey) {
 // a small capacity that keeps some tokens still trains.
 TEST(MoeCapacity, EveryTokenDroppedIsRefusedNamingTheKey) {
   const auto root = scratch("moe_capacity");
-  TrainConfig c = tiny(root / "run");
+  config::TrainConfig c = tiny(root / "run");
   c.max_duration = "1";
   const std::vector<std::string> moe = {"--model.block_type=moe", "--model.moe_num_experts=4",
                                         "--model.moe_dropless=false"};
@@ -611,7 +612,7 @@ TEST(MoeCapacity, EveryTokenDroppedIsRefusedNamingTheKey) {
 // term and the key, with the multiplier's value.
 TEST(NonFinite, AnOverflowingZLossNamesTheTermAndItsMultiplier) {
   const auto root = scratch("zloss_overflow");
-  TrainConfig c = tiny(root / "run");
+  config::TrainConfig c = tiny(root / "run");
   c.max_duration = "2";
   c.softmax_auxiliary_loss = true;
   c.auxiliary_loss_multiplier = 1e39;

@@ -29,8 +29,8 @@ std::map<int64_t, int64_t> filtered_per_step(const fs::path& folder) {
 
 // The tiny run without dropout (so that 2 ranks repeat 1 process), one sequence per
 // micro-batch, with OLMo-2's instance filter at a count the arithmetic corpus often reaches.
-TrainConfig filtered_run(const fs::path& folder) {
-  TrainConfig c = tiny(folder);
+config::TrainConfig filtered_run(const fs::path& folder) {
+  config::TrainConfig c = tiny(folder);
   c.model.attention_dropout = c.model.residual_dropout = c.model.embedding_dropout = 0.0;
   c.device_train_microbatch_size = 1;
   c.data.instance_filter.repetition_max_count = 3;
@@ -51,7 +51,7 @@ std::map<int64_t, double> metric_per_step(const fs::path& folder, const std::str
 
 // Trains `one` as one process and `two` on 2 FULL_SHARD ranks; both must see steps that leave
 // the ranks unequal shares, and the ranks' losses must follow the one process's.
-void expect_full_shard_follows_one_process(const TrainConfig& one, const TrainConfig& two,
+void expect_full_shard_follows_one_process(const config::TrainConfig& one, const config::TrainConfig& two,
                                            const fs::path& root) {
   const Outcome single = run_siamese(train_args(one), root / "one.log");
   ASSERT_EQ(single.exit_code, 0) << single.output;
@@ -87,14 +87,14 @@ TEST(UnequalShares, FullShardTrainsAsOneProcessWhenTheFilterLeavesRanksUnequal) 
 // the run must follow the one-process run's losses and MoE terms.
 TEST(UnequalShares, FullShardMoeTrainsAsOneProcessWithEmptyMicroBatches) {
   const auto root = scratch("unequal_moe");
-  auto moe = [](TrainConfig c) {
-    c.model.block_type = BlockType::Moe;
+  auto moe = [](config::TrainConfig c) {
+    c.model.block_type = config::BlockType::Moe;
     c.model.moe_num_experts = 4;
     c.model.moe_top_k = 2;
     c.model.moe_zloss_weight = 0.001;
     return c;
   };
-  const TrainConfig one = moe(filtered_run(root / "one")), two = moe(filtered_run(root / "two"));
+  const config::TrainConfig one = moe(filtered_run(root / "one")), two = moe(filtered_run(root / "two"));
   expect_full_shard_follows_one_process(one, two, root);
   if (HasFatalFailure()) return;
   for (const char* key : {"moe_lbl_loss", "moe_z_loss", "moe_dropped_fraction"}) {
@@ -120,18 +120,18 @@ TEST(KilledShardedRun, ResumesBitExactUnderFullAndHybridShardWithTheFilterOn) {
                                              std::string("--fsdp.sharding_strategy=") + strategy,
                                              "--fsdp.hybrid_sharding_num_model_replicas=2"};
     auto run = [&](const std::string& name) {
-      TrainConfig c = filtered_run(root / (std::string(strategy) + "_" + name));
+      config::TrainConfig c = filtered_run(root / (std::string(strategy) + "_" + name));
       c.save_interval = 1;
       return c;
     };
-    const TrainConfig ref = run("reference");
+    const config::TrainConfig ref = run("reference");
     auto ref_ranks = start_sharded(ref, 2, ref.save_folder + ".log", launch);
     const Outcome whole = wait_sharded(ref_ranks);
     ASSERT_EQ(whole.exit_code, 0) << whole.output;
     const auto reference = losses(ref.save_folder);
     ASSERT_EQ(reference.size(), 8u);
 
-    const TrainConfig c = run("killed");
+    const config::TrainConfig c = run("killed");
     auto ranks = start_sharded(c, 2, c.save_folder + ".killed.log", launch);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (losses(c.save_folder).size() < 4 && ranks[0]->running() &&
@@ -158,7 +158,7 @@ TEST(KilledShardedRun, ResumesBitExactUnderFullAndHybridShardWithTheFilterOn) {
 // it is refused with exit 2.
 TEST(ShardManifest, AWrongShardCountFallsBackToThePreviousCheckpoint) {
   const auto root = scratch("shard_manifest");
-  TrainConfig c = tiny_saving(root / "run");
+  config::TrainConfig c = tiny_saving(root / "run");
   c.max_duration = "3";
   auto ranks = start_sharded(c, 2, (root / "first.log").string(),
                              {"--distributed_strategy=fsdp", "--fsdp.sharding_strategy=FULL_SHARD"});
@@ -188,7 +188,7 @@ TEST(ShardManifest, AWrongShardCountFallsBackToThePreviousCheckpoint) {
     const fs::path copy = root / ("resumed" + std::to_string(shards));
     fs::copy(c.save_folder, copy, fs::copy_options::recursive);
     edit(copy, shards);
-    TrainConfig again = c;
+    config::TrainConfig again = c;
     again.save_folder = copy.string();
     const Outcome explicit_load =
         run_siamese(train_args(again, {"--load_path", (copy / "step3").string(), "--max_duration", "4"}),
@@ -240,19 +240,11 @@ bool alive(pid_t pid) {
   return state != 'Z' && state != 'X';
 }
 
-// scripts/torchrun on 2 ranks of this machine, before the binary and its arguments.
-Limits under_torchrun() {
-  Limits limits;
-  limits.launcher = {std::string(SIAMESE_SOURCE_DIR) + "/scripts/torchrun", "--nproc_per_node", "2",
-                     "--master_port", std::to_string(free_port())};
-  return limits;
-}
-
 // Starts `c` under scripts/torchrun for 100000 steps and returns once both ranks run and the
 // first step is logged.
-Child start_long_torchrun(TrainConfig c, const fs::path& log, std::vector<pid_t>& ranks) {
+Child start_long_torchrun(config::TrainConfig c, const fs::path& log, std::vector<pid_t>& ranks) {
   c.max_duration = "100000";
-  Child agent(train_args(c), log, under_torchrun());
+  Child agent(train_args(c), log, under_torchrun(2, free_port()));
   const fs::path metrics = fs::path(c.save_folder) / "metrics.jsonl";
   for (int i = 0; i < 12000 && agent.running() &&
                   !(ranks.size() == 2 && fs::exists(metrics) && fs::file_size(metrics) > 0);
@@ -269,7 +261,7 @@ Child start_long_torchrun(TrainConfig c, const fs::path& log, std::vector<pid_t>
 // training as orphans, holding the save folder's lock. The ranks now die with their agent.
 TEST(Launcher, RanksDieWithAKilledTorchrun) {
   const auto root = scratch("launcher_killed");
-  TrainConfig c = tiny(root / "run");
+  config::TrainConfig c = tiny(root / "run");
   std::vector<pid_t> ranks;
   Child agent = start_long_torchrun(c, root / "torchrun.log", ranks);
   ASSERT_EQ(ranks.size(), 2u) << read_all(root / "torchrun.log");
@@ -288,7 +280,7 @@ TEST(Launcher, RanksDieWithAKilledTorchrun) {
                         << read_all(root / "torchrun.log");
 
   // The lock died with them: a new start takes the folder.
-  TrainConfig again = c;
+  config::TrainConfig again = c;
   again.max_duration = "2";
   const Outcome restarted = run_siamese(train_args(again), root / "restart.log");
   EXPECT_EQ(restarted.exit_code, 0) << restarted.output;
@@ -299,13 +291,13 @@ TEST(Launcher, RanksDieWithAKilledTorchrun) {
 // the launch exits with the ranks' code: 2 for a bad config, 4 for SIGTERM after a checkpoint.
 TEST(Launcher, ScriptsTorchrunGivesBackTheRanksExitCode) {
   const auto root = scratch("launcher_codes");
-  TrainConfig bad = tiny(root / "bad");
+  config::TrainConfig bad = tiny(root / "bad");
   bad.optimizer.learning_rate = -1;
-  const Outcome refused = run_siamese(train_args(bad), root / "bad.log", under_torchrun());
+  const Outcome refused = run_siamese(train_args(bad), root / "bad.log", under_torchrun(2, free_port()));
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_NE(refused.output.find("optimizer.learning_rate"), std::string::npos) << refused.output;
 
-  TrainConfig c = tiny(root / "run");
+  config::TrainConfig c = tiny(root / "run");
   c.save_interval = 1000;  // the only checkpoint is the one the stop writes
   std::vector<pid_t> ranks;
   Child agent = start_long_torchrun(c, root / "run.log", ranks);
@@ -323,7 +315,7 @@ TEST(Launcher, ScriptsTorchrunGivesBackTheRanksExitCode) {
 // are refused on every rank, naming the key, before any group of the strategy is built.
 TEST(LaunchSettings, HybridWithoutANodeSizeAndUnequalStrategiesAreRefused) {
   const auto root = scratch("launch_settings");
-  TrainConfig c = tiny(root / "run");
+  config::TrainConfig c = tiny(root / "run");
   c.max_duration = "2";
   c.distributed.timeout_seconds = 15;  // the stall this refuses fails the test soon
   auto ranks = start_sharded(c, 2, (root / "no_node.log").string(),
@@ -363,7 +355,7 @@ TEST(LaunchSettings, HybridWithoutANodeSizeAndUnequalStrategiesAreRefused) {
 // "another rank probably died". Each now says what happened and what to change, exit 2.
 TEST(Rendezvous, APortInUseAndAMissingRankAreNamedWithoutABacktrace) {
   const auto root = scratch("rendezvous");
-  TrainConfig c = tiny(root / "run");
+  config::TrainConfig c = tiny(root / "run");
   c.max_duration = "2";
   c.distributed.timeout_seconds = 3;
   auto rank0_of_2 = [](int port) {

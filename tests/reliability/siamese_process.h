@@ -1,7 +1,8 @@
 #pragma once
-// The fault-injection tests run the real `siamese` binary as a child process: with a file
-// size limit (a full disk), killed with SIGKILL when the save folder reaches a given state,
-// or beside a second copy of itself. Everything it leaves is read back from disk.
+// The fault-injection tests run the real `siamese` binary as a child process
+// (support/process.h): with a file size limit (a full disk), killed with SIGKILL when the
+// save folder reaches a given state, or beside a second copy of itself. Everything it
+// leaves is read back from disk.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -27,98 +28,12 @@
 #include "siamese/train/save_folder.h"
 #include "support/files.h"
 #include "support/free_port.h"
+#include "support/process.h"
 #include "support/tiny_configs.h"
 
 namespace siamese::testing {
 
 namespace fs = std::filesystem;
-struct Outcome {
-  int exit_code = -1;  // when it exited
-  int signal = 0;      // when a signal ended it
-  std::string output;  // stdout and stderr
-};
-
-struct Limits {
-  long file_size_bytes = -1;               // RLIMIT_FSIZE: writes past it fail with EFBIG, as on a full disk
-  int timeout_seconds = 120;               // a hang fails the test instead of the suite
-  std::map<std::string, std::string> env;  // set in the child's environment (a rank's RANK...)
-  // A launcher run with its arguments, the binary and then ARGS (scripts/torchrun ...).
-  std::vector<std::string> launcher;
-};
-
-// A started `siamese ARGS...` whose output goes to `log`.
-class Child {
- public:
-  Child(const std::vector<std::string>& args, fs::path log, const Limits& limits = {})
-      : log_(std::move(log)), limits_(limits) {
-    fs::create_directories(log_.parent_path());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::setenv("OMP_NUM_THREADS", "1", 1);  // tests share 2 busy cores
-      ::unsetenv("MODEL_TYPE");
-      for (const auto& [name, value] : limits.env) ::setenv(name.c_str(), value.c_str(), 1);
-      if (limits.file_size_bytes >= 0) {
-        const rlimit r{rlim_t(limits.file_size_bytes), rlim_t(limits.file_size_bytes)};
-        ::setrlimit(RLIMIT_FSIZE, &r);
-        ::signal(SIGXFSZ, SIG_IGN);  // else the kernel kills the writer instead of failing the write
-      }
-      std::vector<std::string> copy = limits.launcher;
-      copy.push_back(SIAMESE_BINARY);
-      copy.insert(copy.end(), args.begin(), args.end());
-      std::vector<char*> argv;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  bool running() {
-    if (done_) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      record(status);
-      return false;
-    }
-    return true;
-  }
-  void kill(int sig = SIGKILL) { ::kill(pid_, sig); }
-  Outcome wait() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limits_.timeout_seconds);
-    while (running()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill();
-        ::waitpid(pid_, nullptr, 0);
-        outcome_.output = "TIMED OUT\n" + read_all(log_);
-        return outcome_;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    outcome_.output = read_all(log_);
-    return outcome_;
-  }
-
- private:
-  void record(int status) {
-    done_ = true;
-    if (WIFEXITED(status)) outcome_.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) outcome_.signal = WTERMSIG(status);
-  }
-  fs::path log_;
-  Limits limits_;
-  pid_t pid_ = -1;
-  bool done_ = false;
-  Outcome outcome_;
-};
-
-inline Outcome run_siamese(const std::vector<std::string>& args, const fs::path& log,
-                           const Limits& limits = {}) {
-  return Child(args, log, limits).wait();
-}
-
 inline fs::path scratch_root() {
   return fs::temp_directory_path() / ("siamese_reliability_" + std::to_string(::getpid()));
 }
@@ -143,17 +58,18 @@ inline ::testing::Environment* const kRemoveScratch =
     ::testing::AddGlobalTestEnvironment(new RemoveScratchOnSuccess);
 
 // The tiny run (tests/support/tiny_configs.h) saving every step into `folder`, keeping all.
-inline TrainConfig tiny_saving(const fs::path& folder) {
-  TrainConfig c = tiny(folder);
+inline config::TrainConfig tiny_saving(const fs::path& folder) {
+  config::TrainConfig c = tiny(folder);
   c.save_interval = 1;
   c.max_duration = "6";
   return c;
 }
 
 // Writes `c` as a resolved YAML config beside `folder` and returns `train` arguments for it.
-inline std::vector<std::string> train_args(const TrainConfig& c, const std::vector<std::string>& extra = {}) {
+inline std::vector<std::string> train_args(const config::TrainConfig& c,
+                                           const std::vector<std::string>& extra = {}) {
   const fs::path yaml = fs::path(c.save_folder).string() + ".yaml";
-  std::ofstream(yaml) << to_yaml(c);
+  std::ofstream(yaml) << config::to_yaml(c);
   std::vector<std::string> args = {"train", yaml.string()};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
@@ -161,7 +77,7 @@ inline std::vector<std::string> train_args(const TrainConfig& c, const std::vect
 
 // Starts `c` for 100000 steps and returns once it has logged its first step (it is then
 // past start-up: holding its lock, reading its data).
-inline Child start_long_run(TrainConfig c, const fs::path& log) {
+inline Child start_long_run(config::TrainConfig c, const fs::path& log) {
   c.max_duration = "100000";
   Child child(train_args(c), log);
   const fs::path metrics = fs::path(c.save_folder) / "metrics.jsonl";
@@ -265,7 +181,7 @@ inline std::pair<Outcome, bool> run_killed_at(const std::vector<std::string>& ar
 
 // The ranks of a data-parallel run of `c`, started as torchrun starts them (RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT), each logging to `log`.r<rank>.
-inline std::vector<std::unique_ptr<Child>> start_sharded(const TrainConfig& c, int ranks,
+inline std::vector<std::unique_ptr<Child>> start_sharded(const config::TrainConfig& c, int ranks,
                                                          const std::string& log,
                                                          const std::vector<std::string>& extra = {}) {
   const std::string port = std::to_string(free_port());

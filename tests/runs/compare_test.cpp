@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "support/cli.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 using siamese::testing::read_all;
@@ -44,8 +44,8 @@ TEST(Compare, SweepOnTheCommandLineThenReportThenFiguresInThreeCommands) {
       " --seeds 1,2" +
           kTiny + " --out " + out,
       dir.path(), "-u WORLD_SIZE -u RANK -u MODEL_TYPE");
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  const std::string log = r.out + r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.output << r.err;
+  const std::string log = r.output + r.err;
   EXPECT_NE(log.find("run 1 of 8: hybrid_pre-lr0.003-s1 (time left known after the first run)"),
             std::string::npos)
       << log;
@@ -53,16 +53,16 @@ TEST(Compare, SweepOnTheCommandLineThenReportThenFiguresInThreeCommands) {
   EXPECT_TRUE(fs::exists(fs::path(out) / "sweep.json"));
 
   r = run_siamese("report " + out, dir.path());
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.output << r.err;
   for (const char* file : {"report.md", "report.csv", "report.json", "report_seeds.csv"})
     EXPECT_TRUE(fs::exists(fs::path(out) / file)) << file;
   // Seed groups first, in the sweep's order (not alphabetical), each over its two seeds.
   const auto groups = lines_starting(read_all(fs::path(out) / "report.md"), "| hybrid_pre | 0.0");
   const auto pre = lines_starting(read_all(fs::path(out) / "report.md"), "| pre | 0.0");
-  ASSERT_GE(groups.size(), 2u) << r.out;
-  EXPECT_EQ(groups[0].rfind("| hybrid_pre | 0.003 | 2 | 0 |", 0), 0u) << r.out;
-  EXPECT_EQ(groups[1].rfind("| hybrid_pre | 0.01 | 2 | 0 |", 0), 0u) << r.out;
-  EXPECT_LT(r.out.find("| hybrid_pre | 0.01 |"), r.out.find("| pre | 0.003 |")) << r.out;
+  ASSERT_GE(groups.size(), 2u) << r.output;
+  EXPECT_EQ(groups[0].rfind("| hybrid_pre | 0.003 | 2 | 0 |", 0), 0u) << r.output;
+  EXPECT_EQ(groups[1].rfind("| hybrid_pre | 0.01 | 2 | 0 |", 0), 0u) << r.output;
+  EXPECT_LT(r.output.find("| hybrid_pre | 0.01 |"), r.output.find("| pre | 0.003 |")) << r.output;
   ASSERT_FALSE(pre.empty());
   const auto runs = nlohmann::json::parse(read_all(fs::path(out) / "report.json"));
   ASSERT_EQ(runs.size(), 8u);
@@ -74,9 +74,10 @@ TEST(Compare, SweepOnTheCommandLineThenReportThenFiguresInThreeCommands) {
   }
 
   const std::string figures = dir.file("figures/cmp");
-  const int rc = siamese::testing::sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                                          "/scripts/plot_report.py " + out + "/report.json --out " + figures,
-                                      dir.file("plot.log"));
+  const int rc = siamese::testing::run_python(std::string(SIAMESE_SOURCE_DIR) + "/scripts/plot_report.py " +
+                                                  out + "/report.json --out " + figures,
+                                              dir.file("plot.log"))
+                     .exit_code;
   ASSERT_EQ(rc, 0) << read_all(dir.file("plot.log"));
   for (const char* png : {"cmp_curves.png", "cmp_lr.png"})
     EXPECT_GT(fs::file_size(dir.file(std::string("figures/") + png)), 1000u) << png;
@@ -89,7 +90,7 @@ TEST(Compare, MistakesFailBeforeAnyRunStarts) {
   const auto r = run_siamese("sweep --config configs/tiny/quickstart.yaml --topologies pre --lr 1e-3" +
                                  kTiny + " --set max_durration=4 --out " + dir.file("cmp"),
                              dir.path(), "-u WORLD_SIZE -u RANK -u MODEL_TYPE");
-  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("max_durration"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("run pre-lr0.001 of the command line"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir.file("cmp/pre-lr0.001")));
@@ -99,7 +100,7 @@ TEST(Compare, MistakesFailBeforeAnyRunStarts) {
                                                       "learning_rates: [1.0e-3]\nseed: [1, 2]\n");
   const auto typo =
       run_siamese("sweep " + file + " --out " + dir.file("cmp"), dir.path(), "-u WORLD_SIZE -u RANK");
-  EXPECT_EQ(typo.code, 2);
+  EXPECT_EQ(typo.exit_code, 2);
   EXPECT_NE(typo.err.find(file + ":4: unknown key \"seed\"\n  fix: did you mean \"seeds\"?"),
             std::string::npos)
       << typo.err;

@@ -2,10 +2,8 @@
 // train as written (torchrun with 2 CPU ranks; a Slurm batch script with Slurm's variables
 // set by hand, since this machine has no Slurm), --jobs trains runs side by side and a
 // re-run skips what finished, and a sweep under a launcher is refused.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -15,9 +13,11 @@
 #include <fstream>
 #include <thread>
 
+#include "support/process.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
 
+using siamese::testing::Limits;
 using siamese::testing::TempDir;
 
 namespace fs = std::filesystem;
@@ -28,11 +28,6 @@ namespace {
 
 // A distinct port per test process so parallel ctest runs do not collide.
 int port(int offset) { return 21000 + static_cast<int>(::getpid() % 20000) + offset; }
-
-int shell(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 // One or two tiny runs of the quickstart config (2 layers, 6 steps).
 std::string write_sweep(const TempDir& dir, const std::string& learning_rates, int steps = 6) {
@@ -51,9 +46,30 @@ std::string write_sweep(const TempDir& dir, const std::string& learning_rates, i
                        "  --eval_subset_num_batches=1, --save_interval=1000]\n");
 }
 
-std::string sweep_cmd(const TempDir& dir, const std::string& args) {
-  return "cd " + dir.file("") + " && env -u WORLD_SIZE -u RANK OMP_NUM_THREADS=1 " + SIAMESE_BINARY +
-         " sweep " + dir.file("sweep.yaml") + " " + args + " > " + dir.file("sweep.log") + " 2>&1";
+// `siamese sweep` of the test's sweep.yaml from its folder, as a user starts it (no launcher's
+// RANK or WORLD_SIZE), its output in sweep.log.
+Limits sweep_limits(const TempDir& dir) {
+  Limits limits;
+  limits.cwd = dir.file("");
+  limits.env = {{"WORLD_SIZE", std::nullopt}, {"RANK", std::nullopt}};
+  limits.timeout_seconds = 1800;
+  return limits;
+}
+
+int run_sweep(const TempDir& dir, const std::string& args) {
+  const std::vector<std::string> words =
+      siamese::testing::words("sweep " + dir.file("sweep.yaml") + " " + args);
+  return siamese::testing::run_siamese(words, dir.file("sweep.log"), sweep_limits(dir)).exit_code;
+}
+
+// A launch script the sweep wrote, run from / with `env`, its output in run.log.
+int run_script(const TempDir& dir, const std::vector<std::string>& argv,
+               const std::map<std::string, std::optional<std::string>>& env = {}) {
+  Limits limits;
+  limits.cwd = "/";
+  limits.env = env;
+  limits.timeout_seconds = 1800;
+  return siamese::testing::run(argv, dir.file("run.log"), limits).exit_code;
 }
 
 nlohmann::json run_record(const fs::path& run) { return nlohmann::json::parse(read_all(run / "run.json")); }
@@ -63,16 +79,15 @@ nlohmann::json run_record(const fs::path& run) { return nlohmann::json::parse(re
 TEST(SweepLaunch, TorchrunScriptTrainsOnTwoRanksAsWritten) {
   TempDir dir;
   write_sweep(dir, "[3.0e-3]");
-  ASSERT_EQ(shell(sweep_cmd(dir, "--scripts scripts --launcher torchrun --nproc 2 --torchrun " +
-                                     std::string(SIAMESE_TORCHRUN))),
+  ASSERT_EQ(run_sweep(dir, "--scripts scripts --launcher torchrun --nproc 2 --torchrun " +
+                               std::string(SIAMESE_TORCHRUN)),
             0)
       << read_all(dir.file("sweep.log"));
   const fs::path script = dir.file("scripts/hybrid_pre-lr0.003.sh");
   const std::string text = read_all(script);
   EXPECT_NE(text.find("--standalone --nnodes 1 --nproc_per_node 2"), std::string::npos) << text;
   EXPECT_NE(read_all(dir.file("scripts/all.sh")).find(script.string()), std::string::npos);
-  ASSERT_EQ(shell("cd / && OMP_NUM_THREADS=1 " + script.string() + " > " + dir.file("run.log") + " 2>&1"), 0)
-      << text << read_all(dir.file("run.log"));
+  ASSERT_EQ(run_script(dir, {script.string()}), 0) << text << read_all(dir.file("run.log"));
   const fs::path run = dir.file("runs/hybrid_pre-lr0.003");
   EXPECT_EQ(losses(run).size(), 6u) << read_all(dir.file("run.log"));
   const auto record = run_record(run);
@@ -89,7 +104,7 @@ TEST(SweepLaunch, TorchrunScriptsCallTheClonesScriptsTorchrunByDefault) {
   if (!fs::exists(torchrun)) GTEST_SKIP() << "the binary is not in a build folder of a clone";
   TempDir dir;
   write_sweep(dir, "[3.0e-3]");
-  ASSERT_EQ(shell(sweep_cmd(dir, "--scripts scripts --launcher torchrun --nproc 2")), 0)
+  ASSERT_EQ(run_sweep(dir, "--scripts scripts --launcher torchrun --nproc 2"), 0)
       << read_all(dir.file("sweep.log"));
   const std::string text = read_all(dir.file("scripts/hybrid_pre-lr0.003.sh"));
   EXPECT_NE(text.find(torchrun + " --standalone"), std::string::npos) << text;
@@ -98,9 +113,9 @@ TEST(SweepLaunch, TorchrunScriptsCallTheClonesScriptsTorchrunByDefault) {
 TEST(SweepLaunch, SlurmScriptTrainsOnTwoRanksWithSlurmsVariablesSetByHand) {
   TempDir dir;
   write_sweep(dir, "[3.0e-3]");
-  ASSERT_EQ(shell(sweep_cmd(dir,
-                            "--scripts scripts --launcher slurm --nodes 1 --nproc 2 --gpus-per-node 0 "
-                            "--partition cpu --account proj42 --time 1-00:00:00 --cpus-per-task 4")),
+  ASSERT_EQ(run_sweep(dir,
+                      "--scripts scripts --launcher slurm --nodes 1 --nproc 2 --gpus-per-node 0 "
+                      "--partition cpu --account proj42 --time 1-00:00:00 --cpus-per-task 4"),
             0)
       << read_all(dir.file("sweep.log"));
   const fs::path script = dir.file("scripts/hybrid_pre-lr0.003.sh");
@@ -120,12 +135,14 @@ TEST(SweepLaunch, SlurmScriptTrainsOnTwoRanksWithSlurmsVariablesSetByHand) {
       "while [ $i -lt \"$SLURM_NTASKS\" ]; do SLURM_PROCID=$i SLURM_LOCALID=$i \"$@\" & pids=\"$pids $!\"; "
       "i=$((i+1)); done\nrc=0; for p in $pids; do wait $p || rc=$?; done; exit $rc\n");
   fs::permissions(dir.file("bin/srun"), fs::perms::owner_all);
-  const std::string env = "PATH=" + dir.file("bin") +
-                          ":$PATH SLURM_JOB_ID=" + std::to_string(port(0) - 20000) +
-                          " SLURM_JOB_NODELIST=localhost SLURM_NNODES=1 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 "
-                          "OMP_NUM_THREADS=1";
-  ASSERT_EQ(shell("cd / && " + env + " bash " + script.string() + " > " + dir.file("run.log") + " 2>&1"), 0)
-      << text << read_all(dir.file("run.log"));
+  const std::map<std::string, std::optional<std::string>> slurm = {
+      {"PATH", dir.file("bin") + ":" + std::getenv("PATH")},
+      {"SLURM_JOB_ID", std::to_string(port(0) - 20000)},
+      {"SLURM_JOB_NODELIST", "localhost"},
+      {"SLURM_NNODES", "1"},
+      {"SLURM_NTASKS", "2"},
+      {"MASTER_ADDR", "127.0.0.1"}};
+  ASSERT_EQ(run_script(dir, {"bash", script.string()}, slurm), 0) << text << read_all(dir.file("run.log"));
   const fs::path run = dir.file("runs/hybrid_pre-lr0.003");
   EXPECT_EQ(losses(run).size(), 6u) << read_all(dir.file("run.log"));
   const auto record = run_record(run);
@@ -137,7 +154,7 @@ TEST(SweepLaunch, SlurmScriptTrainsOnTwoRanksWithSlurmsVariablesSetByHand) {
 TEST(SweepLaunch, JobsTrainRunsSideBySideAndARerunSkipsWhatFinished) {
   TempDir dir;
   write_sweep(dir, "[1.0e-3, 3.0e-3]");
-  ASSERT_EQ(shell(sweep_cmd(dir, "--jobs 2")), 0) << read_all(dir.file("sweep.log"));
+  ASSERT_EQ(run_sweep(dir, "--jobs 2"), 0) << read_all(dir.file("sweep.log"));
   for (const char* name : {"hybrid_pre-lr0.001", "hybrid_pre-lr0.003"}) {
     const fs::path run = dir.file(std::string("runs/") + name);
     EXPECT_EQ(losses(run).size(), 6u) << name << "\n" << read_all(run / "train.log");
@@ -145,7 +162,7 @@ TEST(SweepLaunch, JobsTrainRunsSideBySideAndARerunSkipsWhatFinished) {
   }
   const std::string first = read_all(dir.file("sweep.log"));
   EXPECT_NE(first.find("started hybrid_pre-lr0.001"), std::string::npos) << first;
-  ASSERT_EQ(shell(sweep_cmd(dir, "--jobs 2")), 0) << read_all(dir.file("sweep.log"));
+  ASSERT_EQ(run_sweep(dir, "--jobs 2"), 0) << read_all(dir.file("sweep.log"));
   const std::string again = read_all(dir.file("sweep.log"));
   EXPECT_NE(again.find("hybrid_pre-lr0.001 finished already, skipped"), std::string::npos) << again;
   EXPECT_NE(again.find("hybrid_pre-lr0.003 finished already, skipped"), std::string::npos) << again;
@@ -155,9 +172,11 @@ TEST(SweepLaunch, JobsTrainRunsSideBySideAndARerunSkipsWhatFinished) {
 TEST(SweepLaunch, ASweepUnderALauncherIsRefused) {
   TempDir dir;
   write_sweep(dir, "[1.0e-3]");
-  const int rc = shell("cd " + dir.file("") + " && RANK=0 WORLD_SIZE=2 " + SIAMESE_BINARY + " sweep " +
-                       dir.file("sweep.yaml") + " > " + dir.file("sweep.log") + " 2>&1");
-  EXPECT_NE(rc, 0);
+  Limits launched = sweep_limits(dir);
+  launched.env = {{"RANK", "0"}, {"WORLD_SIZE", "2"}};
+  EXPECT_NE(siamese::testing::run_siamese({"sweep", dir.file("sweep.yaml")}, dir.file("sweep.log"), launched)
+                .exit_code,
+            0);
   const std::string log = read_all(dir.file("sweep.log"));
   EXPECT_NE(log.find("every rank would run the whole sweep"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(dir.file("runs")));
@@ -168,31 +187,18 @@ TEST(SweepLaunch, ASweepUnderALauncherIsRefused) {
 TEST(SweepLaunch, SigtermStopsEveryChildWithACheckpointAndExitsStopped) {
   TempDir dir;
   write_sweep(dir, "[1.0e-3, 2.0e-3]", 100000);
-  const pid_t sweep = ::fork();
-  ASSERT_GE(sweep, 0);
-  if (sweep == 0) {
-    if (::chdir(dir.file("").c_str()) != 0) ::_exit(126);
-    ::unsetenv("WORLD_SIZE");
-    ::unsetenv("RANK");
-    ::setenv("OMP_NUM_THREADS", "1", 1);
-    const int log = ::open(dir.file("sweep.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(log, 1);
-    ::dup2(log, 2);
-    ::execl(SIAMESE_BINARY, SIAMESE_BINARY, "sweep", dir.file("sweep.yaml").c_str(), "--jobs", "2", nullptr);
-    ::_exit(127);
-  }
+  siamese::testing::Child sweep({"sweep", dir.file("sweep.yaml"), "--jobs", "2"}, dir.file("sweep.log"),
+                                sweep_limits(dir));
   const fs::path runs[] = {dir.file("runs/hybrid_pre-lr0.001"), dir.file("runs/hybrid_pre-lr0.002")};
   auto training = [&](const fs::path& run) { return !losses(run).empty(); };
   for (int i = 0; i < 1200 && !(training(runs[0]) && training(runs[1])); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_TRUE(training(runs[0]) && training(runs[1])) << read_all(dir.file("sweep.log"));
-  ::kill(sweep, SIGTERM);
-  int status = 0;
-  for (int i = 0; i < 1200 && ::waitpid(sweep, &status, WNOHANG) == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_TRUE(WIFEXITED(status)) << read_all(dir.file("sweep.log"));
-  EXPECT_EQ(WEXITSTATUS(status), 4) << read_all(dir.file("sweep.log"));
-  const std::string log = read_all(dir.file("sweep.log"));
+  sweep.kill(SIGTERM);
+  const auto stopped = sweep.wait();
+  EXPECT_EQ(stopped.signal, 0) << stopped.output;
+  EXPECT_EQ(stopped.exit_code, 4) << stopped.output;
+  const std::string log = stopped.output;
   EXPECT_NE(log.find("stopped by signal"), std::string::npos) << log;
   for (const auto& run : runs) {
     bool saved = false;

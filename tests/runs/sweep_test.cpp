@@ -9,7 +9,7 @@
 #include "siamese/model/topology_table.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
-#include "support/cli.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 #include <filesystem>
@@ -18,6 +18,7 @@
 using siamese::testing::TempDir;
 
 using namespace siamese::runs;
+namespace config = siamese::config;
 
 TEST(Sweep, ExpandsTopologyTimesLrTimesSeed) {
   TempDir dir;
@@ -229,7 +230,7 @@ TEST(Sweep, EveryShippedSweepExpandsIntoValidRunConfigs) {
     const auto s = load_sweep(entry.path().string());
     ASSERT_FALSE(s.runs.empty());
     for (const auto& run : s.runs) {
-      siamese::LaunchSettings launch;
+      siamese::config::LaunchSettings launch;
       launch.world_size = entry.path().filename().string().rfind("olmo", 0) == 0 ? 8 : 1;
       const auto c = siamese::model::load_run_config(run.base, run.overrides, launch);
       EXPECT_EQ(c.save_folder, run.save_folder);
@@ -434,18 +435,18 @@ TEST(RunSummary, SettingsThatTellRunsOfATopologyApartNameTheirModels) {
                        {"hybrid_pre", "rms", "adamw", 1, 1e-3}, {"hybrid_pre", "rms", "muon", 1, 1e-3}};
   std::vector<RunSummary> runs;
   for (const auto& m : made) {
-    siamese::TrainConfig c;
+    siamese::config::TrainConfig c;
     c.model.residual = m.topology;
-    c.model.layer_norm_type = *siamese::enum_named<siamese::LayerNormType>(m.norm);
+    c.model.layer_norm_type = *siamese::config::enum_named<siamese::config::LayerNormType>(m.norm);
     c.model.use_query_norm = m.topology == "hybrid_pre";
-    c.optimizer.name = *siamese::enum_named<siamese::OptimizerName>(m.optimizer);
+    c.optimizer.name = *siamese::config::enum_named<siamese::config::OptimizerName>(m.optimizer);
     c.optimizer.learning_rate = m.lr;
     c.seed = m.seed;
     c.save_folder = "runs/" + std::to_string(runs.size());
     RunSummary r;
     r.topology = m.topology;
-    for (const auto& field : siamese::schema::train_fields())
-      r.settings[field.key] = siamese::schema::value_text(field, c);
+    for (const auto& field : siamese::config::schema::train_fields())
+      r.settings[field.key] = siamese::config::schema::value_text(field, c);
     runs.push_back(r);
   }
   name_models(runs);
@@ -466,9 +467,9 @@ TEST(RunSummary, AResumeWithChangedSettingsShowsEachSegmentsValues) {
       " --eval_interval=1000 --save_folder=" +
       run;
   auto r = siamese::testing::run_siamese(train + " --optimizer.learning_rate=3e-3 --stop-at 3", dir.path());
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   r = siamese::testing::run_siamese(train + " --optimizer.learning_rate=1e-3", dir.path());
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   const RunSummary s = summarize_run(run);
   EXPECT_EQ(s.steps, 6);
   ASSERT_TRUE(s.learning_rate);

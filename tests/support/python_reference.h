@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "siamese/common/npy.h"
-#include "support/cli.h"
 #include "support/files.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 namespace siamese::testing {
@@ -21,7 +21,7 @@ namespace siamese::testing {
 // Runs the venv's python on SIAMESE_SOURCE_DIR/`script` with `args`; the exit status, the
 // output in `log`.
 inline int run_python_reference(const std::string& script, const std::string& args, const std::string& log) {
-  return sh(std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR + "/" + script + " " + args, log);
+  return run_python(std::string(SIAMESE_SOURCE_DIR) + "/" + script + " " + args, log).exit_code;
 }
 
 // run_python_reference's status as an assertion whose failure carries the script's output.

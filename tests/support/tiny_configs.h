@@ -27,7 +27,7 @@ inline const std::vector<std::string> kSiameseCouplings = {
 
 // Sets model.residual (and model.siamese.x_stream for a "siamese/<x_stream>" entry) and turns
 // on the settings the topology is defined with.
-inline void set_topology(ModelConfig& c, const std::string& entry) {
+inline void set_topology(config::ModelConfig& c, const std::string& entry) {
   const auto slash = entry.find('/');
   c.residual = entry.substr(0, slash);
   if (slash != std::string::npos) c.siamese.x_stream = entry.substr(slash + 1);
@@ -51,8 +51,8 @@ inline std::string topology_label(std::string entry) {
 // A model of `shape` with dropout off, the settings `residual` is defined with turned on and
 // its own defaults (mhc's 4 streams); every other key keeps its default (tests set norm type, biases or RoPE
 // themselves).
-inline ModelConfig tiny_model(const std::string& residual, const TinyShape& shape = {}) {
-  ModelConfig c;
+inline config::ModelConfig tiny_model(const std::string& residual, const TinyShape& shape = {}) {
+  config::ModelConfig c;
   c.d_model = shape.d_model;
   c.n_heads = shape.n_heads;
   c.n_layers = shape.n_layers;
@@ -67,8 +67,8 @@ inline ModelConfig tiny_model(const std::string& residual, const TinyShape& shap
 
 // The tiny training run the end-to-end tests start from: a 2-layer hybrid_pre model with
 // dropout on the built-in arithmetic corpus, 8 steps of 4 sequences on the CPU.
-inline TrainConfig tiny(const std::filesystem::path& folder) {
-  TrainConfig c;
+inline config::TrainConfig tiny(const std::filesystem::path& folder) {
+  config::TrainConfig c;
   c.model.d_model = 32;
   c.model.n_heads = 2;
   c.model.n_layers = 2;
@@ -82,7 +82,7 @@ inline TrainConfig tiny(const std::filesystem::path& folder) {
   c.model.use_query_norm = c.model.use_key_norm = c.model.use_value_norm = true;
   c.model.attention_dropout = 0.1;  // dropout on: resume must restore the RNG
   c.model.residual_dropout = 0.1;
-  c.data.synthetic = SyntheticCorpus::Arithmetic;
+  c.data.synthetic = config::SyntheticCorpus::Arithmetic;
   c.global_train_batch_size = 4;
   c.device_train_microbatch_size = 2;
   c.max_duration = "8";

@@ -6,8 +6,8 @@
 
 #include "siamese/tokenizer/token_file.h"
 #include "siamese/tokenizer/tokenizer.h"
-#include "support/cli.h"
 #include "support/files.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 using siamese::testing::TempDir;
@@ -18,14 +18,14 @@ using namespace siamese::tokenizer;
 namespace {
 
 struct Result {
-  int code;
+  int exit_code;
   std::string output;  // stdout and stderr
 };
 
 Result run(const std::string& args) {
   static const TempDir scratch;
   const auto r = siamese::testing::run_siamese(args, scratch.path());
-  return {r.code, r.out + r.err};
+  return {r.exit_code, r.output + r.err};
 }
 
 const std::string kNeox = tokenizer_path("olmo-gpt-neox-20b-pii-special");
@@ -39,7 +39,7 @@ TEST(Cli, TokenizeThenDetokenize) {
   const std::string txt = dir.write("b.txt", "Second file.\nTwo lines.\n");
   const std::string out = dir.file("data/train/out.npy");  // its folders are created
   const Result r = run("tokenize --tokenizer " + kNeox + " " + jsonl + " " + txt + " -o " + out);
-  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("MB/s"), std::string::npos) << r.output;
   // The progress line, complete at the end (bytes of both files, tokens written).
   EXPECT_NE(r.output.find("tokenize [########################] 0.0/0.0 MB"), std::string::npos) << r.output;
@@ -57,7 +57,7 @@ TEST(Cli, TokenizeThenDetokenize) {
   EXPECT_EQ(info.sources, (std::vector<std::string>{jsonl, txt}));
 
   const Result text = run("detokenize --tokenizer " + kNeox + " " + out + " --show-special");
-  ASSERT_EQ(text.code, 0) << text.output;
+  ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_EQ(text.output,
             "Hello  world|||IP_ADDRESS|||\u00e9 <|endoftext|>|||IP_ADDRESS|||Second file.\nTwo lines.\n"
             "|||IP_ADDRESS|||");
@@ -71,11 +71,11 @@ TEST(Cli, MalformedInputStopsOrSkips) {
       dir.write("bad.jsonl", "{\"text\": \"ok\"}\n\"just a string\"\n{\"text\": \"ok\"}\n");
   const std::string out = dir.file("out.npy");
   const Result stop = run("tokenize --tokenizer " + kNeox + " " + jsonl + " -o " + out);
-  EXPECT_EQ(stop.code, 2);
+  EXPECT_EQ(stop.exit_code, 2);
   EXPECT_NE(stop.output.find("bad.jsonl:2: JSON line is not an object"), std::string::npos) << stop.output;
   EXPECT_EQ(dir.count(), 1);  // only the input: nothing half-written
   const Result skip = run("tokenize --tokenizer " + kNeox + " " + jsonl + " -o " + out + " --on-error skip");
-  EXPECT_EQ(skip.code, 0) << skip.output;
+  EXPECT_EQ(skip.exit_code, 0) << skip.output;
   EXPECT_NE(skip.output.find("skipped: 1"), std::string::npos) << skip.output;
   EXPECT_EQ(read_sidecar(out).documents, 2);
 }
@@ -84,6 +84,6 @@ TEST(Cli, EncodeJsonl) {
   TempDir dir;
   const std::string in = dir.write("in.jsonl", "{\"text\": \"Hello world\"}\n{\"text\": \"\"}\n");
   const Result r = run("tokenize --tokenizer " + kNeox + " --encode-jsonl " + in);
-  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.output, "{\"ids\": [12092, 1533]}\n{\"ids\": []}\n");
 }

@@ -10,8 +10,8 @@ using namespace siamese;
 
 namespace {
 
-ModelConfig small_model() {
-  ModelConfig m;
+config::ModelConfig small_model() {
+  config::ModelConfig m;
   m.d_model = 32;
   m.n_heads = 2;
   m.attention_dropout = 0;
@@ -51,7 +51,7 @@ TEST(AttentionKernels, FlashOnlyScopeRunsTheFlashKernelWithTheReferenceResultThe
 }
 
 TEST(AttentionKernels, AModelTheFlashKernelCannotRunIsRefusedWithTheReason) {
-  ModelConfig m = small_model();
+  config::ModelConfig m = small_model();
   m.attention_dropout = 0.1;  // the CPU flash kernel takes no dropout
   try {
     train::check_flash_attention(m, torch::kCPU, std::nullopt);

@@ -19,7 +19,7 @@ using namespace siamese;
 
 namespace {
 
-ModelConfig small() { return siamese::testing::tiny_model("pre", {16, 2, 1, 64, 64, 8}); }
+config::ModelConfig small() { return siamese::testing::tiny_model("pre", {16, 2, 1, 64, 64, 8}); }
 
 }  // namespace
 
@@ -30,10 +30,10 @@ TEST(Checkpoint, RoundTripsModelOptimizerStateAndRng) {
     auto dir = fresh_dir("ckpt_test", std::string("roundtrip_") + optimizer);
     torch::manual_seed(1);
     model::Transformer m(small());
-    OptimizerConfig oc;
-    oc.name = *enum_named<OptimizerName>(optimizer);
+    config::OptimizerConfig oc;
+    oc.name = *config::enum_named<config::OptimizerName>(optimizer);
     auto opt = train::build_optimizer(oc, m->named_parameters());
-    EXPECT_EQ(opt->muon() != nullptr, oc.name == OptimizerName::Muon);
+    EXPECT_EQ(opt->muon() != nullptr, oc.name == config::OptimizerName::Muon);
     auto ids = torch::randint(0, 64, {2, 8});
     m->forward(ids).sum().backward();
     opt->update();
@@ -63,7 +63,7 @@ TEST(Checkpoint, RoundTripsModelOptimizerStateAndRng) {
 TEST(Checkpoint, KeepsNewestAndIgnoresIncompleteFolders) {
   auto dir = fresh_dir("ckpt_test", "keep");
   model::Transformer m(small());
-  auto opt = train::build_optimizer(OptimizerConfig{}, m->named_parameters());
+  auto opt = train::build_optimizer(config::OptimizerConfig{}, m->named_parameters());
   std::set<int64_t> written;
   for (int64_t s : {2, 4, 6, 8}) {
     train::save_checkpoint(dir, *m, *opt, {s, s * 16, 0}, "");

@@ -36,17 +36,17 @@ namespace {
   if (!torch::cuda::is_available()) \
   GTEST_SKIP() << "no CUDA device: GPU tests run on the GPU machine (scripts/gpu_check.sh)"
 
-ModelConfig small_model(const std::string& residual) {
-  ModelConfig c = siamese::testing::tiny_model(residual, {64, 4, 3, 100, 128, 32});
+config::ModelConfig small_model(const std::string& residual) {
+  config::ModelConfig c = siamese::testing::tiny_model(residual, {64, 4, 3, 100, 128, 32});
   c.rope = true;
-  c.layer_norm_type = LayerNormType::RMS;
+  c.layer_norm_type = config::LayerNormType::RMS;
   c.include_bias = false;
   return c;
 }
 
 // siamese::testing::tiny on the GPU, without dropout unless a test turns it on.
-TrainConfig gpu_run(const fs::path& folder) {
-  TrainConfig c = siamese::testing::tiny(folder);
+config::TrainConfig gpu_run(const fs::path& folder) {
+  config::TrainConfig c = siamese::testing::tiny(folder);
   c.model.attention_dropout = c.model.residual_dropout = 0.0;
   c.global_train_batch_size = 8;
   c.device_train_microbatch_size = 4;
@@ -59,7 +59,7 @@ TrainConfig gpu_run(const fs::path& folder) {
 
 // One model built twice from the same seed, on the CPU and on CUDA, in float32 without
 // TF32: logits within 1e-4, every parameter's gradient within 1e-4 of its largest entry.
-void expect_cuda_matches_cpu(const ModelConfig& cfg, const std::string& label) {
+void expect_cuda_matches_cpu(const config::ModelConfig& cfg, const std::string& label) {
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
   torch::manual_seed(3);
@@ -95,7 +95,7 @@ std::vector<double> loss_values(const fs::path& folder) {
   return out;
 }
 
-void expect_same_losses(const TrainConfig& a, const TrainConfig& b, double tolerance) {
+void expect_same_losses(const config::TrainConfig& a, const config::TrainConfig& b, double tolerance) {
   const auto la = loss_values(a.save_folder), lb = loss_values(b.save_folder);
   ASSERT_EQ(la.size(), 20u);
   ASSERT_EQ(lb.size(), la.size());
@@ -108,7 +108,7 @@ void expect_same_losses(const TrainConfig& a, const TrainConfig& b, double toler
 void expect_autocast_within_two_percent(const std::string& precision) {
   auto fp32 = gpu_run(fresh_dir("gpu_test", precision + "_ref")),
        half = gpu_run(fresh_dir("gpu_test", precision));
-  half.precision = *enum_named<Precision>(precision);
+  half.precision = *config::enum_named<config::Precision>(precision);
   ASSERT_EQ(train::train(fp32), 0);
   ASSERT_EQ(train::train(half), 0);
   expect_same_losses(fp32, half, 2e-2);
@@ -141,9 +141,9 @@ TEST(GpuTrainer, CheckpointSavedOnTheGpuResumesBitExact) {
 
 TEST(GpuDist, NcclProcessGroupOnOneRankAllReduces) {
   REQUIRE_GPU();
-  World world;
+  dist::World world;
   world.master_port = siamese::testing::free_port();
-  Communicator comm(world, torch::Device(torch::kCUDA, 0), std::chrono::seconds(60));
+  dist::Communicator comm(world, torch::Device(torch::kCUDA, 0), std::chrono::seconds(60));
   auto t = torch::arange(10, torch::dtype(torch::kFloat).device(torch::kCUDA));
   comm.all_reduce_sum(t);
   EXPECT_TRUE(torch::equal(t.cpu(), torch::arange(10, torch::kFloat)));
@@ -177,8 +177,8 @@ TEST(GpuAttention, FlashKernelIsChosenForTheModelsBf16Attention) {
 TEST(GpuParity, MoeOnCudaMatchesCpuInFloat32) {
   REQUIRE_GPU();
   for (const std::string topology : {"pre", "hybrid_pre"}) {
-    ModelConfig cfg = small_model(topology);
-    cfg.block_type = BlockType::Moe;
+    config::ModelConfig cfg = small_model(topology);
+    cfg.block_type = config::BlockType::Moe;
     cfg.moe_num_experts = 4;
     cfg.moe_top_k = 2;
     expect_cuda_matches_cpu(cfg, topology + " moe");
@@ -189,8 +189,8 @@ TEST(GpuParity, MoeOnCudaMatchesCpuInFloat32) {
 // float32 per-expert loop's output and gradients on the CPU to bf16's precision.
 TEST(GpuParity, MoeGroupedGemmUnderBf16MatchesTheFloat32Loop) {
   REQUIRE_GPU();
-  ModelConfig cfg = small_model("pre");
-  cfg.block_type = BlockType::Moe;
+  config::ModelConfig cfg = small_model("pre");
+  cfg.block_type = config::BlockType::Moe;
   cfg.moe_num_experts = 8;
   cfg.moe_top_k = 2;
   torch::manual_seed(9);
@@ -234,7 +234,7 @@ TEST(GpuTrainer, CheckpointedChunkedRunTrainsAsThePlainRun) {
   REQUIRE_GPU();
   auto plain = gpu_run(fresh_dir("gpu_test", "plain")), lean = gpu_run(fresh_dir("gpu_test", "lean"));
   plain.model.residual = lean.model.residual = "hybrid_pre";
-  lean.model.activation_checkpointing = ActivationCheckpointing::WholeLayer;
+  lean.model.activation_checkpointing = config::ActivationCheckpointing::WholeLayer;
   lean.model.fused_loss = true;
   lean.model.fused_loss_chunk_tokens = 48;
   ASSERT_EQ(train::train(plain), 0);
@@ -247,9 +247,9 @@ TEST(GpuTrainer, CheckpointedChunkedRunTrainsAsThePlainRun) {
 TEST(GpuDist, FullShardOnOneNcclRankTrainsAsOneProcess) {
   REQUIRE_GPU();
   auto one = gpu_run(fresh_dir("gpu_test", "fsdp_ref")), sharded = gpu_run(fresh_dir("gpu_test", "fsdp"));
-  sharded.distributed_strategy = DistributedStrategy::Fsdp;
-  sharded.fsdp.sharding_strategy = ShardingStrategy::FullShard;
-  World world;
+  sharded.distributed_strategy = config::DistributedStrategy::Fsdp;
+  sharded.fsdp.sharding_strategy = config::ShardingStrategy::FullShard;
+  dist::World world;
   world.master_port = siamese::testing::free_port();
   const auto strategy = train::make_plan(sharded, world);
   train::RunControl control;

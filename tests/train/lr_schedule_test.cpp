@@ -5,21 +5,22 @@
 #include "siamese/common/error.h"
 #include "siamese/train/lr_schedule.h"
 
-using siamese::SchedulerConfig;
+using siamese::config::SchedulerConfig;
 using siamese::train::learning_rate;
+namespace config = siamese::config;
 
 namespace {
 
-SchedulerConfig sched(const std::string& name) {
-  SchedulerConfig c;
-  c.name = *siamese::enum_named<siamese::SchedulerName>(name);
+config::SchedulerConfig sched(const std::string& name) {
+  config::SchedulerConfig c;
+  c.name = *siamese::config::enum_named<siamese::config::SchedulerName>(name);
   c.t_warmup = 10;
   c.t_max = 110;
   c.alpha_f = 0.1;
   return c;
 }
 
-void expect_curve(const SchedulerConfig& c, const std::vector<std::pair<double, double>>& points) {
+void expect_curve(const config::SchedulerConfig& c, const std::vector<std::pair<double, double>>& points) {
   for (auto [t, lr] : points)
     EXPECT_NEAR(learning_rate(c, 1e-3, t, 1e9), lr, 1e-12) << c.name << " at t=" << t;
 }

@@ -20,8 +20,8 @@ double machine_bytes() { return double(::sysconf(_SC_PHYS_PAGES)) * double(::sys
 
 // A config whose weights, gradients and AdamW state take about `fraction` of this machine's
 // memory, in whole layers of d_model 2048.
-TrainConfig taking(double fraction) {
-  TrainConfig c;
+config::TrainConfig taking(double fraction) {
+  config::TrainConfig c;
   c.model.d_model = 2048;
   c.model.n_heads = 16;
   c.model.n_layers = 1;
@@ -35,7 +35,7 @@ TrainConfig taking(double fraction) {
   return c;
 }
 
-bool fits(const TrainConfig& c, int world, int local) {
+bool fits(const config::TrainConfig& c, int world, int local) {
   try {
     train::check_model_fits(c, torch::kCPU, world, local);
     return true;
@@ -50,19 +50,19 @@ bool fits(const TrainConfig& c, int world, int local) {
 // 120% and are refused (8 CPU ranks of a 1B model used to be killed for memory after 95 s
 // without a word); FULL_SHARD over the same two ranks holds about half each, and fits.
 TEST(MemoryFit, RanksSharingANodeCountTogetherAndShardsCountTheirShare) {
-  TrainConfig c = taking(0.6);
+  config::TrainConfig c = taking(0.6);
   EXPECT_TRUE(fits(c, 1, 1));
   EXPECT_TRUE(fits(c, 2, 1));
   EXPECT_FALSE(fits(c, 2, 2));
-  c.distributed_strategy = DistributedStrategy::Fsdp;
-  c.fsdp.sharding_strategy = ShardingStrategy::FullShard;
+  c.distributed_strategy = config::DistributedStrategy::Fsdp;
+  c.fsdp.sharding_strategy = config::ShardingStrategy::FullShard;
   EXPECT_TRUE(fits(c, 2, 2));
   // One process has no shards, whatever fsdp.* says.
   EXPECT_TRUE(fits(taking(0.6), 1, 1));
   c = taking(1.3);
   EXPECT_FALSE(fits(c, 1, 1));
-  c.distributed_strategy = DistributedStrategy::Fsdp;
-  c.fsdp.sharding_strategy = ShardingStrategy::FullShard;
+  c.distributed_strategy = config::DistributedStrategy::Fsdp;
+  c.fsdp.sharding_strategy = config::ShardingStrategy::FullShard;
   EXPECT_TRUE(fits(c, 4, 1));  // a quarter of it on each of 4 nodes
 
   c = taking(0.6);
@@ -80,7 +80,7 @@ TEST(MemoryFit, RanksSharingANodeCountTogetherAndShardsCountTheirShare) {
 // device: auto without a GPU took the CPU silently for OLMo-1B's 1.18B parameters. A model
 // of kCpuFallbackParameters or more is refused there naming the key; device: cpu asks for it.
 TEST(MemoryFit, AutoDeviceDoesNotFallBackToTheCpuForALargeModel) {
-  TrainConfig c;
+  config::TrainConfig c;
   c.model.d_model = 2048;
   c.model.n_heads = 16;
   c.model.n_layers = 16;

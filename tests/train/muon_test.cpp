@@ -13,6 +13,7 @@
 #include "siamese/common/npy.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/optimizer.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 #include "support/tiny_configs.h"
 
@@ -23,7 +24,7 @@ constexpr int kMuonSteps = 10;
 
 // Untied, with biases: the head and the biases stay with AdamW; att_proj [3d, d] and ff_proj
 // [2h, d] are tall, ff_out [d, h] wide, so both orientations of Newton-Schulz run.
-ModelConfig muon_test_model() {
+config::ModelConfig muon_test_model() {
   auto c = testing::tiny_model("pre", {16, 2, 2, 61, 64, 8});
   c.weight_tying = false;
   c.include_bias = true;
@@ -32,18 +33,18 @@ ModelConfig muon_test_model() {
 
 // block_type moe: Muon also takes the routers [E, d] and the stacked experts, ff_proj
 // [E, 2h, d] tall and ff_out [E, d, h] wide per expert.
-ModelConfig muon_moe_test_model() {
+config::ModelConfig muon_moe_test_model() {
   auto c = muon_test_model();
   c.include_bias = false;
-  c.block_type = BlockType::Moe;
+  c.block_type = config::BlockType::Moe;
   c.moe_num_experts = 3;
   c.moe_top_k = 2;
   return c;
 }
 
-OptimizerConfig muon_config() {
-  OptimizerConfig c;
-  c.name = OptimizerName::Muon;
+config::OptimizerConfig muon_config() {
+  config::OptimizerConfig c;
+  c.name = config::OptimizerName::Muon;
   c.learning_rate = 1e-2;
   c.weight_decay = 0.1;
   return c;
@@ -56,8 +57,8 @@ struct MuonDifferences {
   std::map<std::string, double> muon, adamw;
 };
 
-MuonDifferences muon_differences_from_torch(const OptimizerConfig& cfg,
-                                            const ModelConfig& model_cfg = muon_test_model()) {
+MuonDifferences muon_differences_from_torch(const config::OptimizerConfig& cfg,
+                                            const config::ModelConfig& model_cfg = muon_test_model()) {
   testing::TempDir dir;
   torch::manual_seed(3);
   model::Transformer m(model_cfg);
@@ -101,7 +102,7 @@ MuonDifferences muon_differences_from_torch(const OptimizerConfig& cfg,
                     {"momentum", mo.momentum},
                     {"nesterov", mo.nesterov},
                     {"ns_steps", mo.ns_steps},
-                    {"adjust_lr_fn", siamese::name_of(mo.adjust_lr)}});
+                    {"adjust_lr_fn", config::name_of(mo.adjust_lr)}});
   for (auto& g : opt->adamw().param_groups()) {
     const auto& o = static_cast<const torch::optim::AdamWOptions&>(g.options());
     groups.push_back({{"kind", "adamw"},
@@ -112,10 +113,10 @@ MuonDifferences muon_differences_from_torch(const OptimizerConfig& cfg,
                       {"eps", o.eps()}});
   }
   dir.write("spec.json", nlohmann::json{{"steps", kMuonSteps}, {"groups", groups}}.dump());
-  const std::string cmd = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                          "/tests/train/muon_reference.py " + dir.path().string() + " > " + dir.file("log") +
-                          " 2>&1";
-  const int status = std::system(cmd.c_str());
+  const int status = testing::run_python(std::string(SIAMESE_SOURCE_DIR) + "/tests/train/muon_reference.py " +
+                                             dir.path().string(),
+                                         dir.file("log"))
+                         .exit_code;
   EXPECT_EQ(status, 0) << testing::read_all(dir.file("log"));
   MuonDifferences diffs;
   if (status != 0) return diffs;
@@ -127,8 +128,8 @@ MuonDifferences muon_differences_from_torch(const OptimizerConfig& cfg,
   return diffs;
 }
 
-void expect_matches_torch(const OptimizerConfig& cfg, const std::string& label,
-                          const ModelConfig& model_cfg = muon_test_model()) {
+void expect_matches_torch(const config::OptimizerConfig& cfg, const std::string& label,
+                          const config::ModelConfig& model_cfg = muon_test_model()) {
   const MuonDifferences diffs = muon_differences_from_torch(cfg, model_cfg);
   ASSERT_FALSE(diffs.muon.empty());
   ASSERT_FALSE(diffs.adamw.empty());
@@ -156,7 +157,7 @@ TEST(Muon, MatchesTorchMuonAndAdamWWithItsDefaults) {
 
 TEST(Muon, MatchesTorchMuonWithOriginalAdjustmentAndPlainMomentum) {
   auto cfg = muon_config();
-  cfg.muon.adjust_lr = MuonLrAdjust::Original;
+  cfg.muon.adjust_lr = config::MuonLrAdjust::Original;
   cfg.muon.nesterov = false;
   cfg.muon.momentum = 0.9;
   cfg.muon.ns_steps = 3;
@@ -169,7 +170,7 @@ TEST(Muon, MatchesTorchMuonWithOriginalAdjustmentAndPlainMomentum) {
 TEST(Muon, OrthogonalisesEachExpertOfAStackAsTorchMuonDoesEachMatrix) {
   auto cfg = muon_config();
   expect_matches_torch(cfg, "muon, MoE experts", muon_moe_test_model());
-  cfg.muon.adjust_lr = MuonLrAdjust::Original;
+  cfg.muon.adjust_lr = config::MuonLrAdjust::Original;
   expect_matches_torch(cfg, "muon original, MoE experts", muon_moe_test_model());
   model::Transformer m(muon_moe_test_model());
   const auto g = param_groups(cfg, m->named_parameters());
@@ -234,7 +235,7 @@ TEST(GpuMuon, CudaMatchesTheCpuPathAndSkipsOnTheDevice) {
   }
   MuonOptions o;
   o.lr = 1e-2;
-  o.adjust_lr = MuonLrAdjust::MatchRmsAdamW;
+  o.adjust_lr = config::MuonLrAdjust::MatchRmsAdamW;
   Muon on_cpu(cpu, o), on_gpu(gpu, o);
   for (int step = 0; step < 5; ++step) {
     for (size_t i = 0; i < start.size(); ++i) {

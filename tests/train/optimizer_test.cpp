@@ -124,14 +124,14 @@ TEST(GpuOptimizer, FusedCudaAdamWMatchesTheCpuPathAndSkipsOnTheDevice) {
 }  // namespace
 
 TEST(Optimizer, OlmoParamGroups) {
-  ModelConfig c;
+  config::ModelConfig c;
   c.d_model = 16;
   c.n_heads = 2;
   c.n_layers = 1;
   c.vocab_size = c.embedding_size = 64;
   c.max_sequence_length = 8;
   model::Transformer m(c);
-  OptimizerConfig oc;
+  config::OptimizerConfig oc;
   auto g = train::param_groups(oc, m->named_parameters());
   for (const auto& n : g.decay) EXPECT_NE(n.find("weight"), std::string::npos) << n;
   auto has = [](const std::vector<std::string>& v, const std::string& s) {
@@ -145,7 +145,7 @@ TEST(Optimizer, OlmoParamGroups) {
   oc.decay_norm_and_bias = true;
   auto all = train::param_groups(oc, m->named_parameters());
   EXPECT_TRUE(all.no_decay.empty());
-  auto opt = train::build_optimizer(OptimizerConfig{}, m->named_parameters());
+  auto opt = train::build_optimizer(config::OptimizerConfig{}, m->named_parameters());
   ASSERT_EQ(opt->adamw().param_groups().size(), 2u);
   EXPECT_EQ(static_cast<torch::optim::AdamWOptions&>(opt->adamw().param_groups()[1].options()).weight_decay(),
             0.0);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "siamese/train/tensorboard.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 using siamese::testing::read_all;
@@ -42,16 +43,15 @@ TEST(TensorBoard, NonFiniteValuesAreNotWritten) {
 TEST(TensorBoard, TensorBoardReadsTheRunsEveryMetric) {
   TempDir dir;
   const std::string log = dir.file("log");
-  const std::string train =
-      std::string("OMP_NUM_THREADS=1 ") + SIAMESE_BINARY + " train " + SIAMESE_SOURCE_DIR +
-      "/configs/tiny/quickstart.yaml --model.n_layers=2 " +
-      "--max_duration=4 --eval_interval=2 --eval_subset_num_batches=1 " +
-      "--save_interval=100 --softmax_auxiliary_loss=true --save_folder=" + dir.file("run") + " > " + log +
-      " 2>&1";
-  ASSERT_EQ(std::system(train.c_str()), 0) << read_all(log);
-  const std::string read = std::string(SIAMESE_PYTHON) + " " + SIAMESE_SOURCE_DIR +
-                           "/tests/train/tensorboard_read.py " + dir.file("run") + " > " + log + " 2>&1";
-  EXPECT_EQ(std::system(read.c_str()), 0) << read_all(log);
+  const std::string train = std::string("train ") + SIAMESE_SOURCE_DIR +
+                            "/configs/tiny/quickstart.yaml --model.n_layers=2 "
+                            "--max_duration=4 --eval_interval=2 --eval_subset_num_batches=1 "
+                            "--save_interval=100 --softmax_auxiliary_loss=true --save_folder=" +
+                            dir.file("run");
+  ASSERT_EQ(testing::run_cli(train, log), 0) << read_all(log);
+  const std::string read =
+      std::string(SIAMESE_SOURCE_DIR) + "/tests/train/tensorboard_read.py " + dir.file("run");
+  EXPECT_EQ(testing::run_python(read, log).exit_code, 0) << read_all(log);
 }
 
 }  // namespace

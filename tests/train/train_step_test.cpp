@@ -28,25 +28,25 @@ namespace {
 
 // The model, optimizer (with its post-step hooks) and scaler as train sets them up.
 struct Subject {
-  ParallelPlan sync;
+  dist::ParallelPlan sync;
   Trainee trainee;
   model::Transformer& model;
   std::unique_ptr<Optimizer>& optim;
 
-  explicit Subject(const TrainConfig& c)
+  explicit Subject(const config::TrainConfig& c)
       : trainee(build_trainee(c, torch::kCPU, sync)), model(trainee.model), optim(trainee.optim) {}
-  TrainStep step(const TrainConfig& c, int64_t micro) {
+  TrainStep step(const config::TrainConfig& c, int64_t micro) {
     return TrainStep(c, *model, *optim, sync, *trainee.scaler, torch::kCPU, micro);
   }
 };
 
-TrainConfig no_dropout() {
+config::TrainConfig no_dropout() {
   auto c = testing::tiny("unused");
   c.model.attention_dropout = c.model.residual_dropout = c.model.embedding_dropout = 0.0;
   return c;
 }
 
-torch::Tensor batch_of(const TrainConfig& c) {
+torch::Tensor batch_of(const config::TrainConfig& c) {
   torch::manual_seed(9);
   return torch::randint(0, c.model.vocab_size, {c.global_train_batch_size, c.model.max_sequence_length});
 }
@@ -206,7 +206,7 @@ TEST(TrainStep, ZLossJoinsTheGradientAndIsReportedApartFromTheCrossEntropy) {
 }
 
 // Rows of random tokens in which EOS (token 10 in tiny configs) closes several documents.
-torch::Tensor packed_batch(const TrainConfig& c) {
+torch::Tensor packed_batch(const config::TrainConfig& c) {
   torch::manual_seed(9);
   auto batch =
       torch::randint(0, c.model.vocab_size, {c.global_train_batch_size, c.model.max_sequence_length});
@@ -215,7 +215,7 @@ torch::Tensor packed_batch(const TrainConfig& c) {
 }
 
 // The global mean the step reports, summed as the step sums it (float64 of float32 sums).
-double reported_loss(const TrainConfig& c, model::TransformerImpl& m, const torch::Tensor& batch,
+double reported_loss(const config::TrainConfig& c, model::TransformerImpl& m, const torch::Tensor& batch,
                      const std::optional<model::DocumentRule>& docs) {
   torch::NoGradGuard no_grad;
   auto total = torch::zeros({}, torch::kFloat64);
@@ -244,7 +244,7 @@ TEST(DocumentsStep, KeyOffIsThePlainLossBitForBitAndKeyOnIsTheMaskedLoss) {
 }
 
 // Rows with a long repeated n-gram.
-torch::Tensor repetitive_row(const TrainConfig& c, int64_t a, int64_t b) {
+torch::Tensor repetitive_row(const config::TrainConfig& c, int64_t a, int64_t b) {
   auto row = torch::randint(0, c.model.vocab_size, {c.model.max_sequence_length}, torch::kInt64);
   for (int64_t i = 2; i < 26; ++i) row[i] = i % 2 ? a : b;
   return row;
@@ -281,9 +281,9 @@ TEST(DocumentsStep, AFilteredInstanceNeverReachesTheModel) {
   EXPECT_EQ(r.terms["loss"].item<double>(), 0.0);
 }
 
-TrainConfig moe_run() {
+config::TrainConfig moe_run() {
   auto c = no_dropout();
-  c.model.block_type = BlockType::Moe;
+  c.model.block_type = config::BlockType::Moe;
   c.model.moe_num_experts = 4;
   c.model.moe_top_k = 2;
   c.model.moe_loss_weight = 0.3;

@@ -18,7 +18,7 @@
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/save_folder.h"
 #include "siamese/train/trainer.h"
-#include "support/cli.h"
+#include "support/process.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
 #include "support/tiny_configs.h"
@@ -45,8 +45,8 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
   // QKV norms on for all: hybrid_pre requires them, and the test is about resuming.
   const std::string qkv =
       " --model.use_query_norm=true --model.use_key_norm=true --model.use_value_norm=true";
-  const std::string cmd =
-      std::string(SIAMESE_BINARY) + " train " + SIAMESE_SOURCE_DIR + "/configs/tiny/quickstart.yaml" +
+  const std::string args =
+      std::string("train ") + SIAMESE_SOURCE_DIR + "/configs/tiny/quickstart.yaml" +
       siamese::testing::topology_flags(topology) + qkv +
       " --model.d_model=32 --model.n_heads=2 --model.n_layers=2 --model.max_sequence_length=32"
       " --model.attention_dropout=" +
@@ -54,8 +54,8 @@ int run_cli(const fs::path& folder, const std::string& topology, const std::stri
       " --global_train_batch_size=4 --device_train_microbatch_size=2 --max_duration=8"
       " --scheduler.t_warmup=3 --optimizer.learning_rate=3e-3 --save_interval=1000"
       " --eval_interval=1000 --eval_subset_num_batches=2 --save_folder=" +
-      folder.string() + " " + extra + " > " + folder.string() + ".log 2>&1";
-  return std::system(cmd.c_str());
+      folder.string() + " " + extra;
+  return siamese::testing::run_cli(args, folder.string() + ".log");
 }
 
 // `name` tells the runs of different `settings` apart.
@@ -192,12 +192,12 @@ TEST(Trainer, AmpBf16FollowsTheFloat32LossCurve) {
       c->model.attention_dropout = c->model.residual_dropout = 0;
       c->max_duration = "20";
       if (moe) {
-        c->model.block_type = BlockType::Moe;
+        c->model.block_type = config::BlockType::Moe;
         c->model.moe_num_experts = 4;
         c->model.moe_top_k = 2;
       }
     }
-    bf16.precision = Precision::AmpBf16;
+    bf16.precision = config::Precision::AmpBf16;
     ASSERT_EQ(train::train(fp32), 0);
     ASSERT_EQ(train::train(bf16), 0);
     auto lf = losses(fp32.save_folder), lb = losses(bf16.save_folder);
@@ -221,7 +221,7 @@ TEST(Trainer, AmpFp16LossScaleBacksOffFromOverflowsAndResumesExactly) {
   auto full = tiny(fresh_dir("trainer_test", "fp16_full")),
        resumed = tiny(fresh_dir("trainer_test", "fp16_resumed"));
   for (auto* c : {&full, &resumed}) {
-    c->precision = Precision::AmpFp16;
+    c->precision = config::Precision::AmpFp16;
     c->fp16_initial_loss_scale = 0x1p30;
     c->fp16_loss_scale_growth_interval = 4;
     c->max_duration = "40";
@@ -415,12 +415,12 @@ TEST(Trainer, SaveFolderHoldingTheUsersConfigLeavesItAlone) {
   const auto r = siamese::testing::run_siamese(
       "train config.yaml --model.n_layers=2 --max_duration=2 --eval_interval=1000 --save_interval=1000",
       dir.path(), "", dir.path().string());
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(read_all(dir.file("config.yaml")), user);
   const auto saved = train::run_config_path(dir.path());
   ASSERT_TRUE(saved);
   EXPECT_EQ(saved->filename(), "siamese_run_config.yaml");
-  EXPECT_EQ(load_config(saved->string(), {}).model.n_layers, 2);
+  EXPECT_EQ(config::load_config(saved->string(), {}).model.n_layers, 2);
   EXPECT_NE(r.err.find("left as it is"), std::string::npos) << r.err;
 }
 
@@ -433,8 +433,8 @@ TEST(Trainer, ConsoleEstimatesTheDurationAfterWarmUp) {
       "--eval_interval=1000 --save_interval=1000 --save_folder=" +
           dir.file("run"),
       dir.path());
-  ASSERT_EQ(r.code, 0) << r.err;
-  const std::string log = r.out + r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string log = r.output + r.err;
   const auto first = log.find("expected duration at the first step's speed: ");
   const auto warm = log.find("expected duration after warm-up: ");
   ASSERT_NE(first, std::string::npos) << log;

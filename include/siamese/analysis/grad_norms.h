@@ -22,7 +22,7 @@ std::vector<double> per_layer_grad_norms(model::TransformerImpl& model);
 // or a sharded strategy's shards of them, whose squares `layout` sums over ranks; every rank
 // calls it then.
 std::vector<double> per_layer_grad_norms(const torch::OrderedDict<std::string, torch::Tensor>& named,
-                                         int64_t n_layers, ShardLayout& layout);
+                                         int64_t n_layers, dist::ShardLayout& layout);
 
 // {"step": N, "layer_grad_norms": [g_0, ..., g_{L-1}]} (non-finite values as null).
 MetricsRow layer_grad_norms_row(int64_t step, const std::vector<double>& norms);

@@ -13,13 +13,13 @@
 namespace siamese {
 
 // The half type a `precision` setting autocasts to: amp_bf16, amp_fp16; none for fp32.
-inline std::optional<at::ScalarType> autocast_dtype(Precision precision) {
+inline std::optional<at::ScalarType> autocast_dtype(config::Precision precision) {
   switch (precision) {
-    case Precision::AmpBf16:
+    case config::Precision::AmpBf16:
       return at::kBFloat16;
-    case Precision::AmpFp16:
+    case config::Precision::AmpFp16:
       return at::kHalf;
-    case Precision::Fp32:
+    case config::Precision::Fp32:
       break;
   }
   return std::nullopt;

@@ -10,7 +10,7 @@
 
 #include "siamese/config/enums.h"
 
-namespace siamese {
+namespace siamese::config {
 
 // SiameseNorm ablation switches (paper Sec. 4 ablations); all on = the paper's model.
 struct SiameseConfig {
@@ -257,4 +257,4 @@ inline bool shards_parameters(const TrainConfig& c) {
           c.fsdp.sharding_strategy == ShardingStrategy::HybridShard);
 }
 
-}  // namespace siamese
+}  // namespace siamese::config

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-namespace siamese {
+namespace siamese::config {
 
 struct DeviceSetting {
   enum class Kind { Auto, Cpu, Cuda };
@@ -15,4 +15,4 @@ struct DeviceSetting {
 // nullopt when `text` is none of the forms above.
 std::optional<DeviceSetting> parse_device(const std::string& text);
 
-}  // namespace siamese
+}  // namespace siamese::config

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-namespace siamese {
+namespace siamese::config {
 
 struct Duration {
   enum Unit { Steps, Tokens, Epochs };
@@ -14,4 +14,4 @@ struct Duration {
 // Throws siamese::Error (naming max_duration and the accepted forms) on anything else.
 Duration parse_duration(const std::string& text);
 
-}  // namespace siamese
+}  // namespace siamese::config

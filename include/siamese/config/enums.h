@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace siamese {
+namespace siamese::config {
 
 // EnumNames<E>::names[i] is the YAML spelling of the enum value i.
 template <class E>
@@ -134,4 +134,4 @@ SIAMESE_ENUM_NAMES(EvaluatorType, Spelling("lm"), Spelling("downstream"));
 
 #undef SIAMESE_ENUM_NAMES
 
-}  // namespace siamese
+}  // namespace siamese::config

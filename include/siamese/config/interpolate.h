@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-namespace siamese {
+namespace siamese::config {
 
 // `lookup(key)` returns the resolved text of another key or throws siamese::Error.
 // Throws siamese::Error (problem + fix, no location) on malformed text or a missing
@@ -19,4 +19,4 @@ std::string interpolate(const std::string& text,
 // Inverse of the escape: text that interpolates to exactly `literal`.
 std::string escape_interpolation(const std::string& literal);
 
-}  // namespace siamese
+}  // namespace siamese::config

@@ -10,7 +10,7 @@
 #include "siamese/config/config.h"
 #include "siamese/config/validate.h"
 
-namespace siamese {
+namespace siamese::config {
 
 // Where model.residual's effective value came from, for the start-up line
 // "topology: hybrid_pre (from MODEL_TYPE)".
@@ -50,4 +50,4 @@ ModelConfig read_olmo_model(const std::string& config_json);
 // The fully resolved config as YAML; load_config on this text yields an identical config.
 std::string to_yaml(const TrainConfig& config);
 
-}  // namespace siamese
+}  // namespace siamese::config

@@ -11,7 +11,7 @@
 
 #include "siamese/config/config.h"
 
-namespace siamese::schema {
+namespace siamese::config::schema {
 
 // Enum: an enum class of enums.h, or an optional one (unset is the choice ""), held as the
 // index of its spelling in `choices`.
@@ -118,4 +118,4 @@ std::string value_text(const Field<EvaluatorConfig>& field, const EvaluatorConfi
 // reference section.
 std::string markdown();
 
-}  // namespace siamese::schema
+}  // namespace siamese::config::schema

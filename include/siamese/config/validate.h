@@ -6,7 +6,7 @@
 
 #include "siamese/config/config.h"
 
-namespace siamese {
+namespace siamese::config {
 
 // Maps a dotted key ("model.n_heads", "evaluators[0].type") to where the user set it,
 // e.g. "configs/tiny/base.yaml:12 (model.n_heads)"; used in error messages.
@@ -26,4 +26,4 @@ void validate_model(const ModelConfig& model, const KeyLocator& where = {});
 // split evenly over `world_size` ranks and each rank's share into microbatches.
 void validate_for_world_size(const TrainConfig& config, int world_size, const KeyLocator& where = {});
 
-}  // namespace siamese
+}  // namespace siamese::config

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace siamese {
+namespace siamese::config {
 
 struct Variant {
   std::string topology;
@@ -17,4 +17,4 @@ struct Variant {
 // `where` names the option or file line in the error for a malformed entry.
 Variant parse_variant(const std::string& entry, const std::string& where);
 
-}  // namespace siamese
+}  // namespace siamese::config

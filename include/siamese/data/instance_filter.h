@@ -21,10 +21,11 @@ namespace siamese::data {
 int64_t longest_repetition(const int64_t* tokens, int64_t n, int64_t max_period, int64_t min_period);
 
 // Whether the filter rejects the instance.
-bool is_repetitive(const int64_t* tokens, int64_t n, const InstanceFilterConfig& cfg);
+bool is_repetitive(const int64_t* tokens, int64_t n, const config::InstanceFilterConfig& cfg);
 
 // The rows of batch [B, T] (int64, CPU) the filter keeps, in order; `dropped` receives how
 // many it rejected.
-torch::Tensor keep_instances(const torch::Tensor& batch, const InstanceFilterConfig& cfg, int64_t& dropped);
+torch::Tensor keep_instances(const torch::Tensor& batch, const config::InstanceFilterConfig& cfg,
+                             int64_t& dropped);
 
 }  // namespace siamese::data

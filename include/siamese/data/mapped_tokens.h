@@ -16,7 +16,7 @@ class MappedTokens {
   // Throws siamese::Error naming `path` if it is missing, not a regular file (a FIFO would
   // block), empty, truncated (size not a multiple of the dtype) or an NPY file whose dtype
   // disagrees with `dtype`.
-  MappedTokens(std::string path, TokenDtype dtype);
+  MappedTokens(std::string path, config::TokenDtype dtype);
   ~MappedTokens();
   MappedTokens(MappedTokens&& other) noexcept;
   MappedTokens(const MappedTokens&) = delete;

@@ -16,7 +16,8 @@ class TokenDataset {
  public:
   // Memory-maps every path. Throws siamese::Error naming the file when one is unusable
   // or too short to hold a single instance.
-  TokenDataset(const std::vector<std::string>& paths, TokenDtype dtype, int64_t seq_len, int64_t vocab_size);
+  TokenDataset(const std::vector<std::string>& paths, config::TokenDtype dtype, int64_t seq_len,
+               int64_t vocab_size);
   // An in-memory stream (the synthetic corpus); `name` is used in messages.
   TokenDataset(std::string name, std::vector<int64_t> tokens, int64_t seq_len, int64_t vocab_size);
 
@@ -52,6 +53,6 @@ namespace siamese::data {
 
 // The run's training instances: data.paths memory-mapped, or the synthetic corpus named by
 // data.synthetic when paths is empty.
-TokenDataset train_dataset(const TrainConfig& cfg);
+TokenDataset train_dataset(const config::TrainConfig& cfg);
 
 }  // namespace siamese::data

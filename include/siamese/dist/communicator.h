@@ -18,7 +18,7 @@ class Store;
 class Work;
 }  // namespace c10d
 
-namespace siamese {
+namespace siamese::dist {
 
 class Communicator {
  public:
@@ -64,4 +64,4 @@ class Communicator {
   c10::intrusive_ptr<c10d::Backend> group_;
 };
 
-}  // namespace siamese
+}  // namespace siamese::dist

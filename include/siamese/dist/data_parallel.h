@@ -8,7 +8,7 @@
 #include "siamese/dist/grad_bucketer.h"
 #include "siamese/dist/parallel_plan.h"
 
-namespace siamese {
+namespace siamese::dist {
 
 struct DataParallelOptions {
   int64_t bucket_bytes = 25 << 20;  // PyTorch DDP's default bucket size
@@ -49,4 +49,4 @@ class DataParallelPlan : public ParallelPlan {
   std::unique_ptr<GradBucketer> bucketer_;
 };
 
-}  // namespace siamese
+}  // namespace siamese::dist

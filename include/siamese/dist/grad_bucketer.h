@@ -15,7 +15,7 @@
 
 #include "siamese/dist/communicator.h"
 
-namespace siamese {
+namespace siamese::dist {
 
 class GradBucketer {
  public:
@@ -58,4 +58,4 @@ class GradBucketer {
   double blocked_seconds_ = 0;
 };
 
-}  // namespace siamese
+}  // namespace siamese::dist

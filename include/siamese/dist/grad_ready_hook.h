@@ -9,7 +9,7 @@
 #include <functional>
 #include <utility>
 
-namespace siamese {
+namespace siamese::dist {
 
 class GradReadyHook : public torch::autograd::FunctionPostHook {
  public:
@@ -24,4 +24,4 @@ class GradReadyHook : public torch::autograd::FunctionPostHook {
   std::function<void()> fn_;
 };
 
-}  // namespace siamese
+}  // namespace siamese::dist

@@ -11,7 +11,7 @@
 
 #include "siamese/model/block_hooks.h"
 
-namespace siamese {
+namespace siamese::dist {
 
 // What code outside the step needs of the ranks: who this rank is, sums over ranks and a
 // barrier. Evaluators, the stop policy, the rank agreement and the loss terms take this.
@@ -129,4 +129,4 @@ class WholeParams {
   ParallelPlan& sync_;
 };
 
-}  // namespace siamese
+}  // namespace siamese::dist

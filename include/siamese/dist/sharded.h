@@ -45,7 +45,7 @@
 #include "siamese/dist/parallel_plan.h"
 #include "siamese/model/block_hooks.h"
 
-namespace siamese {
+namespace siamese::dist {
 
 struct ShardedOptions {
   int64_t bucket_bytes = 25 << 20;  // unit size without a unit_of
@@ -173,4 +173,4 @@ class ShardedPlan : public ParallelPlan, public model::BlockHooks {
   void finish_layer(int64_t layer);
 };
 
-}  // namespace siamese
+}  // namespace siamese::dist

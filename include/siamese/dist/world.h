@@ -6,7 +6,7 @@
 // A plain `siamese train` is a world of one.
 #include <string>
 
-namespace siamese {
+namespace siamese::dist {
 
 struct World {
   int rank = 0;
@@ -40,4 +40,4 @@ void die_with_launcher();
 // dies without returning from main writes nothing, which the wrapper reads as a crash.
 void report_exit(int code);
 
-}  // namespace siamese
+}  // namespace siamese::dist

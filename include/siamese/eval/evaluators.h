@@ -49,7 +49,7 @@ class Evaluators {
  public:
   // Builds the `lm` evaluators of cfg.evaluators (and the held-out arithmetic evaluator
   // when data.synthetic is arithmetic). Ranks split the batches; results are summed.
-  Evaluators(const TrainConfig& cfg, torch::Device device, Collectives& sync);
+  Evaluators(const config::TrainConfig& cfg, torch::Device device, dist::Collectives& sync);
   bool empty() const { return sets_.empty() && tasks_.empty(); }
   // Runs every evaluator in eval mode and restores the model's training mode.
   std::vector<EvalResult> run(model::TransformerImpl& model);
@@ -66,7 +66,7 @@ class Evaluators {
   std::optional<tokenizer::Tokenizer> tokenizer_;
   int64_t batch_size_;
   torch::Device device_;
-  Collectives& sync_;
+  dist::Collectives& sync_;
 };
 
 }  // namespace siamese::eval

@@ -23,11 +23,11 @@ struct ExportOptions {
 // never a mix of two models or stale shards. `out` may be missing, empty, or an earlier
 // export (it has a config.json); any other folder is refused, untouched. Returns the
 // architecture written: the stock class, or "SiameseForCausalLM (why no stock class fits)".
-std::string export_model(const TrainConfig& config, model::TransformerImpl& model,
+std::string export_model(const config::TrainConfig& config, model::TransformerImpl& model,
                          const std::filesystem::path& out, const ExportOptions& options);
 
 struct ImportedModel {
-  TrainConfig config;
+  config::TrainConfig config;
   model::Transformer model{nullptr};
 };
 

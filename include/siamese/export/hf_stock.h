@@ -30,27 +30,27 @@ struct StockClass {
 };
 
 // The stock class that computes `c`, or nullptr with the reason in `why_not`.
-const StockClass* stock_class_of(const ModelConfig& c, std::string* why_not);
+const StockClass* stock_class_of(const config::ModelConfig& c, std::string* why_not);
 
 // The stock class of a config.json model_type ("llama", "olmo2", "olmoe"), or nullptr.
 const StockClass* stock_class_named(const std::string& model_type);
 
 // The stock class's tensor names for our parameters.
-NamedTensors stock_tensors(const StockClass& cls, const ModelConfig& c, const NamedTensors& ours);
+NamedTensors stock_tensors(const StockClass& cls, const config::ModelConfig& c, const NamedTensors& ours);
 
 // Our parameters from the stock class's tensors; a key that has no place here is an Error naming it.
-NamedTensors ours_from_stock(const StockClass& cls, const ModelConfig& c, TensorMap hf,
+NamedTensors ours_from_stock(const StockClass& cls, const config::ModelConfig& c, TensorMap hf,
                              const std::string& where);
 
 // The config.json keys every exported model has (sizes, vocabulary, special tokens).
-nlohmann::ordered_json common_hf_config(const ModelConfig& c);
+nlohmann::ordered_json common_hf_config(const config::ModelConfig& c);
 
 // config.json of the stock class for `c` (stock_class_of(c) must be &cls).
-nlohmann::ordered_json stock_config(const StockClass& cls, const ModelConfig& c);
+nlohmann::ordered_json stock_config(const StockClass& cls, const config::ModelConfig& c);
 
 // The run config of a stock folder's config.json (RMSNorm, SwiGLU, RoPE, no biases, the
 // class's topology); anything else is an Error naming the config key.
-TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j,
-                              const std::filesystem::path& dir);
+config::TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j,
+                                      const std::filesystem::path& dir);
 
 }  // namespace siamese::hf

@@ -28,7 +28,7 @@ struct ParamCounts {
   int64_t total() const { return embedding + attention + mlp + residual + head; }
   int64_t active() const { return embedding + attention + mlp_active + residual + head; }
 };
-ParamCounts count_parameters(const ModelConfig& cfg);
+ParamCounts count_parameters(const config::ModelConfig& cfg);
 
 // Training FLOPs per token, PaLM's count (Chowdhery et al. 2022, arXiv 2204.02311, App. B):
 // 6 * N + 12 * n_layers * d_model * seq_len, where N is the number of parameters that take
@@ -37,7 +37,7 @@ ParamCounts count_parameters(const ModelConfig& cfg);
 // backward twice that). The causal mask is not discounted, as in PaLM and OLMo. With
 // block_type moe, N counts the router and the experts a token runs (top_k and the shared
 // one), not the idle ones, so MFU is measured on active FLOPs.
-double flops_per_token(const ModelConfig& cfg, int64_t seq_len);
+double flops_per_token(const config::ModelConfig& cfg, int64_t seq_len);
 
 // Model FLOPs utilisation, 0..1: the share of `peak_flops` (FLOP/s) used by training at
 // `tokens_per_second` with flops_per_token FLOPs per token.
@@ -47,7 +47,7 @@ double mfu(double tokens_per_second, double flops_per_token, double peak_flops);
 // so it is cheap and safe at absurd sizes): float32 weights, gradients and AdamW's two
 // moments, 16 bytes per parameter of the embeddings, blocks and head. Activations come on
 // top. A double, since absurd configs overflow 64-bit integers.
-double training_state_bytes(const ModelConfig& cfg);
+double training_state_bytes(const config::ModelConfig& cfg);
 // The same by part, to name the setting that makes a model too large.
 struct StateBytes {
   double embedding = 0;  // token and position embeddings, untied head
@@ -55,6 +55,6 @@ struct StateBytes {
   double mlp = 0;        // every block's MLP (the router and every expert, for moe)
   double total() const { return embedding + attention + mlp; }
 };
-StateBytes training_state_parts(const ModelConfig& cfg);
+StateBytes training_state_parts(const config::ModelConfig& cfg);
 
 }  // namespace siamese::model

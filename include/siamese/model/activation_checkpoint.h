@@ -20,6 +20,6 @@ std::vector<torch::Tensor> checkpointed(const std::vector<torch::Tensor>& inputs
 
 // Whether block `layer` is checkpointed under OLMo's setting: "" none, whole_layer all,
 // one_in_two / one_in_three / one_in_four every n-th block starting at block 0.
-bool checkpoints_block(ActivationCheckpointing setting, int64_t layer);
+bool checkpoints_block(config::ActivationCheckpointing setting, int64_t layer);
 
 }  // namespace siamese::model

@@ -15,7 +15,7 @@
 namespace siamese::model {
 
 // Key/value heads: 1 with multi_query_attention, else n_kv_heads (GQA), else n_heads.
-int64_t kv_head_count(const ModelConfig& cfg);
+int64_t kv_head_count(const config::ModelConfig& cfg);
 
 // softmax(scale q k^T + causal mask) v written out with plain ops, scale 1/sqrt(hd) unless
 // given: the reference the fused kernel is tested against. q: [B,H,T,hd]; k, v: [B,H,S,hd]
@@ -41,7 +41,7 @@ struct LayerCache {
 class AttentionImpl : public torch::nn::Module {
  public:
   // `hooks`: what the residual topology changes in it (topology.h, sublayer_hooks).
-  explicit AttentionImpl(const ModelConfig& cfg, SublayerHooks hooks = {});
+  explicit AttentionImpl(const config::ModelConfig& cfg, SublayerHooks hooks = {});
 
   // x: [B, T, d]. With a cache, x holds the positions after the cached ones; their keys and
   // values are appended to it. With `docs` (packed training rows, never with a cache) a

@@ -48,7 +48,7 @@ inline constexpr const char* kMoeZLoss = "moe_z_loss";
 class MlpImpl : public torch::nn::Module {
  public:
   // `hooks`: what the residual topology changes in it (topology.h, sublayer_hooks).
-  explicit MlpImpl(const ModelConfig& cfg, SublayerHooks hooks = {});
+  explicit MlpImpl(const config::ModelConfig& cfg, SublayerHooks hooks = {});
 
   // With `aux`, a sparse MLP adds its auxiliary losses (each over the model's block count,
   // so that the blocks' sum is their mean) and its routing, and attaches the losses at
@@ -71,7 +71,7 @@ class MlpImpl : public torch::nn::Module {
   torch::Tensor grouped_experts(const torch::Tensor& inputs, const std::vector<int64_t>& kept) const;
   torch::Tensor looped_experts(const torch::Tensor& inputs, const std::vector<int64_t>& kept) const;
 
-  Activation activation_;
+  config::Activation activation_;
   SublayerHooks hooks_;
   int64_t top_k_ = 0;
   bool norm_topk_ = false, dropless_ = true, lbl_in_fp32_ = false, loop_ = false;
@@ -82,10 +82,10 @@ class MlpImpl : public torch::nn::Module {
 TORCH_MODULE(Mlp);
 
 // ff_proj's output width and ff_out's input width for this config (also each expert's).
-int64_t mlp_hidden_size(const ModelConfig& cfg);
-int64_t mlp_inner_size(const ModelConfig& cfg);
+int64_t mlp_hidden_size(const config::ModelConfig& cfg);
+int64_t mlp_inner_size(const config::ModelConfig& cfg);
 
 // Experts each token runs: top_k (plus the shared one) with block_type moe, else 1.
-int64_t active_experts(const ModelConfig& cfg);
+int64_t active_experts(const config::ModelConfig& cfg);
 
 }  // namespace siamese::model

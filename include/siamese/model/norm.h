@@ -49,17 +49,18 @@ class NormImpl : public torch::nn::Module {
 TORCH_MODULE(Norm);
 
 // layer_norm_type: default / low_precision = LayerNorm, rms = RMSNorm, dyt, derf.
-NormKind norm_kind(const ModelConfig& cfg);
+NormKind norm_kind(const config::ModelConfig& cfg);
 
 // The norm the config asks for: norm_kind(cfg), layer_norm_eps, bias_for_layer_norm (unset =
 // include_bias), the point-wise norms' init keys; affine = layer_norm_with_affine unless given
 // (attention's Q/K norms follow attention_layer_norm_with_affine).
-Norm make_norm(const ModelConfig& cfg, int64_t dim, std::optional<bool> affine = std::nullopt);
+Norm make_norm(const config::ModelConfig& cfg, int64_t dim, std::optional<bool> affine = std::nullopt);
 
 // How many parameters make_norm(cfg, dim, affine) holds, without building it.
-int64_t norm_parameter_count(const ModelConfig& cfg, int64_t dim, std::optional<bool> affine = std::nullopt);
+int64_t norm_parameter_count(const config::ModelConfig& cfg, int64_t dim,
+                             std::optional<bool> affine = std::nullopt);
 
 // A parameter-free RMSNorm (used e.g. on embeddings by `pre_embednorm`).
-Norm make_plain_rms_norm(const ModelConfig& cfg, int64_t dim);
+Norm make_plain_rms_norm(const config::ModelConfig& cfg, int64_t dim);
 
 }  // namespace siamese::model

@@ -16,7 +16,8 @@ namespace siamese::model {
 // and, for SiameseNorm's second stream, from the checkpoint keys (`olmo_keys`: a
 // transformer.ln_y_f.* key means hybrid_pre). Options our model does not implement
 // (alibi, block groups, norm_after, context norm, ...) throw siamese::Error listing them.
-ModelConfig model_config_from_olmo(const std::string& config_json, const std::vector<std::string>& olmo_keys);
+config::ModelConfig model_config_from_olmo(const std::string& config_json,
+                                           const std::vector<std::string>& olmo_keys);
 
 struct ParityRow {
   std::string name;    // "logits", "loss", "grad <key>", "hidden <file>", "intermediate <file>"

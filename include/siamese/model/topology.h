@@ -84,7 +84,7 @@ class TransformerImpl;
 
 class TopologyImpl : public torch::nn::Module {
  public:
-  explicit TopologyImpl(const ModelConfig& cfg);
+  explicit TopologyImpl(const config::ModelConfig& cfg);
 
   // Residual state from the (dropped-out) token embeddings [B, T, d].
   virtual State begin(torch::Tensor embeddings) = 0;
@@ -129,7 +129,7 @@ class TopologyImpl : public torch::nn::Module {
   // A make_norm(cfg, d_model) registered as {name} (OLMo's transformer.{name}).
   Norm top_norm(const std::string& name);
 
-  ModelConfig cfg_;
+  config::ModelConfig cfg_;
 
  private:
   std::vector<std::shared_ptr<torch::nn::Module>> blocks_;  // holders, children of "blocks"

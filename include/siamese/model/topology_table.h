@@ -14,44 +14,44 @@
 
 namespace siamese::model {
 
-std::shared_ptr<TopologyImpl> make_pre(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_hybrid(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_hybrid_pre(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_post(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_deepnorm(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_residual(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_peri(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_pre_embednorm(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_mixln(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_hybrid_star(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_hc(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_post_pre(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_reordered(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_lns(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_ngpt(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_mhc(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_mhc_lite(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_siamese(const ModelConfig&);
-std::shared_ptr<TopologyImpl> make_attnres(const ModelConfig&);
+std::shared_ptr<TopologyImpl> make_pre(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hybrid(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hybrid_pre(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_post(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_deepnorm(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_residual(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_peri(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_pre_embednorm(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_mixln(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hybrid_star(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_hc(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_post_pre(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_reordered(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_lns(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_ngpt(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_mhc(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_mhc_lite(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_siamese(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_attnres(const config::ModelConfig&);
 
 // A boolean model setting: its YAML key (for messages and the config's origins) and the
 // member it sets. A test checks that the two name the same setting (schema.h).
 struct Flag {
   std::string key;
-  bool ModelConfig::*member;
+  bool config::ModelConfig::*member;
 };
 
 // An integer model setting and the value a topology gives it by default.
 struct IntDefault {
   std::string key;
-  int64_t ModelConfig::*member;
+  int64_t config::ModelConfig::*member;
   int64_t value;
 };
 
 struct TopologySpec {
   std::string name;
   std::string description;  // its update rule, for --help, inspect and docs
-  std::shared_ptr<TopologyImpl> (*make)(const ModelConfig&);
+  std::shared_ptr<TopologyImpl> (*make)(const config::ModelConfig&);
   // Settings the topology is defined with on; choosing it turns them on, and a config that
   // sets one off is refused.
   std::vector<Flag> required;
@@ -63,7 +63,7 @@ struct TopologySpec {
   std::vector<IntDefault> defaults = {};
   // Another row whose required settings this row needs too (siamese: the placement its X
   // stream takes, model.siamese.x_stream).
-  std::string (*requires_as)(const ModelConfig&) = nullptr;
+  std::string (*requires_as)(const config::ModelConfig&) = nullptr;
   // Its project_weights rewrites whole weight matrices after every step (nGPT): a plan that
   // holds parameter shards refuses it (train::check_plan_fits_model).
   bool projects_weights = false;
@@ -71,9 +71,9 @@ struct TopologySpec {
 
 // HybridNorm (arXiv 2503.04598) normalizes Q, K and V per head inside attention in place of
 // a norm on the attention input; its variants keep that.
-inline const std::vector<Flag> kQkvNorms = {{"model.use_query_norm", &ModelConfig::use_query_norm},
-                                            {"model.use_key_norm", &ModelConfig::use_key_norm},
-                                            {"model.use_value_norm", &ModelConfig::use_value_norm}};
+inline const std::vector<Flag> kQkvNorms = {{"model.use_query_norm", &config::ModelConfig::use_query_norm},
+                                            {"model.use_key_norm", &config::ModelConfig::use_key_norm},
+                                            {"model.use_value_norm", &config::ModelConfig::use_value_norm}};
 
 inline const std::vector<TopologySpec>& topologies() {
   static const std::vector<TopologySpec> table = {
@@ -120,7 +120,7 @@ inline const std::vector<TopologySpec>& topologies() {
       {"reordered",
        "OLMo-2 reordered norm: x += LN(F_qknorm(x)); out = LN_f(x)",
        make_reordered,
-       {{"model.attention_layer_norm", &ModelConfig::attention_layer_norm}},
+       {{"model.attention_layer_norm", &config::ModelConfig::attention_layer_norm}},
        {"x"}},
       {"lns", "LayerNorm Scaling: x += F(LN(x) / sqrt(layer)); out = LN_f(x)", make_lns, {}, {"x"}},
       {"ngpt",
@@ -136,20 +136,20 @@ inline const std::vector<TopologySpec>& topologies() {
        make_mhc,
        {},
        {"h0", "h1", "h2", "h3"},
-       {{"model.hc_rate", &ModelConfig::hc_rate, 4}}},
+       {{"model.hc_rate", &config::ModelConfig::hc_rate, 4}}},
       {"mhc_lite",
        "mHC-lite: mHC with comb = sum_k softmax(.)_k P_k over the n! permutations",
        make_mhc_lite,
        {},
        {"h0", "h1", "h2", "h3"},
-       {{"model.hc_rate", &ModelConfig::hc_rate, 4}}},
+       {{"model.hc_rate", &config::ModelConfig::hc_rate, 4}}},
       {"siamese",
        "SiameseNorm: Pre-Norm stream Y + stream X placed as model.siamese.x_stream; out = LN(LN(X) + LN(Y))",
        make_siamese,
        {},
        {"x", "y"},
        {},
-       [](const ModelConfig& c) { return c.siamese.x_stream; }},
+       [](const config::ModelConfig& c) { return c.siamese.x_stream; }},
       {"attnres",
        "Attention Residuals: F_s(LN(sum_i softmax_i(w_s . RMS(v_i)) v_i)) over v_0 = embeddings and earlier "
        "outputs (or block sums: attnres_block_size)",
@@ -176,31 +176,31 @@ const std::string& topology_description(const std::string& name);
 std::string topologies_markdown();
 
 // Builds cfg.residual's topology after check_model_config.
-std::shared_ptr<TopologyImpl> make_topology(const ModelConfig& cfg);
+std::shared_ptr<TopologyImpl> make_topology(const config::ModelConfig& cfg);
 
 // A model config this code can build: a known topology (the error lists the names), the
 // settings it requires on, and validate_model (config/validate.h). Throws siamese::Error
 // naming the model.* key and the fix; with `origin` (a config file's), the error names
 // where the user set the topology or the setting.
-void check_model_config(const ModelConfig& cfg, const ConfigOrigin* origin = nullptr);
+void check_model_config(const config::ModelConfig& cfg, const config::ConfigOrigin* origin = nullptr);
 
 // The settings topology `name` is defined with on (HybridNorm's per-head Q/K/V norms); empty
 // for most topologies and unknown names.
 const std::vector<Flag>& settings_required_by(const std::string& name);
 // Turns those settings on in `cfg` (configs built in code; a config file goes through
 // load_run_config, which turns on those the user did not set and refuses one set off).
-void apply_required_settings(ModelConfig& cfg);
+void apply_required_settings(config::ModelConfig& cfg);
 
 // Sets the integer keys whose default `cfg.residual`'s row changes (mhc's model.hc_rate 4),
 // for configs built in code (none for an unknown name); load_run_config does it for the keys
 // a config file leaves out.
-void apply_topology_defaults(ModelConfig& cfg);
+void apply_topology_defaults(config::ModelConfig& cfg);
 
 // load_config (config/load.h) plus what only the topology table knows: model.residual must
 // name a row, whose required settings are turned on unless the user set them, and refused
 // when set off. Errors name where the user chose the topology or the setting. Logs the
 // effective topology and where it came from (YAML, MODEL_TYPE or an override).
-TrainConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
-                            const LaunchSettings& launch);
+config::TrainConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                                    const config::LaunchSettings& launch);
 
 }  // namespace siamese::model

@@ -70,7 +70,7 @@ struct ForwardOptions {
 
 class BlockImpl : public torch::nn::Module {
  public:
-  BlockImpl(const ModelConfig& cfg, const SublayerHooks& hooks);
+  BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks);
   Attention attn{nullptr};
   Mlp mlp{nullptr};
 };
@@ -78,7 +78,7 @@ TORCH_MODULE(Block);
 
 class TransformerImpl : public torch::nn::Module {
  public:
-  explicit TransformerImpl(const ModelConfig& cfg);
+  explicit TransformerImpl(const config::ModelConfig& cfg);
 
   // input_ids [B, T] int64 -> logits [B, T, embedding_size] in the parameters' dtype, or in
   // autocast's half type under autocast (the head is a matmul).
@@ -103,7 +103,7 @@ class TransformerImpl : public torch::nn::Module {
   // Use reference_attention instead of the library kernel in every block (tests).
   void use_reference_attention(bool on);
 
-  const ModelConfig& config() const { return cfg_; }
+  const config::ModelConfig& config() const { return cfg_; }
   // Installs (or, with nullptr, removes) the calls made around every block; not owned.
   void set_block_hooks(BlockHooks* hooks) { block_hooks_ = hooks; }
   TopologyImpl& topology() { return *topology_; }
@@ -122,7 +122,7 @@ class TransformerImpl : public torch::nn::Module {
   void run_block(State& st, int64_t layer, const Probe* sublayer_probe, const Probe* mixing_probe,
                  LayerCache* cache, const Documents* documents, AuxLosses* aux);
 
-  ModelConfig cfg_;
+  config::ModelConfig cfg_;
   std::shared_ptr<TopologyImpl> topology_;
   std::vector<Block> block_list_;
   BlockHooks* block_hooks_ = nullptr;

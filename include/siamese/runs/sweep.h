@@ -30,7 +30,7 @@ struct SweepSpec {
   std::string base;  // config file
   std::map<std::string, std::string> base_for;
   std::string save_root = "runs/sweep";
-  std::vector<Variant> topologies;
+  std::vector<config::Variant> topologies;
   std::vector<double> learning_rates;
   std::vector<int64_t> seeds;          // empty: the base config's seed
   std::vector<std::string> overrides;  // "--dotted.key=value"

@@ -17,7 +17,7 @@ namespace siamese::train {
 // Refuses (siamese::Error, with the reason) a model the flash kernel cannot run on `device`
 // with `autocast` (float32 on CUDA, attention dropout on the CPU, a head size it does not
 // take) when flash_attention is true; nothing to check otherwise. Call before training.
-void check_flash_attention(const ModelConfig& model, torch::Device device,
+void check_flash_attention(const config::ModelConfig& model, torch::Device device,
                            std::optional<at::ScalarType> autocast);
 
 // While alive and `flash_only`, scaled_dot_product_attention may use only its flash kernel

@@ -30,13 +30,13 @@ struct StepSplit {
 // What one compared model is: a label to print and its full run config.
 struct BenchSubject {
   std::string label;  // the --compare entry, e.g. "pre" or "pre:model.layer_norm_type=dyt"
-  TrainConfig config;
+  config::TrainConfig config;
 };
 
 // One subject's timed steps.
 struct TopologyTiming {
   std::string topology;  // the subject's label
-  TrainConfig config;
+  config::TrainConfig config;
   std::vector<StepSplit> steps;
   double peak_memory_mib = 0;   // CUDA allocator on GPUs, process RSS on CPUs
   std::vector<OpTime> ops;      // with BenchOptions::profile, over `profiled_steps` steps
@@ -72,7 +72,7 @@ struct ScalingSetup {
 // alternating over rounds. Every rank does the same per-rank work in each setup, so
 // efficiency = step(1 rank) / step(N ranks). Only the main rank gets the setups back (the
 // others get an empty list).
-std::vector<ScalingSetup> bench_scaling(const TrainConfig& base, const World& world,
+std::vector<ScalingSetup> bench_scaling(const config::TrainConfig& base, const dist::World& world,
                                         const BenchOptions& options);
 
 double median(std::vector<double> values);

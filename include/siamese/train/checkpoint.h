@@ -72,7 +72,8 @@ std::optional<std::string> checkpoint_problem(const std::filesystem::path& folde
 // Optimizer state saved by any number of ranks is put together whole, then cut into the
 // shards of `sync` (null: one process), so a run may resume on another world size.
 TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, Optimizer* optim,
-                           const ModelConfig* same_model = nullptr, ParallelPlan* sync = nullptr);
+                           const config::ModelConfig* same_model = nullptr,
+                           dist::ParallelPlan* sync = nullptr);
 
 struct SettingChange {
   std::string key, was, now;  // dotted key, values as YAML text
@@ -80,6 +81,7 @@ struct SettingChange {
 // The settings of `now` that differ from the config the checkpoint in `folder` was trained
 // with (learning rate, batch size, schedule, duration, ...), so that a resumed run can say
 // what it changed; where the run lives (save_folder, load_path) is left out.
-std::vector<SettingChange> changed_settings(const std::filesystem::path& folder, const TrainConfig& now);
+std::vector<SettingChange> changed_settings(const std::filesystem::path& folder,
+                                            const config::TrainConfig& now);
 
 }  // namespace siamese::train

@@ -26,7 +26,7 @@ namespace siamese::train {
 class CheckpointManager {
  public:
   // Takes the save folder (rank 0) or throws on every rank when rank 0 could not.
-  CheckpointManager(const TrainConfig& cfg, ParallelPlan& sync);
+  CheckpointManager(const config::TrainConfig& cfg, dist::ParallelPlan& sync);
 
   // The state to start from: the resumed checkpoint's (weights, optimizer state and loss
   // scale loaded), or a fresh one. `changes` receives the settings that differ from it.
@@ -47,8 +47,8 @@ class CheckpointManager {
   const std::filesystem::path& folder() const { return run_dir_; }
 
  private:
-  const TrainConfig& cfg_;
-  ParallelPlan& sync_;
+  const config::TrainConfig& cfg_;
+  dist::ParallelPlan& sync_;
   std::filesystem::path run_dir_;
   std::string config_yaml_;
   std::optional<SaveFolderLock> lock_;

@@ -12,7 +12,7 @@ namespace siamese::train {
 
 struct CheckpointModel {
   std::filesystem::path dir;  // the step<N> folder
-  TrainConfig config;
+  config::TrainConfig config;
   model::Transformer model{nullptr};
   int64_t step = 0;
 };

@@ -10,6 +10,6 @@ namespace siamese::train {
 
 // The learning rate at `t` for peak `initial_lr`; `t_max_default` is the run length in
 // the scheduler's units, used when scheduler.t_max is unset.
-double learning_rate(const SchedulerConfig& cfg, double initial_lr, double t, double t_max_default);
+double learning_rate(const config::SchedulerConfig& cfg, double initial_lr, double t, double t_max_default);
 
 }  // namespace siamese::train

@@ -39,11 +39,12 @@ struct RankMemory {
 
 // One row per strategy for `world_size` ranks, nodes of `local_world` ranks, in this order:
 // ddp / NO_SHARD, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD (strategy_row picks by it).
-std::vector<RankMemory> plan_memory(const TrainConfig& cfg, int world_size, int local_world);
+std::vector<RankMemory> plan_memory(const config::TrainConfig& cfg, int world_size, int local_world);
 
 // The row of plan_memory that `cfg`'s strategy takes over `world_size` ranks (one process:
 // the replica's row, whatever fsdp.* says).
-const RankMemory& strategy_row(const std::vector<RankMemory>& plan, const TrainConfig& cfg, int world_size);
+const RankMemory& strategy_row(const std::vector<RankMemory>& plan, const config::TrainConfig& cfg,
+                               int world_size);
 
 // Refuses (siamese::Error naming the size key of the largest part, the bytes needed and the
 // bytes the device has) a run whose weights, gradients and optimizer state alone exceed the
@@ -51,6 +52,6 @@ const RankMemory& strategy_row(const std::vector<RankMemory>& plan, const TrainC
 // ranks that share the memory, which on the CPU is every rank of the node (`local_size`) and
 // on CUDA one. The processes would otherwise grow until the allocator or the kernel kills
 // them, as 8 CPU ranks of a 1B model did after 95 s without a word.
-void check_model_fits(const TrainConfig& cfg, torch::Device device, int world_size, int local_size);
+void check_model_fits(const config::TrainConfig& cfg, torch::Device device, int world_size, int local_size);
 
 }  // namespace siamese::train

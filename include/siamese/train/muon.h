@@ -40,21 +40,21 @@ struct MuonOptions {
   double momentum = 0.95;
   bool nesterov = true;
   int64_t ns_steps = 5;
-  MuonLrAdjust adjust_lr = MuonLrAdjust::Original;
+  config::MuonLrAdjust adjust_lr = config::MuonLrAdjust::Original;
 };
 
 // The Newton-Schulz orthogonalisation of a 2-D `update`, as a bfloat16 matrix of its shape.
 torch::Tensor newton_schulz(const torch::Tensor& update, int64_t steps);
 
 // The step size of a matrix of `shape` [..., A, B] at learning rate `lr` (adjust_lr above).
-double adjusted_lr(double lr, MuonLrAdjust adjust_lr, torch::IntArrayRef shape);
+double adjusted_lr(double lr, config::MuonLrAdjust adjust_lr, torch::IntArrayRef shape);
 
 class Muon {
  public:
   // Every parameter must be a 2-D matrix or a 3-D stack of them. Where `params` are a sharded
   // strategy's chunks, `shapes` gives each one's whole shape and `shards` the strategy.
   Muon(std::vector<torch::Tensor> params, MuonOptions options, std::vector<std::vector<int64_t>> shapes = {},
-       ShardLayout* shards = nullptr);
+       dist::ShardLayout* shards = nullptr);
 
   // One update of every matrix that has a gradient. `skip` (a 0/1 float32 scalar on the
   // parameters' device) cancels it, momentum included, without a host sync.
@@ -70,7 +70,7 @@ class Muon {
  private:
   std::vector<torch::Tensor> params_;
   std::vector<std::vector<int64_t>> shapes_;
-  ShardLayout* shards_;
+  dist::ShardLayout* shards_;
   std::unordered_map<const c10::TensorImpl*, torch::Tensor> buffers_;
   MuonOptions options_;
 };

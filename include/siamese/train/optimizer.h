@@ -32,7 +32,7 @@ struct ParamGroups {
   std::vector<std::string> decay, no_decay, muon;
 };
 
-ParamGroups param_groups(const OptimizerConfig& cfg,
+ParamGroups param_groups(const config::OptimizerConfig& cfg,
                          const torch::OrderedDict<std::string, torch::Tensor>& params);
 
 // A parameter's AdamW state; `step_count` is a float32 scalar on the parameter's device.
@@ -58,12 +58,12 @@ class AdamW : public torch::optim::AdamW {
 // matrices, and the strategy that gathers a matrix for Newton-Schulz.
 struct WholeParamsOf {
   torch::OrderedDict<std::string, torch::Tensor> params;
-  ShardLayout* sync = nullptr;
+  dist::ShardLayout* sync = nullptr;
 };
 
 class Optimizer {
  public:
-  Optimizer(const OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params,
+  Optimizer(const config::OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params,
             const WholeParamsOf* whole = nullptr);
 
   void zero_grad();
@@ -98,7 +98,7 @@ class Optimizer {
   std::vector<std::function<void()>> post_step_;
 };
 
-std::unique_ptr<Optimizer> build_optimizer(const OptimizerConfig& cfg,
+std::unique_ptr<Optimizer> build_optimizer(const config::OptimizerConfig& cfg,
                                            const torch::OrderedDict<std::string, torch::Tensor>& params,
                                            const WholeParamsOf* whole = nullptr);
 
@@ -109,6 +109,6 @@ void set_learning_rate(torch::optim::Optimizer& optim, double lr);
 // sync (torch::nn::utils::clip_grad_norm_ returns a double, i.e. waits for the device).
 // With `shards`, each rank's `params` hold a shard of the gradients and the norm is global.
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm,
-                             ShardLayout* shards = nullptr);
+                             dist::ShardLayout* shards = nullptr);
 
 }  // namespace siamese::train

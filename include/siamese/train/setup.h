@@ -22,11 +22,11 @@ struct Trainee {
   int64_t micro_batch = 0;  // sequences per forward on this rank
 
   // The training step over this model, optimizer and scaler; `sync` as given to build.
-  TrainStep step(const TrainConfig& cfg, ParallelPlan& sync, torch::Device device);
+  TrainStep step(const config::TrainConfig& cfg, dist::ParallelPlan& sync, torch::Device device);
 };
 
 // Seeds torch with cfg.seed, builds the model and applies `sync` to it and to the optimizer
 // (parallelize and hook_optimizer); `sync` outlives the result.
-Trainee build_trainee(const TrainConfig& cfg, torch::Device device, ParallelPlan& sync);
+Trainee build_trainee(const config::TrainConfig& cfg, torch::Device device, dist::ParallelPlan& sync);
 
 }  // namespace siamese::train

@@ -41,7 +41,7 @@ class StepReporter {
  public:
   // `main_rank` writes the rows into `run_dir`, dropping those after `first_step` that an
   // interrupted run left.
-  StepReporter(const TrainConfig& cfg, torch::Device device, bool main_rank, int world_size,
+  StepReporter(const config::TrainConfig& cfg, torch::Device device, bool main_rank, int world_size,
                const std::filesystem::path& run_dir, int64_t first_step, int64_t max_steps);
 
   // An event row (evaluation, resume, non-finite weights, time limit), written at once.
@@ -60,7 +60,7 @@ class StepReporter {
  private:
   void console(const StepMetrics& m, double lr, double grad_norm);
 
-  const TrainConfig& cfg_;
+  const config::TrainConfig& cfg_;
   torch::Device device_;
   std::filesystem::path run_dir_;
   int64_t first_step_, max_steps_, read_interval_, tokens_per_step_;

@@ -21,7 +21,7 @@ class StopPolicy {
   enum class Stop { None, Signal, TimeLimit };
 
   // `started`: when the run began (time_limit counts from there).
-  StopPolicy(const TrainConfig& cfg, Collectives& sync, int64_t stop_at,
+  StopPolicy(const config::TrainConfig& cfg, dist::Collectives& sync, int64_t stop_at,
              std::chrono::steady_clock::time_point started);
 
   // At a read point after `step` (every rank calls it): a signal any rank got, or a time
@@ -34,8 +34,8 @@ class StopPolicy {
   int signal() const { return signal_; }
 
  private:
-  const TrainConfig& cfg_;
-  Collectives& sync_;
+  const config::TrainConfig& cfg_;
+  dist::Collectives& sync_;
   int64_t stop_at_;
   std::chrono::steady_clock::time_point started_;
   int signal_ = 0;

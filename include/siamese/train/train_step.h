@@ -51,8 +51,8 @@ class TrainStep {
  public:
   // micro_batch: sequences per forward on this rank. Each micro-batch's loss is its share of
   // the mean over cfg.global_train_batch_size sequences (all ranks).
-  TrainStep(const TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim, ParallelPlan& sync,
-            LossScaler& scaler, torch::Device device, int64_t micro_batch);
+  TrainStep(const config::TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim,
+            dist::ParallelPlan& sync, LossScaler& scaler, torch::Device device, int64_t micro_batch);
 
   // Runs one step on `batch` [rank's sequences, T] (already on the device) at learning rate
   // `lr`. The batch may hold fewer sequences than the rank's share (the instance filter left
@@ -63,7 +63,7 @@ class TrainStep {
  private:
   model::TransformerImpl& model_;
   Optimizer& optim_;
-  ParallelPlan& sync_;
+  dist::ParallelPlan& sync_;
   LossScaler& scaler_;
   torch::Device device_;
   std::optional<at::ScalarType> autocast_;

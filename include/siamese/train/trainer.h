@@ -18,7 +18,7 @@ struct RunControl {
   // Stop after this step with a checkpoint, as if preempted (tests, `--stop-at`); -1 = no.
   int64_t stop_at = -1;
   // Data parallelism; nullptr = a world of one.
-  ParallelPlan* sync = nullptr;
+  dist::ParallelPlan* sync = nullptr;
 };
 
 // Trains per `cfg`, resuming from load_path or else from the newest checkpoint in
@@ -26,6 +26,6 @@ struct RunControl {
 // exit code: 0 when finished (or stopped at --stop-at), kExitStopped when a signal stopped
 // it (after its checkpoint), kExitNonFinite on a non-finite loss or gradient. Bad input
 // throws siamese::Error.
-int train(const TrainConfig& cfg, const RunControl& control = {});
+int train(const config::TrainConfig& cfg, const RunControl& control = {});
 
 }  // namespace siamese::train

@@ -33,7 +33,7 @@ constexpr const char* kPartial = "partial";
 
 class AttentionResiduals : public TopologyImpl {
  public:
-  explicit AttentionResiduals(const ModelConfig& cfg)
+  explicit AttentionResiduals(const config::ModelConfig& cfg)
       : TopologyImpl(cfg), block_size_(std::max<int64_t>(cfg.attnres_block_size, 1)) {
     add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
     // The first sublayer has one source, the embeddings, whose weight is 1 whatever its query:
@@ -91,7 +91,7 @@ class AttentionResiduals : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_attnres(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_attnres(const config::ModelConfig& cfg) {
   return std::make_shared<AttentionResiduals>(cfg);
 }
 

@@ -14,7 +14,7 @@
 
 namespace siamese::model {
 
-std::shared_ptr<TopologyImpl> make_scaled_post(const ModelConfig& cfg, double alpha,
+std::shared_ptr<TopologyImpl> make_scaled_post(const config::ModelConfig& cfg, double alpha,
                                                double beta);  // post.cpp
 
 DeepNormConstants deepnorm_constants(int64_t n_layers) {
@@ -22,7 +22,7 @@ DeepNormConstants deepnorm_constants(int64_t n_layers) {
   return {std::pow(2.0 * n, 0.25), std::pow(8.0 * n, -0.25)};
 }
 
-std::shared_ptr<TopologyImpl> make_deepnorm(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_deepnorm(const config::ModelConfig& cfg) {
   const auto k = deepnorm_constants(cfg.n_layers);
   return make_scaled_post(cfg, k.alpha, k.beta);
 }

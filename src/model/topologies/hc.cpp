@@ -19,7 +19,7 @@ namespace {
 
 class HyperConnections : public TopologyImpl {
  public:
-  explicit HyperConnections(const ModelConfig& cfg) : TopologyImpl(cfg), n_(cfg.hc_rate) {
+  explicit HyperConnections(const config::ModelConfig& cfg) : TopologyImpl(cfg), n_(cfg.hc_rate) {
     for (int64_t s = 0; s < 2 * cfg.n_layers; ++s) {
       const int64_t l = layer_of(s);
       const std::string p = is_attention(s) ? "attn_hc_" : "ff_hc_";
@@ -85,7 +85,7 @@ class HyperConnections : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_hc(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_hc(const config::ModelConfig& cfg) {
   return std::make_shared<HyperConnections>(cfg);
 }
 

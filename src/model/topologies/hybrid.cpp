@@ -12,7 +12,7 @@ namespace {
 
 class HybridNorm : public TopologyImpl {
  public:
-  explicit HybridNorm(const ModelConfig& cfg) : TopologyImpl(cfg) {
+  explicit HybridNorm(const config::ModelConfig& cfg) : TopologyImpl(cfg) {
     for (int64_t l = 0; l < cfg.n_layers; ++l) ff_norm_.push_back(block_norm(l, "ff_norm"));
     ln_f_ = top_norm("ln_f");
   }
@@ -35,7 +35,7 @@ class HybridNorm : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_hybrid(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_hybrid(const config::ModelConfig& cfg) {
   return std::make_shared<HybridNorm>(cfg);
 }
 

@@ -16,7 +16,7 @@ namespace {
 
 class HybridStar : public TopologyImpl {
  public:
-  explicit HybridStar(const ModelConfig& cfg) : TopologyImpl(cfg) {
+  explicit HybridStar(const config::ModelConfig& cfg) : TopologyImpl(cfg) {
     first_attn_norm_ = block_norm(0, "attn_norm");
     for (int64_t l = 0; l < cfg.n_layers; ++l) ff_norm_.push_back(block_norm(l, "ff_norm"));
     ln_f_ = top_norm("ln_f");
@@ -43,7 +43,7 @@ class HybridStar : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_hybrid_star(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_hybrid_star(const config::ModelConfig& cfg) {
   return std::make_shared<HybridStar>(cfg);
 }
 

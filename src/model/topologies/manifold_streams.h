@@ -18,7 +18,7 @@ namespace siamese::model {
 
 class ManifoldStreams : public TopologyImpl {
  public:
-  ManifoldStreams(const ModelConfig& cfg, int64_t mix_logits)
+  ManifoldStreams(const config::ModelConfig& cfg, int64_t mix_logits)
       : TopologyImpl(cfg), n_(cfg.hc_rate), m_(mix_logits) {
     const int64_t flat = n_ * cfg.d_model;
     for (int64_t s = 0; s < 2 * cfg.n_layers; ++s) {

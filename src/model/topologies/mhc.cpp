@@ -12,7 +12,7 @@ namespace {
 
 class Mhc : public ManifoldStreams {
  public:
-  explicit Mhc(const ModelConfig& cfg) : ManifoldStreams(cfg, cfg.hc_rate * cfg.hc_rate) {}
+  explicit Mhc(const config::ModelConfig& cfg) : ManifoldStreams(cfg, cfg.hc_rate * cfg.hc_rate) {}
 
  protected:
   torch::Tensor mixing(const torch::Tensor& logits) override {
@@ -32,6 +32,6 @@ class Mhc : public ManifoldStreams {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_mhc(const ModelConfig& cfg) { return std::make_shared<Mhc>(cfg); }
+std::shared_ptr<TopologyImpl> make_mhc(const config::ModelConfig& cfg) { return std::make_shared<Mhc>(cfg); }
 
 }  // namespace siamese::model

@@ -18,7 +18,7 @@ int64_t factorial(int64_t n) { return n <= 1 ? 1 : n * factorial(n - 1); }
 
 class MhcLite : public ManifoldStreams {
  public:
-  explicit MhcLite(const ModelConfig& cfg) : ManifoldStreams(cfg, factorial(cfg.hc_rate)) {
+  explicit MhcLite(const config::ModelConfig& cfg) : ManifoldStreams(cfg, factorial(cfg.hc_rate)) {
     // Row k of perms_ is P_k flattened, in lexicographic order of the permutation.
     std::vector<int64_t> p(n_);
     std::iota(p.begin(), p.end(), 0);
@@ -44,7 +44,7 @@ class MhcLite : public ManifoldStreams {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_mhc_lite(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_mhc_lite(const config::ModelConfig& cfg) {
   if (cfg.hc_rate > kMaxStreams)
     throw Error("mhc_lite mixes n! permutation matrices; model.hc_rate " + std::to_string(cfg.hc_rate) +
                     " makes " + std::to_string(factorial(cfg.hc_rate)) + " of them",

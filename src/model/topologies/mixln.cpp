@@ -13,7 +13,7 @@
 
 namespace siamese::model {
 
-int64_t mixln_post_layers(const ModelConfig& cfg) {
+int64_t mixln_post_layers(const config::ModelConfig& cfg) {
   return static_cast<int64_t>(std::floor(cfg.mixln_alpha * cfg.n_layers));
 }
 
@@ -21,7 +21,7 @@ namespace {
 
 class MixLN : public TopologyImpl {
  public:
-  explicit MixLN(const ModelConfig& cfg) : TopologyImpl(cfg) {
+  explicit MixLN(const config::ModelConfig& cfg) : TopologyImpl(cfg) {
     post_layers_ = mixln_post_layers(cfg);
     add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
     ln_f_ = top_norm("ln_f");
@@ -47,6 +47,8 @@ class MixLN : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_mixln(const ModelConfig& cfg) { return std::make_shared<MixLN>(cfg); }
+std::shared_ptr<TopologyImpl> make_mixln(const config::ModelConfig& cfg) {
+  return std::make_shared<MixLN>(cfg);
+}
 
 }  // namespace siamese::model

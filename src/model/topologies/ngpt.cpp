@@ -37,9 +37,9 @@ void normalize_in_place(const torch::Tensor& w, int64_t dim) { w.copy_(l2_normal
 
 class NormalizedTransformer : public TopologyImpl {
  public:
-  explicit NormalizedTransformer(const ModelConfig& cfg)
+  explicit NormalizedTransformer(const config::ModelConfig& cfg)
       : TopologyImpl(cfg), sqrt_d_(std::sqrt(double(cfg.d_model))) {
-    if (cfg.activation_type != Activation::SwiGLU)
+    if (cfg.activation_type != config::Activation::SwiGLU)
       throw Error("ngpt scales the two halves of a SwiGLU MLP, but model.activation_type is " +
                       name_of(cfg.activation_type),
                   "model.activation_type", "set model.activation_type: swiglu");
@@ -123,7 +123,7 @@ class NormalizedTransformer : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_ngpt(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_ngpt(const config::ModelConfig& cfg) {
   return std::make_shared<NormalizedTransformer>(cfg);
 }
 

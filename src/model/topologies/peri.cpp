@@ -11,7 +11,7 @@ namespace {
 
 class PeriNorm : public TopologyImpl {
  public:
-  explicit PeriNorm(const ModelConfig& cfg) : TopologyImpl(cfg) {
+  explicit PeriNorm(const config::ModelConfig& cfg) : TopologyImpl(cfg) {
     add_sublayer_norms({{&in_norm_, "attn_norm", "ff_norm"}, {&out_norm_, "attn_out_norm", "ff_out_norm"}});
     ln_f_ = top_norm("ln_f");
   }
@@ -31,6 +31,8 @@ class PeriNorm : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_peri(const ModelConfig& cfg) { return std::make_shared<PeriNorm>(cfg); }
+std::shared_ptr<TopologyImpl> make_peri(const config::ModelConfig& cfg) {
+  return std::make_shared<PeriNorm>(cfg);
+}
 
 }  // namespace siamese::model

@@ -18,7 +18,7 @@ DeepNormConstants deepnorm_constants(int64_t n_layers);
 double deepnet_gain(Projection p, double beta);
 
 // Mix-LN's number of leading Post-Norm layers, floor(mixln_alpha * n_layers) (mixln.cpp).
-int64_t mixln_post_layers(const ModelConfig& cfg);
+int64_t mixln_post_layers(const config::ModelConfig& cfg);
 
 // LayerNorm Scaling's factor on layer `layer`'s (0-based) normalized input, 1/sqrt(layer+1)
 // (pre.cpp).

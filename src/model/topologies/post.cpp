@@ -17,7 +17,7 @@ namespace {
 
 class PostNorm : public TopologyImpl {
  public:
-  PostNorm(const ModelConfig& cfg, double alpha, double beta)
+  PostNorm(const config::ModelConfig& cfg, double alpha, double beta)
       : TopologyImpl(cfg), alpha_(alpha), beta_(beta) {
     add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
   }
@@ -41,10 +41,12 @@ class PostNorm : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_scaled_post(const ModelConfig& cfg, double alpha, double beta) {
+std::shared_ptr<TopologyImpl> make_scaled_post(const config::ModelConfig& cfg, double alpha, double beta) {
   return std::make_shared<PostNorm>(cfg, alpha, beta);
 }
 
-std::shared_ptr<TopologyImpl> make_post(const ModelConfig& cfg) { return make_scaled_post(cfg, 1.0, 1.0); }
+std::shared_ptr<TopologyImpl> make_post(const config::ModelConfig& cfg) {
+  return make_scaled_post(cfg, 1.0, 1.0);
+}
 
 }  // namespace siamese::model

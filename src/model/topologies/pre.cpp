@@ -19,7 +19,8 @@ namespace {
 
 class PreNorm : public TopologyImpl {
  public:
-  PreNorm(const ModelConfig& cfg, bool depth_scaled) : TopologyImpl(cfg), depth_scaled_(depth_scaled) {
+  PreNorm(const config::ModelConfig& cfg, bool depth_scaled)
+      : TopologyImpl(cfg), depth_scaled_(depth_scaled) {
     add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
     ln_f_ = top_norm("ln_f");
   }
@@ -43,11 +44,11 @@ class PreNorm : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_pre(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_pre(const config::ModelConfig& cfg) {
   return std::make_shared<PreNorm>(cfg, false);
 }
 
-std::shared_ptr<TopologyImpl> make_lns(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_lns(const config::ModelConfig& cfg) {
   return std::make_shared<PreNorm>(cfg, true);
 }
 

@@ -10,7 +10,7 @@ namespace {
 
 class PreEmbedNorm : public TopologyImpl {
  public:
-  explicit PreEmbedNorm(const ModelConfig& cfg) : TopologyImpl(cfg) {
+  explicit PreEmbedNorm(const config::ModelConfig& cfg) : TopologyImpl(cfg) {
     emb_norm_ = register_module("emb_norm", make_plain_rms_norm(cfg, cfg.d_model));
     add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
     ln_f_ = top_norm("ln_f");
@@ -32,7 +32,7 @@ class PreEmbedNorm : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_pre_embednorm(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_pre_embednorm(const config::ModelConfig& cfg) {
   return std::make_shared<PreEmbedNorm>(cfg);
 }
 

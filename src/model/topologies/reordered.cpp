@@ -12,7 +12,7 @@ namespace {
 
 class ReorderedNorm : public TopologyImpl {
  public:
-  explicit ReorderedNorm(const ModelConfig& cfg) : TopologyImpl(cfg) {
+  explicit ReorderedNorm(const config::ModelConfig& cfg) : TopologyImpl(cfg) {
     add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
     ln_f_ = top_norm("ln_f");
   }
@@ -32,7 +32,7 @@ class ReorderedNorm : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_reordered(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_reordered(const config::ModelConfig& cfg) {
   return std::make_shared<ReorderedNorm>(cfg);
 }
 

@@ -12,7 +12,7 @@ namespace {
 
 class ResiDual : public TopologyImpl {
  public:
-  explicit ResiDual(const ModelConfig& cfg) : TopologyImpl(cfg) {
+  explicit ResiDual(const config::ModelConfig& cfg) : TopologyImpl(cfg) {
     add_sublayer_norms({{&norm_, "attn_norm", "ff_norm"}});
     ln_d_ = top_norm("ln_d_f");
   }
@@ -35,7 +35,7 @@ class ResiDual : public TopologyImpl {
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_residual(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_residual(const config::ModelConfig& cfg) {
   return std::make_shared<ResiDual>(cfg);
 }
 

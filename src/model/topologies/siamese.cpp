@@ -65,7 +65,7 @@ struct XPlacement {
 XSublayer post_sublayer(const std::string& f) { return {f + "_norm", true}; }
 XSublayer pre_sublayer(const std::string& f) { return {f + "_norm", false}; }
 
-XPlacement x_placement(const std::string& name, const ModelConfig& cfg) {
+XPlacement x_placement(const std::string& name, const config::ModelConfig& cfg) {
   XPlacement p;
   const auto deepnorm = deepnorm_constants(cfg.n_layers);
   for (int64_t l = 0; l < cfg.n_layers; ++l)
@@ -104,7 +104,7 @@ XPlacement x_placement(const std::string& name, const ModelConfig& cfg) {
 
 class Siamese : public TopologyImpl {
  public:
-  Siamese(const ModelConfig& cfg, const std::string& x_stream)
+  Siamese(const config::ModelConfig& cfg, const std::string& x_stream)
       : TopologyImpl(cfg), placement_(x_placement(x_stream, cfg)) {
     for (int64_t l = 0; l < cfg.n_layers; ++l) {
       if (cfg.siamese.gamma) gamma_.push_back(block_param(l, "c1", torch::ones({cfg.d_model})));
@@ -241,7 +241,7 @@ class Siamese : public TopologyImpl {
 };
 
 // post_pre and hybrid_pre name their placement; model.siamese.x_stream may repeat it.
-std::shared_ptr<TopologyImpl> make_fixed(const ModelConfig& cfg, const std::string& topology,
+std::shared_ptr<TopologyImpl> make_fixed(const config::ModelConfig& cfg, const std::string& topology,
                                          const std::string& x_stream) {
   if (!cfg.siamese.x_stream.empty() && cfg.siamese.x_stream != x_stream)
     throw Error("model.residual " + topology + " couples Pre-Norm with " + x_stream +
@@ -254,15 +254,15 @@ std::shared_ptr<TopologyImpl> make_fixed(const ModelConfig& cfg, const std::stri
 
 }  // namespace
 
-std::shared_ptr<TopologyImpl> make_siamese(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_siamese(const config::ModelConfig& cfg) {
   return std::make_shared<Siamese>(cfg, cfg.siamese.x_stream.empty() ? "post" : cfg.siamese.x_stream);
 }
 
-std::shared_ptr<TopologyImpl> make_post_pre(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_post_pre(const config::ModelConfig& cfg) {
   return make_fixed(cfg, "post_pre", "post");
 }
 
-std::shared_ptr<TopologyImpl> make_hybrid_pre(const ModelConfig& cfg) {
+std::shared_ptr<TopologyImpl> make_hybrid_pre(const config::ModelConfig& cfg) {
   return make_fixed(cfg, "hybrid_pre", "hybrid");
 }
 
