@@ -3,28 +3,28 @@
 #include <gtest/gtest.h>
 #include <torch/version.h>
 
-#include <array>
-#include <cstdio>
-#include <memory>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "siamese/common/build_info.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 
 namespace {
 
-std::string output_of(const std::string& cmd) {
-  std::string out;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  std::array<char, 256> buf{};
-  while (pipe && fgets(buf.data(), buf.size(), pipe.get())) out += buf.data();
-  return out;
+// What `argv` prints on stdout.
+std::string output_of(const std::vector<std::string>& argv) {
+  const siamese::testing::TempDir dir;
+  siamese::testing::Limits limits;
+  limits.err = dir.file("stderr");
+  return siamese::testing::run(argv, dir.file("stdout"), limits).output;
 }
 
 TEST(BuildInfo, VersionFlagNamesTheCommitAndTheLinkedLibraries) {
-  const std::string out = output_of(std::string(SIAMESE_BINARY) + " --version");
+  const std::string out = output_of({SIAMESE_BINARY, "--version"});
   const std::string head =
-      output_of("git -C " + std::string(SIAMESE_SOURCE_DIR) + " rev-parse --short=12 HEAD");
+      output_of({"git", "-C", SIAMESE_SOURCE_DIR, "rev-parse", "--short=12", "HEAD"});
   ASSERT_FALSE(head.empty());
   EXPECT_NE(out.find("siamese: " + head.substr(0, 12)), std::string::npos) << out;
   EXPECT_NE(out.find(std::string("libtorch: ") + TORCH_VERSION), std::string::npos) << out;
@@ -35,7 +35,7 @@ TEST(BuildInfo, VersionFlagNamesTheCommitAndTheLinkedLibraries) {
 }
 
 TEST(BuildInfo, TheBinaryLinksCudaAndNccl) {
-  const std::string ldd = output_of("ldd " + std::string(SIAMESE_BINARY));
+  const std::string ldd = output_of({"ldd", SIAMESE_BINARY});
   for (const char* lib : {"libtorch_cuda.so", "libc10_cuda.so", "libcudart.so.13", "libnccl.so.2"})
     EXPECT_NE(ldd.find(lib), std::string::npos) << lib << " not linked:\n" << ldd;
   EXPECT_EQ(ldd.find("not found"), std::string::npos) << ldd;
