@@ -23,8 +23,7 @@ std::string output_of(const std::vector<std::string>& argv) {
 
 TEST(BuildInfo, VersionFlagNamesTheCommitAndTheLinkedLibraries) {
   const std::string out = output_of({SIAMESE_BINARY, "--version"});
-  const std::string head =
-      output_of({"git", "-C", SIAMESE_SOURCE_DIR, "rev-parse", "--short=12", "HEAD"});
+  const std::string head = output_of({"git", "-C", SIAMESE_SOURCE_DIR, "rev-parse", "--short=12", "HEAD"});
   ASSERT_FALSE(head.empty());
   EXPECT_NE(out.find("siamese: " + head.substr(0, 12)), std::string::npos) << out;
   EXPECT_NE(out.find(std::string("libtorch: ") + TORCH_VERSION), std::string::npos) << out;
