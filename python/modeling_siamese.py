@@ -536,6 +536,41 @@ class AttnRes(Topology):
         return self.ln_f(self.aggregate(st, self.res_query_f))
 
 
+class Speedrun(Topology):
+    """The speedrun residual recipe (src/model/topologies/speedrun.cpp, after nanochat's GPT.forward):
+    x0 = RMS(emb); block l reads x = r_l x + a_l x0, then Pre-Norm sublayers; the x after block
+    L // 2 is kept, and the head reads LN_f(x - b x_mid)."""
+
+    def __init__(self, c):
+        super().__init__(c)
+        for l in range(c["n_layers"]):
+            self.block_norm(l, "attn_norm")
+            self.block_norm(l, "ff_norm")
+            self.block_param(l, "resid_lambda", torch.ones(1))
+            self.block_param(l, "x0_lambda", torch.zeros(1))
+        self.backout_lambda = nn.Parameter(torch.zeros(1))
+        self.ln_f = self.norm()
+        self.emb_norm = Norm("rms", c["d_model"], c["layer_norm_eps"], False, False)
+
+    def begin(self, e):
+        x0 = self.emb_norm(e)
+        return [x0, x0]
+
+    def enter(self, st, s):
+        if s % 2 == 0:
+            st[0] = self.bp(s // 2, "resid_lambda") * st[0] + self.bp(s // 2, "x0_lambda") * st[1]
+        return self.sub_norm(s, "_norm")(st[0])
+
+    def leave(self, st, f, s):
+        st[0] = st[0] + f
+        if s == 2 * (self.c["n_layers"] // 2) + 1:
+            st.append(st[0])
+
+    def finish(self, st):
+        x = st[0] - self.backout_lambda * st[2] if len(st) > 2 else st[0]
+        return self.ln_f(x)
+
+
 def x_placement(name, c, l, attn):
     """Where the X stream meets a sublayer (siamese.cpp's x_placement): X's enter norm, whether
     it replaces X, the factor on X's input, whether the fused input is normalized, the weight
@@ -680,6 +715,7 @@ TOPOLOGIES = {
     "mhc": Mhc,
     "mhc_lite": MhcLite,
     "attnres": AttnRes,
+    "speedrun": Speedrun,
 }
 
 

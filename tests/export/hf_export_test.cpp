@@ -302,7 +302,7 @@ TEST_P(HfRoundTrip, ExportThenImportIsBitExact) {
 
 INSTANTIATE_TEST_SUITE_P(LlamaAndSiamese, HfRoundTrip,
                          ::testing::Values("pre", "hybrid_pre", "hc", "ngpt", "mhc", "mhc_lite", "attnres",
-                                           "siamese/deepnorm", "pre+moe", "hybrid_pre+moe"),
+                                           "speedrun", "siamese/deepnorm", "pre+moe", "hybrid_pre+moe"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '/', '_');

@@ -221,7 +221,7 @@ TEST(Topologies, FiniteDifferenceGradientsFloat64) {
   // A topology name, or "pre:dyt" for Pre-Norm with that layer_norm_type.
   for (const std::string spec :
        {"post", "hc", "post_pre", "pre", "hybrid_pre", "residual", "deepnorm", "mixln", "peri", "hybrid_star",
-        "reordered", "lns", "ngpt", "mhc", "mhc_lite", "attnres", "pre:dyt", "post_pre:derf"}) {
+        "reordered", "lns", "ngpt", "mhc", "mhc_lite", "attnres", "speedrun", "pre:dyt", "post_pre:derf"}) {
     SCOPED_TRACE(spec);
     const auto colon = spec.find(':');
     const std::string name = spec.substr(0, colon);
@@ -486,6 +486,23 @@ TEST_F(TopologyFormula, PreEmbedNorm) {
   auto x = emb_ / (emb_.pow(2).mean(-1, true) + kEps).sqrt();
   for (int64_t s = 0; s < 2 * kLayers; ++s) x = x + F(rms(x, blk(s, "attn_norm", "ff_norm")), s);
   expect_matches(rms(x, "ln_f"));
+}
+
+// Block l: x = r_l x + a_l x0 with x0 = RMS(emb), then Pre-Norm; the head subtracts b times
+// the residual after block L / 2. Every scalar is random here (1 + 0.5 N(0, 1)).
+TEST_F(TopologyFormula, Speedrun) {
+  build("speedrun");
+  const auto x0 = emb_ / (emb_.pow(2).mean(-1, true) + kEps).sqrt();
+  auto x = x0;
+  torch::Tensor mid;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    x = P(b + "resid_lambda") * x + P(b + "x0_lambda") * x0;
+    x = x + F(rms(x, b + "attn_norm"), 2 * l);
+    x = x + F(rms(x, b + "ff_norm"), 2 * l + 1);
+    if (l == kLayers / 2) mid = x;
+  }
+  expect_matches(rms(x - P("backout_lambda") * mid, "ln_f"));
 }
 
 TEST_F(TopologyFormula, MixLN) {

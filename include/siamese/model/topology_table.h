@@ -33,6 +33,7 @@ std::shared_ptr<TopologyImpl> make_mhc(const config::ModelConfig&);
 std::shared_ptr<TopologyImpl> make_mhc_lite(const config::ModelConfig&);
 std::shared_ptr<TopologyImpl> make_siamese(const config::ModelConfig&);
 std::shared_ptr<TopologyImpl> make_attnres(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_speedrun(const config::ModelConfig&);
 
 // A boolean model setting: its YAML key (for messages and the config's origins) and the
 // member it sets. A test checks that the two name the same setting (schema.h).
@@ -156,6 +157,12 @@ inline const std::vector<TopologySpec>& topologies() {
        make_attnres,
        {},
        {"v0"}},
+      {"speedrun",
+       "Speedrun (nanochat): x0 = RMS(emb); per block x = r_l x + a_l x0, x += F(LN(x)); "
+       "out = LN_f(x - b x_mid), x_mid after block L/2; r, a, b learned",
+       make_speedrun,
+       {},
+       {"x", "x0"}},
   };
   return table;
 }
