@@ -27,9 +27,9 @@ namespace {
 
 constexpr int64_t kWidth = 8;
 
-ModelConfig speedrun_config(int64_t n_layers) {
-  ModelConfig c = siamese::testing::tiny_model("speedrun", {kWidth, 2, n_layers, 61, 64, 32});
-  c.layer_norm_type = LayerNormType::RMS;
+config::ModelConfig speedrun_config(int64_t n_layers) {
+  config::ModelConfig c = siamese::testing::tiny_model("speedrun", {kWidth, 2, n_layers, 61, 64, 32});
+  c.layer_norm_type = config::LayerNormType::RMS;
   c.include_bias = false;
   c.rope = true;
   return c;
@@ -90,7 +90,7 @@ TEST(Speedrun, MatchesAPlainPyTorchTwinOfNanochat) {
   for (size_t k = 0; k < cases.size(); ++k) {
     const auto& c = cases[k];
     const std::string folder = siamese::testing::new_case_folder(dir, k, folders);
-    const ModelConfig cfg = speedrun_config(c.n_layers);
+    const config::ModelConfig cfg = speedrun_config(c.n_layers);
     const int64_t L = c.n_layers;
     torch::manual_seed(70 + k);
     auto topo = make_topology(cfg);
@@ -146,7 +146,7 @@ TEST(Speedrun, MatchesAPlainPyTorchTwinOfNanochat) {
 TEST(Speedrun, FiniteDifferencesOnTheLearnedScalarsFloat64) {
   for (const int64_t L : {2, 3, 4}) {
     SCOPED_TRACE("L=" + std::to_string(L));
-    ModelConfig cfg = speedrun_config(L);
+    config::ModelConfig cfg = speedrun_config(L);
     torch::manual_seed(80 + L);
     Transformer m(cfg);
     m->eval();
@@ -182,7 +182,7 @@ TEST(Speedrun, FiniteDifferencesOnTheLearnedScalarsFloat64) {
 // weights in pre_embednorm give the same logits, bit for bit, since 1 * x, 0 * x0 and x - 0 * x_b
 // round to x exactly.
 TEST(Speedrun, NeutralScalarsArePreNormOnNormalizedEmbeddings) {
-  ModelConfig cfg = speedrun_config(3);
+  config::ModelConfig cfg = speedrun_config(3);
   torch::manual_seed(3);
   Transformer speedrun(cfg);
   cfg.residual = "pre_embednorm";
@@ -213,7 +213,7 @@ TEST(Speedrun, NeutralScalarsArePreNormOnNormalizedEmbeddings) {
 // run for fewer blocks has none and its head reads LN_f(x) with nothing subtracted.
 TEST(Speedrun, BackoutIsTheMidDepthResidualAndNeedsThatBlock) {
   const int64_t L = 4;
-  ModelConfig cfg = speedrun_config(L);
+  config::ModelConfig cfg = speedrun_config(L);
   torch::manual_seed(5);
   Transformer m(cfg);
   m->eval();
