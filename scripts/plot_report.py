@@ -12,7 +12,11 @@ line is the mean over the model's seeds at each logged step, the band their mini
 logged steps. Runs the report marked diverged are left out of the mean and counted in the
 legend. <out>_lr.png: final training loss against learning rate, one line per model (the paper's
 stability figure; seeds averaged, error bar: standard deviation; diverged runs drawn as crosses
-at the top). Models keep the report's order, so colours follow the sweep's.
+at the top). <out>_speedup.png, when `siamese report --baseline` wrote <report>_speedup.json
+beside the report: the baseline's loss against compute with the fitted power law and each
+model's loss at its compute (an arrow to the compute the baseline needs for it), and each
+model's effective speedup with the range of its seeds. Models keep the report's order, so
+colours follow the sweep's.
 """
 import argparse
 import json
@@ -154,10 +158,75 @@ def draw_final_loss_vs_lr(runs, out):
     print(f"wrote {out}_lr.png")
 
 
+def draw_speedup(path, out):
+    with open(path) as f:
+        t = json.load(f)
+    fit, rows = t["fit"], t["rows"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    cmap = plt.get_cmap("tab10")
+
+    def law(c):
+        return fit["E"] + fit["A"] * (c / fit["C0"]) ** -fit["alpha"]
+
+    ladder = t["ladder"]
+    left.scatter([p["compute"] for p in ladder], [p["loss"] for p in ladder], color="black", zorder=3,
+                 label=f"{t['baseline']} budgets (seed means)")
+    lo, hi = fit["compute_min"], fit["compute_max"]
+    inside = [lo * (hi / lo) ** (i / 60) for i in range(61)]
+    left.plot(inside, [law(c) for c in inside], color="black", lw=1.2,
+              label=f"fit: alpha {fit['alpha']:.3f}" + (f", E {fit['E']:.3f}" if fit["E"] else ""))
+    ends = [c for r in rows for c in (r["compute"], r["compute_equivalent"]) if c]
+    if ends and max(ends) > hi:
+        beyond = [hi * (max(ends) / hi) ** (i / 30) for i in range(31)]
+        left.plot(beyond, [law(c) for c in beyond], color="black", lw=1.2, ls="--", label="fit, extrapolated")
+    if ends and min(ends) < lo:
+        below = [min(ends) * (lo / min(ends)) ** (i / 30) for i in range(31)]
+        left.plot(below, [law(c) for c in below], color="black", lw=1.2, ls="--")
+    for i, r in enumerate(rows):
+        if r["loss"] is None:
+            continue
+        color = cmap(i % cmap.N)
+        left.scatter([r["compute"]], [r["loss"]], color=color, marker="s", zorder=4, label=r["model"])
+        if r["compute_equivalent"]:
+            left.annotate("", xy=(r["compute_equivalent"], r["loss"]), xytext=(r["compute"], r["loss"]),
+                          arrowprops={"arrowstyle": "->", "color": color, "lw": 1})
+    left.set_xscale("log")
+    left.set_xlabel("training compute C (FLOPs)")
+    left.set_ylabel("final training loss" if t["loss"] == "train" else f"{t['loss']} loss")
+    left.set_title("loss gain as compute: arrow to the baseline's compute-equivalent", fontsize=10)
+    left.grid(alpha=0.3, which="both")
+    left.legend(fontsize=7)
+
+    names = [r["model"] + ("" if r["fit_range"] == "inside" else " *") for r in rows]
+    ys = list(range(len(rows)))[::-1]
+    for y, (i, r) in zip(ys, enumerate(rows)):
+        color = cmap(i % cmap.N)
+        if r["speedup"] is not None:
+            right.barh(y, r["speedup"], color=color, alpha=0.8)
+            if r["seed_low"] is not None:
+                right.plot([r["seed_low"], r["seed_high"]], [y, y], color="black", lw=1.5)
+        else:
+            why = r["throughput_note"] or ("loss below the fit's floor" if r["fit_range"] == "below_asymptote"
+                                           else "no number")
+            right.text(0.02, y, f"n/a: {why}", va="center", fontsize=7, transform=right.get_yaxis_transform())
+        if r["multiplier"] is not None:
+            right.scatter([r["multiplier"]], [y], facecolors="none", edgecolors="black", zorder=3)
+    right.axvline(1.0, color="gray", lw=1)
+    right.set_yticks(ys, names, fontsize=8)
+    right.set_ylim(-0.6, len(rows) - 0.4)
+    right.set_xlabel(f"effective speedup over {t['baseline']} (bar; line: seeds' range; circle: multiplier alone)"
+                     + ("\n*: compute-equivalent outside the fitted budgets" if any("*" in n for n in names) else ""))
+    right.set_title("effective speedup = compute multiplier x tokens/s ratio", fontsize=10)
+    right.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    fig.savefig(out + "_speedup.png", dpi=120)
+    print(f"wrote {out}_speedup.png")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("report", help="JSON written by siamese report (--json, or report.json of a sweep folder)")
-    p.add_argument("--out", required=True, help="output prefix: <out>_curves.png and <out>_lr.png")
+    p.add_argument("--out", required=True, help="output prefix: <out>_curves.png, <out>_lr.png (and <out>_speedup.png)")
     p.add_argument("--band", choices=["minmax", "std"], default="minmax",
                    help="band around the seed mean: min to max over seeds (default) or ± one standard deviation")
     p.add_argument("--smooth", type=int, default=10, help="moving-average window of training losses, in logged steps")
@@ -169,6 +238,9 @@ def main():
         p.error(f"{a.report}: no run that started with a known learning rate")
     draw_curves(runs, a.report, a.out, a.band, max(1, a.smooth))
     draw_final_loss_vs_lr(runs, a.out)
+    speedup = os.path.splitext(a.report)[0] + "_speedup.json"
+    if os.path.exists(speedup):
+        draw_speedup(speedup, a.out)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 // `siamese report RUNS...`: the paper's Table 1 as markdown from each run's metrics.jsonl,
 // with each run's state, a table over seeds when runs repeat a model and learning rate, and
 // CSV / JSON beside the Markdown for other tools (src/runs/run_summary.cpp; docs/analysis.md).
-// A folder of runs, such as a sweep's, stands for its runs, in the sweep's order.
+// A folder of runs, such as a sweep's, stands for its runs, in the sweep's order. --baseline adds
+// each model's effective speedup over one of them (src/runs/effective_speedup.cpp).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -14,6 +15,7 @@
 
 #include "commands.h"
 #include "siamese/common/error.h"
+#include "siamese/runs/effective_speedup.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
 
@@ -27,6 +29,7 @@ struct ReportArgs {
   std::vector<std::string> runs;
   std::string out, csv, json;
   runs::SummaryOptions options;
+  runs::SpeedupOptions speedup;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -65,6 +68,11 @@ int run_report(ReportArgs a) {
     table += "Over seeds (mean ± standard deviation over the runs that did not diverge):\n\n" +
              runs::markdown_seed_table(rows) + "\nEvery run:\n\n";
   table += runs::markdown_table(rows);
+  std::optional<runs::SpeedupTable> speedup;
+  if (!a.speedup.baseline.empty()) {
+    speedup = runs::effective_speedup(rows, a.speedup);
+    table += "\n" + runs::markdown_speedup(*speedup);
+  }
   std::cout << table;
   if (a.out.empty() && runs_folder) a.out = (fs::path(*runs_folder) / "report.md").string();
   if (!a.out.empty()) {
@@ -75,6 +83,7 @@ int run_report(ReportArgs a) {
   write_file(a.out, table);
   write_file(a.csv, runs::runs_csv(rows));
   write_file(a.json, runs::runs_json(rows));
+  if (speedup && !a.json.empty()) write_file(beside(a.json, "_speedup.json"), runs::speedup_json(*speedup));
   return 0;
 }
 
@@ -101,6 +110,13 @@ void add_report_command(CLI::App& app, Handler& run) {
   cmd->add_option("--final-window", args->options.final_window,
                   "logged steps averaged for the final training loss")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--baseline", args->speedup.baseline,
+                  "add the effective speedup of every model over this one (a model as the Model column "
+                  "names it, e.g. pre), from a power law fitted to its runs at several compute budgets "
+                  "(docs/analysis.md); the JSON gets FILE_speedup.json beside it");
+  cmd->add_option("--speedup-loss", args->speedup.loss,
+                  "the loss the speedup compares: train (the final training loss) or an lm evaluator's "
+                  "label (its last perplexity, as log perplexity)");
   cmd->callback([&run, args] { run = [args] { return run_report(*args); }; });
 }
 

@@ -17,6 +17,7 @@
 #include "siamese/config/duration.h"
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
+#include "siamese/model/accounting.h"
 #include "siamese/runs/sweep.h"
 #include "siamese/train/save_folder.h"
 
@@ -108,6 +109,9 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("max_steps") && j["max_steps"].is_number_integer())
       s.max_steps = j["max_steps"].get<int64_t>();
+    if (j.is_object() && j.contains("host") && j["host"].is_string()) s.host = j["host"].get<std::string>();
+    if (j.is_object() && j.contains("intra_op_threads") && j["intra_op_threads"].is_number_integer())
+      s.intra_op_threads = j["intra_op_threads"].get<int64_t>();
   }
   if (auto cfg = latest_config(run_dir)) {
     // The saved config is the resolved one: read it through the schema like any config.
@@ -116,6 +120,7 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     const config::Duration planned = config::parse_duration(c.max_duration);
     if (!s.max_steps && planned.unit == config::Duration::Unit::Steps) s.max_steps = planned.value;
     s.topology = c.model.residual;
+    s.flops_per_token = model::flops_per_token(c.model, c.model.max_sequence_length);
     for (const auto& field : config::schema::train_fields())
       s.settings[field.key] = config::schema::value_text(field, c);
     s.learning_rate = c.optimizer.learning_rate;
@@ -193,6 +198,11 @@ std::string state_text(const RunSummary& r) {
   if (!r.max_steps) return fmt::format("{} steps", r.steps);
   if (r.steps >= *r.max_steps) return "finished";
   return fmt::format("stopped at {} of {}", r.steps, *r.max_steps);
+}
+
+double tokens_per_second(const RunSummary& r) {
+  if (r.train_seconds <= 0 || r.steps <= 0) return NAN;
+  return double(r.tokens) / double(r.steps) * double(r.timed_steps) / r.train_seconds;
 }
 
 namespace {

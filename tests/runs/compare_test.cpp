@@ -34,16 +34,28 @@ std::vector<std::string> lines_starting(const std::string& text, const std::stri
   return out;
 }
 
+// `siamese sweep` of tiny quickstart runs with `grid` into `out`; `settings` come after kTiny's.
+siamese::testing::Outcome sweep_tiny(const TempDir& dir, const std::string& grid, const std::string& out,
+                                     const std::string& settings = "") {
+  return run_siamese(
+      "sweep --config configs/tiny/quickstart.yaml " + grid + kTiny + settings + " --out " + out, dir.path(),
+      "-u WORLD_SIZE -u RANK -u MODEL_TYPE");
+}
+
+// scripts/plot_report.py of a report's JSON; its exit status (output in plot.log).
+int plot_report(const TempDir& dir, const std::string& report_json, const std::string& figures) {
+  return siamese::testing::run_python(
+             std::string(SIAMESE_SOURCE_DIR) + "/scripts/plot_report.py " + report_json + " --out " + figures,
+             dir.file("plot.log"))
+      .exit_code;
+}
+
 }  // namespace
 
 TEST(Compare, SweepOnTheCommandLineThenReportThenFiguresInThreeCommands) {
   TempDir dir;
   const std::string out = dir.file("cmp");
-  auto r = run_siamese(
-      "sweep --config configs/tiny/quickstart.yaml --topologies hybrid_pre,pre --lr 3e-3,1e-2"
-      " --seeds 1,2" +
-          kTiny + " --out " + out,
-      dir.path(), "-u WORLD_SIZE -u RANK -u MODEL_TYPE");
+  auto r = sweep_tiny(dir, "--topologies hybrid_pre,pre --lr 3e-3,1e-2 --seeds 1,2", out);
   ASSERT_EQ(r.exit_code, 0) << r.output << r.err;
   const std::string log = r.output + r.err;
   EXPECT_NE(log.find("run 1 of 8: hybrid_pre-lr0.003-s1 (time left known after the first run)"),
@@ -73,12 +85,8 @@ TEST(Compare, SweepOnTheCommandLineThenReportThenFiguresInThreeCommands) {
     EXPECT_EQ(run["concurrent_runs"], 1) << run.dump();
   }
 
-  const std::string figures = dir.file("figures/cmp");
-  const int rc = siamese::testing::run_python(std::string(SIAMESE_SOURCE_DIR) + "/scripts/plot_report.py " +
-                                                  out + "/report.json --out " + figures,
-                                              dir.file("plot.log"))
-                     .exit_code;
-  ASSERT_EQ(rc, 0) << read_all(dir.file("plot.log"));
+  ASSERT_EQ(plot_report(dir, out + "/report.json", dir.file("figures/cmp")), 0)
+      << read_all(dir.file("plot.log"));
   for (const char* png : {"cmp_curves.png", "cmp_lr.png"})
     EXPECT_GT(fs::file_size(dir.file(std::string("figures/") + png)), 1000u) << png;
 }
@@ -87,9 +95,7 @@ TEST(Compare, SweepOnTheCommandLineThenReportThenFiguresInThreeCommands) {
 // first run trains, naming where and the key.
 TEST(Compare, MistakesFailBeforeAnyRunStarts) {
   TempDir dir;
-  const auto r = run_siamese("sweep --config configs/tiny/quickstart.yaml --topologies pre --lr 1e-3" +
-                                 kTiny + " --set max_durration=4 --out " + dir.file("cmp"),
-                             dir.path(), "-u WORLD_SIZE -u RANK -u MODEL_TYPE");
+  const auto r = sweep_tiny(dir, "--topologies pre --lr 1e-3", dir.file("cmp"), " --set max_durration=4");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("max_durration"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("run pre-lr0.001 of the command line"), std::string::npos) << r.err;
@@ -105,4 +111,42 @@ TEST(Compare, MistakesFailBeforeAnyRunStarts) {
             std::string::npos)
       << typo.err;
   EXPECT_FALSE(fs::exists(dir.file("cmp")));
+}
+
+// The effective speedup end to end: the baseline at 4, 8 and 16 steps beside another topology
+// at 8, `report --baseline`, its JSON and its figure.
+TEST(Compare, EffectiveSpeedupFromABaselineLadderInTheReportAndItsFigure) {
+  TempDir dir;
+  const std::string out = dir.file("speedup");
+  auto r = sweep_tiny(
+      dir, "--topologies pre:max_duration=4,pre,pre:max_duration=16,hybrid_pre --lr 1e-2 --seeds 1", out,
+      " --set max_duration=8");
+  ASSERT_EQ(r.exit_code, 0) << r.output << r.err;
+
+  r = run_siamese("report " + out + " --baseline pre", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output << r.err;
+  EXPECT_NE(r.output.find("Effective speedup over pre (learning rate 0.01)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pure power law"), std::string::npos) << r.output;  // 3 budgets
+  const auto t = nlohmann::json::parse(read_all(fs::path(out) / "report_speedup.json"));
+  ASSERT_EQ(t["ladder"].size(), 3u) << t.dump(2);
+  EXPECT_EQ(t["ladder"][0]["model"], "pre+4");
+  ASSERT_EQ(t["rows"].size(), 2u) << t.dump(2);
+  EXPECT_EQ(t["rows"][0]["model"], "pre");
+  EXPECT_DOUBLE_EQ(t["rows"][0]["throughput_ratio"].get<double>(), 1.0);
+  const auto& hybrid = t["rows"][1];
+  EXPECT_EQ(hybrid["model"], "hybrid_pre");
+  // Same shape and tokens as the baseline: the same compute.
+  EXPECT_DOUBLE_EQ(hybrid["compute"].get<double>(), t["rows"][0]["compute"].get<double>());
+  // Trained alone on this host with this thread count: its tokens/s compares (E = 0: a multiplier).
+  ASSERT_FALSE(hybrid["speedup"].is_null()) << hybrid.dump();
+  EXPECT_NEAR(hybrid["speedup"].get<double>(),
+              hybrid["multiplier"].get<double>() * hybrid["throughput_ratio"].get<double>(), 1e-12);
+
+  ASSERT_EQ(plot_report(dir, out + "/report.json", dir.file("figures/speedup")), 0)
+      << read_all(dir.file("plot.log"));
+  EXPECT_GT(fs::file_size(dir.file("figures/speedup_speedup.png")), 1000u);
+
+  r = run_siamese("report " + out + " --baseline post", dir.path());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--baseline: no run of the baseline model \"post\""), std::string::npos) << r.err;
 }

@@ -14,6 +14,7 @@
 // step is the planned length from run.json, or config.yaml's max_duration in steps),
 // stopped at N of M, diverged at step N (non-finite) / diverged (final loss X > threshold), or "N steps"
 // when the planned length is unknown.
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -51,6 +52,12 @@ struct RunSummary {
   // Runs trained at once while this one trained, when a sweep trained it (sweep.h,
   // SweepRecord): above 1, its steps/s measured a share of the cores.
   std::optional<int> concurrent_runs;
+  // Training FLOPs per token of the run's shape (model::flops_per_token), from its config.
+  double flops_per_token = NAN;
+  // Where the step times were measured (run.json): tokens/s compare only on one host with
+  // one thread count.
+  std::string host;
+  std::optional<int64_t> intra_op_threads;
   // Resumes that changed settings, in order: the values each segment of the run trained
   // with (the config read above holds only the last segment's).
   struct SettingChange {
@@ -75,6 +82,9 @@ struct SummaryOptions {
 RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& options = {});
 
 std::string state_text(const RunSummary& run);
+
+// Training tokens per second over the logged step times (NaN without them).
+double tokens_per_second(const RunSummary& run);
 
 // Names each run's model among `runs`: a setting that differs between two runs of the same
 // topology (other than seed, learning rate, run name and folder) is part of the model, so
