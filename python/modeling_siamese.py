@@ -66,9 +66,16 @@ def rotate_half(t):
     return torch.cat((-b, a), -1)
 
 
+def attention_window(c, layer):  # model.sliding_window_pattern: keys a query reads, or None
+    pattern = c.get("sliding_window_pattern") or []
+    w = pattern[layer % len(pattern)] if pattern else -1
+    return None if w < 0 else w
+
+
 class Attention(nn.Module):
-    def __init__(self, c):
+    def __init__(self, c, window=None):
         super().__init__()
+        self.window = window
         d, self.n_heads, self.n_kv = c["d_model"], c["n_heads"], c["n_kv_heads"]
         self.hd = d // self.n_heads
         kv = self.n_kv * self.hd
@@ -124,7 +131,12 @@ class Attention(nn.Module):
             k = k.repeat_interleave(self.n_heads // self.n_kv, 1)
             v = v.repeat_interleave(self.n_heads // self.n_kv, 1)
         scale = self.hooks.softmax_scale if self.hooks is not None else None
-        ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+        if self.window is None:
+            ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+        else:
+            i = torch.arange(T, device=x.device)
+            band = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - self.window)
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=band, scale=scale)
         return self.attn_out(ctx.transpose(1, 2).reshape(B, T, d))
 
 
@@ -190,9 +202,9 @@ class Mlp(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, c):
+    def __init__(self, c, window=None):
         super().__init__()
-        self.attn, self.mlp = Attention(c), Mlp(c)
+        self.attn, self.mlp = Attention(c, window), Mlp(c)
 
 
 # ---- Topologies: begin(emb) -> streams, enter(streams, s) -> F's input, leave, finish. ----
@@ -734,7 +746,7 @@ class SiameseForCausalLM(PreTrainedModel, GenerationMixin):
         self.emb_norm = None
         if c["embedding_layer_norm"]:
             self.emb_norm = make_norm(c, d)
-        self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
+        self.blocks = nn.ModuleList(Block(c, attention_window(c, l)) for l in range(c["n_layers"]))
         self.topology = TOPOLOGIES[c["residual"]](c)
         for l, block in enumerate(self.blocks):
             block.attn.hooks = block.mlp.hooks = self.topology.sublayer_hooks(l)

@@ -438,7 +438,8 @@ class Loader {
   // evaluators are YAML ("[0.9, 0.99]").
   static YAML::Node value_node(Kind kind, const std::string& text, const std::string& where) {
     if (text.empty() || text == "null" || text == "~") return YAML::Node(YAML::NodeType::Null);
-    if (kind != Kind::StringList && kind != Kind::DoubleList && kind != Kind::Evaluators)
+    if (kind != Kind::StringList && kind != Kind::IntList && kind != Kind::DoubleList &&
+        kind != Kind::Evaluators)
       return YAML::Node(text);
     try {
       return YAML::Load(text);
@@ -549,6 +550,7 @@ class Loader {
         return;
       }
       case Kind::StringList:
+      case Kind::IntList:
       case Kind::DoubleList: {
         if (!null && !node.IsSequence()) throw type_error(describe(node));
         std::vector<std::string> texts;
@@ -558,6 +560,16 @@ class Loader {
         }
         if (f.kind == Kind::StringList) {
           f.template ref<std::vector<std::string>>(root) = texts;
+          return;
+        }
+        if (f.kind == Kind::IntList) {
+          std::vector<int64_t> ints(texts.size());
+          for (size_t i = 0; i < texts.size(); ++i)
+            if (!parse_int(texts[i], ints[i]))
+              throw Error("expected an integer, got \"" + texts[i] + "\"",
+                          raw.where + " (" + shown + "[" + std::to_string(i) + "])",
+                          "write e.g. " + shown + ": [4096, 4096, 4096, -1]");
+          f.template ref<std::vector<int64_t>>(root) = ints;
           return;
         }
         std::vector<double> numbers(texts.size());

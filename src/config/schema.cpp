@@ -36,6 +36,8 @@ constexpr Kind kind_of() {
     return Kind::OptBool;
   else if constexpr (std::is_same_v<T, std::vector<std::string>>)
     return Kind::StringList;
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+    return Kind::IntList;
   else if constexpr (std::is_same_v<T, std::vector<double>>)
     return Kind::DoubleList;
   else {
@@ -236,6 +238,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("model.rope_full_precision", "Apply RoPE in fp32 under autocast.", &T::model,
                &M::rope_full_precision),
       field<T>("model.rope_theta", "RoPE base period.", &T::model, &M::rope_theta).positive(),
+      field<T>("model.sliding_window_pattern",
+               "Sliding-window attention as OLMo-core's sliding_window.pattern: layer l reads the last "
+               "pattern[l % size] positions (itself included), -1 for full causal attention; OLMo-3 is "
+               "[4096, 4096, 4096, -1]. [] (null): every layer full.",
+               &T::model, &M::sliding_window_pattern),
       field<T>("model.flash_attention", "Use a fused attention kernel when LibTorch has one.", &T::model,
                &M::flash_attention)
           .changeable_on_resume(),
@@ -639,6 +646,8 @@ std::string kind_name(Kind kind) {
       return "true, false or null";
     case Kind::StringList:
       return "a list of strings";
+    case Kind::IntList:
+      return "a list of integers";
     case Kind::DoubleList:
       return "a list of numbers";
     case Kind::Evaluators:
@@ -676,6 +685,8 @@ std::string text_of(const Field<Root>& f, const Root& root) {
     }
     case Kind::StringList:
       return fmt::format("[{}]", fmt::join(f.template ref<std::vector<std::string>>(root), ", "));
+    case Kind::IntList:
+      return fmt::format("[{}]", fmt::join(f.template ref<std::vector<int64_t>>(root), ", "));
     case Kind::DoubleList:
       return fmt::format("[{}]", fmt::join(f.template ref<std::vector<double>>(root), ", "));
     case Kind::Evaluators:

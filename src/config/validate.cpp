@@ -69,6 +69,9 @@ void check_values(const std::vector<schema::Field<Root>>& fields, const Root& ro
       case Kind::DoubleList:
         values = f.template ref<std::vector<double>>(root);
         break;
+      case Kind::IntList:
+        for (int64_t v : f.template ref<std::vector<int64_t>>(root)) values.push_back(double(v));
+        break;
       default:
         throw std::logic_error("bounds on a key that holds no numbers: " + key);
     }
@@ -123,6 +126,13 @@ void model_rules(const ModelConfig& m, const Rules& r) {
             "model.attention_layer_norm (full-width Q, K norms) cannot be combined with the per-head "
             "model.use_query_norm / model.use_key_norm",
             "enable one of the two");
+  for (size_t i = 0; i < m.sliding_window_pattern.size(); ++i) {
+    const int64_t w = m.sliding_window_pattern[i];
+    r.require(
+        w == -1 || w >= 1, "model.sliding_window_pattern",
+        fmt::format("model.sliding_window_pattern[{}] is {}: a window holds at least one position", i, w),
+        "write a window of >= 1 positions, or -1 for full attention, e.g. [4096, 4096, 4096, -1]");
+  }
   r.require(
       m.embedding_size >= m.vocab_size, "model.embedding_size",
       fmt::format("model.embedding_size {} is smaller than model.vocab_size {}", m.embedding_size,

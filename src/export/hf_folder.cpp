@@ -53,6 +53,8 @@ json value_json(const config::schema::Field<config::TrainConfig>& f, const confi
       return f.ref<std::optional<bool>>(c) ? json(*f.ref<std::optional<bool>>(c)) : json(nullptr);
     case Kind::StringList:
       return f.ref<std::vector<std::string>>(c);
+    case Kind::IntList:
+      return f.ref<std::vector<int64_t>>(c);
     case Kind::DoubleList:
       return f.ref<std::vector<double>>(c);
     case Kind::Evaluators:

@@ -77,6 +77,8 @@ const StockClass* stock_class_of(const config::ModelConfig& c, std::string* why_
     return nullptr;
   };
   if (!cls) return no("topology " + c.residual + (moe ? " with block_type moe" : ""));
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    if (model::attention_window(c, l)) return no("sliding-window attention");
   // OLMoE computes every routed token and has no shared expert.
   if (moe && !c.moe_dropless) return no("moe_dropless false, which OlmoeForCausalLM cannot drop tokens for");
   if (moe && c.moe_shared_expert) return no("moe_shared_expert, which OlmoeForCausalLM has not");

@@ -1,5 +1,7 @@
 #include "siamese/model/accounting.h"
 
+#include <algorithm>
+
 #include "siamese/model/attention.h"
 #include "siamese/model/mlp.h"
 #include "siamese/model/olmo_names.h"
@@ -72,7 +74,10 @@ double flops_per_token(const config::ModelConfig& cfg, int64_t seq_len) {
       d * (d + 2 * kv) + d * d + router +
       double(active_experts(cfg)) * (d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d);
   const double n_matmul = double(cfg.n_layers) * per_layer + d * double(cfg.embedding_size);
-  return 6.0 * n_matmul + 12.0 * double(cfg.n_layers) * d * double(seq_len);
+  double keys = 0.0;  // keys per query, summed over layers
+  for (int64_t l = 0; l < cfg.n_layers; ++l)
+    keys += double(std::min(seq_len, attention_window(cfg, l).value_or(seq_len)));
+  return 6.0 * n_matmul + 12.0 * d * keys;
 }
 
 double mfu(double tokens_per_second, double flops_per_token, double peak_flops) {

@@ -11,24 +11,53 @@ int64_t kv_head_count(const config::ModelConfig& cfg) {
   return cfg.multi_query_attention ? 1 : cfg.n_kv_heads.value_or(cfg.n_heads);
 }
 
+std::optional<int64_t> attention_window(const config::ModelConfig& cfg, int64_t layer) {
+  const auto& pattern = cfg.sliding_window_pattern;
+  if (pattern.empty()) return std::nullopt;
+  const int64_t w = pattern[size_t(layer) % pattern.size()];
+  return w < 0 ? std::nullopt : std::optional<int64_t>(w);
+}
+
+namespace {
+
+// [T, S] bool: the key at key_pos[j] is readable from the query at query_pos[i]: not after
+// it, and with a window fewer than `window` positions before it.
+torch::Tensor readable(const torch::Tensor& query_pos, const torch::Tensor& key_pos,
+                       std::optional<int64_t> window) {
+  const auto q = query_pos.unsqueeze(1), k = key_pos.unsqueeze(0);
+  auto ok = k.le(q);
+  if (window) ok = ok.logical_and(k.gt(q - *window));
+  return ok;
+}
+
+torch::Tensor positions(int64_t from, int64_t to, const torch::Device& device) {
+  return torch::arange(from, to, torch::dtype(torch::kLong).device(device));
+}
+
+}  // namespace
+
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  double dropout_p, bool training, std::optional<double> scale) {
+                                  double dropout_p, bool training, std::optional<double> scale,
+                                  std::optional<int64_t> window) {
   const int64_t T = q.size(-2), S = k.size(-2);
   auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
-  auto future = torch::ones({T, S}, torch::dtype(torch::kBool).device(q.device())).triu(S - T + 1);
-  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  const auto allowed = readable(positions(S - T, S, q.device()), positions(0, S, q.device()), window);
+  scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
   auto weights = torch::dropout(torch::softmax(scores, -1), dropout_p, training);
   return torch::matmul(weights, v);
 }
 
-AttentionImpl::AttentionImpl(const config::ModelConfig& cfg, SublayerHooks hooks)
+AttentionImpl::AttentionImpl(const config::ModelConfig& cfg, SublayerHooks hooks,
+                             std::optional<int64_t> window)
     : n_heads_(cfg.n_heads),
       n_kv_heads_(kv_head_count(cfg)),
       head_dim_(cfg.d_model / cfg.n_heads),
       full_width_qk_norm_(cfg.attention_layer_norm),
       clip_qkv_(cfg.clip_qkv),
       dropout_(cfg.attention_dropout),
+      window_(window),
       hooks_(std::move(hooks)) {
+  TORCH_CHECK(!window || *window >= 1, "a sliding window holds at least one position, got ", *window);
   const int64_t d = cfg.d_model, kv = n_kv_heads_ * head_dim_;
   att_proj = register_module(
       "att_proj", torch::nn::Linear(torch::nn::LinearOptions(d, d + 2 * kv).bias(cfg.include_bias)));
@@ -58,19 +87,65 @@ std::vector<torch::Tensor> AttentionImpl::qkv_weights() const {
 
 namespace {
 
-// The type the variable-length flash kernel would run q in: under CUDA autocast the autocast
-// type (the kernel is no autocast op, so the cast is ours; q/k norms may hand back float32),
-// else q's own. nullopt when the kernel cannot take it: it needs fp16 / bf16 heads of at most
-// 256 channels, a multiple of 8.
-std::optional<at::ScalarType> flash_varlen_type(const torch::Tensor& q, const Documents& docs) {
-  if (!docs.cu_seqlens.defined() || !q.is_cuda() || q.size(-1) % 8 != 0 || q.size(-1) > 256)
-    return std::nullopt;
+// The type the flash kernel would run q in: under CUDA autocast the autocast type (the
+// kernel is no autocast op, so the cast is ours; q/k norms may hand back float32), else q's
+// own. nullopt when the kernel cannot take it: it needs fp16 / bf16 heads of at most 256
+// channels, a multiple of 8.
+std::optional<at::ScalarType> flash_type(const torch::Tensor& q) {
+  if (!q.is_cuda() || q.size(-1) % 8 != 0 || q.size(-1) > 256) return std::nullopt;
   const auto t = matmul_dtype(q);
   if (t != torch::kHalf && t != torch::kBFloat16) return std::nullopt;
   return t;
 }
 
 }  // namespace
+
+std::tuple<torch::Tensor, torch::Tensor, int64_t> AttentionImpl::append(LayerCache& cache,
+                                                                        const torch::Tensor& k,
+                                                                        const torch::Tensor& v) const {
+  const int64_t B = k.size(0), T = k.size(2), past = cache.length;
+  TORCH_CHECK(past + T <= cache.capacity, "KV cache of ", cache.capacity, " positions cannot take ",
+              past + T);
+  const int64_t slots = window_ ? std::min(*window_ - 1, cache.capacity) : cache.capacity;
+  if (!cache.k.defined()) {
+    cache.k = torch::empty({B, n_kv_heads_, slots, head_dim_}, k.options());
+    cache.v = torch::empty({B, n_kv_heads_, slots, head_dim_}, v.options());
+  }
+  cache.length = past + T;
+  if (!window_) {
+    cache.k.narrow(2, past, T).copy_(k);
+    cache.v.narrow(2, past, T).copy_(v);
+    return {cache.k.narrow(2, 0, past + T), cache.v.narrow(2, 0, past + T), 0};
+  }
+  auto ring = [&](int64_t from, int64_t n) { return positions(from, from + n, k.device()).remainder(slots); };
+  // Read the slots before writing: the new positions overwrite ones their own queries read.
+  const int64_t kept = std::min(past, slots);
+  auto keys = k, values = v;
+  if (kept > 0) {
+    keys = torch::cat({cache.k.index_select(2, ring(past - kept, kept)), k}, 2);
+    values = torch::cat({cache.v.index_select(2, ring(past - kept, kept)), v}, 2);
+  }
+  if (const int64_t n = std::min(slots, T); n > 0) {
+    cache.k.index_copy_(2, ring(past + T - n, n), k.narrow(2, T - n, n));
+    cache.v.index_copy_(2, ring(past + T - n, n), v.narrow(2, T - n, n));
+  }
+  return {keys, values, past - kept};
+}
+
+torch::Tensor AttentionImpl::banded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    double p) const {
+  const int64_t T = q.size(2), w = *window_;
+  std::vector<torch::Tensor> blocks;
+  for (int64_t start = 0; start < T; start += w) {
+    const int64_t end = std::min(T, start + w), first = std::max<int64_t>(0, start - w + 1);
+    const auto mask = readable(positions(start, end, q.device()), positions(first, end, q.device()), window_);
+    blocks.push_back(at::scaled_dot_product_attention(q.narrow(2, start, end - start),
+                                                      k.narrow(2, first, end - first),
+                                                      v.narrow(2, first, end - first), mask, p,
+                                                      /*is_causal=*/false, hooks_.softmax_scale));
+  }
+  return torch::cat(blocks, 2);
+}
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache, const Documents* docs) {
   const int64_t B = x.size(0), T = x.size(1), d = n_heads_ * head_dim_;
@@ -100,53 +175,62 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache, 
     std::tie(q, k) = rope_->apply(q, k, docs->positions);
   else if (rope_)
     std::tie(q, k) = rope_->apply(q, k, past);
-  if (cache) {
-    TORCH_CHECK(past + T <= cache->capacity, "KV cache of ", cache->capacity, " positions cannot take ",
-                past + T);
-    if (!cache->k.defined()) {
-      cache->k = torch::empty({B, n_kv_heads_, cache->capacity, head_dim_}, k.options());
-      cache->v = torch::empty({B, n_kv_heads_, cache->capacity, head_dim_}, v.options());
-    }
-    cache->k.narrow(2, past, T).copy_(k);
-    cache->v.narrow(2, past, T).copy_(v);
-    cache->length = past + T;
-    k = cache->k.narrow(2, 0, past + T);
-    v = cache->v.narrow(2, 0, past + T);
-  }
+  int64_t first_key = 0;  // position of k's first column
+  if (cache) std::tie(k, v, first_key) = append(*cache, k, v);
   if (n_kv_heads_ != n_heads_) {
     // Query head j reads kv head j / (n_heads / n_kv_heads), as OLMo's repeat_interleave.
     k = k.repeat_interleave(n_heads_ / n_kv_heads_, 1);
     v = v.repeat_interleave(n_heads_ / n_kv_heads_, 1);
   }
   const double p = is_training() ? dropout_ : 0.0;
-  if (const auto half = docs ? flash_varlen_type(q, *docs) : std::nullopt) {
+  // The flash kernels' window: keys before and after the query, -1 for unlimited (the
+  // kernel's own default); causal attention reads none after.
+  const int64_t left = window_ ? *window_ - 1 : -1, right = window_ ? 0 : -1;
+  const auto half = flash_type(q);
+  if (half && docs && docs->cu_seqlens.defined()) {
     // Documents laid end to end as one [B * T, heads, hd] sequence; cu_seqlens cuts it.
     auto tokens = [&](const torch::Tensor& t) {
       return t.transpose(1, 2).reshape({B * T, n_heads_, head_dim_}).to(*half);
     };
+    auto context = std::get<0>(
+        at::_flash_attention_forward(tokens(q), tokens(k), tokens(v), docs->cu_seqlens, docs->cu_seqlens,
+                                     docs->max_seqlen, docs->max_seqlen, p, /*is_causal=*/true,
+                                     /*return_debug_mask=*/false, hooks_.softmax_scale, left, right));
+    return attn_out(context.reshape({B, T, d}));
+  }
+  if (half && window_ && !docs && !cache && !reference_) {
+    // SDPA would take the window only as a mask, which rules out its flash and cuDNN kernels.
+    auto tokens = [&](const torch::Tensor& t) { return t.transpose(1, 2).to(*half); };
     auto context = std::get<0>(at::_flash_attention_forward(
-        tokens(q), tokens(k), tokens(v), docs->cu_seqlens, docs->cu_seqlens, docs->max_seqlen,
-        docs->max_seqlen, p, /*is_causal=*/true, /*return_debug_mask=*/false, hooks_.softmax_scale));
+        tokens(q), tokens(k), tokens(v), std::nullopt, std::nullopt, T, T, p, /*is_causal=*/true,
+        /*return_debug_mask=*/false, hooks_.softmax_scale, left, right));
     return attn_out(context.reshape({B, T, d}));
   }
   // The library's is_causal aligns the mask top-left; queries after cached keys need it
-  // bottom-right (a single new query sees every key and needs none).
+  // bottom-right (a single new query sees every key it is handed and needs none).
   std::optional<torch::Tensor> mask;
-  const auto flags = torch::dtype(torch::kBool).device(x.device());
+  const auto device = x.device();
+  const bool padded = cache && cache->keys_valid.defined();
   if (docs) {
     TORCH_CHECK(!reference_, "reference_attention does not take document masks");
-    mask = docs->allowed;
-  } else if (cache && cache->keys_valid.defined()) {
+    mask =
+        window_
+            ? docs->allowed.logical_and(readable(positions(0, T, device), positions(0, T, device), window_))
+            : docs->allowed;
+  } else if (padded) {
     TORCH_CHECK(!reference_, "reference_attention does not take padding masks (LayerCache::keys_valid)");
-    const auto causal = torch::ones({T, past + T}, flags).tril(past);
-    const auto itself = torch::ones({T, past + T}, flags).tril(past).triu(past);
-    const auto valid = cache->keys_valid.narrow(1, 0, past + T).view({B, 1, 1, past + T});
-    mask = causal.logical_and(valid.logical_or(itself));
-  } else if (past > 0 && T > 1) {
-    mask = torch::ones({T, past + T}, flags).tril(past);
+    const auto query_pos = positions(past, past + T, device),
+               key_pos = positions(first_key, past + T, device);
+    const auto itself = key_pos.unsqueeze(0).eq(query_pos.unsqueeze(1));
+    const auto valid = cache->keys_valid.index_select(1, key_pos).view({B, 1, 1, key_pos.size(0)});
+    mask = readable(query_pos, key_pos, window_).logical_and(valid.logical_or(itself));
+  } else if (T > 1 && (past > 0 || window_) && !reference_) {
+    if (window_ && !cache && T > 2 * *window_)
+      return attn_out(banded(q, k, v, p).transpose(1, 2).reshape({B, T, d}));
+    mask = readable(positions(past, past + T, device), positions(first_key, past + T, device), window_);
   }
   auto context =
-      reference_ ? reference_attention(q, k, v, p, is_training(), hooks_.softmax_scale)
+      reference_ ? reference_attention(q, k, v, p, is_training(), hooks_.softmax_scale, window_)
                  : at::scaled_dot_product_attention(q, k, v, mask, p,
                                                     /*is_causal=*/past == 0 && !mask, hooks_.softmax_scale);
   return attn_out(context.transpose(1, 2).reshape({B, T, d}));

@@ -7,8 +7,9 @@
 
 namespace siamese::model {
 
-BlockImpl::BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks) {
-  attn = register_module("attn", Attention(cfg, hooks));
+BlockImpl::BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks,
+                     std::optional<int64_t> window) {
+  attn = register_module("attn", Attention(cfg, hooks, window));
   mlp = register_module("mlp", Mlp(cfg, hooks));
 }
 
@@ -22,7 +23,7 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& cfg) : cfg_(cfg) {
   auto topology = make_topology(cfg);
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    block_list_.emplace_back(cfg, topology->sublayer_hooks(i));
+    block_list_.emplace_back(cfg, topology->sublayer_hooks(i), attention_window(cfg, i));
     blocks->push_back(block_list_.back());
   }
   topology_ = register_module("topology", topology);

@@ -44,6 +44,7 @@ TEST_F(LoadConfig, ReadsOlmoKeysAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(c.model.d_model, 64);
   EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 4e-4);
   EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.9, 0.99}));
+  EXPECT_TRUE(c.model.sliding_window_pattern.empty());
   EXPECT_FALSE(c.max_grad_norm.has_value());
   EXPECT_EQ(c.load_path, "");
   // OLMo's defaults where the file is silent.
@@ -124,6 +125,10 @@ TEST_F(LoadConfig, WrongTypeNamesExpectedAndGiven) {
   const auto item = write("item.yaml", "optimizer:\n  betas: [0.9, x]\n");
   expect_contains(error_of([&] { config::load_config(item, {}); }),
                   {"optimizer.betas[1]", "expected a number, got \"x\""});
+  const auto ints = write("ints.yaml", "model:\n  sliding_window_pattern: 4096\n");
+  expect_contains(
+      error_of([&] { config::load_config(ints, {}); }),
+      {"ints.yaml:2", "model.sliding_window_pattern", "expected a list of integers, got \"4096\""});
   const auto null_int = write("null.yaml", "seed: null\n");
   expect_contains(error_of([&] { config::load_config(null_int, {}); }),
                   {"null.yaml:1", "(seed)", "expected an integer, got null"});
@@ -187,6 +192,10 @@ TEST_F(LoadConfig, ImpossibleCombinationsAreRejectedWithTheKeyAndFix) {
        {"data.memmap_dtype \"int16\" is not one of: uint8, uint16, uint32, uint64"}},
       {"--model.eos_token_id=300", {"model.eos_token_id 300 is outside the embedding table [0, 256)"}},
       {"--optimizer.betas=[0.9]", {"optimizer.betas needs two values"}},
+      {"--model.sliding_window_pattern=[4, 0, -1]",
+       {"model.sliding_window_pattern[1] is 0", "(model.sliding_window_pattern)", "-1 for full attention"}},
+      {"--model.sliding_window_pattern=[4, 2.5]",
+       {"(model.sliding_window_pattern[1])", "expected an integer, got \"2.5\"", "[4096, 4096, 4096, -1]"}},
       {"--model.activation_type=tanh", {"model.activation_type \"tanh\" is not one of: swiglu, gelu, relu"}},
       {"--model.attention_dropout=1.5", {"model.attention_dropout must be in [0, 1)"}},
       {"--optimizer.name=sgd", {"optimizer.name \"sgd\" is not one of: adamw"}},
@@ -327,13 +336,14 @@ TEST_F(LoadConfig, OverridePrecedenceOverModelTypeOverYaml) {
   EXPECT_EQ(origin.topology, "MODEL_TYPE");
   EXPECT_EQ(config::load_config(res2, {"--model.residual=peri"}, model_type, &origin).model.residual, "peri");
   EXPECT_EQ(origin.topology, "--model.residual");
-  const config::TrainConfig c =
-      config::load_config(path, {"--optimizer.learning_rate=2e-3", "--model.d_model", "128",
-                                 "model.n_layers=3", "--optimizer.betas=[0.8,0.9]"});
+  const config::TrainConfig c = config::load_config(
+      path, {"--optimizer.learning_rate=2e-3", "--model.d_model", "128", "model.n_layers=3",
+             "--optimizer.betas=[0.8,0.9]", "--model.sliding_window_pattern=[8, 8, -1]"});
   EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 2e-3);
   EXPECT_EQ(c.model.d_model, 128);
   EXPECT_EQ(c.model.n_layers, 3);
   EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.8, 0.9}));
+  EXPECT_EQ(c.model.sliding_window_pattern, (std::vector<int64_t>{8, 8, -1}));
   EXPECT_EQ(config::load_config(path, {"--max_grad_norm=null"}).max_grad_norm, std::nullopt);
 }
 

@@ -116,6 +116,24 @@ INSTANTIATE_TEST_SUITE_P(Generate, EveryTopology, ::testing::ValuesIn(model::top
 INSTANTIATE_TEST_SUITE_P(SiameseCouplings, EveryTopology,
                          ::testing::ValuesIn(siamese::testing::kSiameseCouplings));
 
+// Sliding layers (model.sliding_window_pattern) cache only their last window - 1 positions, a
+// ring that 24 generated tokens turn several times: the tokens and logits stay those of
+// re-reading the whole sequence, for a prefill, a chunk after cached positions and single
+// tokens.
+class WindowedTopology : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WindowedTopology, WindowSizedCachesKeepGreedyTokensAndLogits) {
+  auto c = small(GetParam());
+  c.sliding_window_pattern = {3, 6, -1};
+  auto m = build(c);
+  expect_cache_keeps_greedy(*m, 9, 24);
+  expect_cached_logits_equal_full_logits(*m);
+}
+
+INSTANTIATE_TEST_SUITE_P(Generate, WindowedTopology, ::testing::ValuesIn(model::topology_names()));
+INSTANTIATE_TEST_SUITE_P(SiameseCouplings, WindowedTopology,
+                         ::testing::ValuesIn(siamese::testing::kSiameseCouplings));
+
 TEST(Generate, LearnedPositionsFollowTheCache) {
   auto m = build(small("pre", /*rope=*/false));
   expect_cache_keeps_greedy(*m, 5, 16);

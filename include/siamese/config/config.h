@@ -35,6 +35,10 @@ struct ModelConfig {
   bool rope = false;
   bool rope_full_precision = true;
   double rope_theta = 10000.0;
+  // OLMo-core's sliding_window.pattern (OLMo-3: [4096, 4096, 4096, -1]): layer l attends
+  // through window pattern[l % size] (w keys, itself included), -1 for full causal
+  // attention. Empty: every layer full.
+  std::vector<int64_t> sliding_window_pattern;
   bool flash_attention = false;
   // OLMo's top-level activation_checkpointing: "" (off), whole_layer, one_in_two,
   // one_in_three, one_in_four (which blocks recompute their activations in backward).

@@ -25,6 +25,7 @@ enum class Kind {
   OptDouble,
   OptBool,
   StringList,
+  IntList,
   DoubleList,
   Evaluators
 };

@@ -34,7 +34,8 @@ ParamCounts count_parameters(const config::ModelConfig& cfg);
 // 6 * N + 12 * n_layers * d_model * seq_len, where N is the number of parameters that take
 // part in matmuls (all but the input embedding tables; the LM head counts, also when tied)
 // and the second term is the attention score and context matmuls (forward 2*2*L*d*T,
-// backward twice that). The causal mask is not discounted, as in PaLM and OLMo. With
+// backward twice that). The causal mask is not discounted, as in PaLM and OLMo; a sliding
+// layer counts min(seq_len, window) keys per query instead of seq_len. With
 // block_type moe, N counts the router and the experts a token runs (top_k and the shared
 // one), not the idle ones, so MFU is measured on active FLOPs.
 double flops_per_token(const config::ModelConfig& cfg, int64_t seq_len);

@@ -17,37 +17,47 @@ namespace siamese::model {
 // Key/value heads: 1 with multi_query_attention, else n_kv_heads (GQA), else n_heads.
 int64_t kv_head_count(const config::ModelConfig& cfg);
 
+// Layer `layer`'s sliding window (model.sliding_window_pattern): how many positions a query
+// reads, itself included, as transformers' sliding_window; nullopt for full causal attention.
+std::optional<int64_t> attention_window(const config::ModelConfig& cfg, int64_t layer);
+
 // softmax(scale q k^T + causal mask) v written out with plain ops, scale 1/sqrt(hd) unless
 // given: the reference the fused kernel is tested against. q: [B,H,T,hd]; k, v: [B,H,S,hd]
 // (S >= T): the queries are the last T of the S positions (S > T when earlier keys come from
-// a KV cache).
+// a KV cache). With a window a query also skips keys `window` or more positions back.
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  double dropout_p, bool training,
-                                  std::optional<double> scale = std::nullopt);
+                                  double dropout_p, bool training, std::optional<double> scale = std::nullopt,
+                                  std::optional<int64_t> window = std::nullopt);
 
 // One layer's keys and values (after norms and RoPE, before GQA's repeat) of the positions
 // already read, so that decoding one more token reads them instead of recomputing the
 // prefix: the per-token cost of generation then does not grow with the prompt. Buffers are
-// allocated for `capacity` positions on first use and filled in place.
+// allocated on first use and filled in place: `capacity` positions for a full-attention
+// layer; for a sliding layer of window w only the last w - 1, all a later query can read,
+// position p in slot p % (w - 1).
 struct LayerCache {
-  int64_t capacity = 0;  // positions the buffers hold
-  torch::Tensor k, v;    // [B, n_kv_heads, capacity, hd]
-  int64_t length = 0;    // positions filled
-  // Optional [B, capacity] bool: false marks a padding key that no query reads (rows of a
-  // batch left-padded to one length; each padding query reads only itself).
+  int64_t capacity = 0;  // positions the sequence may reach
+  torch::Tensor k, v;    // [B, n_kv_heads, slots, hd]
+  int64_t length = 0;    // positions read so far
+  // Optional [B, capacity] bool over positions: false marks a padding key that no query
+  // reads (rows of a batch left-padded to one length; each padding query reads only itself).
   torch::Tensor keys_valid;
 };
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  // `hooks`: what the residual topology changes in it (topology.h, sublayer_hooks).
-  explicit AttentionImpl(const config::ModelConfig& cfg, SublayerHooks hooks = {});
+  // `hooks`: what the residual topology changes in it (topology.h, sublayer_hooks);
+  // `window`: its sliding window (attention_window), nullopt for full causal attention.
+  explicit AttentionImpl(const config::ModelConfig& cfg, SublayerHooks hooks = {},
+                         std::optional<int64_t> window = std::nullopt);
 
   // x: [B, T, d]. With a cache, x holds the positions after the cached ones; their keys and
   // values are appended to it. With `docs` (packed training rows, never with a cache) a
   // query reads only its own document, at the RoPE positions docs gives: the
   // variable-length flash kernel on CUDA for half types (autocast's included), SDPA with
-  // docs->allowed otherwise.
+  // docs->allowed otherwise. A window narrows every one of these: the flash kernels take it
+  // as their left window; SDPA takes a band mask, and rows much longer than the window run
+  // as blocks of `window` queries so that scores never span T x T.
   torch::Tensor forward(const torch::Tensor& x, LayerCache* cache = nullptr, const Documents* docs = nullptr);
 
   // The rows of att_proj's weight that make queries, keys and values: views, so scaling them
@@ -63,12 +73,20 @@ class AttentionImpl : public torch::nn::Module {
 
  private:
   std::vector<int64_t> qkv_sizes() const;  // att_proj's output columns: [q | k | v]
+  // Appends k, v (positions cache.length on) to the cache; returns the keys and values the
+  // new queries read and the position of the first of them.
+  std::tuple<torch::Tensor, torch::Tensor, int64_t> append(LayerCache& cache, const torch::Tensor& k,
+                                                           const torch::Tensor& v) const;
+  // Queries in blocks of window_ over keys [block start - window_ + 1, block end).
+  torch::Tensor banded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       double p) const;
 
   int64_t n_heads_, n_kv_heads_, head_dim_;
   bool full_width_qk_norm_;
   std::optional<double> clip_qkv_;
   double dropout_;
   bool reference_ = false;
+  std::optional<int64_t> window_;
   std::optional<Rope> rope_;
   SublayerHooks hooks_;
 };

@@ -70,7 +70,8 @@ struct ForwardOptions {
 
 class BlockImpl : public torch::nn::Module {
  public:
-  BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks);
+  // `window`: its attention's sliding window (attention_window), nullopt for full attention.
+  BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks, std::optional<int64_t> window);
   Attention attn{nullptr};
   Mlp mlp{nullptr};
 };
