@@ -29,12 +29,30 @@ namespace {
 
 const std::vector<StockClass>& stock_classes() {
   static const std::vector<StockClass> classes = {
-      {"LlamaForCausalLM", "llama", "pre", "input_layernorm", "post_attention_layernorm", false, false},
+      {"LlamaForCausalLM", "llama", "pre", "input_layernorm", "post_attention_layernorm", false, false,
+       false},
       {"Olmo2ForCausalLM", "olmo2", "reordered", "post_attention_layernorm", "post_feedforward_layernorm",
-       true, false},
-      {"OlmoeForCausalLM", "olmoe", "pre", "input_layernorm", "post_attention_layernorm", true, true},
+       true, false, false},
+      {"Olmo3ForCausalLM", "olmo3", "reordered", "post_attention_layernorm", "post_feedforward_layernorm",
+       true, false, true},
+      {"OlmoeForCausalLM", "olmoe", "pre", "input_layernorm", "post_attention_layernorm", true, true, false},
   };
   return classes;
+}
+
+// Every layer's window (attention_window), -1 for full attention: transformers' layer_types.
+std::vector<int64_t> layer_windows(const config::ModelConfig& c) {
+  std::vector<int64_t> out;
+  for (int64_t l = 0; l < c.n_layers; ++l) out.push_back(model::attention_window(c, l).value_or(-1));
+  return out;
+}
+
+// The one window of the sliding layers; nullopt when every layer is full, -1 when they differ.
+std::optional<int64_t> sliding_window(const config::ModelConfig& c) {
+  std::optional<int64_t> w;
+  for (int64_t x : layer_windows(c))
+    if (x >= 0) w = !w || *w == x ? x : -1;
+  return w;
 }
 
 // One layer's experts as ours stacks them ([E, 2 * inner, d] value rows first; [E, d, inner])
@@ -70,15 +88,18 @@ const StockClass* stock_class_named(const std::string& model_type) {
 const StockClass* stock_class_of(const config::ModelConfig& c, std::string* why_not) {
   const StockClass* cls = nullptr;
   const bool moe = c.block_type == config::BlockType::Moe;
+  const auto window = sliding_window(c);
   for (const auto& candidate : stock_classes())
-    if (candidate.topology == c.residual && candidate.moe == moe) cls = &candidate;
+    if (candidate.topology == c.residual && candidate.moe == moe && candidate.windows == window.has_value())
+      cls = &candidate;
   auto no = [&](const std::string& why) -> const StockClass* {
     *why_not = why;
     return nullptr;
   };
-  if (!cls) return no("topology " + c.residual + (moe ? " with block_type moe" : ""));
-  for (int64_t l = 0; l < c.n_layers; ++l)
-    if (model::attention_window(c, l)) return no("sliding-window attention");
+  if (!cls)
+    return no("topology " + c.residual + (moe ? " with block_type moe" : "") +
+              (window ? " with sliding-window attention" : ""));
+  if (window == -1) return no("sliding windows of different sizes (Olmo3ForCausalLM has one sliding_window)");
   // OLMoE computes every routed token and has no shared expert.
   if (moe && !c.moe_dropless) return no("moe_dropless false, which OlmoeForCausalLM cannot drop tokens for");
   if (moe && c.moe_shared_expert) return no("moe_shared_expert, which OlmoeForCausalLM has not");
@@ -215,6 +236,16 @@ ordered_json stock_config(const StockClass& cls, const config::ModelConfig& c) {
             {"tie_word_embeddings", c.weight_tying},
             {"use_cache", true}});
   if (cls.model_type == "llama") j["mlp_bias"] = false;
+  if (cls.windows) {
+    // Olmo3Config reads RoPE per layer type; both kinds rotate alike here.
+    const ordered_json rope = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
+    j["rope_parameters"] = {{"sliding_attention", rope}, {"full_attention", rope}};
+    j.erase("rope_theta");
+    j["sliding_window"] = *sliding_window(c);
+    ordered_json types = ordered_json::array();
+    for (int64_t w : layer_windows(c)) types.push_back(w < 0 ? "full_attention" : "sliding_attention");
+    j["layer_types"] = types;
+  }
   if (cls.moe) {
     // transformers' load-balancing loss counts each token once per selected expert, top_k
     // times ours (mlp.h, MoeStats): this coefficient gives the loss ours adds in training.
@@ -269,9 +300,21 @@ config::TrainConfig config_from_stock(const StockClass& cls, const nlohmann::jso
                 "only configs the stock " + cls.architecture + " computes without options can be imported");
   };
   if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) refuse("rope_scaling", "RoPE scaling");
-  if (j.contains("rope_parameters") &&
-      optional(j.at("rope_parameters"), "rope_type", std::string("default")) != "default")
-    refuse("rope_parameters", "RoPE scaling");
+  // Olmo3 keeps RoPE per layer type ({"sliding_attention": {...}, "full_attention": {...}}),
+  // the others one set.
+  std::vector<nlohmann::json> ropes;
+  if (j.contains("rope_parameters") && j.at("rope_parameters").is_object()) {
+    const auto& r = j.at("rope_parameters");
+    if (cls.windows && (r.contains("sliding_attention") || r.contains("full_attention"))) {
+      for (const char* type : {"sliding_attention", "full_attention"})
+        if (r.contains(type) && r.at(type).is_object()) ropes.push_back(r.at(type));
+    } else {
+      ropes.push_back(r);
+    }
+  }
+  for (const auto& r : ropes)
+    if (optional(r, "rope_type", std::string("default")) != "default")
+      refuse("rope_parameters", "RoPE scaling");
   for (const char* key : {"attention_bias", "mlp_bias"})
     if (optional(j, key, false)) refuse(key, "biases");
   if (optional(j, "hidden_act", std::string("silu")) != "silu") refuse("hidden_act", "SwiGLU uses silu");
@@ -301,8 +344,41 @@ config::TrainConfig config_from_stock(const StockClass& cls, const nlohmann::jso
     m.moe_loss_weight = optional(j, "router_aux_loss_coef", 0.01) * double(m.moe_top_k);
   }
   m.layer_norm_eps = optional(j, "rms_norm_eps", 1e-6);
-  m.rope_theta = j.contains("rope_parameters") ? optional(j.at("rope_parameters"), "rope_theta", 10000.0)
-                                               : optional(j, "rope_theta", 10000.0);
+  // transformers' own default period, Olmo3's 500000 included, where none is written.
+  const double theta = optional(j, "rope_theta", cls.windows ? 500000.0 : 10000.0);
+  m.rope_theta = ropes.empty() ? theta : optional(ropes.front(), "rope_theta", theta);
+  for (const auto& r : ropes)
+    if (optional(r, "rope_theta", theta) != m.rope_theta)
+      refuse("rope_parameters", "RoPE periods that differ between layer types");
+  if (cls.windows) {
+    // layer_types (absent: Olmo3Config's three sliding layers to one full) and sliding_window
+    // (null: the sliding layers read everything), written as the pattern's shortest period.
+    const bool unbounded = j.contains("sliding_window") && j.at("sliding_window").is_null();
+    const int64_t w = unbounded ? -1 : optional(j, "sliding_window", int64_t(4096));
+    std::vector<int64_t> windows;
+    for (int64_t l = 0; l < m.n_layers; ++l) windows.push_back((l + 1) % 4 ? w : -1);
+    if (j.contains("layer_types") && !j.at("layer_types").is_null()) {
+      const auto& types = j.at("layer_types");
+      if (!types.is_array() || int64_t(types.size()) != m.n_layers)
+        refuse("layer_types", "it needs one entry per layer");
+      for (int64_t l = 0; l < m.n_layers; ++l) {
+        if (types[l] == "sliding_attention")
+          windows[l] = w;
+        else if (types[l] == "full_attention")
+          windows[l] = -1;
+        else
+          refuse("layer_types", "only sliding_attention and full_attention layers exist here");
+      }
+    }
+    size_t period = 1;
+    auto repeats = [&](size_t p) {
+      for (size_t l = 0; l < windows.size(); ++l)
+        if (windows[l] != windows[l % p]) return false;
+      return true;
+    };
+    while (period < windows.size() && !repeats(period)) ++period;
+    m.sliding_window_pattern.assign(windows.begin(), windows.begin() + std::ptrdiff_t(period));
+  }
   m.vocab_size = m.embedding_size = need("vocab_size");
   m.max_sequence_length = optional(j, "max_position_embeddings", int64_t(2048));
   m.weight_tying = optional(j, "tie_word_embeddings", false);

@@ -89,10 +89,13 @@ class HfExport : public ::testing::TestWithParam<std::string> {};
 
 // A topology name, "topology:layer_norm_type", or "topology+moe" (OLMoE's sparse blocks: for
 // pre with OLMoE's full-width Q/K norms, the stock OlmoeForCausalLM) and "topology+moe_shared"
-// (with a shared expert and rescaled top-k weights, which OLMoE has not).
+// (with a shared expert and rescaled top-k weights, which OLMoE has not); "topology~swa" has
+// OLMo-3's sliding windows (two layers of window 5, then a full one: reordered's is the stock
+// Olmo3ForCausalLM).
 config::TrainConfig tiny_of(const std::string& spec) {
-  const auto colon = spec.find(':'), plus = spec.find('+');
-  config::TrainConfig cfg = tiny(spec.substr(0, std::min(colon, plus)));
+  const auto colon = spec.find(':'), plus = spec.find('+'), tilde = spec.find('~');
+  config::TrainConfig cfg = tiny(spec.substr(0, std::min({colon, plus, tilde})));
+  if (tilde != std::string::npos) cfg.model.sliding_window_pattern = {5, 5, -1};
   if (colon != std::string::npos)
     cfg.model.layer_norm_type = *config::enum_named<config::LayerNormType>(spec.substr(colon + 1));
   if (plus != std::string::npos) {
@@ -109,7 +112,8 @@ config::TrainConfig tiny_of(const std::string& spec) {
 
 std::vector<std::string> export_cases() {
   std::vector<std::string> cases = model::topology_names();
-  for (const char* extra : {"pre:dyt", "hybrid_pre:derf", "pre+moe", "hybrid_pre+moe", "pre+moe_shared"})
+  for (const char* extra : {"pre:dyt", "hybrid_pre:derf", "pre+moe", "hybrid_pre+moe", "pre+moe_shared",
+                            "reordered~swa", "hybrid_pre~swa"})
     cases.push_back(extra);
   for (const auto& coupling : siamese::testing::kSiameseCouplings) cases.push_back(coupling);
   return cases;
@@ -137,8 +141,10 @@ TEST_P(HfExport, TransformersComputesTheSameLogitsAndGreedyTokens) {
 
   const std::string log = dir.file("log");
   ASSERT_EQ(run_cli("export " + run + " --out " + dir.file("hf"), log), 0) << read_all(log);
-  // pre, reordered and pre+moe are stock classes (Llama, Olmo2, Olmoe): no remote code.
-  const bool stock = GetParam() == "pre" || GetParam() == "reordered" || GetParam() == "pre+moe";
+  // pre, reordered, pre+moe and reordered~swa are stock classes (Llama, Olmo2, Olmoe,
+  // Olmo3): no remote code.
+  const bool stock = GetParam() == "pre" || GetParam() == "reordered" || GetParam() == "pre+moe" ||
+                     GetParam() == "reordered~swa";
   EXPECT_EQ(fs::exists(dir.file("hf") + "/modeling_siamese.py"), !stock);
   EXPECT_EQ(
       run_python(std::string(SIAMESE_SOURCE_DIR) + "/tests/export/hf_parity.py " + dir.file("hf") + " " +
@@ -153,6 +159,7 @@ TEST_P(HfExport, TransformersComputesTheSameLogitsAndGreedyTokens) {
 INSTANTIATE_TEST_SUITE_P(EveryTopology, HfExport, ::testing::ValuesIn(export_cases()), [](const auto& info) {
   std::string name = info.param;
   std::replace(name.begin(), name.end(), ':', '_');
+  std::replace(name.begin(), name.end(), '~', '_');
   std::replace(name.begin(), name.end(), '/', '_');
   std::replace(name.begin(), name.end(), '+', '_');
   return name;
@@ -302,10 +309,12 @@ TEST_P(HfRoundTrip, ExportThenImportIsBitExact) {
 
 INSTANTIATE_TEST_SUITE_P(LlamaAndSiamese, HfRoundTrip,
                          ::testing::Values("pre", "hybrid_pre", "hc", "ngpt", "mhc", "mhc_lite", "attnres",
-                                           "speedrun", "siamese/deepnorm", "pre+moe", "hybrid_pre+moe"),
+                                           "speedrun", "siamese/deepnorm", "pre+moe", "hybrid_pre+moe",
+                                           "reordered~swa", "hybrid_pre~swa"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '/', '_');
+                           std::replace(name.begin(), name.end(), '~', '_');
                            std::replace(name.begin(), name.end(), '+', '_');
                            return name;
                          });
@@ -329,7 +338,11 @@ TEST_P(HfImportStock, ComputesTheSameLogitsAndTrainsOnFromTheSameLoss) {
   const double hf_loss = std::stod(made.substr(made.rfind("loss ") + 5));
   ASSERT_EQ(run_cli("import " + dir.file("hf") + " --out " + dir.file("run"), log), 0) << read_all(log);
   const auto cfg = config::load_config(dir.file("run") + "/step0/config.yaml", {});
-  EXPECT_EQ(cfg.model.residual, GetParam() == "olmo2" ? "reordered" : "pre");
+  EXPECT_EQ(cfg.model.residual, GetParam() == "olmo2" || GetParam() == "olmo3" ? "reordered" : "pre");
+  // hf_make_stock.py's Olmo3: a sliding layer of window 8, then a full one.
+  const std::vector<int64_t> windows =
+      GetParam() == "olmo3" ? std::vector<int64_t>{8, -1} : std::vector<int64_t>{};
+  EXPECT_EQ(cfg.model.sliding_window_pattern, windows);
   EXPECT_EQ(cfg.model.block_type,
             GetParam().rfind("olmoe", 0) == 0 ? config::BlockType::Moe : config::BlockType::Sequential);
   model::Transformer m(cfg.model);
@@ -356,8 +369,8 @@ TEST_P(HfImportStock, ComputesTheSameLogitsAndTrainsOnFromTheSameLoss) {
   EXPECT_NEAR(ours, hf_loss, 1e-5) << read_all(log);
 }
 
-INSTANTIATE_TEST_SUITE_P(LlamaOlmo2AndOlmoe, HfImportStock,
-                         ::testing::Values("llama", "olmo2", "olmoe", "olmoe_fused"),
+INSTANTIATE_TEST_SUITE_P(LlamaOlmo2Olmo3AndOlmoe, HfImportStock,
+                         ::testing::Values("llama", "olmo2", "olmo3", "olmoe", "olmoe_fused"),
                          [](const auto& info) { return info.param; });
 
 TEST(HfImport, WhatCannotBeRepresentedIsNamed) {

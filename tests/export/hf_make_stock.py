@@ -1,10 +1,11 @@
 """Saves a small random stock transformers model, a batch and what transformers computes on
 it, for `siamese import`.
 
-usage: hf_make_stock.py llama|olmo2|olmoe|olmoe_fused OUT_DIR IDS.npy LOGITS.npy [EXTRA_CONFIG_JSON]
+usage: hf_make_stock.py llama|olmo2|olmo3|olmoe|olmoe_fused OUT_DIR IDS.npy LOGITS.npy [EXTRA_CONFIG_JSON]
 olmoe_fused writes OLMoE's experts as transformers holds them in memory (one gate_up_proj and
 one down_proj tensor per layer) instead of save_pretrained's per-expert tensors; transformers
-reads both, and the folder is checked to load back to the same logits.
+reads both, and the folder is checked to load back to the same logits. olmo3 has a sliding
+layer of window 8, then a full one, and its own RoPE period.
 Also writes IDS.tokens (the batch as raw uint16 tokens, a data file for `siamese train`) and
 prints "loss <value>": transformers' mean next-token loss on the batch (labels = ids).
 """
@@ -19,6 +20,8 @@ from transformers import (
     LlamaForCausalLM,
     Olmo2Config,
     Olmo2ForCausalLM,
+    Olmo3Config,
+    Olmo3ForCausalLM,
     OlmoeConfig,
     OlmoeForCausalLM,
 )
@@ -28,11 +31,16 @@ extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
 classes = {
     "llama": (LlamaConfig, LlamaForCausalLM),
     "olmo2": (Olmo2Config, Olmo2ForCausalLM),
+    "olmo3": (Olmo3Config, Olmo3ForCausalLM),
     "olmoe": (OlmoeConfig, OlmoeForCausalLM),
     "olmoe_fused": (OlmoeConfig, OlmoeForCausalLM),
 }
 if kind.startswith("olmoe"):
     extra = {"num_experts": 4, "num_experts_per_tok": 2, **extra}
+if kind == "olmo3":
+    rope = {"rope_type": "default", "rope_theta": 20000.0}
+    extra = {"sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"],
+             "rope_parameters": {"sliding_attention": dict(rope), "full_attention": dict(rope)}, **extra}
 config_class, model_class = classes[kind]
 torch.manual_seed(0)
 config = config_class(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,

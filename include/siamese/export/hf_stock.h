@@ -27,12 +27,14 @@ struct StockClass {
   std::string attn_norm, ff_norm;
   bool qk_norm;  // self_attn.q_norm / k_norm over the full projection width
   bool moe;      // the MLP is OLMoE's sparse block (mlp.gate router, mlp.experts)
+  // Sliding-window layers (config.json sliding_window and layer_types), one window size.
+  bool windows;
 };
 
 // The stock class that computes `c`, or nullptr with the reason in `why_not`.
 const StockClass* stock_class_of(const config::ModelConfig& c, std::string* why_not);
 
-// The stock class of a config.json model_type ("llama", "olmo2", "olmoe"), or nullptr.
+// The stock class of a config.json model_type ("llama", "olmo2", "olmo3", "olmoe"), or nullptr.
 const StockClass* stock_class_named(const std::string& model_type);
 
 // The stock class's tensor names for our parameters.
