@@ -600,6 +600,8 @@ def x_placement(name, c, l, attn):
         p = {**pre, "out_norm": f + "_out_norm"}
     elif name == "lns":
         p = {**pre, "scale": 1.0 / math.sqrt(l + 1)}
+    elif name == "reordered":
+        p = {"norm": None, "out_norm": f + "_norm"}
     elif name in ("pre", "mixln", "hybrid_star"):
         p = pre
     else:

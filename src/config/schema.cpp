@@ -377,13 +377,13 @@ const std::vector<Field<TrainConfig>>& train_fields() {
               "the X stream takes, coupled with the Pre-Norm stream Y (empty: post; post_pre and "
               "hybrid_pre fix it to post and hybrid).",
               &T::model, &M::siamese, &S::x_stream)
-          .one_of({"", "post", "hybrid", "hybrid_star", "deepnorm", "mixln", "peri", "lns", "pre"})
-          .fixed_by("use one of post, hybrid, hybrid_star, deepnorm, mixln, peri, lns, pre: X takes one "
-                    "stream with norms "
-                    "before or after the residual add; multi-stream topologies (residual, hc, mhc, "
-                    "mhc_lite, the SiameseNorm ones), nGPT (its stream lives on the unit sphere), "
-                    "reordered (its raw X enters the MLP, so no X weight can give Pre-Norm back) and "
-                    "pre_embednorm (it changes the embeddings both streams start from) cannot be X"),
+          .one_of(
+              {"", "post", "hybrid", "hybrid_star", "deepnorm", "mixln", "peri", "lns", "pre", "reordered"})
+          .fixed_by("use one of post, hybrid, hybrid_star, deepnorm, mixln, peri, lns, pre, reordered: X "
+                    "takes one stream with norms before or after the residual add; multi-stream "
+                    "topologies (residual, hc, mhc, mhc_lite, the SiameseNorm ones), nGPT (its stream "
+                    "lives on the unit sphere) and pre_embednorm (it changes the embeddings both "
+                    "streams start from) cannot be X"),
       ours<T>("model.mixln_alpha", "Mix-LN: the first floor(alpha * n_layers) blocks are Post-Norm.",
               &T::model, &M::mixln_alpha)
           .within(0, 1)

@@ -91,7 +91,7 @@ class HfExport : public ::testing::TestWithParam<std::string> {};
 // pre with OLMoE's full-width Q/K norms, the stock OlmoeForCausalLM) and "topology+moe_shared"
 // (with a shared expert and rescaled top-k weights, which OLMoE has not); "topology~swa" has
 // OLMo-3's sliding windows (two layers of window 5, then a full one: reordered's is the stock
-// Olmo3ForCausalLM).
+// Olmo3ForCausalLM; siamese/reordered's is SiameseNorm on OLMo-3's block).
 config::TrainConfig tiny_of(const std::string& spec) {
   const auto colon = spec.find(':'), plus = spec.find('+'), tilde = spec.find('~');
   config::TrainConfig cfg = tiny(spec.substr(0, std::min({colon, plus, tilde})));
@@ -113,7 +113,7 @@ config::TrainConfig tiny_of(const std::string& spec) {
 std::vector<std::string> export_cases() {
   std::vector<std::string> cases = model::topology_names();
   for (const char* extra : {"pre:dyt", "hybrid_pre:derf", "pre+moe", "hybrid_pre+moe", "pre+moe_shared",
-                            "reordered~swa", "hybrid_pre~swa"})
+                            "reordered~swa", "hybrid_pre~swa", "siamese/reordered~swa"})
     cases.push_back(extra);
   for (const auto& coupling : siamese::testing::kSiameseCouplings) cases.push_back(coupling);
   return cases;

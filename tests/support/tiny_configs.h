@@ -23,7 +23,8 @@ struct TinyShape {
 // The SiameseNorm couplings (issue 29) beyond post_pre and hybrid_pre, as topology entries
 // "siamese/<model.siamese.x_stream>" that suites looping over topology names run as well.
 inline const std::vector<std::string> kSiameseCouplings = {
-    "siamese/deepnorm", "siamese/mixln", "siamese/peri", "siamese/lns", "siamese/pre", "siamese/hybrid_star"};
+    "siamese/deepnorm", "siamese/mixln",       "siamese/peri",     "siamese/lns",
+    "siamese/pre",      "siamese/hybrid_star", "siamese/reordered"};
 
 // Sets model.residual (and model.siamese.x_stream for a "siamese/<x_stream>" entry) and turns
 // on the settings the topology is defined with.

@@ -20,11 +20,15 @@
 //   peri       N_s on X's input only, M_s on F's output before X absorbs it
 //   lns        N_s on X's input only, scaled by 1/sqrt(l+1)
 //   pre        N_s on X's input only
+//   reordered  X enters as it is and M_s = OLMo-2's sublayer output norm (reordered.cpp);
+//              attention normalizes Q and K, as that topology's row requires
 // A Post-Norm placement normalizes X where it enters the next sublayer (and LN_f, at the
 // output), not right after the add: Algorithm 1's form, which the fused update below needs
 // and which puts a norm on X everywhere it is read, so that zero X-side norm weights remove
 // X from every input and from the output and leave a Pre-Norm model on Y (the paper's
 // generalization property, tested for every placement in tests/model/topologies_test.cpp).
+// reordered is the exception: OLMo-2's block reads its stream raw, so zeroed X norms leave X
+// at the embeddings in every FFN input, and no weights give Pre-Norm back.
 // The placements' constants (DeepNorm's alpha and beta, Mix-LN's split, LNS's scale) are
 // their single-stream files' (placement_rules.h); each X norm carries the name it has there.
 // With RMSNorm or LayerNorm, an update with a_s = 1 and no M_s and the norms that read the streams next
@@ -91,10 +95,12 @@ XPlacement x_placement(const std::string& name, const config::ModelConfig& cfg) 
         x.input_scale = lns_input_scale(l);
       } else if (name == "pre") {
         x = pre_sublayer(f);
+      } else if (name == "reordered") {
+        x = {"", false, 1.0, true, 1.0, f + "_norm"};
       } else {
         throw Error("model.siamese.x_stream '" + name + "' is not a placement SiameseNorm can give X",
                     "model.siamese.x_stream",
-                    "use post, hybrid, hybrid_star, deepnorm, mixln, peri, lns or pre");
+                    "use post, hybrid, hybrid_star, deepnorm, mixln, peri, lns, pre or reordered");
       }
       p.sublayers.push_back(x);
     }
