@@ -97,11 +97,19 @@ class Attention(nn.Module):
             self.v_norm = norm(self.hd)
         self.rope = c["rope"]
         self.theta = c["rope_theta"]
-        self.hooks = None  # the topology's sublayer hooks (nGPT)
+        self.hooks = None  # the topology's sublayer hooks (nGPT, dca)
+
+    def project(self, x):  # att_proj, or each of the three inputs by its rows (hooks' separate_qkv)
+        if self.hooks is None or not self.hooks.separate_qkv:
+            return self.att_proj(x)
+        sizes = [x.shape[-1], self.n_kv * self.hd, self.n_kv * self.hd]
+        w = self.att_proj.weight.split(sizes)
+        b = (None,) * 3 if self.att_proj.bias is None else self.att_proj.bias.split(sizes)
+        return torch.cat([F.linear(x[i], w[i], b[i]) for i in range(3)], -1)
 
     def forward(self, x):
-        B, T, d = x.shape
-        qkv = self.att_proj(x)
+        B, T, d = x.shape[-3:]
+        qkv = self.project(x)
         if self.clip is not None:
             qkv = qkv.clamp(-self.clip, self.clip)
         kv = self.n_kv * self.hd
@@ -661,7 +669,21 @@ def l2_normalize(x):
     return x / norm.to(x.dtype)
 
 
-class NormalizedHooks:
+class SublayerHooks:
+    """What a topology changes inside a block's sublayers (sublayer_hooks.h); these defaults
+    change nothing."""
+
+    softmax_scale = None
+    separate_qkv = False  # attention's input is [3, B, T, d]: queries', keys' and values' inputs
+
+    def qk(self, q, k):
+        return q, k
+
+    def swiglu(self, value, gate):
+        return value, gate
+
+
+class NormalizedHooks(SublayerHooks):
     """nGPT's attention and MLP (src/model/topologies/ngpt.cpp, sublayer_hooks)."""
 
     def __init__(self, topo, l, softmax_scale):
@@ -709,6 +731,64 @@ class Normalized(Topology):  # nGPT: x = Norm(x + alpha (Norm(F(x)) - x)), scale
         return logits * (self.sz * self.sqrt_d).to(logits.dtype)
 
 
+class SeparateInputs(SublayerHooks):
+    separate_qkv = True
+
+
+class DeepCrossAttention(Topology):
+    """DeepCrossAttention (src/model/topologies/dca.cpp, after the package deep-cross-attention):
+    block l's query, key and value inputs are GRN_o(Y) = sum_i y_i (relu(w_o . N(y_i)) + b_o,i)
+    over the first and last k earlier outputs (y_0 the embeddings), each normalized; the block
+    outputs a + MLP(N(a + q)) with a the attention's output; the head reads LN_f(GRN_f(Y))."""
+
+    def __init__(self, c):
+        super().__init__(c)
+        d, self.k = c["d_model"], c["dca_past_layers"]
+        for l in range(c["n_layers"]):
+            for name in ("grn_norm", "q_input_norm", "k_input_norm", "v_input_norm", "ff_norm"):
+                self.block_norm(l, name)
+            self.block_param(l, "grn_weight", torch.zeros(3, d))
+            self.block_param(l, "grn_bias", torch.ones(3, min(l + 1, 2 * self.k), d))
+        self.grn_norm_f = self.norm()
+        self.grn_weight_f = nn.Parameter(torch.zeros(1, d))
+        self.grn_bias_f = nn.Parameter(torch.ones(1, min(c["n_layers"] + 1, 2 * self.k), d))
+        self.ln_f = self.norm()
+        self.carry = None  # the MLP's input a + q, from the attention's enter to the MLP's
+
+    def sublayer_hooks(self, l):
+        return SeparateInputs()
+
+    @staticmethod
+    def combine(st, norm, w, b):  # [outputs, B, T, d]
+        y = torch.stack(st)
+        a = torch.relu(norm(y) @ w.t())
+        return torch.einsum("nbto,nbtd->obtd", a, y) + torch.einsum("ond,nbtd->obtd", b, y)
+
+    def begin(self, e):
+        return [e.to(self.grn_weight_f.dtype)]
+
+    def enter(self, st, s):
+        blk = self.blocks[s // 2]
+        if s % 2 == 1:
+            return blk.ff_norm(self.carry)
+        q, k, v = self.combine(st, blk.grn_norm, blk.grn_weight, blk.grn_bias)
+        self.carry = q
+        return torch.stack((blk.q_input_norm(q), blk.k_input_norm(k), blk.v_input_norm(v)))
+
+    def leave(self, st, f, s):
+        f = f.to(self.grn_weight_f.dtype)
+        if s % 2 == 0:
+            self.carry = self.carry + f
+            st.append(f)
+            return
+        st[-1] = st[-1] + f
+        if len(st) > 2 * self.k:
+            del st[self.k]
+
+    def finish(self, st):
+        return self.ln_f(self.combine(st, self.grn_norm_f, self.grn_weight_f, self.grn_bias_f)[0])
+
+
 TOPOLOGIES = {
     "pre": Pre,
     "pre_embednorm": lambda c: Pre(c, emb_norm=True),
@@ -730,6 +810,7 @@ TOPOLOGIES = {
     "mhc_lite": MhcLite,
     "attnres": AttnRes,
     "speedrun": Speedrun,
+    "dca": DeepCrossAttention,
 }
 
 

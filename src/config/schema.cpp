@@ -416,6 +416,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
               &T::model, &M::attnres_block_size)
           .at_least(0)
           .fixed_by("set model.attnres_block_size to 0 (Full AttnRes) or a positive number of sublayers"),
+      ours<T>("model.dca_past_layers",
+              "dca: k of DeepCrossAttention; each block combines the first k and the last k of the earlier "
+              "block outputs (the embeddings being the first), every one of them while there are at most 2k.",
+              &T::model, &M::dca_past_layers)
+          .positive(),
       ours<T>("model.dyt_alpha_init",
               "DyT (arXiv 2503.10622): initial alpha of every norm; the paper's default is 0.5 and it "
               "tunes lower values for wider LLMs.",

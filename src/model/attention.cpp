@@ -147,9 +147,21 @@ torch::Tensor AttentionImpl::banded(const torch::Tensor& q, const torch::Tensor&
   return torch::cat(blocks, 2);
 }
 
+torch::Tensor AttentionImpl::project(const torch::Tensor& x) {
+  if (!hooks_.separate_qkv) return att_proj(x);
+  TORCH_CHECK(x.dim() == 4 && x.size(0) == 3,
+              "separate query, key and value inputs come as [3, B, T, d], got ", x.sizes());
+  const auto w = qkv_weights();
+  const auto b = att_proj->bias.defined() ? att_proj->bias.split_with_sizes(qkv_sizes(), 0)
+                                          : std::vector<torch::Tensor>(3);
+  return torch::cat(
+      {torch::linear(x[0], w[0], b[0]), torch::linear(x[1], w[1], b[1]), torch::linear(x[2], w[2], b[2])},
+      -1);
+}
+
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache, const Documents* docs) {
-  const int64_t B = x.size(0), T = x.size(1), d = n_heads_ * head_dim_;
-  auto qkv = att_proj(x);
+  const int64_t B = x.size(-3), T = x.size(-2), d = n_heads_ * head_dim_;
+  auto qkv = project(x);
   if (clip_qkv_) qkv = qkv.clamp(-*clip_qkv_, *clip_qkv_);
   auto parts = qkv.split_with_sizes(qkv_sizes(), -1);
   auto q = parts[0], k = parts[1], v = parts[2];

@@ -81,6 +81,13 @@ void randomize_topology(Transformer& m) {
       p.value().copy_(1.0 + 0.5 * torch::randn_like(p.value()));
 }
 
+// DeepCrossAttention's GRN weights start at 1e-2 N(0, 1): make the input-dependent part count.
+void perturb_dca(Transformer& m) {
+  torch::NoGradGuard g;
+  for (auto& p : m->topology().named_parameters())
+    if (p.key().find("grn_weight") != std::string::npos) p.value().normal_(0.0, 0.5);
+}
+
 // Hyper-Connections' dynamic weights start at 0; give them values so checks exercise them.
 void perturb_hc(Transformer& m) {
   torch::NoGradGuard g;
@@ -220,19 +227,22 @@ double gradcheck(Transformer& m, const torch::Tensor& ids, double* max_abs_err) 
 TEST(Topologies, FiniteDifferenceGradientsFloat64) {
   // A topology name, or "pre:dyt" for Pre-Norm with that layer_norm_type.
   for (const std::string spec :
-       {"post", "hc", "post_pre", "pre", "hybrid_pre", "residual", "deepnorm", "mixln", "peri", "hybrid_star",
-        "reordered", "lns", "ngpt", "mhc", "mhc_lite", "attnres", "speedrun", "pre:dyt", "post_pre:derf"}) {
+       {"post",     "hc",      "post_pre",    "pre",       "hybrid_pre", "residual",     "deepnorm",
+        "mixln",    "peri",    "hybrid_star", "reordered", "lns",        "ngpt",         "mhc",
+        "mhc_lite", "attnres", "speedrun",    "dca",       "pre:dyt",    "post_pre:derf"}) {
     SCOPED_TRACE(spec);
     const auto colon = spec.find(':');
     const std::string name = spec.substr(0, colon);
     auto c = tiny_config(
         name, {8, 2, std::nullopt, 2, 4, false, colon == std::string::npos ? "rms" : spec.substr(colon + 1)});
-    c.mixln_alpha = 0.5;  // one Post-LN and one Pre-LN layer
+    c.mixln_alpha = 0.5;    // one Post-LN and one Pre-LN layer
+    c.dca_past_layers = 1;  // dca's head reads y0 and y2, y1 cut
     auto m = build(c, 21);
     m->to(torch::kDouble);
     m->use_reference_attention(true);
     randomize_topology(m);
     if (name == "hc") perturb_hc(m);
+    if (name == "dca") perturb_dca(m);
     double abs_err = 0.0;
     const double rel = gradcheck(m, random_ids(c, 2, 4, 9), &abs_err);
     std::cout << "[gradcheck] " << spec << ": max abs err " << abs_err << ", max rel err " << rel << "\n";

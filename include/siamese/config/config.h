@@ -104,6 +104,10 @@ struct ModelConfig {
   double mhc_post_scale = 2.0;
   // Block AttnRes (topology attnres): sublayers per block; 0 = Full AttnRes.
   int64_t attnres_block_size = 0;
+  // DeepCrossAttention (topology dca): a block reads the first and the last dca_past_layers
+  // block outputs (the embeddings count as the first), all of them while there are at most
+  // twice as many.
+  int64_t dca_past_layers = 2;
   // The learnable scalars of the point-wise norms (layer_norm_type dyt / derf) start here.
   double dyt_alpha_init = 0.5;   // DyT: weight * tanh(alpha x) + bias
   double derf_alpha_init = 0.5;  // Derf: weight * erf(alpha x + shift) + bias

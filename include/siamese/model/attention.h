@@ -51,13 +51,12 @@ class AttentionImpl : public torch::nn::Module {
   explicit AttentionImpl(const config::ModelConfig& cfg, SublayerHooks hooks = {},
                          std::optional<int64_t> window = std::nullopt);
 
-  // x: [B, T, d]. With a cache, x holds the positions after the cached ones; their keys and
-  // values are appended to it. With `docs` (packed training rows, never with a cache) a
-  // query reads only its own document, at the RoPE positions docs gives: the
-  // variable-length flash kernel on CUDA for half types (autocast's included), SDPA with
-  // docs->allowed otherwise. A window narrows every one of these: the flash kernels take it
-  // as their left window; SDPA takes a band mask, and rows much longer than the window run
-  // as blocks of `window` queries so that scores never span T x T.
+  // x: [B, T, d] ([3, B, T, d] with SublayerHooks::separate_qkv). With a cache, x holds the positions after
+  // the cached ones; their keys and values are appended to it. With `docs` (packed training rows, never with
+  // a cache) a query reads only its own document, at the RoPE positions docs gives: the variable-length flash
+  // kernel on CUDA for half types (autocast's included), SDPA with docs->allowed otherwise. A window narrows
+  // every one of these: the flash kernels take it as their left window; SDPA takes a band mask, and rows much
+  // longer than the window run as blocks of `window` queries so that scores never span T x T.
   torch::Tensor forward(const torch::Tensor& x, LayerCache* cache = nullptr, const Documents* docs = nullptr);
 
   // The rows of att_proj's weight that make queries, keys and values: views, so scaling them
@@ -73,6 +72,8 @@ class AttentionImpl : public torch::nn::Module {
 
  private:
   std::vector<int64_t> qkv_sizes() const;  // att_proj's output columns: [q | k | v]
+  // att_proj on x, or on each of x's three inputs with hooks_.separate_qkv: [B, T, q | k | v].
+  torch::Tensor project(const torch::Tensor& x);
   // Appends k, v (positions cache.length on) to the cache; returns the keys and values the
   // new queries read and the position of the first of them.
   std::tuple<torch::Tensor, torch::Tensor, int64_t> append(LayerCache& cache, const torch::Tensor& k,

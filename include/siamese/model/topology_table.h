@@ -34,6 +34,7 @@ std::shared_ptr<TopologyImpl> make_mhc_lite(const config::ModelConfig&);
 std::shared_ptr<TopologyImpl> make_siamese(const config::ModelConfig&);
 std::shared_ptr<TopologyImpl> make_attnres(const config::ModelConfig&);
 std::shared_ptr<TopologyImpl> make_speedrun(const config::ModelConfig&);
+std::shared_ptr<TopologyImpl> make_dca(const config::ModelConfig&);
 
 // A boolean model setting: its YAML key (for messages and the config's origins) and the
 // member it sets. A test checks that the two name the same setting (schema.h).
@@ -163,6 +164,14 @@ inline const std::vector<TopologySpec>& topologies() {
        make_speedrun,
        {},
        {"x", "x0"}},
+      {"dca",
+       "DeepCrossAttention: q, k, v = GRN_l(Y), GRN_o(Y) = sum_i y_i (relu(w_o . LN(y_i)) + b_o,i) over the "
+       "first and last dca_past_layers of y_0 = embeddings, y_j = Attn(LN q, LN k, LN v) + MLP(LN(Attn + "
+       "q)); "
+       "out = LN_f(GRN_f(Y))",
+       make_dca,
+       {},
+       {"y0"}},
   };
   return table;
 }
