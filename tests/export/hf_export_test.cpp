@@ -58,7 +58,8 @@ config::TrainConfig tiny(const std::string& residual) {
   m.max_sequence_length = 32;
   m.eos_token_id = m.pad_token_id = 255;
   m.attention_dropout = m.residual_dropout = m.embedding_dropout = 0.0;
-  m.mixln_alpha = 0.34;  // layer 0 Post-Norm, layers 1-2 Pre-Norm
+  m.mixln_alpha = 0.34;   // layer 0 Post-Norm, layers 1-2 Pre-Norm
+  m.dca_past_layers = 1;  // block 2 and the head read y0 and the last output only
   siamese::testing::set_topology(m, residual);
   c.data.synthetic = config::SyntheticCorpus::Arithmetic;
   c.device = "cpu";
@@ -309,7 +310,7 @@ TEST_P(HfRoundTrip, ExportThenImportIsBitExact) {
 
 INSTANTIATE_TEST_SUITE_P(LlamaAndSiamese, HfRoundTrip,
                          ::testing::Values("pre", "hybrid_pre", "hc", "ngpt", "mhc", "mhc_lite", "attnres",
-                                           "speedrun", "siamese/deepnorm", "pre+moe", "hybrid_pre+moe",
+                                           "speedrun", "dca", "siamese/deepnorm", "pre+moe", "hybrid_pre+moe",
                                            "reordered~swa", "hybrid_pre~swa"),
                          [](const auto& info) {
                            std::string name = info.param;
