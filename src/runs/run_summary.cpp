@@ -112,6 +112,7 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     if (j.is_object() && j.contains("host") && j["host"].is_string()) s.host = j["host"].get<std::string>();
     if (j.is_object() && j.contains("intra_op_threads") && j["intra_op_threads"].is_number_integer())
       s.intra_op_threads = j["intra_op_threads"].get<int64_t>();
+    if (j.is_object() && j.contains("cpu") && j["cpu"].is_string()) s.cpu = j["cpu"].get<std::string>();
   }
   if (auto cfg = latest_config(run_dir)) {
     // The saved config is the resolved one: read it through the schema like any config.
@@ -221,6 +222,19 @@ std::string table_notes(const std::vector<RunSummary>& runs) {
         "\nsteps/s: left out for runs a sweep trained {} at once (`--jobs`): they shared the cores, so "
         "their speed is not the topology's (the CSV and JSON keep it, with concurrent_runs).\n",
         fmt::join(jobs, " or "));
+  // Where the numbers were made: the same command on another CPU or thread count takes other
+  // kernels and ends at other digits (docs/results.md, "What varies between machines").
+  std::map<std::string, int> machines;
+  for (const auto& r : runs)
+    if (!r.cpu.empty() && r.intra_op_threads)
+      ++machines[fmt::format("{}, {} thread{}", r.cpu, *r.intra_op_threads,
+                             *r.intra_op_threads == 1 ? "" : "s")];
+  if (!machines.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [machine, n] : machines)
+      parts.push_back(fmt::format("{} ({} run{})", machine, n, n == 1 ? "" : "s"));
+    notes += fmt::format("\nMeasured on: {}.\n", fmt::join(parts, "; "));
+  }
   if (!limits.empty())
     notes += fmt::format(
         "\n†: from `siamese eval --limit {}`, the first documents of each task only: not comparable with "

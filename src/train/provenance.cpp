@@ -1,6 +1,7 @@
 #include "siamese/train/provenance.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -39,6 +40,18 @@ std::string env_or_empty(const char* name) {
   return v ? v : "";
 }
 
+// The CPU's name as the kernel reports it ("AMD EPYC ...", "Intel(R) Xeon(R) ..."); empty
+// where /proc/cpuinfo has none.
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      return colon == std::string::npos ? "" : line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "";
+}
+
 }  // namespace
 
 void record_command_line(int argc, char** argv) { stored_command_line().assign(argv, argv + argc); }
@@ -67,6 +80,13 @@ void write_provenance(const fs::path& save_folder, const LaunchFacts& facts) {
       {"host", host},
       // Both change step times, and the thread count changes the bits of reductions.
       {"intra_op_threads", at::get_num_threads()},
+      // The CPU and the kernels chosen for it: MKL and ATen pick other code paths by vendor
+      // and instruction set, so a run's digits hold on this kind of CPU only
+      // (docs/results.md, "What varies between machines").
+      {"cpu", cpu_model()},
+      {"cpu_capability", at::get_cpu_capability()},
+      {"mkl_cbwr", env_or_empty("MKL_CBWR")},
+      {"aten_cpu_capability", env_or_empty("ATEN_CPU_CAPABILITY")},
       {"omp_wait_policy", env_or_empty("OMP_WAIT_POLICY")},
       {"gomp_spincount", env_or_empty("GOMP_SPINCOUNT")},
       // Every host of a Slurm job; under torchrun the ranks' hosts are those of the launch.

@@ -94,6 +94,13 @@ TEST(SweepLaunch, TorchrunScriptTrainsOnTwoRanksAsWritten) {
   EXPECT_EQ(record["world_size"], 2);
   EXPECT_EQ(record["launcher"], "torchrun");
   EXPECT_EQ(record["max_steps"], 6);
+  // The machine the digits belong to: the CPU /proc/cpuinfo names and ATen's kernel level.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, cpu;
+  while (cpu.empty() && std::getline(cpuinfo, line))
+    if (line.rfind("model name", 0) == 0) cpu = line.substr(line.find_first_not_of(' ', line.find(':') + 1));
+  EXPECT_EQ(record["cpu"], cpu);
+  EXPECT_FALSE(record["cpu_capability"].get<std::string>().empty());
 }
 
 // Without --torchrun the scripts call the clone's scripts/torchrun by its absolute path: the

@@ -291,6 +291,13 @@ TEST(RunSummary, StabilityMarkersAndMetrics) {
   EXPECT_EQ(state_text(summarize_run(dir.file(""), {7.0, 20})), "stopped at 30 of 40");
   dir.write("run.json", "{\"max_steps\": 30}\n");
   EXPECT_EQ(state_text(summarize_run(dir.file(""), {7.0, 20})), "finished");
+  EXPECT_EQ(markdown_table({summarize_run(dir.file(""))}).find("Measured on"), std::string::npos);
+  // The CPU and thread count it ran with follow the table: its digits hold there.
+  dir.write("run.json", "{\"max_steps\": 30, \"cpu\": \"AMD EPYC 7B13\", \"intra_op_threads\": 2}\n");
+  const auto on_epyc = summarize_run(dir.file(""));
+  EXPECT_NE(markdown_table({on_epyc, on_epyc}).find("Measured on: AMD EPYC 7B13, 2 threads (2 runs)."),
+            std::string::npos)
+      << markdown_table({on_epyc});
 
   // A final loss above a threshold given, or a non-finite step, marks the run as diverged.
   EXPECT_TRUE(summarize_run(dir.file(""), {3.5, 20}).diverged);

@@ -58,6 +58,8 @@ struct RunSummary {
   // one thread count.
   std::string host;
   std::optional<int64_t> intra_op_threads;
+  // The CPU's name (run.json): a run's digits hold on that kind of CPU and thread count.
+  std::string cpu;
   // Resumes that changed settings, in order: the values each segment of the run trained
   // with (the config read above holds only the last segment's).
   struct SettingChange {
