@@ -9,18 +9,13 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <memory>
-#include <mutex>
 #include <vector>
 
 #include "siamese/common/autocast.h"
 #include "siamese/common/error.h"
 #include "siamese/config/duration.h"
 #include "siamese/config/load.h"
-#include "siamese/data/batch_order.h"
-#include "siamese/data/instance_filter.h"
-#include "siamese/data/prefetcher.h"
-#include "siamese/data/token_dataset.h"
+#include "siamese/data/rank_batches.h"
 #include "siamese/eval/evaluators.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/attention_kernels.h"
@@ -43,40 +38,21 @@ namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The run's training data: this rank's batches in the order of data.seed, prefetched, with
-// the instance filter applied; and the schedule over the run's length.
+// The run's training data (this rank's batches, data/rank_batches.h) and the schedule over
+// the run's length.
 struct TrainData {
   TrainData(const config::TrainConfig& cfg, const dist::ParallelPlan& sync)
-      : dataset(data::train_dataset(cfg)),
-        order(dataset.size(), cfg.global_train_batch_size,
-              static_cast<uint64_t>(cfg.data.seed.value_or(cfg.seed)), sync.rank(), sync.world_size()),
+      : batches(cfg, sync.rank(), sync.world_size()),
         tokens_per_step(cfg.global_train_batch_size * cfg.model.max_sequence_length) {
     const config::Duration d = config::parse_duration(cfg.max_duration);
     // max_duration in steps, or tokens rounded up to whole global batches (OLMo), or epochs.
     max_steps = d.unit == config::Duration::Steps    ? d.value
                 : d.unit == config::Duration::Tokens ? (d.value + tokens_per_step - 1) / tokens_per_step
-                                                     : d.value * order.steps_per_epoch();
+                                                     : d.value * batches.steps_per_epoch();
     token_units = cfg.scheduler.units == config::ScheduleUnits::Tokens;
     schedule_max = !token_units                         ? double(max_steps)
                    : d.unit == config::Duration::Tokens ? double(d.value)
                                                         : double(max_steps) * double(tokens_per_step);
-  }
-
-  // Batches of steps first_step+1 .. max_steps, loaded ahead on cfg.data.num_workers threads.
-  void start(const config::TrainConfig& cfg, torch::Device device, int64_t first_step) {
-    batches = std::make_unique<data::BatchPrefetcher>(
-        [this, &cfg, device](int64_t step) {
-          std::vector<int64_t> indices;
-          {
-            std::lock_guard<std::mutex> lock(order_mutex);  // BatchOrder caches the epoch's permutation
-            indices = order.rank_batch(step);
-          }
-          int64_t dropped = 0;
-          torch::Tensor batch =
-              data::keep_instances(dataset.batch(indices), cfg.data.instance_filter, dropped);
-          return device.is_cuda() && cfg.data.pin_memory ? batch.pin_memory() : batch;
-        },
-        first_step, max_steps, cfg.data.num_workers);
   }
 
   // The schedule's position after `state`'s step.
@@ -84,13 +60,10 @@ struct TrainData {
     return token_units ? double(state.tokens) : double(state.step);
   }
 
-  data::TokenDataset dataset;
-  data::BatchOrder order;
+  data::RankBatches batches;
   int64_t tokens_per_step, max_steps = 0;
   bool token_units = false;
   double schedule_max = 0;
-  std::mutex order_mutex;
-  std::unique_ptr<data::BatchPrefetcher> batches;
 };
 
 void log_start(const config::TrainConfig& cfg, const Trainee& t, dist::ParallelPlan& sync,
@@ -115,7 +88,7 @@ void log_start(const config::TrainConfig& cfg, const Trainee& t, dist::ParallelP
       "training {} ({} parameters) on {} for {} steps: {} instances of {} tokens, global batch {} in "
       "micro-batches of {}, {} rank(s)",
       cfg.model.residual, model::count_parameters(cfg.model).total(), device.str(), data.max_steps,
-      data.dataset.size(), cfg.model.max_sequence_length, cfg.global_train_batch_size, t.micro_batch,
+      data.batches.num_instances(), cfg.model.max_sequence_length, cfg.global_train_batch_size, t.micro_batch,
       sync.world_size());
 }
 
@@ -173,14 +146,14 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
   log_start(cfg, t, sync, device, data);
 
   // ---- loop --------------------------------------------------------------------------
-  data.start(cfg, device, state.step);
+  data.batches.start(state.step, data.max_steps, device.is_cuda() && cfg.data.pin_memory);
   t.model->train();
   const int64_t layer_grads_every = cfg.optimizer.metrics_log_interval.value_or(0);
   const int64_t rank_rows = cfg.global_train_batch_size / sync.world_size();
   const auto loop_start = Clock::now();
   while (state.step < data.max_steps) {
     const size_t start_mark = reporter.clock().mark();
-    const torch::Tensor batch = data.batches->next().to(device, /*non_blocking=*/true);
+    const torch::Tensor batch = data.batches.next().to(device, /*non_blocking=*/true);
     // What the filter left out of this rank's share; summed over ranks only when it is on.
     const int64_t filtered = cfg.data.instance_filter.enabled()
                                  ? int64_t(std::llround(sync.sum(double(rank_rows - batch.size(0)))))

@@ -1,9 +1,11 @@
 // Faults of multi-rank runs: ranks given unequal data by the instance filter, damaged
 // sharded checkpoints. Each rank is the real binary on a real Gloo process group.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <sstream>
@@ -213,6 +215,19 @@ TEST(ShardManifest, AWrongShardCountFallsBackToThePreviousCheckpoint) {
 
 namespace {
 
+// /proc/<pid>/stat, or "" once the process is gone: a process that exits between the open and
+// the read fails the read (ESRCH), which std::ifstream turns into an exception. Other programs
+// on the machine come and go while the test scans /proc.
+std::string proc_stat(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+  ::close(fd);
+  return out;
+}
+
 // The pids of the processes whose parent is `parent` (from /proc).
 std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> out;
@@ -220,7 +235,7 @@ std::vector<pid_t> children_of(pid_t parent) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split at the last ')'.
-    const std::string stat = read_all(e.path() / "stat");
+    const std::string stat = proc_stat(e.path() / "stat");
     const auto close = stat.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream rest(stat.substr(close + 2));
@@ -234,7 +249,7 @@ std::vector<pid_t> children_of(pid_t parent) {
 
 // Whether `pid` still runs (a zombie waiting to be reaped does not).
 bool alive(pid_t pid) {
-  const std::string stat = read_all("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat = proc_stat("/proc/" + std::to_string(pid) + "/stat");
   if (stat.empty()) return false;
   const char state = stat[stat.rfind(')') + 2];
   return state != 'Z' && state != 'X';

@@ -1,0 +1,27 @@
+# cmake -DEXECUTABLE=... -DCTEST_FILE=... -DLABEL=... -DWORKING_DIRECTORY=... -DENVIRONMENT=...
+#       -P cmake/gtest_suites.cmake
+# Run after a test executable is built: lists its tests and writes CTEST_FILE, which adds one
+# ctest test per GoogleTest suite (`Suite` runs `--gtest_filter=Suite.*`). Suites named Gpu*
+# are left out: tests/CMakeLists.txt registers those one test each, labelled gpu. A suite
+# runs in one process, so LibTorch loads once per suite rather than once per test; the exit
+# code 77 of tests/support/gtest_main.cpp (every test skipped) marks the suite skipped.
+execute_process(COMMAND "${EXECUTABLE}" --gtest_list_tests
+                OUTPUT_VARIABLE listing RESULT_VARIABLE rc TIMEOUT 120)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${EXECUTABLE} --gtest_list_tests failed (${rc}):\n${listing}")
+endif()
+string(REPLACE "\n" ";" lines "${listing}")
+set(content "")
+foreach(line IN LISTS lines)
+  # Suite lines start in the first column and end their name with a dot.
+  if(line MATCHES "^([^ #][^ ]*)\\.( |$)")
+    set(suite "${CMAKE_MATCH_1}")
+    if(NOT suite MATCHES "^Gpu")
+      string(APPEND content
+        "add_test([=[${suite}]=] [==[${EXECUTABLE}]==] [==[--gtest_filter=${suite}.*]==])\n"
+        "set_tests_properties([=[${suite}]=] PROPERTIES WORKING_DIRECTORY [==[${WORKING_DIRECTORY}]==] "
+        "LABELS [==[${LABEL}]==] ENVIRONMENT [==[${ENVIRONMENT}]==] SKIP_RETURN_CODE 77)\n")
+    endif()
+  endif()
+endforeach()
+file(WRITE "${CTEST_FILE}" "${content}")
