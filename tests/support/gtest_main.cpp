@@ -1,6 +1,6 @@
 // The main of every test executable: GoogleTest's, except that a run in which every test
 // skipped (a missing package, no CUDA device) exits 77, which ctest reports as skipped
-// (cmake/gtest_suites.cmake), rather than passing a suite that checked nothing.
+// (tests/gtest_suites.cmake), rather than passing a suite that checked nothing.
 #include <gtest/gtest.h>
 
 int main(int argc, char** argv) {

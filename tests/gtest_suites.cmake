@@ -1,5 +1,5 @@
 # cmake -DEXECUTABLE=... -DCTEST_FILE=... -DLABEL=... -DWORKING_DIRECTORY=... -DENVIRONMENT=...
-#       -P cmake/gtest_suites.cmake
+#       -P tests/gtest_suites.cmake
 # Run after a test executable is built: lists its tests and writes CTEST_FILE, which adds one
 # ctest test per GoogleTest suite (`Suite` runs `--gtest_filter=Suite.*`). Suites named Gpu*
 # are left out: tests/CMakeLists.txt registers those one test each, labelled gpu. A suite
