@@ -3,7 +3,8 @@
 # `gpu` tests, prints the versions, and benchmarks the OLMo-1B shape (bf16, synthetic tokens):
 # Pre-Norm against SiameseNorm (hybrid_pre) alternating in one process with a kernel-time
 # profile of each, the same with RMSNorm, then with activation checkpointing at a larger
-# micro-batch. Everything lands in OUT (argument 1, else $OUT, else gpu_results/). The machine
+# micro-batch, and last the same steps in plain PyTorch, eager and compiled, beside siamese's.
+# Everything lands in OUT (argument 1, else $OUT, else gpu_results/). The machine
 # has no apt: carry .debs/ from scripts/fetch_debs.sh; they are unpacked into .deps/ and the
 # build finds its libraries there. SIAMESE_PREBUILT=DIR skips the build (minutes of device
 # time): DIR holds `siamese` and test executables built on a development machine against the
@@ -73,4 +74,17 @@ $bin bench "${bench[@]}" --device_train_microbatch_size=4 --rounds 2 --profile 4
   --compare pre:model.layer_norm_type=rms,hybrid_pre:model.layer_norm_type=rms | tee "$out/bench_olmo1b_rms.txt"
 $bin bench "${bench[@]}" --device_train_microbatch_size=16 --activation_checkpointing=whole_layer \
   | tee "$out/bench_olmo1b_checkpointed.txt"
+echo "gpu_check: siamese's benchmarks done at $(( $(date +%s) - start )) s"
+
+# Last, so that a run cut short keeps everything above: the same model in plain PyTorch on the
+# same card (scripts/bench_pytorch.py, checked parameter for parameter against siamese's by
+# tests/export/bench_pytorch_test.cpp), eager, each block compiled and the whole forward
+# compiled, beside `siamese bench` at the same micro-batches (scripts/bench_vs_pytorch.py).
+# SIAMESE_GPU_CHECK_PYTORCH=0 skips it; PYTORCH_MODES and PYTORCH_MICRO_BATCHES narrow it.
+if [ "${SIAMESE_GPU_CHECK_PYTORCH:-1}" = 1 ]; then
+  python3 scripts/bench_vs_pytorch.py --device cuda --binary "$bin" --rounds 1 --steps 3 --warmup 2 \
+    --peak-tflops "${PEAK_TFLOPS:-989}" --micro-batches "${PYTORCH_MICRO_BATCHES:-4,8}" \
+    --modes "${PYTORCH_MODES:-eager,compile-blocks,compile}" --json "$out/vs_pytorch.json" \
+    | tee "$out/vs_pytorch.txt"
+fi
 echo "gpu_check: done in $(( $(date +%s) - start )) s; results in $out"

@@ -21,13 +21,11 @@
 #include <cstdint>
 
 #include "fused_norm_kernels.h"
+#include "host_device.h"
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#define SIAMESE_HD __host__ __device__
-#else
-#define SIAMESE_HD
 #endif
 
 // A namespace of its own: its load and store would clash with cpu_loops.h's.

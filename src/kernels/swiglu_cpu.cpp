@@ -1,46 +1,38 @@
-// Compiled with cpu_loops.h's flags (src/kernels/CMakeLists.txt): vector selects, and the same
-// bits from every clone.
-#include "siamese/kernels/swiglu_cpu.h"
+// The CPU loops of SwiGLU over swiglu_math.h. Compiled with cpu_loops.h's flags
+// (src/kernels/CMakeLists.txt): vector selects, and the same bits from every clone.
+#include "swiglu_cpu.h"
 
 #include <type_traits>
 
 #include "cpu_loops.h"
+#include "swiglu_math.h"
 
 namespace siamese::kernels {
 namespace {
 
 using cpu_loops::each_row;
-using cpu_loops::exp_nonpositive;
 using cpu_loops::load;
 using cpu_loops::store;
 
-// sigmoid(b) from exp(-|b|) <= 1, so nothing overflows: 1 / (1 + e) for b >= 0, e / (1 + e)
-// below.
-inline float sigmoid(float b) {
-  const float e = exp_nonpositive(b < 0.0f ? b : -b);
-  const float inv = 1.0f / (1.0f + e);
-  return b < 0.0f ? e * inv : inv;
-}
+struct CpuExp {
+  float operator()(float v) const { return cpu_loops::exp_nonpositive(v); }
+};
 
 template <typename T>
 SIAMESE_VECTOR_CLONES void forward_row(const T* h, T* out, int64_t n) {
   const T* a = h;
   const T* b = h + n;
-  for (int64_t j = 0; j < n; ++j) {
-    const float bj = load(b, j);
-    store(out, j, load(a, j) * (bj * sigmoid(bj)));
-  }
+  for (int64_t j = 0; j < n; ++j) store(out, j, swiglu_math::value(load(a, j), load(b, j), CpuExp{}));
 }
 
-// d silu(b) / db = s (1 + b (1 - s)), s = sigmoid(b).
 template <typename T>
 SIAMESE_VECTOR_CLONES void backward_row(const T* h, const T* g, T* dh, int64_t n) {
   const T* a = h;
   const T* b = h + n;
   for (int64_t j = 0; j < n; ++j) {
-    const float bj = load(b, j), gj = load(g, j), s = sigmoid(bj);
-    store(dh, j, gj * (bj * s));
-    store(dh + n, j, gj * load(a, j) * (s * (1.0f + bj * (1.0f - s))));
+    const auto d = swiglu_math::grads(load(a, j), load(b, j), load(g, j), CpuExp{});
+    store(dh, j, d.da);
+    store(dh + n, j, d.db);
   }
 }
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "siamese/common/autocast.h"
-#include "siamese/kernels/swiglu_cpu.h"
+#include "siamese/kernels/swiglu.h"
 
 namespace siamese::model {
 
@@ -53,34 +53,18 @@ MlpImpl::MlpImpl(const config::ModelConfig& cfg, SublayerHooks hooks)
 
 namespace {
 
-bool fused_swiglu_supports(const torch::Tensor& h) {
-  return h.is_cpu() && (h.scalar_type() == torch::kFloat || h.scalar_type() == torch::kBFloat16);
-}
-
-// SwiGLU as one autograd node on kernels/swiglu_cpu.h's passes. Saves only h, the MLP's projection
-// output (LibTorch's form keeps b, silu(b) and a).
+// SwiGLU as one autograd node on kernels/swiglu.h's passes, on the CPU and on CUDA. Saves only
+// h, the MLP's projection output (LibTorch's form keeps b, silu(b) and a).
 class SwigluFunction : public torch::autograd::Function<SwigluFunction> {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h_in) {
-    const auto h = h_in.contiguous();
-    const int64_t n = h.size(-1) / 2;
-    auto sizes = h.sizes().vec();
-    sizes.back() = n;
-    auto out = torch::empty(sizes, h.options());
-    kernels::swiglu_forward(h.data_ptr(), out.data_ptr(), h.numel() / h.size(-1), n,
-                            h.scalar_type() == torch::kBFloat16);
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h) {
     ctx->save_for_backward({h});
-    return out;
+    return kernels::swiglu(h);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const auto h = ctx->get_saved_variables()[0];
-    const auto g = grads[0].to(h.scalar_type()).contiguous();
-    auto dh = torch::empty_like(h);
-    kernels::swiglu_backward(h.data_ptr(), g.data_ptr(), dh.data_ptr(), h.numel() / h.size(-1),
-                             h.size(-1) / 2, h.scalar_type() == torch::kBFloat16);
-    return {dh};
+    return {kernels::swiglu_backward(ctx->get_saved_variables()[0], grads[0])};
   }
 };
 
@@ -88,7 +72,7 @@ class SwigluFunction : public torch::autograd::Function<SwigluFunction> {
 
 torch::Tensor MlpImpl::activate(const torch::Tensor& h) const {
   if (activation_ == config::Activation::SwiGLU) {
-    if (!hooks_.swiglu && fused_swiglu_supports(h)) return SwigluFunction::apply(h);
+    if (!hooks_.swiglu && kernels::swiglu_supports(h)) return SwigluFunction::apply(h);
     auto parts = h.chunk(2, -1);
     if (hooks_.swiglu) std::tie(parts[0], parts[1]) = hooks_.swiglu(parts[0], parts[1]);
     return torch::silu(parts[1]) * parts[0];

@@ -13,7 +13,7 @@
 #include "siamese/kernels/fused_norm.h"
 #include "siamese/kernels/rope.h"
 #include "siamese/kernels/softmax_cpu.h"
-#include "siamese/kernels/swiglu_cpu.h"
+#include "siamese/kernels/swiglu.h"
 
 namespace siamese::kernels {
 namespace {
@@ -72,6 +72,8 @@ const Row kTable[] = {
     {Op::CrossEntropy, kBf16, kCpu},
     {Op::Swiglu, kF32, kCpu},
     {Op::Swiglu, kBf16, kCpu},
+    {Op::Swiglu, kF32, kCuda},
+    {Op::Swiglu, kBf16, kCuda},
     {Op::Rope, kF32, kCpu},
     {Op::Rope, kBf16, kCpu},
     {Op::Rope, kF32, kCuda},
@@ -234,17 +236,23 @@ std::vector<Output> cross_entropy_outputs(torch::ScalarType t) {
           {"dx", grad, x64.grad(), t, kF32, vocab}};
 }
 
-// h = [a | b] -> a silu(b), rows of 2 * 75: a tail after every vector width.
-std::vector<Output> swiglu_outputs(torch::ScalarType t) {
-  const int64_t rows = 150, n = 75;
-  const auto h = random({rows, 2 * n}, t, 4), g = random({rows, n}, t);
-  auto out = torch::empty({rows, n}, h.options()), dh = torch::empty_like(h);
-  swiglu_forward(h.data_ptr(), out.data_ptr(), rows, n, t == kBf16);
-  swiglu_backward(h.data_ptr(), g.data_ptr(), dh.data_ptr(), rows, n, t == kBf16);
-  auto h64 = leaf64(h);
-  const auto y64 = h64.narrow(1, 0, n) * torch::silu(h64.narrow(1, n, n));
-  (y64 * f64(g)).sum().backward();
-  return {{"out", out, y64, t, kF32, 0}, {"dh", dh, h64.grad(), t, kF32, 0}};
+// h = [a | b] -> a silu(b), rows of 2 * 75: a tail after every CPU vector width, and single
+// elements on CUDA, whose 16-byte packs need n a multiple of 8 (bfloat16) or 4 (float32). Rows
+// of 2 * 64 take the packs.
+std::vector<Output> swiglu_outputs(torch::ScalarType t, torch::Device dev) {
+  std::vector<Output> outs;
+  for (const int64_t n : {75, 64}) {
+    const int64_t rows = 150;
+    const auto h = random({rows, 2 * n}, t, 4), g = random({rows, n}, t);
+    const auto out = swiglu(h.to(dev)), dh = swiglu_backward(h.to(dev), g.to(dev));
+    auto h64 = leaf64(h);
+    const auto y64 = h64.narrow(1, 0, n) * torch::silu(h64.narrow(1, n, n));
+    (y64 * f64(g)).sum().backward();
+    const auto width = std::to_string(n);
+    outs.push_back({"out, n " + width, out, y64, t, kF32, 0});
+    outs.push_back({"dh, n " + width, dh, h64.grad(), t, kF32, 0});
+  }
+  return outs;
 }
 
 // q as attention hands it over, a transposed view [B, H, T, hd] of [B, T, H, hd], rotated by
@@ -282,7 +290,7 @@ std::vector<Output> outputs(const Row& row) {
     case Op::CrossEntropy:
       return cross_entropy_outputs(row.dtype);
     case Op::Swiglu:
-      return swiglu_outputs(row.dtype);
+      return swiglu_outputs(row.dtype, dev);
     case Op::Rope:
       return rope_outputs(row.dtype, dev);
   }

@@ -1,9 +1,7 @@
 #pragma once
-// SwiGLU on the CPU as one pass each way (model/mlp.cpp), for float32 and bfloat16 rows
-// h = [a | b] of width 2n: out = a silu(b). LibTorch's form takes a silu, a product, and in
-// backward a silu_backward, two products and the concatenation of the halves' gradients; this
-// writes dh = [g silu(b) | g a silu'(b)] in place. Computed in float: silu to a few ulp of
-// ATen's.
+// SwiGLU on the CPU as one pass each way (the CPU backend of kernels/swiglu.h), for float32
+// and bfloat16 rows h = [a | b] of width 2n: out = a silu(b), dh = [g silu(b) | g a silu'(b)].
+// Computed in float (swiglu_math.h): silu to a few ulp of ATen's.
 #include <cstdint>
 
 namespace siamese::kernels {
