@@ -1,12 +1,14 @@
-// Compiled with -fno-trapping-math (so GCC turns cpu_loops.h's clamps into vector selects)
-// and -ffp-contract=off (so every clone below computes the same bits): src/kernels/CMakeLists.txt.
-#include "siamese/kernels/softmax_cpu.h"
+// The cross-entropy's CPU loops over softmax_math.h. Compiled with -fno-trapping-math (so GCC turns
+// cpu_loops.h's clamps into vector selects) and -ffp-contract=off (so every clone below computes the same
+// bits): src/kernels/CMakeLists.txt.
+#include "softmax_cpu.h"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "cpu_loops.h"
+#include "softmax_math.h"
 
 namespace siamese::kernels {
 namespace {
@@ -16,6 +18,10 @@ using cpu_loops::exp_nonpositive;
 using cpu_loops::load;
 using cpu_loops::store;
 
+struct CpuExp {
+  float operator()(float v) const { return exp_nonpositive(v); }
+};
+
 // Each row function has one clone per vector width, picked once at load time; without FMA
 // contraction each gives the same bits as the baseline one.
 
@@ -24,7 +30,8 @@ using cpu_loops::store;
 template <typename T>
 SIAMESE_VECTOR_CLONES void softmax_grad_row(const T* __restrict x, float max, float log_sum, float scale,
                                             T* __restrict out, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) store(out, j, exp_nonpositive((load(x, j) - max) - log_sum) * scale);
+  for (int64_t j = 0; j < n; ++j)
+    store(out, j, softmax_math::scaled_probability(load(x, j), max, log_sum, scale, CpuExp{}));
 }
 
 // A float's bits as an int32 in the floats' order (negative floats get their magnitude bits
@@ -78,9 +85,6 @@ void log_softmax_stats_of(const T* x, float* max, float* log_sum, int64_t rows, 
   });
 }
 
-// The target's entry is computed in float and stored once, so that a bfloat16 gradient rounds
-// it once. (x - max) - log_sum, not x - (max + log_sum): the sum would round at the scale of
-// the logits, and that error would reach every probability of the row.
 template <typename T>
 void cross_entropy_grad_of(const T* x, const float* max, const float* log_sum, const float* row_scale,
                            int64_t row_scale_stride, const int64_t* targets, float target_grad, T* grad,
@@ -90,7 +94,7 @@ void cross_entropy_grad_of(const T* x, const float* max, const float* log_sum, c
     T* out = grad + i * vocab;
     const float scale = row_scale[i * row_scale_stride];
     const float at_target =
-        exp_nonpositive((load(in, targets[i]) - max[i]) - log_sum[i]) * scale - target_grad;
+        softmax_math::target_entry(load(in, targets[i]), max[i], log_sum[i], scale, target_grad, CpuExp{});
     softmax_grad_row(in, max[i], log_sum[i], scale, out, vocab);
     store(out, targets[i], at_target);
   });

@@ -6,31 +6,21 @@
 
 #include "swiglu_cpu.h"
 #include "swiglu_kernel.h"
+#include "tensor_dtype.h"
 
 namespace siamese::kernels {
 namespace {
 
-DType storage_dtype(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case torch::kFloat:
-      return DType::Float32;
-    case torch::kBFloat16:
-      return DType::BFloat16;
-    default:
-      return DType::Float16;
-  }
-}
-
 void run_on_cuda(bool backward, const torch::Tensor& h, const torch::Tensor* g, torch::Tensor& out) {
-  const SwigluArgs args{storage_dtype(h), h.numel() / h.size(-1),      h.size(-1) / 2,
-                        h.data_ptr(),     g ? g->data_ptr() : nullptr, out.data_ptr()};
+  const SwigluArgs args{pass_dtype(h), h.numel() / h.size(-1),      h.size(-1) / 2,
+                        h.data_ptr(),  g ? g->data_ptr() : nullptr, out.data_ptr()};
   const c10::cuda::CUDAGuard guard(h.device());
   const auto stream = at::cuda::getCurrentCUDAStream().stream();
   const char* err = backward ? swiglu_backward_cuda(args, stream) : swiglu_forward_cuda(args, stream);
   TORCH_CHECK(!err, "SwiGLU: CUDA kernel failed: ", err);
 }
 
-void check(const torch::Tensor& h) {
+void check_h(const torch::Tensor& h) {
   TORCH_CHECK(swiglu_supports(h), "SwiGLU: no fused pass for ", h.scalar_type(), " on ", h.device());
   TORCH_CHECK(h.dim() >= 1 && h.size(-1) % 2 == 0, "SwiGLU: the last dimension of ", h.sizes(),
               " is not [a | b] of even width");
@@ -38,14 +28,10 @@ void check(const torch::Tensor& h) {
 
 }  // namespace
 
-bool swiglu_supports(const torch::Tensor& h) {
-  const auto t = h.scalar_type();
-  if (h.is_cpu()) return t == torch::kFloat || t == torch::kBFloat16;
-  return h.is_cuda() && (t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf);
-}
+bool swiglu_supports(const torch::Tensor& h) { return has_pass_for(h); }
 
 torch::Tensor swiglu(const torch::Tensor& h_in) {
-  check(h_in);
+  check_h(h_in);
   const auto h = h_in.contiguous();
   const int64_t n = h.size(-1) / 2, rows = h.numel() / std::max<int64_t>(h.size(-1), 1);
   auto sizes = h.sizes().vec();
@@ -59,7 +45,7 @@ torch::Tensor swiglu(const torch::Tensor& h_in) {
 }
 
 torch::Tensor swiglu_backward(const torch::Tensor& h_in, const torch::Tensor& g_in) {
-  check(h_in);
+  check_h(h_in);
   const auto h = h_in.contiguous(), g = g_in.to(h.scalar_type()).contiguous();
   const int64_t n = h.size(-1) / 2, rows = h.numel() / std::max<int64_t>(h.size(-1), 1);
   TORCH_CHECK(g.numel() == rows * n && g.size(-1) == n, "SwiGLU backward: gradient ", g.sizes(),

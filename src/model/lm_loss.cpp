@@ -1,28 +1,22 @@
 #include "siamese/model/lm_loss.h"
 
-#include "siamese/kernels/softmax_cpu.h"
+#include "siamese/kernels/cross_entropy.h"
 
 namespace siamese::model {
 
 namespace {
 
-// Logits that kernels/softmax_cpu.h's passes take as they are; others are widened to float32
-// first.
-bool fast_cpu_path(const torch::Tensor& t) {
-  return t.is_cpu() && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16);
-}
-
 // The cross-entropy and z-loss sums of logits rows [N, V] as one autograd node. The
 // vocabulary-wide work is the softmax's statistics in forward and, in backward, one exp and
 // one scale, where cross_entropy's backward fills a zero [N, V] gradient, scatters into it
 // and runs log_softmax's backward over both (bench --profile: a tenth of the CPU step on
-// base.yaml). On the CPU both are passes of softmax_cpu.h, whose exp has no slow path for the
-// far-negative log-probabilities of a trained model, and which read and write bfloat16 logits
-// and their gradient without float32 copies. Forward keeps two floats a row, not the [N, V]
-// log-probabilities (a logits-sized buffer less at the peak), and backward recomputes them
-// from the logits, bit for bit. The logsumexp the z-loss needs is logit - log-probability at
-// the target, not a second pass over the row. Value and gradient are cross_entropy's to
-// rounding (tests/model/lm_loss_test.cpp).
+// base.yaml). Both are passes of kernels/cross_entropy.h, on the CPU and on CUDA, which read
+// and write half logits and their gradient without float32 copies. Forward keeps two floats a
+// row, not the [N, V] log-probabilities (a logits-sized buffer less at the peak), and backward
+// recomputes them from the logits, bit for bit. Other dtypes (float64, and float16 on the CPU,
+// widened to float32 first) take LibTorch's log_softmax. The logsumexp the z-loss needs is
+// logit - log-probability at the target, not a second pass over the row. Value and gradient
+// are cross_entropy's to rounding (tests/model/lm_loss_test.cpp).
 class CrossEntropySums : public torch::autograd::Function<CrossEntropySums> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
@@ -30,12 +24,9 @@ class CrossEntropySums : public torch::autograd::Function<CrossEntropySums> {
                                                 std::optional<double> z) {
     const auto index = targets.unsqueeze(1);
     torch::Tensor saved_rows, stats, picked;
-    if (fast_cpu_path(rows)) {
+    if (kernels::cross_entropy_supports(rows)) {
       saved_rows = rows.contiguous();
-      stats = torch::empty({2, rows.size(0), 1}, rows.options().dtype(torch::kFloat));
-      kernels::log_softmax_stats(saved_rows.data_ptr(), rows.scalar_type() == torch::kBFloat16,
-                                 stats[0].data_ptr<float>(), stats[1].data_ptr<float>(), rows.size(0),
-                                 rows.size(1));
+      stats = kernels::log_softmax_stats(saved_rows);
       picked = (saved_rows.gather(1, index).to(torch::kFloat) - stats[0]) - stats[1];
     } else {
       saved_rows = torch::log_softmax(rows, 1);
@@ -64,13 +55,8 @@ class CrossEntropySums : public torch::autograd::Function<CrossEntropySums> {
       grad.scatter_add_(1, index, (-g_nll).expand({index.size(0), 1}).to(grad.scalar_type()));
       return {grad, torch::Tensor(), torch::Tensor()};
     }
-    const auto& rows = rows_or_log_probs;
-    auto grad = torch::empty_like(rows);
-    const auto scale = row_scale.to(torch::kFloat).contiguous();
-    kernels::cross_entropy_grad(rows.data_ptr(), stats[0].data_ptr<float>(), stats[1].data_ptr<float>(),
-                                scale.data_ptr<float>(), z_grad ? 1 : 0, index.data_ptr<int64_t>(),
-                                g_nll.item<float>(), grad.data_ptr(), rows.scalar_type() == torch::kBFloat16,
-                                rows.size(0), rows.size(1));
+    const auto grad =
+        kernels::cross_entropy_grad(rows_or_log_probs, stats, row_scale.reshape({-1, 1}), index, g_nll);
     return {grad, torch::Tensor(), torch::Tensor()};
   }
 };
@@ -79,7 +65,7 @@ class CrossEntropySums : public torch::autograd::Function<CrossEntropySums> {
 
 LossSums loss_sums(const torch::Tensor& logits, const torch::Tensor& targets,
                    std::optional<double> z_loss_multiplier) {
-  const bool as_is = logits.scalar_type() == torch::kFloat64 || fast_cpu_path(logits);
+  const bool as_is = logits.scalar_type() == torch::kFloat64 || kernels::cross_entropy_supports(logits);
   const auto wide = as_is ? logits : logits.to(torch::kFloat32);
   const auto sums = CrossEntropySums::apply(wide.reshape({-1, wide.size(-1)}),
                                             targets.reshape({-1}).contiguous(), z_loss_multiplier);

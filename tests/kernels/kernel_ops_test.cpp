@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "siamese/kernels/cross_entropy.h"
 #include "siamese/kernels/fused_norm.h"
 #include "siamese/kernels/rope.h"
-#include "siamese/kernels/softmax_cpu.h"
 #include "siamese/kernels/swiglu.h"
 
 namespace siamese::kernels {
@@ -70,6 +70,8 @@ const Row kTable[] = {
     {Op::StreamUpdateLayerNorm, kBf16, kCuda},
     {Op::CrossEntropy, kF32, kCpu},
     {Op::CrossEntropy, kBf16, kCpu},
+    {Op::CrossEntropy, kF32, kCuda},
+    {Op::CrossEntropy, kBf16, kCuda},
     {Op::Swiglu, kF32, kCpu},
     {Op::Swiglu, kBf16, kCpu},
     {Op::Swiglu, kF32, kCuda},
@@ -214,26 +216,31 @@ std::vector<Output> stream_update_outputs(torch::ScalarType t, torch::Device dev
 
 // The softmax statistics and the cross-entropy's gradient with per-row scales s_i and target
 // gradient g: the gradient of sum_i s_i logsumexp(x_i) - g sum_i x_i[target_i]. Rows of 1037
-// leave a tail after the 16 lanes.
-std::vector<Output> cross_entropy_outputs(torch::ScalarType t) {
-  const int64_t rows = 37, vocab = 1037;
-  const float target_grad = 0.8f;
-  const auto x = random({rows, vocab}, t, 3);
-  const auto targets = torch::randint(vocab, {rows}, torch::kLong);
-  const auto scale = torch::rand({rows}, kF32) + 0.5;
-  auto max = torch::empty({rows}, kF32), log_sum = torch::empty({rows}, kF32);
-  auto grad = torch::empty_like(x);
-  log_softmax_stats(x.data_ptr(), t == kBf16, max.data_ptr<float>(), log_sum.data_ptr<float>(), rows, vocab);
-  cross_entropy_grad(x.data_ptr(), max.data_ptr<float>(), log_sum.data_ptr<float>(), scale.data_ptr<float>(),
-                     1, targets.data_ptr<int64_t>(), target_grad, grad.data_ptr(), t == kBf16, rows, vocab);
-  auto x64 = leaf64(x);
-  const auto want_max = std::get<0>(x64.max(1));
-  const auto want_log_sum = torch::logsumexp(x64, 1) - want_max;
-  ((f64(scale) * torch::logsumexp(x64, 1)).sum() - target_grad * x64.gather(1, targets.unsqueeze(1)).sum())
-      .backward();
-  return {{"max", max, want_max, kF32, kF32, 0},
-          {"log_sum", log_sum, want_log_sum, kF32, kF32, vocab},
-          {"dx", grad, x64.grad(), t, kF32, vocab}};
+// leave a tail after the CPU's 16 lanes and take the CUDA kernels' single elements; rows of
+// 1040 take their 16-byte packs.
+std::vector<Output> cross_entropy_outputs(torch::ScalarType t, torch::Device dev) {
+  std::vector<Output> outs;
+  for (const int64_t vocab : {1037, 1040}) {
+    const int64_t rows = 37;
+    const float target_grad = 0.8f;
+    const auto x = random({rows, vocab}, t, 3);
+    const auto targets = torch::randint(vocab, {rows}, torch::kLong);
+    const auto scale = torch::rand({rows, 1}, kF32) + 0.5;
+    const auto stats = log_softmax_stats(x.to(dev));
+    const auto grad = cross_entropy_grad(x.to(dev), stats, scale.to(dev), targets.to(dev),
+                                         torch::full({}, target_grad).to(dev));
+    auto x64 = leaf64(x);
+    const auto want_max = std::get<0>(x64.max(1));
+    const auto want_log_sum = torch::logsumexp(x64, 1) - want_max;
+    ((f64(scale).squeeze(1) * torch::logsumexp(x64, 1)).sum() -
+     target_grad * x64.gather(1, targets.unsqueeze(1)).sum())
+        .backward();
+    const auto width = ", vocab " + std::to_string(vocab);
+    outs.push_back({"max" + width, stats[0].squeeze(1), want_max, kF32, kF32, 0});
+    outs.push_back({"log_sum" + width, stats[1].squeeze(1), want_log_sum, kF32, kF32, vocab});
+    outs.push_back({"dx" + width, grad, x64.grad(), t, kF32, vocab});
+  }
+  return outs;
 }
 
 // h = [a | b] -> a silu(b), rows of 2 * 75: a tail after every CPU vector width, and single
@@ -288,7 +295,7 @@ std::vector<Output> outputs(const Row& row) {
     case Op::StreamUpdateLayerNorm:
       return stream_update_outputs(row.dtype, dev, true);
     case Op::CrossEntropy:
-      return cross_entropy_outputs(row.dtype);
+      return cross_entropy_outputs(row.dtype, dev);
     case Op::Swiglu:
       return swiglu_outputs(row.dtype, dev);
     case Op::Rope:
