@@ -98,7 +98,75 @@ std::optional<at::ScalarType> flash_type(const torch::Tensor& q) {
   return t;
 }
 
+// q, k and v from the projection's output as one autograd node on kernels/qkv_heads.h. Saves
+// qkv and the RoPE tables; backward writes qkv's gradient whole.
+class QkvHeadsFunction : public torch::autograd::Function<QkvHeadsFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const torch::Tensor& qkv, const torch::Tensor& sin,
+                                                const torch::Tensor& cos, const kernels::QkvHeadsSpec& spec) {
+    ctx->save_for_backward({qkv, sin, cos});
+    ctx->saved_data["heads"] = spec.heads;
+    ctx->saved_data["kv_heads"] = spec.kv_heads;
+    ctx->saved_data["head_dim"] = spec.head_dim;
+    ctx->saved_data["norm"] =
+        int64_t(spec.norm[0]) | (int64_t(spec.norm[1]) << 1) | (int64_t(spec.norm[2]) << 2);
+    ctx->saved_data["centered"] = spec.centered;
+    ctx->saved_data["eps"] = spec.eps;
+    ctx->saved_data["rope"] = spec.rope;
+    const auto out = kernels::qkv_heads(qkv, spec, sin, cos);
+    return {out[0], out[1], out[2]};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    kernels::QkvHeadsSpec spec;
+    spec.heads = ctx->saved_data["heads"].toInt();
+    spec.kv_heads = ctx->saved_data["kv_heads"].toInt();
+    spec.head_dim = ctx->saved_data["head_dim"].toInt();
+    const int64_t norm = ctx->saved_data["norm"].toInt();
+    for (int p = 0; p < 3; ++p) spec.norm[p] = (norm >> p) & 1;
+    spec.centered = ctx->saved_data["centered"].toBool();
+    spec.eps = ctx->saved_data["eps"].toDouble();
+    spec.rope = ctx->saved_data["rope"].toBool();
+    const auto dqkv =
+        kernels::qkv_heads_backward(saved[0], spec, saved[1], saved[2], {grads[0], grads[1], grads[2]});
+    return {dqkv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+std::optional<kernels::QkvHeadsSpec> AttentionImpl::fused_heads(const torch::Tensor& qkv,
+                                                                const LayerCache* cache,
+                                                                const Documents* docs) const {
+  // A GPU pass: on the CPU the norms' and RoPE's own vectorised passes stay.
+  if (!qkv.is_cuda() || full_width_qk_norm_ || hooks_.qk || cache || (docs && docs->positions.defined()))
+    return std::nullopt;
+  if (rope_ && !rope_->full_precision() && qkv.scalar_type() != torch::kFloat) return std::nullopt;
+  kernels::QkvHeadsSpec spec;
+  spec.heads = n_heads_;
+  spec.kv_heads = n_kv_heads_;
+  spec.head_dim = head_dim_;
+  spec.rope = rope_.has_value();
+  std::optional<NormKind> kind;
+  const Norm* norms[3] = {&q_norm, &k_norm, &v_norm};
+  for (int p = 0; p < 3; ++p) {
+    const Norm& n = *norms[p];
+    if (n.is_empty()) continue;
+    // Weights would need their gradient summed over every head row: those norms stay separate.
+    if (n->weight.defined() || n->bias.defined() ||
+        (n->kind() != NormKind::RMS && n->kind() != NormKind::LayerNorm) || (kind && *kind != n->kind()))
+      return std::nullopt;
+    kind = n->kind();
+    spec.norm[p] = true;
+    spec.eps = n->eps();
+  }
+  spec.centered = kind == NormKind::LayerNorm;
+  if (!kernels::qkv_heads_supports(qkv, spec)) return std::nullopt;
+  return spec;
+}
 
 std::tuple<torch::Tensor, torch::Tensor, int64_t> AttentionImpl::append(LayerCache& cache,
                                                                         const torch::Tensor& k,
@@ -163,30 +231,40 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache, 
   const int64_t B = x.size(-3), T = x.size(-2), d = n_heads_ * head_dim_;
   auto qkv = project(x);
   if (clip_qkv_) qkv = qkv.clamp(-*clip_qkv_, *clip_qkv_);
-  auto parts = qkv.split_with_sizes(qkv_sizes(), -1);
-  auto q = parts[0], k = parts[1], v = parts[2];
-  if (full_width_qk_norm_) {
-    q = q_norm(q);
-    k = k_norm(k);
-  }
-  if (hooks_.qk) std::tie(q, k) = hooks_.qk(q, k);
-  auto heads = [&](const torch::Tensor& t, int64_t h) {
-    return t.view({B, T, h, head_dim_}).transpose(1, 2);
-  };
-  q = heads(q, n_heads_);
-  k = heads(k, n_kv_heads_);
-  v = heads(v, n_kv_heads_);
-  if (!full_width_qk_norm_) {
-    if (q_norm) q = q_norm(q);
-    if (k_norm) k = k_norm(k);
-  }
-  if (v_norm) v = v_norm(v);
   TORCH_CHECK(!(docs && cache), "document masks are for packed training rows, not KV-cache decoding");
   const int64_t past = cache ? cache->length : 0;
-  if (rope_ && docs && docs->positions.defined())
-    std::tie(q, k) = rope_->apply(q, k, docs->positions);
-  else if (rope_)
-    std::tie(q, k) = rope_->apply(q, k, past);
+  torch::Tensor q, k, v;
+  if (const auto spec = fused_heads(qkv, cache, docs)) {
+    torch::Tensor sin, cos;
+    if (spec->rope) std::tie(sin, cos) = rope_->tables(T, qkv.device());
+    const auto prepared = QkvHeadsFunction::apply(qkv, sin, cos, *spec);
+    q = prepared[0];
+    k = prepared[1];
+    v = prepared[2];
+  } else {
+    auto parts = qkv.split_with_sizes(qkv_sizes(), -1);
+    q = parts[0], k = parts[1], v = parts[2];
+    if (full_width_qk_norm_) {
+      q = q_norm(q);
+      k = k_norm(k);
+    }
+    if (hooks_.qk) std::tie(q, k) = hooks_.qk(q, k);
+    auto heads = [&](const torch::Tensor& t, int64_t h) {
+      return t.view({B, T, h, head_dim_}).transpose(1, 2);
+    };
+    q = heads(q, n_heads_);
+    k = heads(k, n_kv_heads_);
+    v = heads(v, n_kv_heads_);
+    if (!full_width_qk_norm_) {
+      if (q_norm) q = q_norm(q);
+      if (k_norm) k = k_norm(k);
+    }
+    if (v_norm) v = v_norm(v);
+    if (rope_ && docs && docs->positions.defined())
+      std::tie(q, k) = rope_->apply(q, k, docs->positions);
+    else if (rope_)
+      std::tie(q, k) = rope_->apply(q, k, past);
+  }
   int64_t first_key = 0;  // position of k's first column
   if (cache) std::tie(k, v, first_key) = append(*cache, k, v);
   if (n_kv_heads_ != n_heads_) {

@@ -59,6 +59,8 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const StepOptio
   if (uneven_shares_) n_micro = int64_t(sync_.max(double(n_micro)));
   {
     const AttentionKernelScope kernels(flash_attention_);
+    std::optional<StepCastCache> casts;
+    if (autocast_ && !sync_.block_hooks()) casts.emplace();
     for (int64_t m = 0; m < n_micro; ++m) {
       const int64_t first = std::min(m * micro_batch_, batch.size(0));
       auto ids = batch.narrow(0, first, std::min(micro_batch_, batch.size(0) - first));

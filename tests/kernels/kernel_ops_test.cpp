@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <limits>
 #include <ostream>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "siamese/kernels/cross_entropy.h"
 #include "siamese/kernels/fused_norm.h"
+#include "siamese/kernels/qkv_heads.h"
 #include "siamese/kernels/rope.h"
 #include "siamese/kernels/swiglu.h"
 
@@ -28,7 +30,10 @@ enum class Op {
   StreamUpdateLayerNorm,
   CrossEntropy,
   Swiglu,
-  Rope
+  Rope,
+  QkvHeadsRms,
+  QkvHeadsLayerNorm,
+  QkvHeadsRopeOnly
 };
 
 struct Row {
@@ -80,6 +85,16 @@ const Row kTable[] = {
     {Op::Rope, kBf16, kCpu},
     {Op::Rope, kF32, kCuda},
     {Op::Rope, kBf16, kCuda},
+    {Op::QkvHeadsRms, kF32, kCpu},
+    {Op::QkvHeadsRms, kBf16, kCpu},
+    {Op::QkvHeadsRms, kF32, kCuda},
+    {Op::QkvHeadsRms, kBf16, kCuda},
+    {Op::QkvHeadsLayerNorm, kF32, kCpu},
+    {Op::QkvHeadsLayerNorm, kBf16, kCpu},
+    {Op::QkvHeadsLayerNorm, kF32, kCuda},
+    {Op::QkvHeadsLayerNorm, kBf16, kCuda},
+    {Op::QkvHeadsRopeOnly, kF32, kCpu},
+    {Op::QkvHeadsRopeOnly, kBf16, kCuda},
 };
 
 const char* op_name(Op op) {
@@ -100,6 +115,12 @@ const char* op_name(Op op) {
       return "swiglu";
     case Op::Rope:
       return "rope";
+    case Op::QkvHeadsRms:
+      return "qkv_heads_rms";
+    case Op::QkvHeadsLayerNorm:
+      return "qkv_heads_layer_norm";
+    case Op::QkvHeadsRopeOnly:
+      return "qkv_heads_rope_only";
   }
   return "unknown";
 }
@@ -281,6 +302,50 @@ std::vector<Output> rope_outputs(torch::ScalarType t, torch::Device dev) {
   return {{"y", y, y64, t, kF32, 0}, {"dq", dq, q64.grad(), t, kF32, 0}};
 }
 
+// The attention's head preparation from qkv [B, T, (H + 2 Hkv) hd]: q's and k's head rows
+// normalized without weights (unless rope_only) and rotated, v's normalized, against the
+// textbook norm and rotate-half in float64. Grouped-query heads (3 against 1); the gradients
+// arrive as flash attention's do, transposed views of [B, T, heads, hd].
+std::vector<Output> qkv_heads_outputs(torch::ScalarType t, torch::Device dev, bool norms, bool centered) {
+  const int64_t B = 2, T = 5, H = 3, Hkv = 1, hd = 64, h = hd / 2;
+  QkvHeadsSpec spec;
+  spec.heads = H;
+  spec.kv_heads = Hkv;
+  spec.head_dim = hd;
+  spec.norm = {norms, norms, norms};
+  spec.centered = centered;
+  spec.eps = kEps;
+  spec.rope = true;
+  const auto inv_freq = 1.0 / torch::pow(10000.0, torch::arange(0, hd, 2, torch::kDouble) / double(hd));
+  const auto angles = torch::outer(torch::arange(T, torch::kDouble), inv_freq).to(kF32);
+  const auto sin = angles.sin(), cos = angles.cos();
+  const auto qkv = random({B, T, (H + 2 * Hkv) * hd}, t, 2, 0.5);
+  std::array<Tensor, 3> grads;
+  for (int p = 0; p < 3; ++p) grads[p] = random({B, T, p == 0 ? H : Hkv, hd}, t).transpose(1, 2);
+  const auto out = qkv_heads(qkv.to(dev), spec, sin.to(dev), cos.to(dev));
+  const auto dqkv = qkv_heads_backward(qkv.to(dev), spec, sin.to(dev), cos.to(dev),
+                                       {grads[0].to(dev), grads[1].to(dev), grads[2].to(dev)});
+  auto qkv64 = leaf64(qkv);
+  const auto parts = qkv64.split({H * hd, Hkv * hd, Hkv * hd}, -1);
+  const auto s = torch::cat({f64(sin), f64(sin)}, -1), c = torch::cat({f64(cos), f64(cos)}, -1);
+  Tensor loss = torch::zeros({}, torch::kDouble);
+  std::vector<Output> outs;
+  const char* names[3] = {"q", "k", "v"};
+  for (int p = 0; p < 3; ++p) {
+    auto x = parts[p].reshape({B, T, p == 0 ? H : Hkv, hd}).transpose(1, 2);
+    if (norms) {
+      const auto centred = centered ? x - x.mean(-1, true) : x;
+      x = centred * torch::rsqrt(centred.pow(2).mean(-1, true) + kEps);
+    }
+    if (p < 2) x = x * c + torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1) * s;
+    loss = loss + (x * f64(grads[p])).sum();
+    outs.push_back({names[p], out[p], x.detach(), t, kF32, norms ? hd : 0});
+  }
+  loss.backward();
+  outs.push_back({"dqkv", dqkv, qkv64.grad(), t, kF32, norms ? hd : 0});
+  return outs;
+}
+
 std::vector<Output> outputs(const Row& row) {
   const torch::Device dev(row.backend);
   switch (row.op) {
@@ -300,6 +365,12 @@ std::vector<Output> outputs(const Row& row) {
       return swiglu_outputs(row.dtype, dev);
     case Op::Rope:
       return rope_outputs(row.dtype, dev);
+    case Op::QkvHeadsRms:
+      return qkv_heads_outputs(row.dtype, dev, true, false);
+    case Op::QkvHeadsLayerNorm:
+      return qkv_heads_outputs(row.dtype, dev, true, true);
+    case Op::QkvHeadsRopeOnly:
+      return qkv_heads_outputs(row.dtype, dev, false, false);
   }
   return {};
 }

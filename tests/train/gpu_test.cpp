@@ -89,6 +89,23 @@ TEST(GpuParity, EveryTopologyOnCudaMatchesCpuInFloat32) {
     expect_cuda_matches_cpu(small_model(topology), topology);
 }
 
+// The attention's one-pass head preparation (kernels/qkv_heads.h) runs where per-head norms
+// have no weights, as OLMo-1B's configs give them, and with RoPE alone: pre, and hybrid_pre
+// with RMSNorm and LayerNorm, on CUDA against the CPU's separate norms and rotation. Heads of
+// 32 channels, the smallest the kernel takes.
+TEST(GpuParity, HeadPreparationWithoutNormWeightsMatchesTheCpu) {
+  REQUIRE_GPU();
+  for (const std::string topology : {"pre", "hybrid_pre"})
+    for (const auto norm : {config::LayerNormType::RMS, config::LayerNormType::Default}) {
+      auto cfg = siamese::testing::tiny_model(topology, {64, 2, 3, 100, 128, 32});
+      cfg.rope = true;
+      cfg.include_bias = false;
+      cfg.layer_norm_type = norm;
+      cfg.layer_norm_with_affine = cfg.attention_layer_norm_with_affine = false;
+      expect_cuda_matches_cpu(cfg, topology + (norm == config::LayerNormType::RMS ? " rms" : " layer_norm"));
+    }
+}
+
 std::vector<double> loss_values(const fs::path& folder) {
   std::vector<double> out;
   for (const auto& [step, loss] : losses(folder)) out.push_back(std::stod(loss));

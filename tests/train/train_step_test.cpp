@@ -2,8 +2,12 @@
 // attention and with the rows the instance filter left out.
 #include <gtest/gtest.h>
 
+#include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
+
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -67,6 +71,58 @@ TEST(TrainStep, MicroBatchesGiveTheWholeBatchsLossAndUpdate) {
   const auto pa = whole.model->named_parameters(), pb = split.model->named_parameters();
   for (const auto& kv : pa) EXPECT_TRUE(torch::allclose(kv.value(), pb[kv.key()], 1e-5, 1e-6)) << kv.key();
   EXPECT_LT(mean / double(4 * 31), a.terms["loss"].item<double>());  // the step lowered the loss
+}
+
+// Autocast's casts that its cache may keep while fn runs on this thread (where the step's
+// forwards and, on the CPU, its backward run): aten::_to_copy of a parameter itself, a leaf
+// that requires grad and is no view. On CUDA every linear's weight is cast so. On the CPU the
+// blocks' products cast transposed views of their weights, which the cache never keeps, and
+// the tied head's linear casts the embedding matrix itself.
+int64_t weight_casts(const std::function<void()>& fn) {
+  static thread_local int64_t casts = 0;
+  casts = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& f) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string(f.name()) != "aten::_to_copy") return nullptr;
+        const auto inputs = f.inputs();
+        if (!inputs.empty() && inputs[0].isTensor()) {
+          const auto& t = inputs[0].toTensor();
+          casts += t.is_leaf() && t.requires_grad() && !t.is_view() ? 1 : 0;
+        }
+        return nullptr;
+      }).needsInputs(true));
+  fn();
+  at::removeCallback(handle);
+  return casts;
+}
+
+// Under autocast a step casts each weight once however many micro-batches it runs (and, with
+// every block recomputed, its recomputations reuse the forward's casts), and reusing them
+// changes no bit of the update: the same step with autocast's cache off, which casts a weight
+// at each use, ends at the same weights.
+TEST(TrainStep, AutocastCastsEachWeightOncePerStep) {
+  for (const auto checkpointing :
+       {config::ActivationCheckpointing::None, config::ActivationCheckpointing::WholeLayer}) {
+    SCOPED_TRACE(static_cast<int>(checkpointing));
+    auto c = no_dropout();
+    c.precision = config::Precision::AmpBf16;
+    c.model.activation_checkpointing = checkpointing;
+    const auto batch = batch_of(c);
+    const int64_t micro_batches = batch.size(0);
+    Subject split(c), whole(c), uncached(c);
+    auto per_row = split.step(c, 1), at_once = whole.step(c, micro_batches), every_use = uncached.step(c, 1);
+    const int64_t split_casts = weight_casts([&] { per_row.run(batch, 1e-3); });
+    const int64_t whole_casts = weight_casts([&] { at_once.run(batch, 1e-3); });
+    at::autocast::set_autocast_cache_enabled(false);
+    const int64_t every_use_casts = weight_casts([&] { every_use.run(batch, 1e-3); });
+    at::autocast::set_autocast_cache_enabled(true);
+    ASSERT_GT(micro_batches, 1);
+    EXPECT_GT(whole_casts, 0);
+    EXPECT_EQ(split_casts, whole_casts);
+    EXPECT_GE(every_use_casts, micro_batches * whole_casts);
+    const auto ours = split.model->named_parameters(), theirs = uncached.model->named_parameters();
+    for (const auto& kv : ours) EXPECT_TRUE(torch::equal(kv.value(), theirs[kv.key()])) << kv.key();
+  }
 }
 
 // fused_loss (the chunked LM-head loss) changes memory, not training: the same losses,

@@ -5,6 +5,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
 
@@ -34,6 +35,32 @@ inline at::ScalarType matmul_dtype(const torch::Tensor& t) {
   return at::autocast::get_autocast_dtype(type);
 }
 
+// While one lives, autocast keeps its half copies of float32 weights (its cast cache) from one
+// guard to the next: a training step's micro-batches cast every weight once, not once each
+// (on an H100, every micro-batch of OLMo-1B cast its 1.2B weights again). The cache is
+// cleared when the last one ends, so that the optimizer's update is cast afresh. ATen's cache
+// is one per process (a cleared cache on one thread is cleared for all), and casts made under
+// no-grad keep their autograd history, so a recomputation's forward (activation checkpointing,
+// the chunked loss) may reuse a cast its first, no-grad forward made. Only for weights that
+// stay whole for the whole scope: a strategy that gathers and frees them per block must not
+// keep their copies.
+class StepCastCache {
+ public:
+  StepCastCache() { ++depth(); }
+  ~StepCastCache() {
+    if (--depth() == 0) at::autocast::clear_cache();
+  }
+  StepCastCache(const StepCastCache&) = delete;
+  StepCastCache& operator=(const StepCastCache&) = delete;
+  static bool active() { return depth() > 0; }
+
+ private:
+  static std::atomic<int>& depth() {
+    static std::atomic<int> d{0};
+    return d;
+  }
+};
+
 class AutocastGuard {
  public:
   AutocastGuard(torch::Device device, at::ScalarType dtype)
@@ -46,7 +73,7 @@ class AutocastGuard {
   ~AutocastGuard() {
     at::autocast::set_autocast_enabled(type_, was_enabled_);
     at::autocast::set_autocast_dtype(type_, previous_dtype_);
-    if (!was_enabled_) at::autocast::clear_cache();
+    if (!was_enabled_ && !StepCastCache::active()) at::autocast::clear_cache();
   }
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;

@@ -6,7 +6,10 @@
 // It knows nothing about residual paths: input [B,T,d] -> the attention branch output.
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "siamese/config/config.h"
+#include "siamese/kernels/qkv_heads.h"
 #include "siamese/model/documents.h"
 #include "siamese/model/norm.h"
 #include "siamese/model/rope.h"
@@ -72,6 +75,12 @@ class AttentionImpl : public torch::nn::Module {
 
  private:
   std::vector<int64_t> qkv_sizes() const;  // att_proj's output columns: [q | k | v]
+  // The one-pass head preparation (kernels/qkv_heads.h) where it computes what the separate
+  // per-head norms and RoPE would: on CUDA, without a cache, per-row positions, full-width Q/K
+  // norms or a Q/K hook, with per-head norms (if any) of RMSNorm or LayerNorm kind and no
+  // weights, RoPE (if any) in float32.
+  std::optional<kernels::QkvHeadsSpec> fused_heads(const torch::Tensor& qkv, const LayerCache* cache,
+                                                   const Documents* docs) const;
   // att_proj on x, or on each of x's three inputs with hooks_.separate_qkv: [B, T, q | k | v].
   torch::Tensor project(const torch::Tensor& x);
   // Appends k, v (positions cache.length on) to the cache; returns the keys and values the

@@ -20,11 +20,13 @@ class Rope {
   // every document of a packed row (documents.h).
   std::pair<torch::Tensor, torch::Tensor> apply(const torch::Tensor& q, const torch::Tensor& k,
                                                 const torch::Tensor& positions);
-
- private:
-  // sin and cos of the [T, hd / 2] angles (each used by both halves), cached for the
+  // sin and cos of the [T, hd / 2] angles (each used by both halves), float32, cached for the
   // longest T seen on this device.
   std::pair<torch::Tensor, torch::Tensor> tables(int64_t T, const torch::Device& device);
+  // Half inputs are rotated in float32.
+  bool full_precision() const { return full_precision_; }
+
+ private:
   // q and k rotated by angles sin, cos broadcast against them.
   std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,
                                                  torch::Tensor sin, torch::Tensor cos) const;
