@@ -26,9 +26,10 @@ QkvHeadsArgs args_of(const torch::Tensor& qkv, const QkvHeadsSpec& spec, const t
   a.eps = static_cast<float>(spec.eps);
   a.rope = spec.rope;
   if (spec.rope) {
-    TORCH_CHECK(sin.scalar_type() == torch::kFloat && sin.is_contiguous() && cos.is_contiguous() &&
-                    sin.size(0) == a.T && sin.size(1) == a.hd / 2 && sin.device() == qkv.device(),
-                "qkv heads: RoPE tables must be float32 [T, hd / 2] on the device, got ", sin.sizes());
+    for (const auto* table : {&sin, &cos})
+      TORCH_CHECK(table->scalar_type() == torch::kFloat && table->is_contiguous() && table->dim() == 2 &&
+                      table->size(0) == a.T && table->size(1) == a.hd / 2 && table->device() == qkv.device(),
+                  "qkv heads: RoPE tables must be float32 [T, hd / 2] on qkv's device, got ", table->sizes());
     a.sin = sin.data_ptr<float>();
     a.cos = cos.data_ptr<float>();
   }

@@ -67,9 +67,11 @@ __global__ void stats_kernel(SoftmaxArgs a) {
         v[k] = widen(pack.v[k]);
         m = fmaxf(m, v[k]);
       }
+      // A -inf logit adds nothing, also where the whole pack is -inf (m = -inf, and
+      // -inf - -inf would be NaN); a NaN still reaches the sum.
       float sum = 0.0f;
 #pragma unroll
-      for (int k = 0; k < V; ++k) sum += expf(v[k] - m);
+      for (int k = 0; k < V; ++k) sum += v[k] == -INFINITY ? 0.0f : expf(v[k] - m);
       s = softmax_math::merge(s, Share{m, sum}, DeviceExp{});
     }
     const Share total = block_merge(s);

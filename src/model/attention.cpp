@@ -157,13 +157,16 @@ std::optional<kernels::QkvHeadsSpec> AttentionImpl::fused_heads(const torch::Ten
     if (n.is_empty()) continue;
     // Weights would need their gradient summed over every head row: those norms stay separate.
     if (n->weight.defined() || n->bias.defined() ||
-        (n->kind() != NormKind::RMS && n->kind() != NormKind::LayerNorm) || (kind && *kind != n->kind()))
+        (n->kind() != NormKind::RMS && n->kind() != NormKind::LayerNorm) ||
+        (kind && (*kind != n->kind() || spec.eps != n->eps())))
       return std::nullopt;
     kind = n->kind();
     spec.norm[p] = true;
     spec.eps = n->eps();
   }
   spec.centered = kind == NormKind::LayerNorm;
+  // With nothing to compute, the split's views cost nothing.
+  if (!kind && !spec.rope) return std::nullopt;
   if (!kernels::qkv_heads_supports(qkv, spec)) return std::nullopt;
   return spec;
 }

@@ -47,6 +47,7 @@ constexpr auto kCuda = torch::kCUDA;
 constexpr auto kF32 = torch::kFloat;
 constexpr auto kBf16 = torch::kBFloat16;
 constexpr auto kF64 = torch::kDouble;
+constexpr auto kF16 = torch::kHalf;
 
 // The table. LayerNormFloatOut is a half input's LayerNorm under autocast (float32 output);
 // the softmax and SwiGLU loops exist on the CPU only, in float32 and bfloat16.
@@ -77,10 +78,12 @@ const Row kTable[] = {
     {Op::CrossEntropy, kBf16, kCpu},
     {Op::CrossEntropy, kF32, kCuda},
     {Op::CrossEntropy, kBf16, kCuda},
+    {Op::CrossEntropy, kF16, kCuda},
     {Op::Swiglu, kF32, kCpu},
     {Op::Swiglu, kBf16, kCpu},
     {Op::Swiglu, kF32, kCuda},
     {Op::Swiglu, kBf16, kCuda},
+    {Op::Swiglu, kF16, kCuda},
     {Op::Rope, kF32, kCpu},
     {Op::Rope, kBf16, kCpu},
     {Op::Rope, kF32, kCuda},
@@ -89,6 +92,7 @@ const Row kTable[] = {
     {Op::QkvHeadsRms, kBf16, kCpu},
     {Op::QkvHeadsRms, kF32, kCuda},
     {Op::QkvHeadsRms, kBf16, kCuda},
+    {Op::QkvHeadsRms, kF16, kCuda},
     {Op::QkvHeadsLayerNorm, kF32, kCpu},
     {Op::QkvHeadsLayerNorm, kBf16, kCpu},
     {Op::QkvHeadsLayerNorm, kF32, kCuda},
@@ -126,7 +130,7 @@ const char* op_name(Op op) {
 }
 
 const char* dtype_name(torch::ScalarType t) {
-  return t == kF64 ? "float64" : t == kBf16 ? "bfloat16" : "float32";
+  return t == kF64 ? "float64" : t == kBf16 ? "bfloat16" : t == kF16 ? "float16" : "float32";
 }
 
 // How gtest, and so a ctest name, shows a row.
@@ -137,6 +141,7 @@ void PrintTo(const Row& row, std::ostream* os) {
 double epsilon(torch::ScalarType t) {
   if (t == kF64) return std::numeric_limits<double>::epsilon();
   if (t == kBf16) return std::numeric_limits<c10::BFloat16>::epsilon();
+  if (t == kF16) return std::numeric_limits<c10::Half>::epsilon();
   return std::numeric_limits<float>::epsilon();
 }
 
@@ -238,14 +243,20 @@ std::vector<Output> stream_update_outputs(torch::ScalarType t, torch::Device dev
 // The softmax statistics and the cross-entropy's gradient with per-row scales s_i and target
 // gradient g: the gradient of sum_i s_i logsumexp(x_i) - g sum_i x_i[target_i]. Rows of 1037
 // leave a tail after the CPU's 16 lanes and take the CUDA kernels' single elements; rows of
-// 1040 take their 16-byte packs.
+// 1040 take their 16-byte packs. Outputs at -inf logits are compared as their zeros.
 std::vector<Output> cross_entropy_outputs(torch::ScalarType t, torch::Device dev) {
   std::vector<Output> outs;
   for (const int64_t vocab : {1037, 1040}) {
     const int64_t rows = 37;
     const float target_grad = 0.8f;
-    const auto x = random({rows, vocab}, t, 3);
-    const auto targets = torch::randint(vocab, {rows}, torch::kLong);
+    // -inf logits (a float16 logit past its range becomes one): a whole 16-byte pack of them
+    // in row 0, a single one in row 1; neither row's target is one.
+    auto x = random({rows, vocab}, t, 3);
+    x.narrow(1, 0, 9)[0].fill_(-std::numeric_limits<double>::infinity());
+    x[1][3] = -std::numeric_limits<double>::infinity();
+    auto targets = torch::randint(vocab, {rows}, torch::kLong);
+    targets[0] = vocab - 1;
+    targets[1] = vocab - 2;
     const auto scale = torch::rand({rows, 1}, kF32) + 0.5;
     const auto stats = log_softmax_stats(x.to(dev));
     const auto grad = cross_entropy_grad(x.to(dev), stats, scale.to(dev), targets.to(dev),
@@ -306,8 +317,9 @@ std::vector<Output> rope_outputs(torch::ScalarType t, torch::Device dev) {
 // normalized without weights (unless rope_only) and rotated, v's normalized, against the
 // textbook norm and rotate-half in float64. Grouped-query heads (3 against 1); the gradients
 // arrive as flash attention's do, transposed views of [B, T, heads, hd].
-std::vector<Output> qkv_heads_outputs(torch::ScalarType t, torch::Device dev, bool norms, bool centered) {
-  const int64_t B = 2, T = 5, H = 3, Hkv = 1, hd = 64, h = hd / 2;
+std::vector<Output> qkv_heads_outputs(torch::ScalarType t, torch::Device dev, bool norms, bool centered,
+                                      int64_t hd) {
+  const int64_t B = 2, T = 5, H = 3, Hkv = 1, h = hd / 2;
   QkvHeadsSpec spec;
   spec.heads = H;
   spec.kv_heads = Hkv;
@@ -330,6 +342,7 @@ std::vector<Output> qkv_heads_outputs(torch::ScalarType t, torch::Device dev, bo
   const auto s = torch::cat({f64(sin), f64(sin)}, -1), c = torch::cat({f64(cos), f64(cos)}, -1);
   Tensor loss = torch::zeros({}, torch::kDouble);
   std::vector<Output> outs;
+  const std::string width = ", head_dim " + std::to_string(hd);
   const char* names[3] = {"q", "k", "v"};
   for (int p = 0; p < 3; ++p) {
     auto x = parts[p].reshape({B, T, p == 0 ? H : Hkv, hd}).transpose(1, 2);
@@ -339,10 +352,18 @@ std::vector<Output> qkv_heads_outputs(torch::ScalarType t, torch::Device dev, bo
     }
     if (p < 2) x = x * c + torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1) * s;
     loss = loss + (x * f64(grads[p])).sum();
-    outs.push_back({names[p], out[p], x.detach(), t, kF32, norms ? hd : 0});
+    outs.push_back({names[p] + width, out[p], x.detach(), t, kF32, norms ? hd : 0});
   }
   loss.backward();
-  outs.push_back({"dqkv", dqkv, qkv64.grad(), t, kF32, norms ? hd : 0});
+  outs.push_back({"dqkv" + width, dqkv, qkv64.grad(), t, kF32, norms ? hd : 0});
+  return outs;
+}
+
+// Every head width the CUDA kernels take: 1, 2, 4 and 8 values a lane.
+std::vector<Output> qkv_heads_outputs(torch::ScalarType t, torch::Device dev, bool norms, bool centered) {
+  std::vector<Output> outs;
+  for (const int64_t hd : {32, 64, 128, 256})
+    for (auto& o : qkv_heads_outputs(t, dev, norms, centered, hd)) outs.push_back(std::move(o));
   return outs;
 }
 
