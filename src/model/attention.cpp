@@ -141,8 +141,9 @@ class QkvHeadsFunction : public torch::autograd::Function<QkvHeadsFunction> {
 std::optional<kernels::QkvHeadsSpec> AttentionImpl::fused_heads(const torch::Tensor& qkv,
                                                                 const LayerCache* cache,
                                                                 const Documents* docs) const {
-  // A GPU pass: on the CPU the norms' and RoPE's own vectorised passes stay.
-  if (!qkv.is_cuda() || full_width_qk_norm_ || hooks_.qk || cache || (docs && docs->positions.defined()))
+  // A GPU pass: on the CPU the norms' and RoPE's own vectorised passes stay (tests may take it).
+  if (!(qkv.is_cuda() || (qkv.is_cpu() && fused_heads_on_cpu_)) || full_width_qk_norm_ || hooks_.qk ||
+      cache || (docs && docs->positions.defined()))
     return std::nullopt;
   if (rope_ && !rope_->full_precision() && qkv.scalar_type() != torch::kFloat) return std::nullopt;
   kernels::QkvHeadsSpec spec;

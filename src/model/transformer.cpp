@@ -139,6 +139,10 @@ void TransformerImpl::use_reference_attention(bool on) {
   for (auto& b : block_list_) b->attn->use_reference_kernel(on);
 }
 
+void TransformerImpl::use_fused_heads_on_cpu(bool on) {
+  for (auto& b : block_list_) b->attn->use_fused_heads_on_cpu(on);
+}
+
 namespace {
 
 // Normal(0, std) truncated to [-cutoff*std, cutoff*std] by inverse-CDF sampling (the

@@ -68,6 +68,9 @@ class AttentionImpl : public torch::nn::Module {
 
   // Routes scores through reference_attention instead of the library kernel (tests).
   void use_reference_kernel(bool on) { reference_ = on; }
+  // Takes the one-pass head preparation on the CPU too, where it applies (tests: the model
+  // otherwise runs it on CUDA only).
+  void use_fused_heads_on_cpu(bool on) { fused_heads_on_cpu_ = on; }
 
   torch::nn::Linear att_proj{nullptr};  // d -> d + 2 * n_kv_heads * hd, columns [q | k | v]
   torch::nn::Linear attn_out{nullptr};  // d -> d
@@ -96,6 +99,7 @@ class AttentionImpl : public torch::nn::Module {
   std::optional<double> clip_qkv_;
   double dropout_;
   bool reference_ = false;
+  bool fused_heads_on_cpu_ = false;
   std::optional<int64_t> window_;
   std::optional<Rope> rope_;
   SublayerHooks hooks_;

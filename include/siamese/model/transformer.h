@@ -103,6 +103,8 @@ class TransformerImpl : public torch::nn::Module {
 
   // Use reference_attention instead of the library kernel in every block (tests).
   void use_reference_attention(bool on);
+  // Every block's attention takes its one-pass head preparation on the CPU too (tests).
+  void use_fused_heads_on_cpu(bool on);
 
   const config::ModelConfig& config() const { return cfg_; }
   // Installs (or, with nullptr, removes) the calls made around every block; not owned.
