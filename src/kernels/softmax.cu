@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cuda_packs.h"
 #include "fused_norm_math.h"
 #include "softmax_kernel.h"
 #include "softmax_math.h"
@@ -17,22 +18,16 @@
 namespace siamese::kernels {
 namespace {
 
+using cuda_packs::aligned16;
+using cuda_packs::DeviceExp;
+using cuda_packs::Pack;
 using row_math::narrow;
 using row_math::widen;
 using softmax_math::Share;
 
-struct DeviceExp {
-  __device__ float operator()(float v) const { return expf(v); }
-};
-
 constexpr int kThreads = 512;
 constexpr int kWarp = 32;
 constexpr int64_t kMaxGrid = 1 << 16;
-
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
 
 __device__ inline Share shuffle(Share s, int offset) {
   return {__shfl_xor_sync(0xffffffffu, s.m, offset), __shfl_xor_sync(0xffffffffu, s.s, offset)};
@@ -107,8 +102,6 @@ __global__ void grad_kernel(SoftmaxArgs a) {
     }
   }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 template <bool kGrad, typename T>
 void launch(const SoftmaxArgs& a, cudaStream_t stream) {

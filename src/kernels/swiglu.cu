@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "cuda_packs.h"
 #include "fused_norm_math.h"
 #include "swiglu_kernel.h"
 #include "swiglu_math.h"
@@ -14,27 +15,13 @@
 namespace siamese::kernels {
 namespace {
 
+using cuda_packs::aligned16;
+using cuda_packs::DeviceExp;
+using cuda_packs::load_pack;
+using cuda_packs::Pack;
+using cuda_packs::store_pack;
 using row_math::narrow;
 using row_math::widen;
-
-struct DeviceExp {
-  __device__ float operator()(float v) const { return expf(v); }
-};
-
-// V elements moved as one load or store.
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ inline Pack<T, V> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T, V>*>(p);
-}
-template <typename T, int V>
-__device__ inline void store_pack(T* p, const Pack<T, V>& v) {
-  *reinterpret_cast<Pack<T, V>*>(p) = v;
-}
 
 // body(a_in, b_in, offset) for every pack of V columns: a_in and b_in point at the pack in both
 // halves of h, offset is its place in a [rows, n] tensor. Grid-striding.
@@ -82,8 +69,6 @@ __global__ void backward_kernel(SwigluArgs a) {
     store_pack<T, V>(dh_row + a.n, db);
   });
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // 16-byte packs where every row's halves start on a 16-byte boundary (n a multiple of the
 // pack and the buffers aligned, as the caching allocator's are), else single elements.
