@@ -10,6 +10,7 @@
 #include "siamese/model/lm_loss.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
+#include "support/rounding.h"
 #include "support/tiny_configs.h"
 
 namespace siamese::model {
@@ -114,14 +115,59 @@ TEST(ChunkedLoss, EqualsTheUnchunkedLossAndGradientsUnderBf16Autocast) {
   }
 }
 
-// In float64: in float32 the hyper-connection topologies' connection weights get gradients
-// that are small sums of cancelling terms, where the head matmul's blocking (which differs
-// between a chunk and the whole batch with two threads) shows as 3e-5 of their scale.
+// Each parameter's sum over the predicted tokens of |d(token's loss)/d parameter|.
+std::vector<torch::Tensor> per_token_abs_sums(const ChunkCase& k) {
+  const config::ModelConfig cfg = chunk_config(k, false);
+  torch::manual_seed(5);
+  Transformer m(cfg);
+  m->reset_parameters();
+  m->to(torch::kFloat64);
+  torch::manual_seed(9);
+  const auto ids = torch::randint(0, cfg.vocab_size, {3, cfg.max_sequence_length});
+  const int64_t T = ids.size(1) - 1;
+  const auto targets = ids.narrow(1, 1, T);
+  const auto logits = m->head(m->hidden(ids.narrow(1, 0, T)));
+  std::vector<torch::Tensor> params, sums;
+  for (const auto& p : m->parameters()) {
+    params.push_back(p);
+    sums.push_back(torch::zeros_like(p));
+  }
+  for (int64_t b = 0; b < targets.size(0); ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const auto term = loss_sums(logits[b][t], targets[b][t], k.z).total();
+      const auto g =
+          torch::autograd::grad({term}, params, {}, /*retain_graph=*/true, false, /*allow_unused=*/true);
+      for (size_t i = 0; i < g.size(); ++i)
+        if (g[i].defined()) sums[i] += g[i].abs();
+    }
+  return sums;
+}
+
+// The two paths run the same body; only the head differs. Its matmuls round differently for
+// a chunk of rows than for all of them (the blocking depends on the row count and the CPU's
+// vector width), and its sums over tokens group by chunk. Every gradient is a sum over
+// tokens of per-token terms, each computed through sums of at most n = tokens + vocabulary +
+// d_model terms, so the two differ by at most 2 gamma_n times the terms' absolute size.
+// That size is taken normwise, as the model's largest per-token absolute sum G: a parameter
+// in front of a norm (the speedrun scalars, mHC's mixing inputs) has a gradient that cancels
+// inside each token's backward, from terms as large as the others', so neither its own size
+// nor its own per-token sum bounds its rounding. A bound of 1e-12 max |gradient| failed
+// there (1.3e-11 on an AMD EPYC without AVX-512); measured here under the AVX-512, AVX2 and
+// baseline kernels, the difference stays within 5% of this bound.
 TEST(ChunkedLoss, EveryTopologyGetsTheSameGradients) {
   for (const auto& name : topology_names()) {
     const ChunkCase k{name, true, false, 1e-3, 10};
-    expect_same(model_loss_grads(k, true, torch::kFloat64, false),
-                model_loss_grads(k, false, torch::kFloat64, false), 1e-12, describe(k));
+    const LossGrads chunked = model_loss_grads(k, true, torch::kFloat64, false);
+    const LossGrads plain = model_loss_grads(k, false, torch::kFloat64, false);
+    double largest = 0;
+    for (const auto& s : per_token_abs_sums(k)) largest = std::max(largest, s.max().item<double>());
+    const config::ModelConfig cfg = chunk_config(k, false);
+    const int64_t n = 3 * (cfg.max_sequence_length - 1) + cfg.vocab_size + cfg.d_model;
+    const double bound = 2 * siamese::testing::gamma(n, torch::kFloat64);
+    EXPECT_LE(scaled_error(chunked.nll, plain.nll), bound) << describe(k) << " nll (a sum of positive terms)";
+    for (size_t i = 0; i < plain.grads.size(); ++i)
+      EXPECT_LE((chunked.grads[i] - plain.grads[i]).abs().max().item<double>(), bound * largest)
+          << describe(k) << " parameter " << i << " (G = " << largest << ")";
   }
 }
 
