@@ -25,6 +25,7 @@
 #include "siamese/common/shared_dir.h"
 #include "siamese/eval/downstream.h"
 #include "siamese/eval/perplexity.h"
+#include "siamese/eval/run_tokenizer.h"
 #include "siamese/eval/text_codec.h"
 #include "siamese/train/checkpoint_model.h"
 #include "siamese/train/runtime.h"
@@ -139,6 +140,14 @@ int run_eval(const EvalArgs& a) {
   train::configure_cpu_runtime();
   const torch::Device device = train::resolve_device(a.device);
   auto ck = train::load_checkpoint_model(a.checkpoint, device);
+  // Any tokenizer.json would hand a byte-level model ids it never saw, so none is offered.
+  if (!eval::uses_tokenizer(ck.config))
+    throw Error(
+        "the run was trained on the bytes of a built-in corpus (data.synthetic), without a tokenizer, "
+        "and downstream tasks are scored in the tokens a run was trained on",
+        (ck.dir / "config.yaml").string() + " (data.synthetic)",
+        "score a byte-level run on text with `siamese eval " + a.checkpoint +
+            " --text FILE`, or train on tokenized data (data.paths) to run --tasks");
   const auto tok = eval::load_run_tokenizer(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
   const std::string data_dir = a.data_dir.empty() ? shared_dir() + "/evals" : a.data_dir;
 

@@ -50,10 +50,13 @@ void add_inspect_command(CLI::App& app, Handler& run) {
   auto args = std::make_shared<ConfigArgs>();
   auto world = std::make_shared<int>(0);
   auto local_world = std::make_shared<int>(8);
-  cmd->add_option("--world-size", *world, "Also print each rank's memory under each strategy for N ranks")
-      ->check(CLI::PositiveNumber);
+  auto* world_option =
+      cmd->add_option("--world-size", *world, "Also print each rank's memory under each strategy for N ranks")
+          ->check(CLI::PositiveNumber);
+  // Without a world size no plan is printed, so a node size alone would be dropped unread.
   cmd->add_option("--local-world-size", *local_world, "Ranks per node (HYBRID_SHARD shards within one)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->needs(world_option);
   add_config_args(cmd, *args);
   cmd->callback([&run, args, world, local_world] {
     run = [args, world, local_world] {

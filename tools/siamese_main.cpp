@@ -61,7 +61,9 @@ int run_command(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version are successes; every other parse error is bad input, whatever
+    // CLI11's own number for its kind (105-109), so that a restart policy never retries it.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   try {
     return run ? run() : 1;

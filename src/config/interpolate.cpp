@@ -1,5 +1,8 @@
 #include "siamese/config/interpolate.h"
 
+#include <glob.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -98,11 +101,45 @@ std::string resolve(const std::string& expr, const Lookup& lookup) {
       if (std::filesystem::exists(p)) return p;
     return args.back();
   }
+  if (name == "path.glob")
+    throw Error(
+        "${" + expr + "} gives a list of files, and this value is one text", "",
+        "use ${path.glob:...} as the whole value of a list key, e.g. data.paths: ${path.glob:dir/*.npy}");
   throw Error("unknown interpolation resolver '" + name + "' in ${" + expr + "}", "",
-              "supported: ${key}, ${oc.env:VAR,default}, ${path.choose:a,b}");
+              "supported: ${key}, ${oc.env:VAR,default}, ${path.choose:a,b}, ${path.glob:pattern,...}");
+}
+
+// The sorted matches of each pattern in turn, as OLMo's path.glob resolver gives them.
+std::vector<std::string> glob_matches(const std::vector<std::string>& patterns) {
+  std::vector<std::string> out;
+  for (const auto& pattern : patterns) {
+    glob_t found{};
+    const int rc = ::glob(pattern.c_str(), 0, nullptr, &found);
+    std::vector<std::string> matches(found.gl_pathv, found.gl_pathv + found.gl_pathc);
+    ::globfree(&found);
+    if (rc == GLOB_NOMATCH || matches.empty())
+      throw Error("${path.glob:" + pattern +
+                      "} matches no file (relative patterns are read from the current "
+                      "folder)",
+                  "", "check the pattern, or run from the folder it is relative to");
+    if (rc != 0)
+      throw Error("${path.glob:" + pattern + "} could not be read", "", "check the pattern's folders");
+    std::sort(matches.begin(), matches.end());
+    out.insert(out.end(), matches.begin(), matches.end());
+  }
+  return out;
 }
 
 }  // namespace
+
+std::optional<std::vector<std::string>> expand_glob(const std::string& text, const Lookup& lookup) {
+  const std::string t = trim(text);
+  if (!starts_with(t, 0, "${path.glob:") || closing_brace(t, 0) != t.size() - 1) return std::nullopt;
+  std::vector<std::string> patterns;
+  for (const auto& a : split_args(t.substr(12, t.size() - 13)))
+    patterns.push_back(trim(interpolate(a, lookup)));
+  return glob_matches(patterns);
+}
 
 std::string interpolate(const std::string& text, const Lookup& lookup) {
   std::string out;

@@ -489,6 +489,36 @@ class Loader {
     }
   }
 
+  // A list key written as ${path.glob:...}, or with such items: the files they match, in
+  // place. nullopt when no glob is there.
+  std::optional<std::vector<std::string>> globbed(const YAML::Node& node, const Raw& raw,
+                                                  const std::string& shown) {
+    auto expand = [&](const YAML::Node& item) -> std::optional<std::vector<std::string>> {
+      if (!item.IsScalar()) return std::nullopt;
+      try {
+        return expand_glob(item.Scalar(), [this](const std::string& k) { return lookup(k); });
+      } catch (const Error& e) {
+        if (!e.where().empty()) throw;
+        throw Error(e.problem(), raw.where + " (" + shown + ")", e.fix());
+      }
+    };
+    if (node.IsScalar()) return expand(node);
+    if (!node.IsSequence()) return std::nullopt;
+    std::vector<std::string> out;
+    bool any = false;
+    for (size_t i = 0; i < node.size(); ++i) {
+      if (auto files = expand(node[i])) {
+        out.insert(out.end(), files->begin(), files->end());
+        any = true;
+      } else {
+        out.push_back(scalar(node[i], Raw{node[i], raw.where}, shown + "[" + std::to_string(i) + "]",
+                             Kind::String, "[a, b]"));
+      }
+    }
+    if (!any) return std::nullopt;
+    return out;
+  }
+
   std::string scalar(const YAML::Node& node, const Raw& raw, const std::string& shown, Kind kind,
                      const std::string& example) {
     if (!node.IsScalar())
@@ -552,11 +582,31 @@ class Loader {
       case Kind::StringList:
       case Kind::IntList:
       case Kind::DoubleList: {
+        if (f.kind == Kind::StringList && !null) {
+          if (auto files = globbed(node, raw, shown)) {
+            f.template ref<std::vector<std::string>>(root) = *files;
+            return;
+          }
+        }
         if (!null && !node.IsSequence()) throw type_error(describe(node));
+        // An item must be a scalar of the list's element kind; a nested list or mapping is
+        // named as such, with the whole flat list as the example.
+        const Kind item_kind = f.kind == Kind::IntList      ? Kind::Int
+                               : f.kind == Kind::DoubleList ? Kind::Double
+                                                            : Kind::String;
+        const std::string flat_example = example != "[]"             ? example
+                                         : item_kind == Kind::Int    ? "[4, -1]"
+                                         : item_kind == Kind::Double ? "[0.5, 1.0]"
+                                                                     : "[a, b]";
         std::vector<std::string> texts;
         for (size_t i = 0; !null && i < node.size(); ++i) {
           const std::string item = shown + "[" + std::to_string(i) + "]";
-          texts.push_back(scalar(node[i], Raw{node[i], raw.where}, item, Kind::String, example));
+          if (!node[i].IsScalar())
+            throw Error(fmt::format("expected {} (the items of {}), got {}", schema::kind_name(item_kind),
+                                    schema::kind_name(f.kind), describe(node[i])),
+                        raw.where + " (" + item + ")",
+                        "write " + shown + " as one flat list, e.g. " + shown + ": " + flat_example);
+          texts.push_back(scalar(node[i], Raw{node[i], raw.where}, item, item_kind, example));
         }
         if (f.kind == Kind::StringList) {
           f.template ref<std::vector<std::string>>(root) = texts;

@@ -488,8 +488,9 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                &Sc::alpha_f)
           .within(0, 1)
           .fixed_by("set alpha_f to the final fraction of the peak learning rate, e.g. 0.1"),
-      field<T>("scheduler.warmup_min_lr", "Learning rate at step 0 of warmup (null: 0).", &T::scheduler,
-               &Sc::warmup_min_lr)
+      field<T>("scheduler.warmup_min_lr",
+               "Learning rate at step 0 of warmup (null: 10% of the peak, as OLMo's scheduler).",
+               &T::scheduler, &Sc::warmup_min_lr)
           .at_least(0),
 
       field<T>("data.paths", "Token files (numpy memmaps of memmap_dtype) to train on.", &T::data, &D::paths),

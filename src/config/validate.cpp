@@ -125,7 +125,7 @@ void model_rules(const ModelConfig& m, const Rules& r) {
   r.require(!(m.attention_layer_norm && (m.use_query_norm || m.use_key_norm)), "model.attention_layer_norm",
             "model.attention_layer_norm (full-width Q, K norms) cannot be combined with the per-head "
             "model.use_query_norm / model.use_key_norm",
-            "enable one of the two");
+            "set one of the two false");
   for (size_t i = 0; i < m.sliding_window_pattern.size(); ++i) {
     const int64_t w = m.sliding_window_pattern[i];
     r.require(

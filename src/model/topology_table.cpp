@@ -1,6 +1,7 @@
 #include "siamese/model/topology_table.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -37,6 +38,32 @@ std::vector<Flag> required_settings(const TopologySpec& spec, const config::Mode
   const auto& other = settings_required_by(spec.requires_as(cfg));
   flags.insert(flags.end(), other.begin(), other.end());
   return flags;
+}
+
+// The topology-specific keys the row reads, and those of the row whose placement it takes.
+std::vector<std::string> settings_read(const TopologySpec& spec, const config::ModelConfig& cfg) {
+  std::vector<std::string> keys = spec.reads;
+  if (!spec.requires_as) return keys;
+  if (const TopologySpec* other = find_topology(spec.requires_as(cfg)))
+    keys.insert(keys.end(), other->reads.begin(), other->reads.end());
+  return keys;
+}
+
+// Names each key the user set that only other topologies read. A warning, not a refusal:
+// such a key is most often a sweep's base setting for the variants that read it.
+void warn_of_unread_settings(const TopologySpec& spec, const config::ModelConfig& cfg,
+                             const config::ConfigOrigin& origin) {
+  const std::vector<std::string> read = settings_read(spec, cfg);
+  for (const auto& [key, where] : origin.explicit_keys) {
+    if (std::find(read.begin(), read.end(), key) != read.end()) continue;
+    std::vector<std::string> readers;
+    for (const auto& t : topologies())
+      if (std::find(t.reads.begin(), t.reads.end(), key) != t.reads.end()) readers.push_back(t.name);
+    if (readers.empty()) continue;
+    spdlog::warn(
+        "{}: {} is set, but topology {} does not read it (only {} do); it changes nothing in this run", where,
+        key, cfg.residual, fmt::join(readers, ", "));
+  }
 }
 
 }  // namespace
@@ -104,8 +131,23 @@ std::shared_ptr<TopologyImpl> make_topology(const config::ModelConfig& cfg) {
 void check_model_config(const config::ModelConfig& cfg, const config::ConfigOrigin* origin) {
   const TopologySpec* spec = find_topology(cfg.residual);
   if (!spec) throw unknown_topology(cfg.residual, origin);
-  config::validate_model(cfg);
-  for (const auto& flag : required_settings(*spec, cfg)) {
+  const std::vector<Flag> required = required_settings(*spec, cfg);
+  try {
+    config::validate_model(cfg);
+  } catch (const Error& e) {
+    // A conflict with a setting the topology turns on can only be fixed on the other side.
+    for (const auto& flag : required)
+      if (e.where().find("(" + flag.key + ")") != std::string::npos)
+        throw Error(
+            e.problem(), e.where(),
+            fmt::format("topology {}{} needs {} on: set the other setting named here off, or choose "
+                        "another topology",
+                        cfg.residual,
+                        spec->requires_as ? " (with its " + spec->requires_as(cfg) + " placement)" : "",
+                        flag.key));
+    throw;
+  }
+  for (const auto& flag : required) {
     if (cfg.*flag.member) continue;
     const std::string& key = flag.key;
     std::string where = key;
@@ -128,6 +170,7 @@ config::TrainConfig load_run_config(const std::string& path, const std::vector<s
   for (const auto& d : spec.defaults)
     if (!origin.explicit_keys.count(d.key)) config.model.*d.member = d.value;
   check_model_config(config.model, &origin);
+  warn_of_unread_settings(spec, config.model, origin);
   spdlog::info("topology: {} (from {})", config.model.residual, origin.topology);
   return config;
 }

@@ -129,6 +129,11 @@ TEST_F(LoadConfig, WrongTypeNamesExpectedAndGiven) {
   expect_contains(
       error_of([&] { config::load_config(ints, {}); }),
       {"ints.yaml:2", "model.sliding_window_pattern", "expected a list of integers, got \"4096\""});
+  // A nested list item is named as the item it is, with the flat list as the fix.
+  const auto nested = write("nested.yaml", "model:\n  sliding_window_pattern: [[4, 4], -1]\n");
+  expect_contains(error_of([&] { config::load_config(nested, {}); }),
+                  {"nested.yaml:2", "(model.sliding_window_pattern[0])",
+                   "expected an integer (the items of a list of integers), got a list", "one flat list"});
   const auto null_int = write("null.yaml", "seed: null\n");
   expect_contains(error_of([&] { config::load_config(null_int, {}); }),
                   {"null.yaml:1", "(seed)", "expected an integer, got null"});
@@ -320,6 +325,28 @@ TEST_F(LoadConfig, InterpolationErrorsNameTheKey) {
   const auto type = write("type.yaml", "model:\n  d_model: ${run_name}\nrun_name: abc\n");
   expect_contains(error_of([&] { config::load_config(type, {}); }),
                   {"type.yaml:2 (model.d_model)", "expected an integer, got \"abc\""});
+}
+
+// OLMo's ${path.glob:...}: a list key's value (or item) becomes the sorted files it matches;
+// a pattern matching nothing, or a glob in a one-text key, is refused by name.
+TEST_F(LoadConfig, PathGlobExpandsListKeysAndIsRefusedElsewhere) {
+  const std::string dir = (dir_ / "shards").string();
+  std::filesystem::create_directories(dir);
+  for (const char* name : {"b.npy", "a.npy", "c.txt"}) write(std::string("shards/") + name, "x");
+  const auto whole = write("glob.yaml", kBase + "data:\n  paths: ${path.glob:" + dir + "/*.npy}\n");
+  EXPECT_EQ(config::load_config(whole, {}).data.paths,
+            (std::vector<std::string>{dir + "/a.npy", dir + "/b.npy"}));
+  const auto items =
+      write("items.yaml", kBase + "data:\n  paths:\n  - " + dir + "/c.txt\n  - ${path.glob:" + dir +
+                              "/b*,${path.choose:/nonexistent," + dir + "}/a*}\n");
+  EXPECT_EQ(config::load_config(items, {}).data.paths,
+            (std::vector<std::string>{dir + "/c.txt", dir + "/b.npy", dir + "/a.npy"}));
+  const auto none = write("none.yaml", kBase + "data:\n  paths: ${path.glob:" + dir + "/*.bin}\n");
+  expect_contains(error_of([&] { config::load_config(none, {}); }),
+                  {"none.yaml:", "(data.paths)", "/*.bin} matches no file"});
+  const auto scalar = write("scalar.yaml", kBase + "save_folder: ${path.glob:" + dir + "/*}\n");
+  expect_contains(error_of([&] { config::load_config(scalar, {}); }),
+                  {"scalar.yaml:", "(save_folder)", "gives a list of files", "whole value of a list key"});
 }
 
 TEST_F(LoadConfig, OverridePrecedenceOverModelTypeOverYaml) {

@@ -550,6 +550,44 @@ TEST(Inspect, WorldSizesTrainRefusesAreRefused) {
       scratch);
   EXPECT_EQ(hybrid.exit_code, 2) << hybrid.output << hybrid.err;
   EXPECT_NE(hybrid.err.find("fsdp.hybrid_sharding_num_model_replicas"), std::string::npos) << hybrid.err;
+  // A node size without a world size prints no plan: refused as bad input, not dropped.
+  const auto node_only =
+      siamese::testing::run_siamese("inspect configs/tiny/base.yaml --local-world-size 4", scratch);
+  EXPECT_EQ(node_only.exit_code, 2) << node_only.output << node_only.err;
+  EXPECT_NE((node_only.output + node_only.err).find("--local-world-size requires --world-size"),
+            std::string::npos)
+      << node_only.output << node_only.err;
+}
+
+// A topology's own setting under a topology that does not read it is named (it changes
+// nothing); a conflict with a setting the topology turns on names the side that can change.
+TEST(Inspect, TopologySettingsTheTopologyIgnoresOrNeedsAreNamed) {
+  const auto scratch = siamese::testing::fresh_dir("inspect_test", "topology_settings");
+  fs::create_directories(scratch);
+  const auto unread = siamese::testing::run_siamese(
+      "inspect configs/tiny/base.yaml --model.siamese.x_stream=reordered --model.hc_rate=3", scratch);
+  ASSERT_EQ(unread.exit_code, 0) << unread.err;
+  for (const char* needle :
+       {"model.siamese.x_stream is set, but topology pre does not read it (only "
+        "hybrid_pre, post_pre, siamese do)",
+        "model.hc_rate is set, but topology pre does not read it (only hc, mhc, mhc_lite do)"})
+    EXPECT_NE(unread.err.find(needle), std::string::npos) << unread.err;
+  const auto read = siamese::testing::run_siamese(
+      "inspect configs/tiny/base.yaml --model.residual=siamese --model.siamese.x_stream=mixln "
+      "--model.mixln_alpha=0.5",
+      scratch);
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_EQ(read.err.find("does not read it"), std::string::npos) << read.err;
+  const auto conflict = siamese::testing::run_siamese(
+      "inspect configs/tiny/base.yaml --model.residual=siamese --model.siamese.x_stream=reordered "
+      "--model.use_query_norm=true",
+      scratch);
+  EXPECT_EQ(conflict.exit_code, 2) << conflict.err;
+  EXPECT_NE(
+      conflict.err.find("topology siamese (with its reordered placement) needs model.attention_layer_norm "
+                        "on: set the other setting named here off"),
+      std::string::npos)
+      << conflict.err;
 }
 
 }  // namespace

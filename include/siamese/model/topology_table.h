@@ -60,6 +60,9 @@ struct TopologySpec {
   // State::names of its residual streams, which analyses and probes read (hc, mhc: one per
   // model.hc_rate, shown at the topology's default).
   std::vector<std::string> streams;
+  // The model.* keys of topologies that it reads (of those only some rows read): a config
+  // that sets one its topology does not read is warned of (check_model_config).
+  std::vector<std::string> reads = {};
   // Settings whose default differs for this topology (mhc's 4 streams): a config file that
   // does not set one gets this value.
   std::vector<IntDefault> defaults = {};
@@ -77,6 +80,12 @@ inline const std::vector<Flag> kQkvNorms = {{"model.use_query_norm", &config::Mo
                                             {"model.use_key_norm", &config::ModelConfig::use_key_norm},
                                             {"model.use_value_norm", &config::ModelConfig::use_value_norm}};
 
+// What every SiameseNorm row reads; post_pre and hybrid_pre fix x_stream, and a config may
+// repeat their placement there.
+inline const std::vector<std::string> kSiameseSettings = {"model.siamese.depth_scaling",
+                                                          "model.siamese.fused_input_norm",
+                                                          "model.siamese.gamma", "model.siamese.x_stream"};
+
 inline const std::vector<TopologySpec>& topologies() {
   static const std::vector<TopologySpec> table = {
       {"pre", "Pre-Norm: x += F(LN(x)); out = LN_f(x)", make_pre, {}, {"x"}},
@@ -89,7 +98,8 @@ inline const std::vector<TopologySpec>& topologies() {
        "SiameseNorm (HybridNorm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
        make_hybrid_pre,
        kQkvNorms,
-       {"x", "y"}},
+       {"x", "y"},
+       kSiameseSettings},
       {"post", "Post-Norm: x = LN(x + F(x)); out = x", make_post, {}, {"x"}},
       {"deepnorm",
        "DeepNorm: x = LN(alpha x + F(x)), alpha=(2N)^1/4, init gain (8N)^-1/4",
@@ -103,7 +113,8 @@ inline const std::vector<TopologySpec>& topologies() {
        "Mix-LN: Post-Norm for the first floor(mixln_alpha*L) layers, Pre-Norm after",
        make_mixln,
        {},
-       {"x"}},
+       {"x"},
+       {"model.mixln_alpha"}},
       {"hybrid_star",
        "HybridNorm*: HybridNorm with a Pre-Norm first block",
        make_hybrid_star,
@@ -113,12 +124,14 @@ inline const std::vector<TopologySpec>& topologies() {
        "Hyper-Connections (dynamic, hc_rate streams): H = A_r^T H + B^T F(LN(A_m^T H))",
        make_hc,
        {},
-       {"h0", "h1"}},
+       {"h0", "h1"},
+       {"model.hc_rate", "model.hc_dynamic"}},
       {"post_pre",
        "SiameseNorm (Post-Norm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
        make_post_pre,
        {},
-       {"x", "y"}},
+       {"x", "y"},
+       kSiameseSettings},
       {"reordered",
        "OLMo-2 reordered norm: x += LN(F_qknorm(x)); out = LN_f(x)",
        make_reordered,
@@ -132,24 +145,28 @@ inline const std::vector<TopologySpec>& topologies() {
        {"x"},
        {},
        {},
+       {},
        true},
       {"mhc",
        "mHC (hc_rate streams): H = comb^T H + post^T F(LN(pre . H)), comb Sinkhorn-projected",
        make_mhc,
        {},
        {"h0", "h1", "h2", "h3"},
+       {"model.hc_rate", "model.mhc_sinkhorn_iters", "model.mhc_eps", "model.mhc_post_scale"},
        {{"model.hc_rate", &config::ModelConfig::hc_rate, 4}}},
       {"mhc_lite",
        "mHC-lite: mHC with comb = sum_k softmax(.)_k P_k over the n! permutations",
        make_mhc_lite,
        {},
        {"h0", "h1", "h2", "h3"},
+       {"model.hc_rate", "model.mhc_eps", "model.mhc_post_scale"},
        {{"model.hc_rate", &config::ModelConfig::hc_rate, 4}}},
       {"siamese",
        "SiameseNorm: Pre-Norm stream Y + stream X placed as model.siamese.x_stream; out = LN(LN(X) + LN(Y))",
        make_siamese,
        {},
        {"x", "y"},
+       kSiameseSettings,
        {},
        [](const config::ModelConfig& c) { return c.siamese.x_stream; }},
       {"attnres",
@@ -157,7 +174,8 @@ inline const std::vector<TopologySpec>& topologies() {
        "outputs (or block sums: attnres_block_size)",
        make_attnres,
        {},
-       {"v0"}},
+       {"v0"},
+       {"model.attnres_block_size"}},
       {"speedrun",
        "Speedrun (nanochat): x0 = RMS(emb); per block x = r_l x + a_l x0, x += F(LN(x)); "
        "out = LN_f(x - b x_mid), x_mid after block L/2; r, a, b learned",
@@ -171,7 +189,8 @@ inline const std::vector<TopologySpec>& topologies() {
        "out = LN_f(GRN_f(Y))",
        make_dca,
        {},
-       {"y0"}},
+       {"y0"},
+       {"model.dca_past_layers"}},
   };
   return table;
 }

@@ -34,7 +34,10 @@ namespace {
 
 // Sources of a GRN placed after `blocks` blocks: the embeddings and each block's output, the
 // first k and last k of them.
-int64_t source_count(int64_t blocks, int64_t k) { return std::min(blocks + 1, 2 * k); }
+// k above the sources there can be means every source; 2 * k would overflow for k near 2^63.
+int64_t source_count(int64_t blocks, int64_t k) {
+  return k > blocks ? blocks + 1 : std::min(blocks + 1, 2 * k);
+}
 
 struct Grn {
   Norm norm{nullptr};
@@ -87,7 +90,7 @@ class DeepCrossAttention : public TopologyImpl {
     }
     st.carry = torch::Tensor();
     st.streams.back() = st.streams.back() + v;
-    if (int64_t(st.streams.size()) > 2 * k_) {
+    if (int64_t(st.streams.size()) - k_ > k_) {  // more than 2k sources, without overflowing 2k
       st.names.erase(st.names.begin() + k_);
       st.streams.erase(st.streams.begin() + k_);
     }
