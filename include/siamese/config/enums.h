@@ -42,65 +42,68 @@ std::ostream& operator<<(std::ostream& out, E value) {
   return out << EnumNames<E>::names[static_cast<size_t>(value)];
 }
 
-#define SIAMESE_ENUM_NAMES(E, ...)                     \
-  template <>                                          \
-  struct EnumNames<E> {                                \
-    static constexpr std::array names = {__VA_ARGS__}; \
+// Each table names the enum's last value: a value added without its spelling (or a spelling
+// without its value) fails to compile instead of reading past the table.
+#define SIAMESE_ENUM_NAMES(E, LAST, ...)                                                        \
+  template <>                                                                                   \
+  struct EnumNames<E> {                                                                         \
+    static constexpr std::array names = {__VA_ARGS__};                                          \
+    static_assert(names.size() == static_cast<size_t>(E::LAST) + 1, #E ": one name per value"); \
   }
 
 using Spelling = std::string_view;
 
 enum class Precision { Fp32, AmpBf16, AmpFp16 };
-SIAMESE_ENUM_NAMES(Precision, Spelling("fp32"), Spelling("amp_bf16"), Spelling("amp_fp16"));
+SIAMESE_ENUM_NAMES(Precision, AmpFp16, Spelling("fp32"), Spelling("amp_bf16"), Spelling("amp_fp16"));
 inline bool autocasts(Precision p) { return p != Precision::Fp32; }
 
 // Which blocks recompute their activations in backward ("": none).
 enum class ActivationCheckpointing { None, WholeLayer, OneInTwo, OneInThree, OneInFour };
-SIAMESE_ENUM_NAMES(ActivationCheckpointing, Spelling(""), Spelling("whole_layer"), Spelling("one_in_two"),
-                   Spelling("one_in_three"), Spelling("one_in_four"));
+SIAMESE_ENUM_NAMES(ActivationCheckpointing, OneInFour, Spelling(""), Spelling("whole_layer"),
+                   Spelling("one_in_two"), Spelling("one_in_three"), Spelling("one_in_four"));
 
 enum class DistributedStrategy { Ddp, Fsdp };
-SIAMESE_ENUM_NAMES(DistributedStrategy, Spelling("ddp"), Spelling("fsdp"));
+SIAMESE_ENUM_NAMES(DistributedStrategy, Fsdp, Spelling("ddp"), Spelling("fsdp"));
 
 enum class ShardingStrategy { NoShard, ShardGradOp, FullShard, HybridShard };
-SIAMESE_ENUM_NAMES(ShardingStrategy, Spelling("NO_SHARD"), Spelling("SHARD_GRAD_OP"), Spelling("FULL_SHARD"),
-                   Spelling("HYBRID_SHARD"));
+SIAMESE_ENUM_NAMES(ShardingStrategy, HybridShard, Spelling("NO_SHARD"), Spelling("SHARD_GRAD_OP"),
+                   Spelling("FULL_SHARD"), Spelling("HYBRID_SHARD"));
 
 // fsdp.precision: pure reduces in the autocast dtype, mixed in float32.
 enum class FsdpPrecision { Pure, Mixed };
-SIAMESE_ENUM_NAMES(FsdpPrecision, Spelling("pure"), Spelling("mixed"));
+SIAMESE_ENUM_NAMES(FsdpPrecision, Mixed, Spelling("pure"), Spelling("mixed"));
 
 enum class WrappingStrategy { None, ByBlock };
-SIAMESE_ENUM_NAMES(WrappingStrategy, Spelling(""), Spelling("by_block"));
+SIAMESE_ENUM_NAMES(WrappingStrategy, ByBlock, Spelling(""), Spelling("by_block"));
 
 enum class Activation { SwiGLU, GELU, ReLU };
-SIAMESE_ENUM_NAMES(Activation, Spelling("swiglu"), Spelling("gelu"), Spelling("relu"));
+SIAMESE_ENUM_NAMES(Activation, ReLU, Spelling("swiglu"), Spelling("gelu"), Spelling("relu"));
 
 enum class BlockType { Sequential, Moe };
-SIAMESE_ENUM_NAMES(BlockType, Spelling("sequential"), Spelling("moe"));
+SIAMESE_ENUM_NAMES(BlockType, Moe, Spelling("sequential"), Spelling("moe"));
 
 // default and low_precision are both LayerNorm here (autocast decides its precision).
 enum class LayerNormType { Default, LowPrecision, RMS, DyT, Derf };
-SIAMESE_ENUM_NAMES(LayerNormType, Spelling("default"), Spelling("low_precision"), Spelling("rms"),
+SIAMESE_ENUM_NAMES(LayerNormType, Derf, Spelling("default"), Spelling("low_precision"), Spelling("rms"),
                    Spelling("dyt"), Spelling("derf"));
 
 // OLMo's meta defers allocation; here both initialise on the CPU (validate.cpp says why).
 enum class InitDevice { Cpu, Meta };
-SIAMESE_ENUM_NAMES(InitDevice, Spelling("cpu"), Spelling("meta"));
+SIAMESE_ENUM_NAMES(InitDevice, Meta, Spelling("cpu"), Spelling("meta"));
 
 enum class InitFn { Normal, Mitchell, FullMegatron };
-SIAMESE_ENUM_NAMES(InitFn, Spelling("normal"), Spelling("mitchell"), Spelling("full_megatron"));
+SIAMESE_ENUM_NAMES(InitFn, FullMegatron, Spelling("normal"), Spelling("mitchell"), Spelling("full_megatron"));
 
 // How the experts of an MoE block run (mlp.h).
 enum class MoeImpl { Sparse, Grouped, Loop };
-SIAMESE_ENUM_NAMES(MoeImpl, Spelling("sparse"), Spelling("grouped"), Spelling("loop"));
+SIAMESE_ENUM_NAMES(MoeImpl, Loop, Spelling("sparse"), Spelling("grouped"), Spelling("loop"));
 
 enum class OptimizerName { AdamW, Muon };
-SIAMESE_ENUM_NAMES(OptimizerName, Spelling("adamw"), Spelling("muon"));
+SIAMESE_ENUM_NAMES(OptimizerName, Muon, Spelling("adamw"), Spelling("muon"));
 
 // Muon's step size for an A x B matrix (torch's adjust_lr_fn).
 enum class MuonLrAdjust { Original, MatchRmsAdamW };
-SIAMESE_ENUM_NAMES(MuonLrAdjust, Spelling("original"), Spelling("match_rms_adamw"));
+SIAMESE_ENUM_NAMES(MuonLrAdjust, MatchRmsAdamW, Spelling("original"), Spelling("match_rms_adamw"));
 
 // OLMo's SchedulerType values this trainer implements (lr_schedule.cpp).
 enum class SchedulerName {
@@ -110,27 +113,28 @@ enum class SchedulerName {
   LinearWithWarmup,
   InverseSqrtWithWarmup
 };
-SIAMESE_ENUM_NAMES(SchedulerName, Spelling("constant"), Spelling("constant_with_warmup"),
-                   Spelling("cosine_with_warmup"), Spelling("linear_with_warmup"),
-                   Spelling("inverse_sqrt_with_warmup"));
+SIAMESE_ENUM_NAMES(SchedulerName, InverseSqrtWithWarmup, Spelling("constant"),
+                   Spelling("constant_with_warmup"), Spelling("cosine_with_warmup"),
+                   Spelling("linear_with_warmup"), Spelling("inverse_sqrt_with_warmup"));
 
 enum class ScheduleUnits { Steps, Tokens };
-SIAMESE_ENUM_NAMES(ScheduleUnits, Spelling("steps"), Spelling("tokens"));
+SIAMESE_ENUM_NAMES(ScheduleUnits, Tokens, Spelling("steps"), Spelling("tokens"));
 
 // The element type of a token file (numpy memmap).
 enum class TokenDtype { Uint8, Uint16, Uint32, Uint64 };
-SIAMESE_ENUM_NAMES(TokenDtype, Spelling("uint8"), Spelling("uint16"), Spelling("uint32"), Spelling("uint64"));
+SIAMESE_ENUM_NAMES(TokenDtype, Uint64, Spelling("uint8"), Spelling("uint16"), Spelling("uint32"),
+                   Spelling("uint64"));
 inline size_t token_bytes(TokenDtype t) { return size_t{1} << static_cast<size_t>(t); }
 
 enum class Side { Right, Left };
-SIAMESE_ENUM_NAMES(Side, Spelling("right"), Spelling("left"));
+SIAMESE_ENUM_NAMES(Side, Left, Spelling("right"), Spelling("left"));
 
 // The built-in corpus used when data.paths is empty ("": none).
 enum class SyntheticCorpus { None, Arithmetic };
-SIAMESE_ENUM_NAMES(SyntheticCorpus, Spelling(""), Spelling("arithmetic"));
+SIAMESE_ENUM_NAMES(SyntheticCorpus, Arithmetic, Spelling(""), Spelling("arithmetic"));
 
 enum class EvaluatorType { Lm, Downstream };
-SIAMESE_ENUM_NAMES(EvaluatorType, Spelling("lm"), Spelling("downstream"));
+SIAMESE_ENUM_NAMES(EvaluatorType, Downstream, Spelling("lm"), Spelling("downstream"));
 
 #undef SIAMESE_ENUM_NAMES
 

@@ -10,6 +10,7 @@
 
 #include "siamese/config/config.h"
 #include "siamese/kernels/qkv_heads.h"
+#include "siamese/model/attention_call.h"
 #include "siamese/model/documents.h"
 #include "siamese/model/norm.h"
 #include "siamese/model/rope.h"
@@ -23,14 +24,6 @@ int64_t kv_head_count(const config::ModelConfig& cfg);
 // Layer `layer`'s sliding window (model.sliding_window_pattern): how many positions a query
 // reads, itself included, as transformers' sliding_window; nullopt for full causal attention.
 std::optional<int64_t> attention_window(const config::ModelConfig& cfg, int64_t layer);
-
-// softmax(scale q k^T + causal mask) v written out with plain ops, scale 1/sqrt(hd) unless
-// given: the reference the fused kernel is tested against. q: [B,H,T,hd]; k, v: [B,H,S,hd]
-// (S >= T): the queries are the last T of the S positions (S > T when earlier keys come from
-// a KV cache). With a window a query also skips keys `window` or more positions back.
-torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  double dropout_p, bool training, std::optional<double> scale = std::nullopt,
-                                  std::optional<int64_t> window = std::nullopt);
 
 // One layer's keys and values (after norms and RoPE, before GQA's repeat) of the positions
 // already read, so that decoding one more token reads them instead of recomputing the
@@ -56,10 +49,9 @@ class AttentionImpl : public torch::nn::Module {
 
   // x: [B, T, d] ([3, B, T, d] with SublayerHooks::separate_qkv). With a cache, x holds the positions after
   // the cached ones; their keys and values are appended to it. With `docs` (packed training rows, never with
-  // a cache) a query reads only its own document, at the RoPE positions docs gives: the variable-length flash
-  // kernel on CUDA for half types (autocast's included), SDPA with docs->allowed otherwise. A window narrows
-  // every one of these: the flash kernels take it as their left window; SDPA takes a band mask, and rows much
-  // longer than the window run as blocks of `window` queries so that scores never span T x T.
+  // a cache) a query reads only its own document, at the RoPE positions docs gives. Reads project -> prepare
+  // heads -> the cache -> one AttentionCall, run by the first kernel of attention_call.h's table that takes
+  // it.
   torch::Tensor forward(const torch::Tensor& x, LayerCache* cache = nullptr, const Documents* docs = nullptr);
 
   // The rows of att_proj's weight that make queries, keys and values: views, so scaling them
@@ -90,9 +82,11 @@ class AttentionImpl : public torch::nn::Module {
   // new queries read and the position of the first of them.
   std::tuple<torch::Tensor, torch::Tensor, int64_t> append(LayerCache& cache, const torch::Tensor& k,
                                                            const torch::Tensor& v) const;
-  // Queries in blocks of window_ over keys [block start - window_ + 1, block end).
-  torch::Tensor banded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                       double p) const;
+  // q, k, v heads ([B, heads, T, hd], kv heads not yet repeated) after their norms and RoPE:
+  // the one-pass preparation where fused_heads says it applies, the separate ops otherwise.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> prepare_heads(const torch::Tensor& qkv,
+                                                                        int64_t past, const LayerCache* cache,
+                                                                        const Documents* docs);
 
   int64_t n_heads_, n_kv_heads_, head_dim_;
   bool full_width_qk_norm_;
