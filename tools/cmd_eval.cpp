@@ -140,8 +140,9 @@ int run_eval(const EvalArgs& a) {
   train::configure_cpu_runtime();
   const torch::Device device = train::resolve_device(a.device);
   auto ck = train::load_checkpoint_model(a.checkpoint, device);
-  // Any tokenizer.json would hand a byte-level model ids it never saw, so none is offered.
-  if (!eval::uses_tokenizer(ck.config))
+  // A byte-level run has no tokenizer to fall back to, and suggesting one would hand the model
+  // ids it never saw; an explicit --tokenizer still goes to the vocabulary check.
+  if (!eval::uses_tokenizer(ck.config) && a.tokenizer.empty())
     throw Error(
         "the run was trained on the bytes of a built-in corpus (data.synthetic), without a tokenizer, "
         "and downstream tasks are scored in the tokens a run was trained on",

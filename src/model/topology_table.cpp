@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "siamese/common/error.h"
+#include "siamese/config/schema.h"
 #include "siamese/config/validate.h"
 
 namespace siamese::model {
@@ -49,17 +50,22 @@ std::vector<std::string> settings_read(const TopologySpec& spec, const config::M
   return keys;
 }
 
-// Names each key the user set that only other topologies read. A warning, not a refusal:
-// such a key is most often a sweep's base setting for the variants that read it.
-void warn_of_unread_settings(const TopologySpec& spec, const config::ModelConfig& cfg,
+// Names each key the user set away from its default that only other topologies read. A
+// warning, not a refusal: such a key is most often a sweep's base setting for the variants
+// that read it. Defaults are left alone: a resolved config (a checkpoint's) writes every key.
+void warn_of_unread_settings(const TopologySpec& spec, const config::TrainConfig& config,
                              const config::ConfigOrigin& origin) {
+  const config::ModelConfig& cfg = config.model;
   const std::vector<std::string> read = settings_read(spec, cfg);
+  const config::TrainConfig defaults;
   for (const auto& [key, where] : origin.explicit_keys) {
     if (std::find(read.begin(), read.end(), key) != read.end()) continue;
     std::vector<std::string> readers;
     for (const auto& t : topologies())
       if (std::find(t.reads.begin(), t.reads.end(), key) != t.reads.end()) readers.push_back(t.name);
     if (readers.empty()) continue;
+    const auto& field = config::schema::train_field(key);
+    if (config::schema::value_text(field, config) == config::schema::value_text(field, defaults)) continue;
     spdlog::warn(
         "{}: {} is set, but topology {} does not read it (only {} do); it changes nothing in this run", where,
         key, cfg.residual, fmt::join(readers, ", "));
@@ -170,7 +176,7 @@ config::TrainConfig load_run_config(const std::string& path, const std::vector<s
   for (const auto& d : spec.defaults)
     if (!origin.explicit_keys.count(d.key)) config.model.*d.member = d.value;
   check_model_config(config.model, &origin);
-  warn_of_unread_settings(spec, config.model, origin);
+  warn_of_unread_settings(spec, config, origin);
   spdlog::info("topology: {} (from {})", config.model.residual, origin.topology);
   return config;
 }

@@ -166,7 +166,16 @@ void save_optimizer_shard(const fs::path& save_folder, int64_t step, Optimizer& 
 }
 
 fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, Optimizer& optim,
-                         const TrainState& state, const std::string& config_yaml, int optimizer_shards) {
+                         const TrainState& state, const std::string& config_yaml, int optimizer_shards,
+                         const std::vector<const Stateful*>& tracked) {
+  StateDict entries = state.state_dict();
+  for (const Stateful* component : tracked) {
+    for (auto& entry : component->state_dict()) {
+      TORCH_CHECK(!state_entry(entries, entry.first).defined(), "two checkpointed components name ",
+                  entry.first);
+      entries.push_back(std::move(entry));
+    }
+  }
   const fs::path final_dir = save_folder / step_folder_name(state.step);
   const fs::path tmp = scratch_path(final_dir, "tmp");
   try {
@@ -203,11 +212,7 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, 
     }
     write_file("train_state.pt", [&](FileSink& f) {
       torch::serialize::OutputArchive a;
-      a.write("step", scalar(state.step));
-      a.write("tokens", scalar(state.tokens));
-      a.write("bad_steps", scalar(state.bad_steps));
-      a.write("loss_scale", torch::tensor(state.loss_scale, torch::kFloat64));
-      a.write("loss_scale_good_steps", scalar(state.loss_scale_good_steps));
+      for (const auto& [name, value] : entries) a.write(name, value);
       a.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
       if (torch::cuda::is_available())
         // The current device's generator: the rank's own GPU (runtime.h).
@@ -215,13 +220,15 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, 
       save_archive(a, f);
     });
     write_file("train_state.json", [&](FileSink& f) {
-      f.write(nlohmann::ordered_json{{"step", state.step},
-                                     {"tokens", state.tokens},
-                                     {"bad_steps", state.bad_steps},
-                                     {"loss_scale", state.loss_scale},
-                                     {"loss_scale_good_steps", state.loss_scale_good_steps}}
-                  .dump() +
-              "\n");
+      nlohmann::ordered_json scalars;
+      for (const auto& [name, value] : entries)
+        if (value.numel() == 1) {
+          if (value.is_floating_point())
+            scalars[name] = value.item<double>();
+          else
+            scalars[name] = value.item<int64_t>();
+        }
+      f.write(scalars.dump() + "\n");
     });
     write_file("config.yaml", [&](FileSink& f) { f.write(config_yaml); });
     // Last: its presence says every file above is complete.
@@ -345,8 +352,24 @@ void check_same_model(const fs::path& folder, const config::ModelConfig& model) 
 
 }  // namespace
 
+StateDict TrainState::state_dict() const {
+  return {{"step", scalar(step)}, {"tokens", scalar(tokens)}, {"bad_steps", scalar(bad_steps)}};
+}
+
+void TrainState::load_state_dict(const StateDict& state) {
+  auto read = [&](const char* key) {
+    const auto t = state_entry(state, key);
+    TORCH_CHECK(t.defined(), "train_state.pt has no ", key);
+    return t.item<int64_t>();
+  };
+  step = read("step");
+  tokens = read("tokens");
+  bad_steps = read("bad_steps");
+}
+
 TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Optimizer* optim,
-                           const config::ModelConfig* same_model, dist::ParallelPlan* sync) {
+                           const config::ModelConfig* same_model, dist::ParallelPlan* sync,
+                           const std::vector<Stateful*>& tracked) {
   if (const auto problem = checkpoint_problem(folder))
     throw Error("not an intact checkpoint: " + *problem, folder.string(),
                 "point load_path at another save_folder/step<N> folder (an older one)");
@@ -365,12 +388,12 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Opt
       a.read(key, t);
       return t;
     };
+    StateDict entries;
+    for (const auto& key : a.keys())
+      if (key != "rng_cpu" && key != "rng_cuda") entries.emplace_back(key, read(key.c_str()));
     TrainState s;
-    s.step = read("step").item<int64_t>();
-    s.tokens = read("tokens").item<int64_t>();
-    s.bad_steps = read("bad_steps").item<int64_t>();
-    s.loss_scale = read("loss_scale").item<double>();
-    s.loss_scale_good_steps = read("loss_scale_good_steps").item<int64_t>();
+    s.load_state_dict(entries);
+    for (Stateful* component : tracked) component->load_state_dict(entries);
     at::Generator cpu_generator = at::detail::getDefaultCPUGenerator();
     cpu_generator.set_state(read("rng_cpu"));
     torch::Tensor cuda_state;

@@ -33,8 +33,8 @@ CheckpointManager::CheckpointManager(const config::TrainConfig& cfg, dist::Paral
   }
 }
 
-TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& optim, LossScaler& scaler,
-                                   int64_t max_steps, std::vector<SettingChange>& changes) {
+TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& optim, int64_t max_steps,
+                                   std::vector<SettingChange>& changes) {
   const std::optional<fs::path> from =
       cfg_.load_path.empty() ? latest_checkpoint(run_dir_) : std::optional<fs::path>(cfg_.load_path);
   const auto existing = checkpoint_folders(run_dir_);
@@ -49,7 +49,7 @@ TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& opt
                 "another save_folder, or set save_overwrite: true to write over them");
   TrainState state;
   if (from) {
-    state = load_checkpoint(*from, model, &optim, &cfg_.model, &sync_);
+    state = load_checkpoint(*from, model, &optim, &cfg_.model, &sync_, tracked_);
     spdlog::info("resumed from {} at step {} ({} tokens)", from->string(), state.step, state.tokens);
     changes = changed_settings(*from, cfg_);
     for (const auto& c : changes)
@@ -57,7 +57,6 @@ TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& opt
     if (state.step >= max_steps)
       spdlog::warn("the run is already at step {} of {}: nothing left to train (raise max_duration to go on)",
                    state.step, max_steps);
-    if (state.loss_scale > 0) scaler.restore(state.loss_scale, state.loss_scale_good_steps);
   }
   resumed_step_ = last_saved_ = state.step;
   return state;
@@ -70,22 +69,21 @@ void CheckpointManager::record_run(int64_t max_steps, const TrainState& state) {
   write_provenance(run_dir_, {max_steps, state.step, sync_.world_size()});
 }
 
-bool CheckpointManager::save(TrainState& state, model::TransformerImpl& model, Optimizer& optim,
-                             const LossScaler& scaler) {
+bool CheckpointManager::save(const TrainState& state, model::TransformerImpl& model, Optimizer& optim) {
   const auto start = std::chrono::steady_clock::now();
   const dist::WholeParams whole(sync_);
   // Every rank sees the same weights, so all stop alike.
   std::vector<torch::Tensor> finite;
   for (const auto& p : model.parameters()) finite.push_back(torch::isfinite(p).all());
   if (!torch::stack(finite).all().item<bool>()) return false;
-  state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
-  state.loss_scale_good_steps = scaler.enabled() ? scaler.good_steps() : 0;
   // A sharded strategy's ranks each write their optimizer shard first; rank 0 writes the
   // rest and the manifest, the index that makes the shards a checkpoint, last.
   save_optimizer_shard(run_dir_, state.step, optim, sync_.optimizer_shard_rank(), sync_.optimizer_shards());
   sync_.barrier();
   if (sync_.rank() == 0) {
-    auto dir = save_checkpoint(run_dir_, model, optim, state, config_yaml_, sync_.optimizer_shards());
+    const std::vector<const Stateful*> tracked(tracked_.begin(), tracked_.end());
+    auto dir =
+        save_checkpoint(run_dir_, model, optim, state, config_yaml_, sync_.optimizer_shards(), tracked);
     written_.insert(state.step);
     prune_checkpoints(run_dir_, cfg_.save_num_checkpoints_to_keep, resumed_step_, written_);
     spdlog::info("saved checkpoint {}", dir.string());

@@ -38,4 +38,15 @@ void LossScaler::restore(double scale, int64_t good_steps) {
   good_steps_.fill_(good_steps);
 }
 
+StateDict LossScaler::state_dict() const {
+  return {{"loss_scale", torch::tensor(enabled_ ? scale() : 0.0, torch::kFloat64)},
+          {"loss_scale_good_steps", torch::tensor(enabled_ ? good_steps() : int64_t(0), torch::kInt64)}};
+}
+
+void LossScaler::load_state_dict(const StateDict& state) {
+  const auto saved = state_entry(state, "loss_scale"), good = state_entry(state, "loss_scale_good_steps");
+  if (saved.defined() && good.defined() && saved.item<double>() > 0)
+    restore(saved.item<double>(), good.item<int64_t>());
+}
+
 }  // namespace siamese::train

@@ -119,14 +119,15 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
   eval::Evaluators evaluators(cfg, device, sync);
   CheckpointManager checkpoints(cfg, sync);
   std::vector<SettingChange> changes;
-  TrainState state = checkpoints.load(*t.model, *t.optim, *t.scaler, data.max_steps, changes);
+  checkpoints.track(*t.scaler);
+  TrainState state = checkpoints.load(*t.model, *t.optim, data.max_steps, changes);
   checkpoints.record_run(data.max_steps, state);
   const int64_t first_step = state.step;
   StepReporter reporter(cfg, device, sync.rank() == 0, sync.world_size(), checkpoints.folder(), first_step,
                         data.max_steps);
   if (!changes.empty()) reporter.event(resume_row(state.step, changes));
   auto save = [&]() -> int {
-    if (checkpoints.save(state, *t.model, *t.optim, *t.scaler)) return 0;
+    if (checkpoints.save(state, *t.model, *t.optim)) return 0;
     spdlog::error(
         "step {}: the weights are no longer finite; stopping without saving them: {}; resume from it with a "
         "lower learning rate",

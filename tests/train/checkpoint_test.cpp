@@ -9,6 +9,8 @@
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/save_folder.h"
+#include "siamese/train/stateful.h"
+#include "support/files.h"
 #include "support/temp_dir.h"
 #include "support/tiny_configs.h"
 
@@ -84,4 +86,48 @@ TEST(Checkpoint, KeepsNewestAndIgnoresIncompleteFolders) {
   other.d_model = 32;
   model::Transformer m3(other);
   EXPECT_THROW(train::load_checkpoint(dir / "step8", *m3, nullptr), Error);
+}
+
+namespace {
+
+// A component with checkpointed state of its own, as an EMA or a data mixture would be.
+struct Counter : train::Stateful {
+  std::string name;
+  int64_t count = 0;
+  explicit Counter(std::string n) : name(std::move(n)) {}
+  train::StateDict state_dict() const override { return {{name, torch::tensor(count, torch::kInt64)}}; }
+  void load_state_dict(const train::StateDict& state) override {
+    if (const auto t = train::state_entry(state, name); t.defined()) count = t.item<int64_t>();
+  }
+};
+
+}  // namespace
+
+// State registers itself: a tracked component's entries are saved and restored (and listed in
+// train_state.json) without touching TrainState; a checkpoint from before the component
+// existed leaves it as it is; two components naming one entry are refused.
+TEST(Checkpoint, TrackedComponentsSaveAndRestoreTheirOwnState) {
+  auto dir = fresh_dir("ckpt_test", "tracked");
+  torch::manual_seed(1);
+  model::Transformer m(small());
+  auto opt = train::build_optimizer({}, m->named_parameters());
+  Counter mixture("mixture_position");
+  mixture.count = 41;
+  train::save_checkpoint(dir, *m, *opt, {3, 48, 0}, "", 1, {&mixture});
+  train::save_checkpoint(dir, *m, *opt, {2, 32, 0}, "");  // before the component existed
+  EXPECT_NE(siamese::testing::read_all((dir / "step3" / "train_state.json").string())
+                .find("\"mixture_position\":41"),
+            std::string::npos);
+
+  Counter restored("mixture_position");
+  EXPECT_EQ(train::load_checkpoint(dir / "step3", *m, nullptr, nullptr, nullptr, {&restored}).step, 3);
+  EXPECT_EQ(restored.count, 41);
+  Counter fresh("mixture_position");
+  fresh.count = 7;
+  train::load_checkpoint(dir / "step2", *m, nullptr, nullptr, nullptr, {&fresh});
+  EXPECT_EQ(fresh.count, 7);
+
+  Counter clash("step");
+  EXPECT_THROW(train::save_checkpoint(dir, *m, *opt, {4, 64, 0}, "", 1, {&clash}), c10::Error);
+  EXPECT_FALSE(fs::exists(dir / "step4"));
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The format of one checkpoint: save_folder/step<N>/ holding model.pt, optim.pt,
-// train_state.pt (step, tokens, skipped bad steps, amp_fp16's loss scale, RNG states),
-// train_state.json (the same without the RNG states, for people), config.yaml (the resolved
+// train_state.pt (the entries of every tracked component, stateful.h: step, tokens, skipped
+// bad steps, amp_fp16's loss scale, ..., then the RNG states), train_state.json (its
+// scalars, for people), config.yaml (the resolved
 // config) and, written last, manifest.json (the step, the config and each file's size and
 // sha256). The files are written into .step<N>.tmp-<pid>/ (scratch_path, durable_file.h),
 // each fsynced, then the folder is fsynced and renamed into place: a save cut short never
@@ -17,22 +18,27 @@
 
 #include "siamese/config/config.h"
 #include "siamese/train/optimizer.h"
+#include "siamese/train/stateful.h"
 
 namespace siamese::train {
 
 // Written last into a checkpoint folder: its presence says the save finished.
 inline constexpr const char* kCheckpointManifest = "manifest.json";
 
-struct TrainState {
-  int64_t step = 0;    // optimizer steps completed; also the position in the data order
-  int64_t tokens = 0;  // training tokens consumed (global)
-  int64_t bad_steps = 0;
-  // amp_fp16's dynamic loss scale (loss_scale.h); 0 for the other precisions.
-  double loss_scale = 0;
-  int64_t loss_scale_good_steps = 0;
+// The run's position: what every checkpoint holds, whatever else it tracks.
+struct TrainState : Stateful {
+  TrainState(int64_t step = 0, int64_t tokens = 0, int64_t bad_steps = 0)
+      : step(step), tokens(tokens), bad_steps(bad_steps) {}
+  int64_t step;    // optimizer steps completed; also the position in the data order
+  int64_t tokens;  // training tokens consumed (global)
+  int64_t bad_steps;
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& state) override;
 };
 
 // Writes step<state.step> under save_folder; config_yaml is the resolved config (to_yaml).
+// train_state.pt holds `state`'s entries, then those of each of `tracked` (the loss scaler,
+// ...), then the CPU and CUDA RNG states; two components naming one entry is an error.
 // A step<N> that already exists (a resumed run saving the same step again) is renamed to
 // .step<N>.old-<pid> first and removed once the new one is in place, so a complete copy
 // exists at every moment. Any write error (a full disk) throws siamese::Error naming the
@@ -43,7 +49,8 @@ struct TrainState {
 // shard's manifest and moves it into the checkpoint, whose manifest then lists them all.
 std::filesystem::path save_checkpoint(const std::filesystem::path& save_folder, torch::nn::Module& model,
                                       Optimizer& optim, const TrainState& state,
-                                      const std::string& config_yaml, int optimizer_shards = 1);
+                                      const std::string& config_yaml, int optimizer_shards = 1,
+                                      const std::vector<const Stateful*>& tracked = {});
 
 // Called on every rank of a sharded strategy before rank 0's save_checkpoint: writes this
 // rank's optimizer state, optim_shard<rank>of<shards>.pt, and its manifest (bytes, sha256)
@@ -61,7 +68,8 @@ std::string optimizer_shard_name(int rank, int shards);
 std::optional<std::string> checkpoint_problem(const std::filesystem::path& folder);
 
 // Verifies the manifest (checkpoint_problem), then restores the model, the optimizer (when
-// `optim` is not null) and the CPU and CUDA RNG states; returns the train state. Throws
+// `optim` is not null), each of `tracked` and the CPU and CUDA RNG states; returns the train
+// state. Throws
 // siamese::Error naming the folder when it is not an intact checkpoint or does not match the
 // model. With `same_model` (resuming a run), it first reads the saved config.yaml through
 // load_config (no launch settings, so the caller's MODEL_TYPE cannot change it) and refuses
@@ -73,7 +81,7 @@ std::optional<std::string> checkpoint_problem(const std::filesystem::path& folde
 // shards of `sync` (null: one process), so a run may resume on another world size.
 TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, Optimizer* optim,
                            const config::ModelConfig* same_model = nullptr,
-                           dist::ParallelPlan* sync = nullptr);
+                           dist::ParallelPlan* sync = nullptr, const std::vector<Stateful*>& tracked = {});
 
 struct SettingChange {
   std::string key, was, now;  // dotted key, values as YAML text

@@ -17,9 +17,9 @@
 #include "siamese/dist/parallel_plan.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
-#include "siamese/train/loss_scale.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/save_folder.h"
+#include "siamese/train/stateful.h"
 
 namespace siamese::train {
 
@@ -28,9 +28,13 @@ class CheckpointManager {
   // Takes the save folder (rank 0) or throws on every rank when rank 0 could not.
   CheckpointManager(const config::TrainConfig& cfg, dist::ParallelPlan& sync);
 
-  // The state to start from: the resumed checkpoint's (weights, optimizer state and loss
-  // scale loaded), or a fresh one. `changes` receives the settings that differ from it.
-  TrainState load(model::TransformerImpl& model, Optimizer& optim, LossScaler& scaler, int64_t max_steps,
+  // Checkpoints `component`'s state too (the loss scaler; an EMA, a data mixture): every
+  // save writes it and load() restores it. It must outlive the manager's saves and loads.
+  void track(Stateful& component) { tracked_.push_back(&component); }
+
+  // The state to start from: the resumed checkpoint's (weights, optimizer state and every
+  // tracked component loaded), or a fresh one. `changes` receives the settings that differ.
+  TrainState load(model::TransformerImpl& model, Optimizer& optim, int64_t max_steps,
                   std::vector<SettingChange>& changes);
 
   // Rank 0 records the run beside its checkpoints: the resolved config, the tokenizer and
@@ -39,7 +43,7 @@ class CheckpointManager {
 
   // Saves step<state.step> (every rank calls it). False, and nothing written, when the
   // weights are no longer finite.
-  bool save(TrainState& state, model::TransformerImpl& model, Optimizer& optim, const LossScaler& scaler);
+  bool save(const TrainState& state, model::TransformerImpl& model, Optimizer& optim);
 
   int64_t last_saved() const { return last_saved_; }
   // The longest save so far: what a time limit keeps in hand for the final one.
@@ -52,6 +56,7 @@ class CheckpointManager {
   std::filesystem::path run_dir_;
   std::string config_yaml_;
   std::optional<SaveFolderLock> lock_;
+  std::vector<Stateful*> tracked_;
   int64_t resumed_step_ = 0, last_saved_ = 0;
   std::set<int64_t> written_;  // steps this run saved: with the older ones, the prunable
   double longest_save_seconds_ = 0;

@@ -11,9 +11,11 @@
 
 #include <vector>
 
+#include "siamese/train/stateful.h"
+
 namespace siamese::train {
 
-class LossScaler {
+class LossScaler : public Stateful {
  public:
   // Disabled (any precision but amp_fp16), scaled() and unscale_() leave their inputs alone.
   LossScaler(bool enabled, double initial_scale, int64_t growth_interval, torch::Device device);
@@ -29,10 +31,15 @@ class LossScaler {
   // S as a float64 scalar on the device (for the step's metrics row, read with the loss).
   torch::Tensor scale_tensor() const { return scale_.to(torch::kFloat64); }
 
-  // For checkpoints (host values; reading waits for the device).
+  // Host values (reading waits for the device).
   double scale() const { return scale_.item<double>(); }
   int64_t good_steps() const { return good_steps_.item<int64_t>(); }
   void restore(double scale, int64_t good_steps);
+
+  // loss_scale (float64; 0 when disabled) and loss_scale_good_steps. A checkpoint of a run
+  // without a scale (0, or none) leaves this one as it is.
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& state) override;
 
  private:
   bool enabled_;
