@@ -2,9 +2,11 @@
 // 1,2] [--set key=value] --out DIR`: topology x learning rate (x seed) runs of one base config
 // (src/runs/sweep.cpp). Locally it trains the grid: every run's config is checked before the
 // first starts, finished runs are skipped, an interrupted one resumes from its last
-// checkpoint, --jobs N trains N runs at once as child processes, and each start says "run k
-// of N" and the time left. For a cluster, --scripts DIR writes one launch script per run
-// (torchrun on one or several nodes, or a Slurm batch script) that works as written.
+// checkpoint, a run folder trained with other settings is refused (--resume-changed trains it
+// on), --jobs N trains N runs at once as child processes, and each start says "run k of N"
+// and the time left. For a cluster, --scripts DIR writes one launch script per run (torchrun
+// on one or several nodes, or a Slurm batch script) that works as written, every value in it
+// checked or quoted.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,12 +15,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <regex>
 #include <thread>
 
 #include "commands.h"
@@ -53,6 +57,7 @@ struct SweepArgs {
   std::string binary;
   std::string torchrun;  // empty: the clone's scripts/torchrun (default_torchrun)
   std::vector<std::string> only;
+  bool resume_changed = false;
   int jobs = 1;
   int nodes = 1;
   int nproc = 1;
@@ -60,6 +65,18 @@ struct SweepArgs {
   // Slurm's allocation settings, each written as an #SBATCH line when given.
   std::string partition, account, time_limit;
   int cpus_per_task = 0;
+  std::vector<std::string> given;  // the launch-script options on the command line
+};
+
+// The options that shape launch scripts only, and which of them are Slurm's.
+struct ScriptOption {
+  const char* name;
+  bool slurm;
+};
+constexpr ScriptOption kScriptOptions[] = {
+    {"--launcher", false}, {"--nodes", false},        {"--nproc", false},
+    {"--torchrun", false}, {"--gpus-per-node", true}, {"--partition", true},
+    {"--account", true},   {"--time", true},          {"--cpus-per-task", true},
 };
 
 // Single-quoted for a POSIX shell when it holds anything but safe characters.
@@ -73,13 +90,69 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+// Control characters as escapes (\n, \x1b): text for a comment line of a script, where a
+// newline would end the comment and start a shell line.
+std::string visible(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (u < 0x20 || u == 0x7f)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
+  }
+  return out;
+}
+
 std::string own_binary() { return fs::read_symlink("/proc/self/exe").string(); }
 
-// This process's command line, quoted for a shell: what generated a launch script.
+// This process's command line, quoted for a shell, for a comment line: what generated a
+// launch script.
 std::string invocation() {
   std::string text;
   for (const auto& arg : train::command_line()) text += (text.empty() ? "" : " ") + shell_quote(arg);
-  return text;
+  return visible(text);
+}
+
+// Slurm's time formats (sbatch --time): minutes, minutes:seconds, hours:minutes:seconds,
+// days-hours, days-hours:minutes, days-hours:minutes:seconds, and its words for no limit.
+bool slurm_time(const std::string& t) {
+  static const std::regex form(R"(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2})");
+  std::string lower;
+  for (const char c : t) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return std::regex_match(t, form) || lower == "infinite" || lower == "unlimited";
+}
+
+// A value of an #SBATCH line: sbatch splits those lines into words and ends them at a newline,
+// after which the text is a line of the script.
+void check_slurm_word(const std::string& value, const char* option, const std::string& allowed) {
+  const auto bad =
+      value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" + allowed);
+  if (bad == std::string::npos) return;
+  throw Error(fmt::format("{} \"{}\" has \"{}\": a Slurm name here is letters, digits and {}", option,
+                          visible(value), visible(value.substr(bad, 1)), fmt::join(allowed, " ")),
+              option, "give the name as Slurm lists it (sinfo, sacctmgr show assoc)");
+}
+
+// Every value written into an #SBATCH line; the run names are checked by expand_sweep.
+void check_slurm_values(const SweepArgs& a, const fs::path& dir) {
+  if (!a.partition.empty()) check_slurm_word(a.partition, "--partition", "_.-,");
+  if (!a.account.empty()) check_slurm_word(a.account, "--account", "_.-");
+  if (!a.time_limit.empty() && !slurm_time(a.time_limit))
+    throw Error(fmt::format("--time \"{}\" is not one of Slurm's time formats", visible(a.time_limit)),
+                "--time",
+                "write minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes or "
+                "days-hours:minutes:seconds, e.g. --time 2-00:00:00 (two days) or --time 90");
+  const std::string out = fs::absolute(dir).string();
+  if (const auto bad = out.find_first_of(" \t\n\r\v\f%"); bad != std::string::npos)
+    throw Error(fmt::format("the scripts' folder \"{}\" has \"{}\", which cannot go into #SBATCH --output "
+                            "(sbatch splits its lines at spaces and reads % as a file-name pattern)",
+                            visible(out), visible(out.substr(bad, 1))),
+                "--scripts", "write the scripts to a folder whose path has no spaces and no %");
 }
 
 // The torchrun of the torch this binary links is not on PATH (the project's Python is used
@@ -143,10 +216,9 @@ std::string launch_script(const SweepArgs& a, const runs::SweepRun& r, const fs:
 }
 
 void write_scripts(SweepArgs a, const std::vector<const runs::SweepRun*>& runs) {
-  if (a.launcher != "torchrun" && a.launcher != "slurm")
-    throw Error(fmt::format("unknown launcher \"{}\"", a.launcher), "--launcher", "use torchrun or slurm");
   if (a.launcher == "torchrun" && a.torchrun.empty()) a.torchrun = default_torchrun();
   const fs::path dir = a.scripts;
+  if (a.launcher == "slurm") check_slurm_values(a, dir);
   create_folder(dir, "--scripts");
   std::string submit = "#!/usr/bin/env bash\n# Every run of `" + invocation() + "`.\nset -euo pipefail\n";
   for (const auto* r : runs) {
@@ -161,11 +233,6 @@ void write_scripts(SweepArgs a, const std::vector<const runs::SweepRun*>& runs) 
   fs::permissions(all, fs::perms::owner_exec, fs::perm_options::add);
   spdlog::info("wrote {} launch scripts to {} ({} submits or runs them all)", runs.size(), dir.string(),
                all.string());
-}
-
-bool finished(const runs::SweepRun& r) {
-  return fs::is_directory(r.save_folder) &&
-         runs::state_text(runs::summarize_run(r.save_folder)) == "finished";
 }
 
 // A child `siamese train` with its own share of the cores; its output goes to
@@ -203,10 +270,20 @@ runs::Sweep sweep_of(const SweepArgs& a) {
   if (!a.topologies.empty()) {
     spec.topologies.clear();
     for (const auto& t : a.topologies) spec.topologies.push_back(config::parse_variant(t, "--topologies"));
+    spec.where["topologies"] = "--topologies";
   }
-  if (!a.learning_rates.empty()) spec.learning_rates = a.learning_rates;
-  if (!a.seeds.empty()) spec.seeds = a.seeds;
-  for (const auto& s : a.settings) spec.overrides.push_back(runs::override_from_setting(s, "--set"));
+  if (!a.learning_rates.empty()) {
+    spec.learning_rates = a.learning_rates;
+    spec.where["learning_rates"] = "--lr";
+  }
+  if (!a.seeds.empty()) {
+    spec.seeds = a.seeds;
+    spec.where["seeds"] = "--seeds";
+  }
+  for (const auto& s : a.settings) {
+    spec.overrides.push_back(runs::override_from_setting(s, "--set"));
+    spec.where[spec.overrides.back()] = "--set " + s;
+  }
   if (!a.out.empty()) spec.save_root = a.out;
   if (spec.topologies.empty())
     throw Error("no topologies to sweep", "--topologies", "list them, e.g. --topologies pre,hybrid_pre,mhc");
@@ -215,14 +292,193 @@ runs::Sweep sweep_of(const SweepArgs& a) {
   return runs::expand_sweep(spec, a.file.empty() ? "the command line" : a.file);
 }
 
-int run_sweep(const SweepArgs& a) {
-  const auto sweep = sweep_of(a);
+// Options that shape launch scripts do nothing without --scripts, Slurm's nothing in torchrun
+// scripts and --torchrun nothing in Slurm's: each used to be taken without a word.
+void check_options(const SweepArgs& a) {
+  if (a.launcher != "torchrun" && a.launcher != "slurm")
+    throw Error(fmt::format("unknown launcher \"{}\"", a.launcher), "--launcher", "use torchrun or slurm");
+  if (a.print && !a.scripts.empty())
+    throw Error("--print and --scripts both given: --print writes no scripts", "--print",
+                "leave out --print to write the scripts, or --scripts to print the command lines");
+  for (const auto& name : a.given) {
+    bool slurm = false;
+    for (const auto& o : kScriptOptions) slurm = slurm || (o.slurm && name == o.name);
+    if (a.scripts.empty())
+      throw Error(fmt::format("{} shapes launch scripts, and this sweep writes none", name), name,
+                  fmt::format("add --scripts DIR to write them, or leave out {} to train here", name));
+    if (slurm && a.launcher != "slurm")
+      throw Error(fmt::format("{} is a Slurm setting, and these are torchrun scripts", name), name,
+                  fmt::format("add --launcher slurm, or leave out {}", name));
+    if (name == "--torchrun" && a.launcher == "slurm")
+      throw Error(
+          "--torchrun names the torchrun of torchrun scripts; Slurm scripts start each rank with srun", name,
+          "leave out --torchrun, or use --launcher torchrun");
+  }
+}
+
+// The runs --only keeps. A part that matches no run is refused: a typo used to train nothing
+// and exit 0.
+std::vector<const runs::SweepRun*> selected_runs(const runs::Sweep& sweep,
+                                                 const std::vector<std::string>& only) {
+  for (const auto& part : only) {
+    bool matched = false;
+    for (const auto& r : sweep.runs) matched = matched || r.name.find(part) != std::string::npos;
+    if (matched) continue;
+    std::vector<std::string> names;
+    for (const auto& r : sweep.runs) names.push_back(r.name);
+    throw Error(fmt::format("--only \"{}\" is in no run's name; the sweep's runs are {}", part,
+                            fmt::join(names, ", ")),
+                "--only", "give a part of one of those names, e.g. a topology or lr0.001");
+  }
   std::vector<const runs::SweepRun*> runs;
   for (const auto& r : sweep.runs) {
-    bool keep = a.only.empty();
-    for (const auto& part : a.only) keep = keep || r.name.find(part) != std::string::npos;
+    bool keep = only.empty();
+    for (const auto& part : only) keep = keep || r.name.find(part) != std::string::npos;
     if (keep) runs.push_back(&r);
   }
+  return runs;
+}
+
+struct Plan {
+  std::vector<const runs::SweepRun*> todo;
+  std::vector<config::TrainConfig> configs;  // of `todo`
+  int skipped = 0;                           // finished already
+};
+
+// Every config is read before the first run starts: a typo in --set or the file fails now,
+// not hours into the sweep (children read theirs again). A run folder that holds a run
+// trained with other settings is refused, naming the keys, unless --resume-changed: reusing
+// it silently gave a finished 4-step run to a sweep of 8 steps, or one variant's checkpoint to
+// another.
+Plan plan_runs(const SweepArgs& a, const runs::Sweep& sweep, const std::vector<const runs::SweepRun*>& runs) {
+  Plan plan;
+  std::vector<std::string> differ;
+  for (const auto* r : runs) {
+    config::TrainConfig c;
+    try {
+      c = load_run_config({r->base, r->overrides});
+    } catch (const Error& e) {
+      throw Error(e.problem(), fmt::format("run {} of {}: {}", r->name, sweep.path, e.where()), e.fix());
+    }
+    std::vector<std::string> changes;
+    bool finished = false;
+    if (fs::is_directory(r->save_folder)) {
+      const auto summary = runs::summarize_run(r->save_folder);
+      for (const auto& ch : runs::changed_settings(summary, c))
+        changes.push_back(fmt::format("{} {} -> {}", ch.key, ch.was, ch.now));
+      finished = runs::state_text(summary) == "finished";
+    }
+    if (!changes.empty() && !a.resume_changed) {
+      differ.push_back(fmt::format("{} ({})", r->name, fmt::join(changes, ", ")));
+      continue;
+    }
+    if (!changes.empty()) {
+      spdlog::warn("sweep: {} resumes with changed settings: {}", r->name, fmt::join(changes, ", "));
+    } else if (finished) {
+      spdlog::info("sweep: {} finished already, skipped", r->name);
+      ++plan.skipped;
+      continue;
+    }
+    plan.todo.push_back(r);
+    plan.configs.push_back(std::move(c));
+  }
+  if (!differ.empty())
+    throw Error(fmt::format("{} of the sweep's run folders hold{} a run trained with other settings than the "
+                            "sweep gives it: {}",
+                            differ.size(), differ.size() == 1 ? "s" : "", fmt::join(differ, "; ")),
+                sweep.save_root,
+                "--resume-changed trains them on with the sweep's settings (each run logs each change and "
+                "records it in its metrics.jsonl); or --out another folder for new runs; or give the "
+                "settings they were trained with");
+  return plan;
+}
+
+// SIGTERM / SIGINT stop the sweep: the running runs save and stop, none starts after.
+int stopped_by_signal() {
+  spdlog::warn(
+      "sweep stopped by signal {}: the running runs saved a checkpoint; run the sweep again to go on",
+      train::stop_signal());
+  return train::kExitStopped;
+}
+
+using Progress = std::function<std::string(const runs::SweepRun*, const char*)>;
+
+// One run after another in this process; counts `done` and `stopped` (non-finite).
+int train_here(const Plan& plan, const Progress& progress, int& done, int& stopped) {
+  for (size_t i = 0; i < plan.todo.size(); ++i) {
+    const auto* r = plan.todo[i];
+    if (train::stop_signal()) return stopped_by_signal();
+    spdlog::info("sweep: {}", progress(r, ""));
+    spdlog::debug("sweep: {} {}", r->base, fmt::join(r->overrides, " "));
+    const int rc = train::train(plan.configs[i]);
+    ++done;
+    if (rc == train::kExitStopped) return stopped_by_signal();
+    if (rc == train::kExitNonFinite) {
+      spdlog::warn("run {} stopped on a non-finite loss; continuing with the next run", r->name);
+      ++stopped;
+    } else if (rc != 0) {
+      return rc;
+    }
+  }
+  return 0;
+}
+
+// `jobs` runs at once as child processes; each checks its own config, and one that fails for
+// another reason stops new starts.
+int train_children(const Plan& plan, int jobs, const Progress& progress, int& done, int& stopped) {
+  const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / jobs);
+  std::map<pid_t, const runs::SweepRun*> running;
+  size_t next = 0;
+  int failed_rc = 0;
+  bool forwarded = false;
+  while (next < plan.todo.size() || !running.empty()) {
+    while (failed_rc == 0 && !train::stop_signal() && next < plan.todo.size() &&
+           static_cast<int>(running.size()) < jobs) {
+      const auto* r = plan.todo[next++];
+      spdlog::info("sweep: {}, {} threads, log {}/train.log", progress(r, "started "), threads,
+                   r->save_folder);
+      running[start_child(*r, threads)] = r;
+    }
+    if (running.empty()) break;
+    // Polled, so that a signal to the sweep reaches the children instead of orphaning them.
+    if (const int sig = train::stop_signal(); sig && !forwarded) {
+      for (const auto& [pid, run] : running) ::kill(pid, sig);
+      forwarded = true;
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid < 0) break;
+    if (pid == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    const auto* r = running.at(pid);
+    running.erase(pid);
+    ++done;
+    const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    // A child killed before it set up its own handlers stops without a checkpoint; its
+    // earlier checkpoints are still there.
+    if (forwarded && (rc == train::kExitStopped || rc == 128 + train::stop_signal())) {
+      spdlog::info("sweep: {} saved and stopped", r->name);
+    } else if (rc == 0) {
+      spdlog::info("sweep: {} done; {} of {} runs ended", r->name, done, plan.todo.size());
+    } else if (rc == train::kExitNonFinite) {
+      spdlog::warn("sweep: {} stopped on a non-finite loss", r->name);
+      ++stopped;
+    } else {
+      spdlog::error("sweep: {} failed (exit {}); see {}/train.log. Not starting further runs.", r->name, rc,
+                    r->save_folder);
+      failed_rc = rc;
+    }
+  }
+  if (failed_rc != 0) return failed_rc;
+  return forwarded ? stopped_by_signal() : 0;
+}
+
+int run_sweep(const SweepArgs& a) {
+  check_options(a);
+  const auto sweep = sweep_of(a);
+  const auto runs = selected_runs(sweep, a.only);
   if (a.print) {
     for (const auto* r : runs)
       std::cout << train_command(a.binary.empty() ? "siamese" : a.binary, *r) << "\n";
@@ -240,115 +496,26 @@ int run_sweep(const SweepArgs& a) {
         "run the sweep without a launcher, or write launch scripts with --scripts DIR");
   if (a.jobs < 1) throw Error(fmt::format("--jobs {} must be at least 1", a.jobs), "--jobs", "use 1 or more");
 
-  int stopped = 0, skipped = 0;
-  std::vector<const runs::SweepRun*> todo;
   std::map<const runs::SweepRun*, int> position;  // "run k of N" among the runs asked for
-  for (const auto* r : runs) {
-    position[r] = static_cast<int>(position.size()) + 1;
-    if (finished(*r)) {
-      spdlog::info("sweep: {} finished already, skipped", r->name);
-      ++skipped;
-    } else {
-      todo.push_back(r);
-    }
-  }
-  // Every config is read before the first run starts: a typo in --set or the file fails now,
-  // not hours into the sweep. Children read theirs again (another process).
-  std::vector<config::TrainConfig> configs;
-  for (const auto* r : todo) {
-    try {
-      configs.push_back(load_run_config({r->base, r->overrides}));
-    } catch (const Error& e) {
-      throw Error(e.problem(), fmt::format("run {} of {}: {}", r->name, sweep.path, e.where()), e.fix());
-    }
-  }
+  for (const auto* r : runs) position[r] = static_cast<int>(position.size()) + 1;
+  const Plan plan = plan_runs(a, sweep, runs);
   std::vector<std::string> names, trained;
   for (const auto& r : sweep.runs) names.push_back(r.name);
-  for (const auto* r : todo) trained.push_back(r->name);
+  for (const auto* r : plan.todo) trained.push_back(r->name);
   runs::record_sweep(sweep.save_root, names, trained, a.jobs);
   const auto start = std::chrono::steady_clock::now();
-  int done = 0;  // runs of `todo` that ended, for the time left
-  auto progress = [&](const runs::SweepRun* r, const char* what) {
+  int done = 0, stopped = 0;  // runs of `todo` that ended (for the time left), non-finite ones
+  const Progress progress = [&](const runs::SweepRun* r, const char* what) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return fmt::format("run {} of {}: {}{} ({})", position[r], runs.size(), what, r->name,
-                       runs::time_left_text(done, static_cast<int>(todo.size()), elapsed));
+                       runs::time_left_text(done, static_cast<int>(plan.todo.size()), elapsed));
   };
-  // SIGTERM / SIGINT stop the sweep: the running runs save and stop, none starts after.
   train::install_stop_handlers();
-  auto stopped_by_signal = [&] {
-    spdlog::warn(
-        "sweep stopped by signal {}: the running runs saved a checkpoint; run the sweep again to go on",
-        train::stop_signal());
-    return train::kExitStopped;
-  };
-  if (a.jobs == 1) {
-    for (size_t i = 0; i < todo.size(); ++i) {
-      const auto* r = todo[i];
-      if (train::stop_signal()) return stopped_by_signal();
-      spdlog::info("sweep: {}", progress(r, ""));
-      spdlog::debug("sweep: {} {}", r->base, fmt::join(r->overrides, " "));
-      const int rc = train::train(configs[i]);
-      ++done;
-      if (rc == train::kExitStopped) return stopped_by_signal();
-      if (rc == train::kExitNonFinite) {
-        spdlog::warn("run {} stopped on a non-finite loss; continuing with the next run", r->name);
-        ++stopped;
-      } else if (rc != 0) {
-        return rc;
-      }
-    }
-  } else {
-    // Each child checks its own config; one that fails for another reason stops new starts.
-    const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / a.jobs);
-    std::map<pid_t, const runs::SweepRun*> running;
-    size_t next = 0;
-    int failed_rc = 0;
-    bool forwarded = false;
-    while (next < todo.size() || !running.empty()) {
-      while (failed_rc == 0 && !train::stop_signal() && next < todo.size() &&
-             static_cast<int>(running.size()) < a.jobs) {
-        const auto* r = todo[next++];
-        spdlog::info("sweep: {}, {} threads, log {}/train.log", progress(r, "started "), threads,
-                     r->save_folder);
-        running[start_child(*r, threads)] = r;
-      }
-      if (running.empty()) break;
-      // Polled, so that a signal to the sweep reaches the children instead of orphaning them.
-      if (const int sig = train::stop_signal(); sig && !forwarded) {
-        for (const auto& [pid, run] : running) ::kill(pid, sig);
-        forwarded = true;
-      }
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid < 0) break;
-      if (pid == 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        continue;
-      }
-      const auto* r = running.at(pid);
-      running.erase(pid);
-      ++done;
-      const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      // A child killed before it set up its own handlers stops without a checkpoint; its
-      // earlier checkpoints are still there.
-      if (forwarded && (rc == train::kExitStopped || rc == 128 + train::stop_signal())) {
-        spdlog::info("sweep: {} saved and stopped", r->name);
-      } else if (rc == 0) {
-        spdlog::info("sweep: {} done; {} of {} runs ended", r->name, done, todo.size());
-      } else if (rc == train::kExitNonFinite) {
-        spdlog::warn("sweep: {} stopped on a non-finite loss", r->name);
-        ++stopped;
-      } else {
-        spdlog::error("sweep: {} failed (exit {}); see {}/train.log. Not starting further runs.", r->name, rc,
-                      r->save_folder);
-        failed_rc = rc;
-      }
-    }
-    if (failed_rc != 0) return failed_rc;
-    if (forwarded) return stopped_by_signal();
-  }
+  const int rc = a.jobs == 1 ? train_here(plan, progress, done, stopped)
+                             : train_children(plan, a.jobs, progress, done, stopped);
+  if (rc != 0) return rc;
   spdlog::info("sweep done: {} runs, {} skipped as finished, {} stopped on non-finite values", runs.size(),
-               skipped, stopped);
+               plan.skipped, stopped);
   return 0;
 }
 
@@ -379,7 +546,8 @@ void add_sweep_command(CLI::App& app, Handler& run) {
   cmd->add_option("--nproc", args->nproc, "processes (ranks) per node in launch scripts")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--gpus-per-node", args->gpus_per_node,
-                  "GPUs Slurm allocates per node (default: --nproc; 0 for CPU ranks)");
+                  "GPUs Slurm allocates per node (default: --nproc; 0 for CPU ranks)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--partition", args->partition, "Slurm partition of each job (#SBATCH --partition)");
   cmd->add_option("--account", args->account, "Slurm account charged (#SBATCH --account)");
   cmd->add_option("--time", args->time_limit,
@@ -394,7 +562,14 @@ void add_sweep_command(CLI::App& app, Handler& run) {
                   "build folder holds this binary)");
   cmd->add_option("--only", args->only, "only runs whose name contains one of these")->delimiter(',');
   cmd->add_option("--seeds", args->seeds, "seeds, e.g. 1,2,3 (default: the config's seed)")->delimiter(',');
-  cmd->callback([&run, args] { run = [args] { return run_sweep(*args); }; });
+  cmd->add_flag("--resume-changed", args->resume_changed,
+                "train on in a run folder whose run was trained with other settings than the sweep's (each "
+                "change is logged and recorded); without it such a folder is refused");
+  cmd->callback([&run, args, cmd] {
+    for (const auto& o : kScriptOptions)
+      if (cmd->get_option(o.name)->count() > 0) args->given.push_back(o.name);
+    run = [args] { return run_sweep(*args); };
+  });
 }
 
 }  // namespace siamese::cli

@@ -1,9 +1,11 @@
 #include "siamese/runs/sweep.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
 #include "siamese/common/user_path.h"
+#include "siamese/config/schema.h"
 #include "siamese/train/step_reporter.h"
 
 namespace siamese::runs {
@@ -64,8 +67,115 @@ std::vector<T> list(const YAML::Node& root, const std::string& key, const std::s
   return out;
 }
 
-// "1e-3" -> "0.001"-like short text for run names: {:g}.
-std::string lr_text(double lr) { return fmt::format("{:g}", lr); }
+// A key whose value is one word (a file, a folder): a list or a mapping there is named with
+// its line, not yaml-cpp's "bad conversion".
+std::string scalar(const YAML::Node& n, const std::string& key, const std::string& path,
+                   const std::string& fix) {
+  if (!n.IsScalar())
+    throw Error(fmt::format("\"{}\" must be one value, not {}", key,
+                            n.IsSequence() ? "a list"
+                            : n.IsMap()    ? "a mapping"
+                                           : "empty"),
+                line_of(path, n), fix);
+  return n.as<std::string>();
+}
+
+// The shortest text that reads back as the same double ({:g} rounded to 6 digits, so
+// 0.0012345678 and 0.0012345679 named one run and trained at 0.00123457).
+std::string lr_text(double lr) { return fmt::format("{}", lr); }
+
+// The keys expand_sweep sets for every run; the fix names the list that sets each.
+struct SweptKey {
+  const char* key;
+  const char* fix;
+};
+const SweptKey kSweptKeys[] = {
+    {"model.residual", "list the topology in topologies (--topologies)"},
+    {"optimizer.learning_rate", "list the learning rate in learning_rates (--lr)"},
+    {"seed", "list the seed in seeds (--seeds), or drop the seeds list to set one seed for every run"},
+    {"run_name", "leave it out: the sweep names each run after its settings"},
+    {"save_folder", "set save_root (--out): each run's folder is save_root/<run name>"},
+};
+
+std::string override_key(const std::string& o) {
+  const std::string s = o.rfind("--", 0) == 0 ? o.substr(2) : o;
+  return s.substr(0, s.find('='));
+}
+
+// `shown`: the override, or the variant entry that holds it.
+void refuse_swept_key(const std::string& override, const std::string& shown, const SweepSpec& spec,
+                      const std::string& where) {
+  const std::string key = override_key(override);
+  for (const auto& k : kSweptKeys)
+    if (key == k.key && (key != "seed" || !spec.seeds.empty()))
+      throw Error(fmt::format("\"{}\" sets {}, which the sweep sets for each run (its value would be "
+                              "replaced without a word)",
+                              shown, key),
+                  where, k.fix);
+}
+
+std::string variant_entry(const config::Variant& v) {
+  std::string entry = v.topology;
+  for (const auto& o : v.overrides) entry += ":" + o.substr(2);
+  return entry;
+}
+
+// Run names become folder names, Slurm job names and words of launch scripts.
+void check_name(const std::string& name, const std::string& entry, const std::string& where) {
+  const auto bad =
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+=,-");
+  if (bad == std::string::npos && !name.empty() && name[0] != '.') return;
+  const std::string shown = bad == std::string::npos ? "a leading \".\""
+                            : std::isprint(static_cast<unsigned char>(name[bad]))
+                                ? fmt::format("\"{}\"", name[bad])
+                                : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(name[bad]));
+  throw Error(fmt::format("topologies entry \"{}\" names its runs \"{}\", which has {}: run names become "
+                          "folder names and Slurm job names",
+                          entry, name, shown),
+              where,
+              "keep the values of a variant to letters, digits and . _ + = , -; a value such as a path "
+              "goes in --set (overrides) of a sweep of its own, with its own --out");
+}
+
+// Each variant's name (config/variant.h: the topology, then "+value" per override), except
+// where two variants of the sweep share one, as pre:max_duration=3 and pre:scheduler.t_warmup=3
+// do: those are named by every setting they set ("+key=value"). A name then changes only
+// when a variant it collides with joins the sweep. Two variants that set the same values are
+// one run listed twice.
+std::vector<std::string> variant_names(const std::vector<config::Variant>& variants,
+                                       const std::string& where) {
+  std::map<std::string, int> uses;
+  for (const auto& v : variants) ++uses[v.name];
+  std::vector<std::string> names;
+  std::map<std::string, std::string> settings_seen;  // topology and sorted overrides -> entry
+  for (const auto& v : variants) {
+    auto sorted = v.overrides;
+    std::sort(sorted.begin(), sorted.end());
+    const std::string settings = fmt::format("{} {}", v.topology, fmt::join(sorted, " "));
+    if (const auto [it, fresh] = settings_seen.emplace(settings, variant_entry(v)); !fresh)
+      throw Error(fmt::format("topologies lists \"{}\" and \"{}\", the same settings twice: both would train "
+                              "in one folder",
+                              it->second, variant_entry(v)),
+                  where, "list each topology or variant once");
+    std::string name = v.name;
+    if (uses[v.name] > 1) {
+      name = v.topology;
+      for (const auto& o : v.overrides) name += "+" + o.substr(2);
+    }
+    check_name(name, variant_entry(v), where);
+    names.push_back(name);
+  }
+  return names;
+}
+
+template <typename T, typename Text>
+void refuse_repeats(const std::vector<T>& values, Text text, const char* what, const std::string& where) {
+  std::set<std::string> seen;
+  for (const auto& v : values)
+    if (!seen.insert(text(v)).second)
+      throw Error(fmt::format("{} {} is listed twice: both runs would train in one folder", what, text(v)),
+                  where, fmt::format("list each {} once", what));
+}
 
 }  // namespace
 
@@ -90,33 +200,62 @@ SweepSpec read_sweep_file(const std::string& path) {
   };
   SweepSpec spec;
   if (!root["base"]) throw Error("missing key \"base\"", path, "name the base config file");
-  spec.base = resolve(root["base"].as<std::string>());
+  spec.base = resolve(scalar(root["base"], "base", path,
+                             "name one base config (base: ../tiny/base.yaml); a topology's own goes under "
+                             "base_for: {hybrid_pre: ../tiny/hybrid.yaml}"));
   if (root["base_for"]) {
     if (!root["base_for"].IsMap())
       throw Error("\"base_for\" must map topology -> config file", line_of(path, root["base_for"]),
                   "see configs/sweeps/");
-    for (const auto& kv : root["base_for"])
-      spec.base_for[kv.first.as<std::string>()] = resolve(kv.second.as<std::string>());
+    for (const auto& kv : root["base_for"]) {
+      const auto topology = scalar(kv.first, "base_for", path, "write base_for: {TOPOLOGY: FILE, ...}");
+      spec.base_for[topology] =
+          resolve(scalar(kv.second, "base_for." + topology, path, "name one config file for each topology"));
+    }
   }
-  if (root["save_root"]) spec.save_root = root["save_root"].as<std::string>();
+  if (root["save_root"])
+    spec.save_root = scalar(root["save_root"], "save_root", path, "name one folder for the sweep's runs");
   const auto topologies = list<std::string>(root, "topologies", path, true);
   for (size_t i = 0; i < topologies.size(); ++i)
     spec.topologies.push_back(config::parse_variant(topologies[i], line_of(path, root["topologies"][i])));
   spec.learning_rates = list<double>(root, "learning_rates", path, true);
   spec.seeds = list<int64_t>(root, "seeds", path, false);
   spec.overrides = list<std::string>(root, "overrides", path, false);
+  for (const char* key : {"topologies", "learning_rates", "seeds"})
+    if (root[key]) spec.where[key] = line_of(path, root[key]);
+  for (size_t i = 0; i < spec.overrides.size(); ++i)
+    spec.where[spec.overrides[i]] = line_of(path, root["overrides"][i]);
   return spec;
 }
 
 Sweep expand_sweep(const SweepSpec& spec, const std::string& path) {
+  const auto where = [&](const std::string& key) {
+    const auto it = spec.where.find(key);
+    return it == spec.where.end() ? path : it->second;
+  };
+  for (const auto& o : spec.overrides) refuse_swept_key(o, o, spec, where(o));
+  for (const auto& v : spec.topologies)
+    for (const auto& o : v.overrides) refuse_swept_key(o, variant_entry(v), spec, where("topologies"));
+  const std::vector<std::string> names = variant_names(spec.topologies, where("topologies"));
+  refuse_repeats(
+      spec.learning_rates, [](double lr) { return lr_text(lr); }, "learning rate", where("learning_rates"));
+  refuse_repeats(
+      spec.seeds, [](int64_t s) { return std::to_string(s); }, "seed", where("seeds"));
   Sweep sweep{path, spec.save_root, {}};
   std::vector<std::optional<int64_t>> seed_list(spec.seeds.begin(), spec.seeds.end());
   if (seed_list.empty()) seed_list.push_back(std::nullopt);
-  for (const config::Variant& variant : spec.topologies)
+  std::map<std::string, std::string> named;  // run name -> its variant entry
+  for (size_t v = 0; v < spec.topologies.size(); ++v)
     for (double lr : spec.learning_rates)
       for (const auto& seed : seed_list) {
+        const config::Variant& variant = spec.topologies[v];
         SweepRun r;
-        r.name = fmt::format("{}-lr{}{}", variant.name, lr_text(lr), seed ? fmt::format("-s{}", *seed) : "");
+        r.name = fmt::format("{}-lr{}{}", names[v], lr_text(lr), seed ? fmt::format("-s{}", *seed) : "");
+        // Variant values may spell another variant's name with its learning rate in it.
+        if (const auto [it, fresh] = named.emplace(r.name, variant_entry(variant)); !fresh)
+          throw Error(fmt::format("topologies entries \"{}\" and \"{}\" both name a run \"{}\"", it->second,
+                                  variant_entry(variant), r.name),
+                      where("topologies"), "give the variants values that tell them apart");
         const auto own = spec.base_for.find(variant.topology);
         r.base = own != spec.base_for.end() ? own->second : spec.base;
         r.overrides = spec.overrides;
@@ -199,6 +338,20 @@ std::vector<std::string> report_folders(const std::string& argument) {
   out.insert(out.end(), others.begin(), others.end());
   // A folder that holds no runs is a run that never started.
   return out.empty() ? std::vector<std::string>{argument} : out;
+}
+
+std::vector<RunSummary::SettingChange> changed_settings(const RunSummary& folder,
+                                                        const config::TrainConfig& now) {
+  std::vector<RunSummary::SettingChange> out;
+  for (const auto& f : config::schema::train_fields()) {
+    // Where the run lives is not a training setting.
+    if (f.key == "save_folder" || f.key == "load_path") continue;
+    const auto was = folder.settings.find(f.key);
+    if (was == folder.settings.end()) continue;
+    const std::string is = config::schema::value_text(f, now);
+    if (was->second != is) out.push_back({f.key, was->second, is});
+  }
+  return out;
 }
 
 std::string time_left_text(int finished, int total, double elapsed_seconds) {

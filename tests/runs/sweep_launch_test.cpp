@@ -11,6 +11,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include "support/process.h"
@@ -215,4 +217,147 @@ TEST(SweepLaunch, SigtermStopsEveryChildWithACheckpointAndExitsStopped) {
     EXPECT_NE(read_all(run / "train.log").find("saving at step"), std::string::npos)
         << read_all(run / "train.log");
   }
+}
+
+namespace {
+
+// `siamese sweep sweep.yaml ARGS...` with the words as given (newlines and all).
+siamese::testing::Outcome sweep_with(const TempDir& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"sweep", dir.file("sweep.yaml")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return siamese::testing::run_siamese(argv, dir.file("sweep.log"), sweep_limits(dir));
+}
+
+// A sweep with `args` exits 2 saying `message`, and writes no runs and no scripts (folder s).
+void expect_refused(const TempDir& dir, const std::vector<std::string>& args, const std::string& message) {
+  const auto outcome = sweep_with(dir, args);
+  const std::string log = read_all(dir.file("sweep.log"));
+  EXPECT_EQ(outcome.exit_code, 2) << log;
+  EXPECT_NE(log.find(message), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir.file("runs"))) << log;
+  EXPECT_FALSE(fs::exists(dir.file("s"))) << log;
+}
+
+// Every file under `folder` with its bytes.
+std::map<std::string, std::string> files_of(const fs::path& folder) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(folder))
+    if (e.is_regular_file()) out[fs::relative(e.path(), folder).string()] = read_all(e.path());
+  return out;
+}
+
+}  // namespace
+
+// Re-running a sweep with --set max_duration=8 after 4 said the 4-step runs had finished.
+// A run folder whose run trained with other settings is refused, naming each key, and left
+// byte for byte; --resume-changed trains it on, naming the change.
+TEST(SweepLaunch, ARunFolderTrainedWithOtherSettingsIsRefusedOrResumedNamingThem) {
+  TempDir dir;
+  write_sweep(dir, "[3.0e-3]", 4);
+  ASSERT_EQ(run_sweep(dir, ""), 0) << read_all(dir.file("sweep.log"));
+  const fs::path run = dir.file("runs/hybrid_pre-lr0.003");
+  ASSERT_EQ(losses(run).size(), 4u);
+  const auto before = files_of(run);
+  EXPECT_EQ(run_sweep(dir, "--set max_duration=8 --set optimizer.weight_decay=0.05"), 2);
+  const std::string refused = read_all(dir.file("sweep.log"));
+  EXPECT_NE(refused.find("hybrid_pre-lr0.003 (max_duration 4 -> 8, optimizer.weight_decay"),
+            std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("fix: --resume-changed"), std::string::npos) << refused;
+  EXPECT_EQ(refused.find("finished already"), std::string::npos) << refused;
+  EXPECT_EQ(files_of(run), before);
+  ASSERT_EQ(run_sweep(dir, "--set max_duration=8 --resume-changed"), 0) << read_all(dir.file("sweep.log"));
+  const std::string resumed = read_all(dir.file("sweep.log"));
+  EXPECT_NE(resumed.find("hybrid_pre-lr0.003 resumes with changed settings: max_duration 4 -> 8"),
+            std::string::npos)
+      << resumed;
+  EXPECT_EQ(losses(run).size(), 8u) << resumed;
+  ASSERT_EQ(run_sweep(dir, "--set max_duration=8"), 0) << read_all(dir.file("sweep.log"));
+  EXPECT_NE(read_all(dir.file("sweep.log")).find("hybrid_pre-lr0.003 finished already, skipped"),
+            std::string::npos);
+}
+
+// Sweeps that put two runs in one folder, or options that did nothing, were taken without a
+// word (issue 60); each is refused before anything is written.
+TEST(SweepLaunch, AmbiguousSweepsAndOptionsThatDoNothingAreRefused) {
+  TempDir dir;
+  write_sweep(dir, "[3.0e-3]");
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--seeds", "1,1"}, "--seeds: seed 1 is listed twice"},
+      {{"--lr", "1e-3,0.001"}, "--lr: learning rate 0.001 is listed twice"},
+      {{"--topologies", "pre,hybrid_pre,pre"}, "--topologies: topologies lists \"pre\" and \"pre\""},
+      {{"--set", "optimizer.learning_rate=0.1"}, "which the sweep sets for each run"},
+      {{"--only", "hybrid_pre,lr0.03"},
+       "--only \"lr0.03\" is in no run's name; the sweep's runs are "
+       "hybrid_pre-lr0.003"},
+      {{"--launcher", "slurm"}, "--launcher shapes launch scripts, and this sweep writes none"},
+      {{"--nproc", "2", "--print"}, "--nproc shapes launch scripts"},
+      {{"--scripts", "s", "--partition", "cpu"}, "--partition is a Slurm setting"},
+      {{"--scripts", "s", "--print"}, "--print and --scripts both given"},
+      {{"--scripts", "s", "--launcher", "slurm", "--torchrun", "/bin/true"},
+       "Slurm scripts start each rank"}};
+  for (const auto& [args, message] : cases) expect_refused(dir, args, message);
+  // Variants the short names would confuse, and learning rates {:g} rounded to one name, get
+  // a folder each.
+  ASSERT_EQ(sweep_with(dir, {"--topologies", "pre:max_duration=3,pre:scheduler.t_warmup=3", "--lr",
+                             "0.0012345678,0.0012345679", "--print"})
+                .exit_code,
+            0);
+  const std::string printed = read_all(dir.file("sweep.log"));
+  for (const char* folder :
+       {"runs/pre+max_duration=3-lr0.0012345678", "runs/pre+max_duration=3-lr0.0012345679",
+        "runs/pre+scheduler.t_warmup=3-lr0.0012345678", "runs/pre+scheduler.t_warmup=3-lr0.0012345679"})
+    EXPECT_NE(printed.find("--save_folder=" + dir.file(folder) + "\n"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("--optimizer.learning_rate=0.0012345679 "), std::string::npos) << printed;
+}
+
+// `--partition $'gpu\necho X'` wrote `echo X` as a line of the batch script and `--time abc`
+// went in as written. Every value of an #SBATCH line is checked, and a newline in any
+// argument stays inside the script's comment line and inside the quotes of its shell line.
+TEST(SweepLaunch, LaunchScriptsCannotBeInjected) {
+  TempDir dir;
+  write_sweep(dir, "[3.0e-3]");
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"--partition", "gpu\necho X"}, "--partition \"gpu\\necho X\" has \"\\n\""},
+      {{"--partition", "gpu;ls"}, "--partition \"gpu;ls\" has \";\""},
+      {{"--account", "a b"}, "--account \"a b\" has \" \""},
+      {{"--time", "abc"}, "--time \"abc\" is not one of Slurm's time formats"},
+      {{"--time", "1:2:3:4"}, "not one of Slurm's time formats"},
+      {{"--time", "1-"}, "not one of Slurm's time formats"}};
+  for (const auto& [args, message] : refused) {
+    std::vector<std::string> argv = {"--scripts", "s", "--launcher", "slurm"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    expect_refused(dir, argv, message);
+  }
+  fs::create_directories(dir.file("with space"));
+  EXPECT_EQ(sweep_with(dir, {"--scripts", dir.file("with space/s"), "--launcher", "slurm"}).exit_code, 2);
+  EXPECT_NE(read_all(dir.file("sweep.log")).find("cannot go into #SBATCH --output"), std::string::npos)
+      << read_all(dir.file("sweep.log"));
+  for (const std::string time : {"90", "90:30", "1:30:00", "2-12", "2-12:30", "2-00:00:00", "UNLIMITED"}) {
+    ASSERT_EQ(
+        sweep_with(dir, {"--scripts", "s", "--launcher", "slurm", "--time", time, "--partition", "gpu,cpu"})
+            .exit_code,
+        0)
+        << read_all(dir.file("sweep.log"));
+    EXPECT_NE(read_all(dir.file("s/hybrid_pre-lr0.003.sh")).find("#SBATCH --time=" + time + "\n"),
+              std::string::npos);
+  }
+  // A torchrun that records its arguments: the binary's newline reaches it inside one word.
+  dir.write("record.sh", "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + dir.file("args.txt") + "\n");
+  fs::permissions(dir.file("record.sh"), fs::perms::owner_all);
+  const std::string binary = "/no/siamese\ntouch " + dir.file("injected");
+  ASSERT_EQ(
+      sweep_with(dir, {"--scripts", "t", "--torchrun", dir.file("record.sh"), "--binary", binary}).exit_code,
+      0)
+      << read_all(dir.file("sweep.log"));
+  const fs::path script = dir.file("t/hybrid_pre-lr0.003.sh");
+  std::istringstream lines(read_all(script));
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line) && line != "set -euo pipefail")
+    EXPECT_EQ(line.rfind("#", 0), 0u) << "a shell line before `set`: " << line << "\n" << read_all(script);
+  ASSERT_EQ(run_script(dir, {"bash", script.string()}), 0) << read_all(dir.file("run.log"));
+  EXPECT_FALSE(fs::exists(dir.file("injected")));
+  EXPECT_NE(read_all(dir.file("args.txt")).find("--no_python\n" + binary + "\ntrain\n"), std::string::npos)
+      << read_all(dir.file("args.txt"));
 }

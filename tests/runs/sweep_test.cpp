@@ -240,6 +240,132 @@ TEST(Sweep, EveryShippedSweepExpandsIntoValidRunConfigs) {
   EXPECT_GE(sweeps, 6);
 }
 
+namespace {
+
+// The siamese::Error that loading `text` as a sweep file throws; fails the test if none.
+siamese::Error sweep_error(const TempDir& dir, const std::string& text) {
+  const auto path = dir.write("s.yaml", text);
+  try {
+    load_sweep(path);
+  } catch (const siamese::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "accepted:\n" << text;
+  return siamese::Error("");
+}
+
+}  // namespace
+
+// No two runs of a sweep share a folder (issue 60): pre:max_duration=3 and
+// pre:scheduler.t_warmup=3 were both pre+3, so the second resumed the first's checkpoint.
+// Colliding variants are named by every setting they set; the others keep their short names;
+// a value listed twice (the same variant, 1e-3 and 0.001, seed 1 and 1) is refused with its line.
+TEST(Sweep, NoTwoRunsShareAFolder) {
+  TempDir dir;
+  const auto path = dir.write("s.yaml", R"(base: base.yaml
+topologies: ["pre:max_duration=3", "pre:scheduler.t_warmup=3", "pre:model.layer_norm_type=dyt"]
+learning_rates: [1.0e-3]
+)");
+  const auto s = load_sweep(path);
+  ASSERT_EQ(s.runs.size(), 3u);
+  EXPECT_EQ(s.runs[0].name, "pre+max_duration=3-lr0.001");
+  EXPECT_EQ(s.runs[1].name, "pre+scheduler.t_warmup=3-lr0.001");
+  EXPECT_EQ(s.runs[2].name, "pre+dyt-lr0.001");
+  EXPECT_EQ(s.runs[1].save_folder, "runs/sweep/pre+scheduler.t_warmup=3-lr0.001");
+  const std::pair<std::string, std::string> repeats[] = {
+      {"topologies: [pre, \"pre:model.n_layers=2\", pre]\nlearning_rates: [1.0e-3]\n", "\"pre\" and \"pre\""},
+      {"topologies: [\"pre:model.n_layers=2:model.d_model=8\", \"pre:model.d_model=8:model.n_layers=2\"]\n"
+       "learning_rates: [1.0e-3]\n",
+       "the same settings twice"},
+      {"topologies: [pre]\nlearning_rates: [1.0e-3, 2.0e-3, 0.001]\n", "learning rate 0.001 is listed twice"},
+      {"topologies: [pre]\nlearning_rates: [1.0e-3]\nseeds: [1, 2, 1]\n", "seed 1 is listed twice"}};
+  for (const auto& [lists, problem] : repeats) {
+    const auto e = sweep_error(dir, "base: base.yaml\n" + lists);
+    EXPECT_NE(e.problem().find(problem), std::string::npos) << e.what();
+    EXPECT_NE(e.problem().find("one folder"), std::string::npos) << e.what();
+    EXPECT_EQ(e.where().rfind(dir.file("s.yaml") + ":", 0), 0u) << e.what();
+  }
+}
+
+// {:g} named 0.0012345678 and 0.0012345679 lr0.00123457, one run, and trained it at 0.00123457.
+TEST(Sweep, LearningRatesNameAndSetTheRunExactly) {
+  TempDir dir;
+  SweepSpec spec;
+  spec.base = "base.yaml";
+  spec.topologies = {config::parse_variant("pre", "test")};
+  spec.learning_rates = {0.0012345678, 0.0012345679, 1e-3, 5e-4, 1e-5};
+  const auto s = expand_sweep(spec, "the command line");
+  ASSERT_EQ(s.runs.size(), 5u);
+  const std::vector<std::string> names = {"pre-lr0.0012345678", "pre-lr0.0012345679", "pre-lr0.001",
+                                          "pre-lr0.0005", "pre-lr1e-05"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(s.runs[i].name, names[i]);
+    const std::string lr = s.runs[i].overrides[1];
+    ASSERT_EQ(lr.rfind("--optimizer.learning_rate=", 0), 0u) << lr;
+    EXPECT_EQ(std::stod(lr.substr(lr.find('=') + 1)), spec.learning_rates[i]) << lr;
+  }
+}
+
+// An override of a key the sweep sets for each run lost to the sweep's value without a word.
+// `seed` is the sweep's only when it lists seeds.
+TEST(Sweep, OverridesOfTheKeysTheSweepSetsAreRefused) {
+  TempDir dir;
+  const std::string lists = "base: base.yaml\ntopologies: [pre]\nlearning_rates: [1.0e-3]\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"overrides:\n  - --max_duration=4\n  - --optimizer.learning_rate=0.1\n", "--lr"},
+      {"overrides: [--model.residual=post]\n", "--topologies"},
+      {"overrides: [--save_folder=x]\n", "--out"},
+      {"overrides: [--run_name=x]\n", "names each run"},
+      {"seeds: [1, 2]\noverrides: [--seed=3]\n", "--seeds"}};
+  for (const auto& [more, fix] : cases) {
+    const auto e = sweep_error(dir, lists + more);
+    EXPECT_NE(e.problem().find("which the sweep sets for each run"), std::string::npos) << e.what();
+    EXPECT_NE(e.fix().find(fix), std::string::npos) << e.what();
+    EXPECT_EQ(e.where().rfind(dir.file("s.yaml") + ":", 0), 0u) << e.what();
+  }
+  EXPECT_EQ(sweep_error(dir, lists + "overrides:\n  - --max_duration=4\n  - --optimizer.learning_rate=0.1\n")
+                .where(),
+            dir.file("s.yaml") + ":6");
+  const auto variant = sweep_error(dir,
+                                   "base: base.yaml\ntopologies: [\"pre:model.residual=post\"]\n"
+                                   "learning_rates: [1.0e-3]\n");
+  EXPECT_NE(variant.problem().find("\"pre:model.residual=post\" sets model.residual"), std::string::npos)
+      << variant.what();
+  EXPECT_EQ(variant.where(), dir.file("s.yaml") + ":2");
+  SweepSpec spec = read_sweep_file(dir.write("s.yaml", lists));
+  spec.overrides.push_back(override_from_setting("seed=3", "--set"));
+  EXPECT_EQ(expand_sweep(spec, "s.yaml").runs.at(0).overrides.at(0), "--seed=3");
+}
+
+// `base: [a.yaml, b.yaml]` gave yaml-cpp's "bad conversion" without the file (exit 1).
+TEST(Sweep, AListWhereOneFileBelongsIsNamedWithItsLine) {
+  TempDir dir;
+  const std::string lists = "topologies: [pre]\nlearning_rates: [1.0e-3]\n";
+  for (const std::string bad :
+       {"base: [a.yaml, b.yaml]\n", "base: {a: b}\n", "base: b.yaml\nsave_root: [x, y]\n",
+        "base: b.yaml\nbase_for: {pre: [x.yaml]}\n"}) {
+    const auto e = sweep_error(dir, bad + lists);
+    EXPECT_NE(e.problem().find("must be one value"), std::string::npos) << e.what();
+    EXPECT_EQ(e.where().rfind(dir.file("s.yaml") + ":", 0), 0u) << e.what();
+    EXPECT_FALSE(e.fix().empty()) << e.what();
+  }
+  EXPECT_NE(sweep_error(dir, "base: [a.yaml, b.yaml]\n" + lists).fix().find("base_for"), std::string::npos);
+}
+
+// Run names become folders and Slurm job names: a variant value with a slash nested the
+// run's folder, one with a newline ended an #SBATCH line.
+TEST(Sweep, RunNamesThatCannotBeFolderOrJobNamesAreRefused) {
+  TempDir dir;
+  for (const std::string bad :
+       {"pre:data.paths=[a/b.npy]", "pre:model.layer_norm_type=a b", "pre:model.init_std=0.02\\nx"}) {
+    const auto e =
+        sweep_error(dir, "base: base.yaml\ntopologies: [\"" + bad + "\"]\nlearning_rates: [1.0e-3]\n");
+    EXPECT_NE(e.problem().find("run names become folder names and Slurm job names"), std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.where(), dir.file("s.yaml") + ":2") << e.what();
+  }
+}
+
 TEST(Sweep, AMissingKeyIsNamed) {
   TempDir dir;
   const auto path = dir.write("s.yaml", "base: b.yaml\ntopologies: [pre]\n");

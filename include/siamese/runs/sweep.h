@@ -6,6 +6,7 @@
 //   base: ../tiny/base.yaml            # relative to the sweep file
 //   base_for: {hybrid: ../tiny/hybrid.yaml, hybrid_pre: ../tiny/hybrid.yaml}   # optional
 //   save_root: runs/sweep              # run folders: <save_root>/<topology>-lr<lr>-s<seed>
+//                                      # (lr as its shortest exact text: 0.0012345678)
 //   topologies: [pre, post, hybrid, post_pre, hybrid_pre]   # or variants (config/variant.h):
 //                                      # "pre:model.layer_norm_type=dyt" runs as pre+dyt-lr...
 //   learning_rates: [5.0e-4, 1.0e-3, 2.0e-3]
@@ -15,13 +16,21 @@
 // Any other key is refused: a typo (`seed:`) would otherwise run a different sweep silently.
 // Every run is the base config plus overrides plus --model.residual, --optimizer.learning_rate,
 // --seed, --run_name and --save_folder, i.e. exactly what `siamese train BASE ...` would get.
+//
+// No two runs of a sweep share a folder: a value listed twice is refused, and two variants
+// whose names collide ("pre:max_duration=3" and "pre:scheduler.t_warmup=3" are both pre+3)
+// are named by every setting they set (pre+max_duration=3, pre+scheduler.t_warmup=3). An
+// override of a key the sweep sets itself (model.residual, optimizer.learning_rate, seed when
+// seeds are listed, run_name, save_folder) is refused: the sweep's value would win unseen.
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "siamese/config/config.h"
 #include "siamese/config/variant.h"
+#include "siamese/runs/run_summary.h"
 
 namespace siamese::runs {
 
@@ -34,10 +43,14 @@ struct SweepSpec {
   std::vector<double> learning_rates;
   std::vector<int64_t> seeds;          // empty: the base config's seed
   std::vector<std::string> overrides;  // "--dotted.key=value"
+  // Where each list and override was given (a file's line, or an option such as --seeds),
+  // for the errors of expand_sweep: keyed by the list's key ("topologies", "learning_rates",
+  // "seeds") or by the override's text. Missing: the sweep's path.
+  std::map<std::string, std::string> where;
 };
 
 struct SweepRun {
-  std::string name;  // <variant name>-lr<lr>[-s<seed>]
+  std::string name;  // <variant name>-lr<lr>[-s<seed>]: letters, digits and . _ + = , - only
   std::string base;  // config file
   std::vector<std::string> overrides;
   std::string save_folder;  // <save_root>/<name>, also among the overrides
@@ -53,7 +66,9 @@ struct Sweep {
 // unknown key.
 SweepSpec read_sweep_file(const std::string& path);
 
-// The runs in sweep order: topology, then learning rate, then seed.
+// The runs in sweep order: topology, then learning rate, then seed. Throws siamese::Error,
+// naming where the list or override was given, for a repeated value, an override of a key the
+// sweep sets, or a run name that cannot be a folder or Slurm job name.
 Sweep expand_sweep(const SweepSpec& spec, const std::string& path);
 
 // read_sweep_file, then expand_sweep.
@@ -79,6 +94,13 @@ void record_sweep(const std::string& save_root, const std::vector<std::string>& 
 // of runs, such as a sweep's save_root, gives them in the sweep's order when its sweep.json
 // records one, then any other run in it by name.
 std::vector<std::string> report_folders(const std::string& argument);
+
+// The settings of `now` (a run's config as this sweep resolves it) that differ from those the
+// run in `folder` trained with (its newest checkpoint's config.yaml, else the config written
+// at its start); where the run lives (save_folder, load_path) is left out. Empty for a folder
+// without a config.
+std::vector<RunSummary::SettingChange> changed_settings(const RunSummary& folder,
+                                                        const config::TrainConfig& now);
 
 // "run 3 of 18" progress: the time left after `finished` of `total` runs took `elapsed_seconds`
 // (with --jobs N the runs overlap, so this is wall time per finished run, not a run's length).
