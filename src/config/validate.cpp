@@ -114,11 +114,10 @@ void model_rules(const ModelConfig& m, const Rules& r) {
             fmt::format("SwiGLU splits the MLP hidden size in two halves, but it is odd ({})", hidden),
             "make mlp_hidden_size (or mlp_ratio * d_model) even");
   r.require(
-      m.block_type != BlockType::Moe || m.moe_top_k <= m.moe_num_experts, "model.moe_top_k",
+      !m.is_moe() || m.moe_top_k <= m.moe_num_experts, "model.moe_top_k",
       fmt::format("model.moe_top_k {} exceeds model.moe_num_experts {}", m.moe_top_k, m.moe_num_experts),
       "route each token to at most moe_num_experts experts");
-  r.require(m.block_type != BlockType::Moe || m.activation_type == Activation::SwiGLU,
-            "model.activation_type",
+  r.require(!m.is_moe() || m.activation_type == Activation::SwiGLU, "model.activation_type",
             fmt::format("block_type moe builds SwiGLU experts, but activation_type is {}",
                         name_of(m.activation_type)),
             "set activation_type: swiglu");

@@ -224,9 +224,7 @@ ImportedModel import_model(const fs::path& dir) {
         fmt::format("check its sizes: hidden_size {}, num_hidden_layers {}, intermediate_size {}, "
                     "vocab_size {}{}",
                     c.d_model, c.n_layers, c.mlp_hidden_size.value_or(0) / 2, c.vocab_size,
-                    c.block_type == config::BlockType::Moe
-                        ? fmt::format(", num_experts {}", c.moe_num_experts)
-                        : std::string()));
+                    c.is_moe() ? fmt::format(", num_experts {}", c.moe_num_experts) : std::string()));
   }
   m.model = model::Transformer(m.config.model);
   auto tensors = read_weights(dir);

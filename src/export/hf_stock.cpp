@@ -87,7 +87,7 @@ const StockClass* stock_class_named(const std::string& model_type) {
 
 const StockClass* stock_class_of(const config::ModelConfig& c, std::string* why_not) {
   const StockClass* cls = nullptr;
-  const bool moe = c.block_type == config::BlockType::Moe;
+  const bool moe = c.is_moe();
   const auto window = sliding_window(c);
   for (const auto& candidate : stock_classes())
     if (candidate.topology == c.residual && candidate.moe == moe && candidate.windows == window.has_value())

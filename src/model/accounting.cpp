@@ -49,7 +49,7 @@ ParamCounts count_parameters(const config::ModelConfig& cfg) {
     if (on) attention += qkv_norm(head_dim);
   c.attention = cfg.n_layers * attention;
   const int64_t expert = linear(d, mlp_hidden_size(cfg)) + linear(mlp_inner_size(cfg), d);
-  if (cfg.block_type == config::BlockType::Moe) {
+  if (cfg.is_moe()) {
     // The stacked experts have no biases; the router is a bias-free [experts, d] matrix.
     const int64_t routed = d * mlp_hidden_size(cfg) + mlp_inner_size(cfg) * d;
     const int64_t shared = cfg.moe_shared_expert ? expert : 0;
@@ -69,7 +69,7 @@ ParamCounts count_parameters(const config::ModelConfig& cfg) {
 double flops_per_token(const config::ModelConfig& cfg, int64_t seq_len) {
   const double d = double(cfg.d_model);
   const double kv = double(kv_head_count(cfg) * (cfg.d_model / cfg.n_heads));
-  const double router = cfg.block_type == config::BlockType::Moe ? d * double(cfg.moe_num_experts) : 0.0;
+  const double router = cfg.is_moe() ? d * double(cfg.moe_num_experts) : 0.0;
   const double per_layer =
       d * (d + 2 * kv) + d * d + router +
       double(active_experts(cfg)) * (d * double(mlp_hidden_size(cfg)) + double(mlp_inner_size(cfg)) * d);
@@ -86,10 +86,8 @@ double mfu(double tokens_per_second, double flops_per_token, double peak_flops) 
 
 StateBytes training_state_parts(const config::ModelConfig& cfg) {
   const double d = double(cfg.d_model), kv = double(kv_head_count(cfg)) * (d / double(cfg.n_heads));
-  const double experts = cfg.block_type == config::BlockType::Moe
-                             ? double(cfg.moe_num_experts + (cfg.moe_shared_expert ? 1 : 0))
-                             : 1.0;
-  const double router = cfg.block_type == config::BlockType::Moe ? d * double(cfg.moe_num_experts) : 0.0;
+  const double experts = cfg.is_moe() ? double(cfg.moe_num_experts + (cfg.moe_shared_expert ? 1 : 0)) : 1.0;
+  const double router = cfg.is_moe() ? d * double(cfg.moe_num_experts) : 0.0;
   const double layers = double(cfg.n_layers), bytes = 16.0;
   StateBytes s;
   s.attention = bytes * layers * (d * (d + 2 * kv) + d * d);

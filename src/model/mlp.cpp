@@ -16,12 +16,12 @@ int64_t mlp_inner_size(const config::ModelConfig& cfg) {
 }
 
 int64_t active_experts(const config::ModelConfig& cfg) {
-  return cfg.block_type == config::BlockType::Moe ? cfg.moe_top_k + (cfg.moe_shared_expert ? 1 : 0) : 1;
+  return cfg.is_moe() ? cfg.moe_top_k + (cfg.moe_shared_expert ? 1 : 0) : 1;
 }
 
 MlpImpl::MlpImpl(const config::ModelConfig& cfg, SublayerHooks hooks)
     : activation_(cfg.activation_type), hooks_(std::move(hooks)) {
-  const bool moe = cfg.block_type == config::BlockType::Moe;
+  const bool moe = cfg.is_moe();
   if (!moe || cfg.moe_shared_expert) {
     ff_proj = register_module(
         "ff_proj", torch::nn::Linear(

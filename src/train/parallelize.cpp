@@ -37,8 +37,7 @@ int hybrid_replicas(const config::TrainConfig& cfg, int world_size, int local_si
 
 bool reduces_during_backward(const config::TrainConfig& cfg) {
   return cfg.distributed.overlap &&
-         cfg.model.activation_checkpointing == config::ActivationCheckpointing::None &&
-         cfg.model.block_type != config::BlockType::Moe;
+         cfg.model.activation_checkpointing == config::ActivationCheckpointing::None && !cfg.model.is_moe();
 }
 
 dist::ShardedOptions sharded_options(const config::TrainConfig& cfg, const dist::World& world) {

@@ -18,7 +18,7 @@ namespace {
 // assignments of each micro-batch (mlp.h). Where that is 0, every routed token is dropped on
 // every step and the experts never train: refused before anything is built, not logged.
 void check_moe_capacity(const config::ModelConfig& m, int64_t micro_batch) {
-  if (m.block_type != config::BlockType::Moe || m.moe_dropless) return;
+  if (!m.is_moe() || m.moe_dropless) return;
   // A sequence of T tokens is T - 1 inputs (the last token is only a target).
   const int64_t tokens = micro_batch * (m.max_sequence_length - 1);
   const double assignments = double(tokens) * double(m.moe_top_k);

@@ -60,7 +60,7 @@ LossAndGrads run(config::ModelConfig cfg) {
   auto logits = m->forward(ids, opts);
   LossAndGrads r;
   r.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), ids.reshape({-1}));
-  if (cfg.block_type == config::BlockType::Moe) r.aux = aux.term(kMoeLoadBalancingLoss) + aux.term(kMoeZLoss);
+  if (cfg.is_moe()) r.aux = aux.term(kMoeLoadBalancingLoss) + aux.term(kMoeZLoss);
   r.graph_nodes = count_nodes(r.loss.grad_fn().get());
   r.loss.backward();
   for (auto& p : m->parameters()) r.grads.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));

@@ -32,6 +32,7 @@ struct ModelConfig {
   std::optional<int64_t> mlp_hidden_size;  // overrides mlp_ratio * d_model
   Activation activation_type = Activation::SwiGLU;
   BlockType block_type = BlockType::Sequential;  // moe: the MLP is a sparse MoE (mlp.h)
+  bool is_moe() const { return block_type == BlockType::Moe; }
   bool rope = false;
   bool rope_full_precision = true;
   double rope_theta = 10000.0;
