@@ -3,22 +3,27 @@
 torchrun turns any non-zero exit of a rank into its own 1 and prints "FAILED", so a job script
 cannot tell a run stopped by a signal after saving a checkpoint (siamese exits 4: resubmit it)
 from a crash. Each rank leaves its code in $SIAMESE_EXIT_DIR (siamese::report_exit); once
-torchrun returns, this exits with the most serious of them, and with torchrun's own code when a
-rank wrote none (it died without returning: a crash). The exception: torchrun stops the other
-ranks with SIGTERM once one fails, so a rank still starting up when a peer refused a bad config
-writes nothing; when the failures torchrun saw are siamese's codes and its own stops, the ranks
-without a code were stopped by torchrun and the codes written decide. The contract:
-docs/reliability.md, "Exit codes".
+torchrun returns, this exits with the most serious of them, and with 1 (a crash) when a rank
+wrote none because it died without returning: a segfault, the OOM killer, `kill -9`. The
+exception: torchrun stops the other ranks with SIGTERM once one fails (SIGKILL after a grace
+period), so a rank still starting up when a peer refused a bad config writes nothing. Which
+ranks torchrun signalled itself is recorded as it signals them, so its stops are told from a
+kill by anyone else: when every failure is one of siamese's codes or such a stop, the codes
+written decide. A port already in use ends in one line naming it and exit 2 (bad input), not
+torchrun's traceback. The contract: docs/reliability.md, "Exit codes".
 """
 
 import os
+import re
 import shutil
 import signal
 import sys
 import tempfile
 
+from torch.distributed import DistNetworkError
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.elastic.multiprocessing.subprocess_handler import SubprocessHandler
 from torch.distributed.run import main as torchrun_main
 
 # siamese's codes from least to most serious: finished, stopped with a checkpoint, non-finite
@@ -46,12 +51,47 @@ def most_serious(codes):
     return max(codes, key=SEVERITY.index)
 
 
-def failed_with_own_codes(failures):
-    """Whether the ranks torchrun saw fail exited with siamese's codes, apart from those it then
-    stopped itself (SIGTERM, SIGKILL after its grace period): no rank crashed."""
-    own = [f for f in failures.values() if f.exitcode in SEVERITY[1:]]
-    stopped = [f for f in failures.values() if f.exitcode in (-signal.SIGTERM, -signal.SIGKILL)]
-    return bool(own) and len(own) + len(stopped) == len(failures)
+# The pids torchrun's agent sent a signal to (its stops), recorded as it sends them: a rank's exit
+# status alone cannot tell torchrun's SIGKILL from the OOM killer's or a user's.
+signalled = set()
+_close = SubprocessHandler.close
+
+
+def close_and_record(handler, death_sig=None):
+    signalled.add(handler.proc.pid)
+    _close(handler, death_sig)
+
+
+SubprocessHandler.close = close_and_record
+
+
+def crashes(failures):
+    """The failures that are neither siamese's codes nor torchrun's own stops."""
+    return [f for f in failures.values() if f.exitcode not in SEVERITY[1:] and f.pid not in signalled]
+
+
+def death_text(failure):
+    """How a failed rank ended, as a sentence's verb."""
+    if failure.exitcode < 0:
+        try:
+            return f"died of {signal.Signals(-failure.exitcode).name}"
+        except ValueError:
+            return f"died of signal {-failure.exitcode}"
+    return f"exited {failure.exitcode}"
+
+
+def port_in_use(error):
+    """The one-line message for a rendezvous port another process holds, or None."""
+    if "EADDRINUSE" not in str(error):
+        return None
+    found = re.search(r"port: (\d+)", str(error))
+    port = found.group(1) if found else "(see --master_port / --rdzv_endpoint)"
+    return (
+        f"scripts/torchrun: port {port} is already in use, so torchrun cannot listen on it for its "
+        f"rendezvous; fix: pass a free one with --master_port (torchrun's default is 29500, which "
+        f"another launch on this machine may hold; --rdzv_endpoint HOST:PORT under the c10d "
+        f"rendezvous), or see who holds it: ss -ltnp 'sport = :{port}'"
+    )
 
 
 def main():
@@ -67,12 +107,30 @@ def main():
             launcher_code, failures = 128 + int(e.sigval), {}
         except SystemExit as e:
             launcher_code, failures = (e.code if isinstance(e.code, int) else 1), {}
+        except DistNetworkError as e:
+            message = port_in_use(e)
+            if message is None:
+                raise
+            print(message, file=sys.stderr)
+            return 2
         codes, local_size = rank_codes(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    crashed = crashes(failures)
+    if crashed:
+        # A crash outranks every code a rank wrote: the others failed because it died.
+        first = min(crashed, key=lambda f: (f.timestamp, f.local_rank))
+        code = first.exitcode if first.exitcode > 0 else 1
+        print(
+            f"scripts/torchrun: local rank {first.local_rank} (pid {first.pid}) {death_text(first)}, "
+            f"and torchrun did not stop it: a crash (exit {code}); run the same command again to "
+            f"resume training from the newest checkpoint",
+            file=sys.stderr,
+        )
+        return code
     if launcher_code == 0 or not codes:
         return launcher_code
-    if len(codes) < local_size and not failed_with_own_codes(failures):
+    if len(codes) < local_size and not failures:
         return launcher_code
     code = most_serious(codes)
     if code == 4:

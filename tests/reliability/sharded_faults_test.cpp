@@ -72,6 +72,23 @@ void expect_full_shard_follows_one_process(const config::TrainConfig& one, const
   EXPECT_EQ(filtered_per_step(two.save_folder), filtered);
 }
 
+// A port on 127.0.0.1 this process listens on while it lives, as another job's would be.
+struct HeldPort {
+  int port = free_port();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  HeldPort() {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd, 1) != 0)
+      throw std::runtime_error("cannot listen on port " + std::to_string(port));
+  }
+  HeldPort(const HeldPort&) = delete;
+  HeldPort& operator=(const HeldPort&) = delete;
+  ~HeldPort() { ::close(fd); }
+};
+
 }  // namespace
 
 // The filter leaves the ranks unequal shares (an odd number of instances left out of a step
@@ -324,6 +341,41 @@ TEST(Launcher, ScriptsTorchrunGivesBackTheRanksExitCode) {
   EXPECT_FALSE(intact(c.save_folder).empty()) << stopped.output;
 }
 
+// kill -9 of one rank (as the OOM killer or a user sends it) is a crash, which a restart
+// retries. It used to exit 2, bad input: the other rank's failed collective wrote 2, and the
+// wrapper took any SIGKILL for torchrun's own stop. Only the ranks torchrun signalled count
+// as its stops now.
+TEST(Launcher, AKilledRankIsACrashNotBadInput) {
+  const auto root = scratch("launcher_killed_rank");
+  config::TrainConfig c = tiny(root / "run");
+  c.distributed.timeout_seconds = 20;
+  std::vector<pid_t> ranks;
+  Child agent = start_long_torchrun(c, root / "run.log", ranks);
+  ASSERT_EQ(ranks.size(), 2u) << read_all(root / "run.log");
+  ::kill(ranks[1], SIGKILL);
+  const Outcome killed = agent.wait();
+  EXPECT_EQ(killed.exit_code, 1) << killed.output;
+  EXPECT_NE(killed.output.find("died of SIGKILL, and torchrun did not stop it: a crash (exit 1)"),
+            std::string::npos)
+      << killed.output;
+}
+
+// A rendezvous port another process listens on ended in torchrun's Python traceback and exit 1.
+TEST(Launcher, APortInUseIsOneLineNamingItAndBadInput) {
+  const auto root = scratch("launcher_port");
+  config::TrainConfig c = tiny(root / "run");
+  c.max_duration = "2";
+  const HeldPort held;
+  const Outcome in_use = run_siamese(train_args(c), root / "in_use.log", under_torchrun(2, held.port));
+  EXPECT_EQ(in_use.exit_code, 2) << in_use.output;
+  EXPECT_NE(in_use.output.find("scripts/torchrun: port " + std::to_string(held.port) + " is already in use"),
+            std::string::npos)
+      << in_use.output;
+  EXPECT_NE(in_use.output.find("--master_port"), std::string::npos) << in_use.output;
+  EXPECT_EQ(in_use.output.find("Traceback"), std::string::npos) << in_use.output;
+  EXPECT_FALSE(fs::exists(fs::path(c.save_folder) / "metrics.jsonl"));
+}
+
 // HYBRID_SHARD on 2 ranks started without LOCAL_WORLD_SIZE (the default was the whole world,
 // so it ran as FULL_SHARD), and 2 ranks launched with different sharding strategies (the
 // HYBRID_SHARD rank built its shard groups, the other waited, both until the timeout). Both
@@ -383,18 +435,10 @@ TEST(Rendezvous, APortInUseAndAMissingRankAreNamedWithoutABacktrace) {
                   {"MASTER_PORT", std::to_string(port)}};
     return limits;
   };
-  const int held = free_port();
-  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(held));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(holder, 1), 0);
-  const Outcome in_use = run_siamese(train_args(c), root / "in_use.log", rank0_of_2(held));
-  ::close(holder);
+  const HeldPort held;
+  const Outcome in_use = run_siamese(train_args(c), root / "in_use.log", rank0_of_2(held.port));
   EXPECT_EQ(in_use.exit_code, 2) << in_use.output;
-  EXPECT_NE(in_use.output.find("port 127.0.0.1:" + std::to_string(held) + " is already in use"),
+  EXPECT_NE(in_use.output.find("port 127.0.0.1:" + std::to_string(held.port) + " is already in use"),
             std::string::npos)
       << in_use.output;
   EXPECT_NE(in_use.output.find("--master_port"), std::string::npos) << in_use.output;
