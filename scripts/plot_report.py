@@ -23,6 +23,7 @@ import json
 import math
 import os
 import statistics
+import sys
 from collections import defaultdict
 
 import matplotlib
@@ -31,6 +32,43 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from plot_runs import smooth
 from plot_style import make_out_folder
+
+# The keys of each run the figures read: a report.json of an older `siamese report` lacks some.
+RUN_KEYS = ("run", "model", "learning_rate", "state", "diverged", "final_loss")
+
+
+def rewrite_hint(path, option=""):
+    return (f"fix: write it again with this build's `siamese report RUNS... --json {path}"
+            f"{' ' + option if option else ''}` (or `siamese report SWEEP_FOLDER`)")
+
+
+def read_json(parser, path, option=""):
+    """A JSON file the report wrote; an empty or cut one is a usage error naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        parser.error(f"{path}: cannot read it ({e.strerror})")
+    if not text.strip():
+        parser.error(f"{path}: the file is empty; {rewrite_hint(path, option)}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        parser.error(f"{path}: not whole JSON (cut short? {e}); {rewrite_hint(path, option)}")
+
+
+def read_report(parser, path):
+    """The runs of a report's JSON, each with the keys the figures read."""
+    runs = read_json(parser, path)
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        parser.error(f"{path}: not a report of runs (`siamese report --json` writes a list of objects); "
+                     f"{rewrite_hint(path)}")
+    for i, r in enumerate(runs, 1):
+        missing = [k for k in RUN_KEYS if k not in r]
+        if missing:
+            parser.error(f"{path}: run {i} ({r.get('run', 'unnamed')}) has no {', '.join(missing)}, "
+                         f"which an older `siamese report` did not write; {rewrite_hint(path)}")
+    return runs
 
 
 def run_folder(run, report):
@@ -45,24 +83,48 @@ def run_folder(run, report):
                      "`siamese report` ran")
 
 
+def number_or_none(value):
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
 def read_curves(folder):
-    """{"train loss": {step: loss}, "<label> PPL": {...}, "<label> exact %": {...}} of one run."""
+    """{"train loss": {step: loss}, "<label> PPL": {...}, "<label> exact %": {...}} of one run.
+    Rows whose values have the wrong type are skipped, counted and named, as `siamese report`
+    skips them; a last line cut short (by a kill) is skipped too."""
     curves = defaultdict(dict)
-    with open(os.path.join(folder, "metrics.jsonl")) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
+    path = os.path.join(folder, "metrics.jsonl")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    damaged = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            j = json.loads(line)
+        except json.JSONDecodeError as e:
+            if n == len(lines):
+                print(f"warning: {path}:{n}: skipped the last line, cut short (by a kill?)", file=sys.stderr)
                 continue
-            try:
-                j = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise SystemExit(f"{folder}/metrics.jsonl:{n}: not valid JSON ({e})")
-            if j.get("event") == "eval" and "label" in j:
-                if j.get("perplexity") is not None:
-                    curves[f"{j['label']} PPL"][j["step"]] = j["perplexity"]
-                if j.get("exact_match") is not None:
-                    curves[f"{j['label']} exact %"][j["step"]] = 100 * j["exact_match"]
-            elif "event" not in j and "loss" in j and "lr" in j:
-                curves["train loss"][j["step"]] = j["loss"] if j["loss"] is not None else math.nan
+            raise SystemExit(f"{path}:{n}: not valid JSON ({e}); repair or remove this line")
+        if not isinstance(j, dict):
+            raise SystemExit(f"{path}:{n}: not a JSON object; repair or remove this line")
+        wrong = [k for k in ("loss", "lr", "perplexity", "exact_match") if k in j and not number_or_none(j[k])]
+        if not isinstance(j.get("step", 0), int) or isinstance(j.get("step"), bool):
+            wrong.insert(0, "step")
+        if wrong:
+            damaged.append(f"{path}:{n} ({wrong[0]} is {json.dumps(j[wrong[0]])[:40]})")
+            continue
+        if j.get("event") == "eval" and "label" in j:
+            if j.get("perplexity") is not None:
+                curves[f"{j['label']} PPL"][j["step"]] = j["perplexity"]
+            if j.get("exact_match") is not None:
+                curves[f"{j['label']} exact %"][j["step"]] = 100 * j["exact_match"]
+        elif "event" not in j and "loss" in j and "lr" in j:
+            curves["train loss"][j["step"]] = j["loss"] if j["loss"] is not None else math.nan
+    if damaged:
+        more = f", {len(damaged) - 5} more" if len(damaged) > 5 else ""
+        print(f"warning: skipped {len(damaged)} damaged row(s) (a value of the wrong type): "
+              f"{', '.join(damaged[:5])}{more}", file=sys.stderr)
     return curves
 
 
@@ -158,9 +220,15 @@ def draw_final_loss_vs_lr(runs, out):
     print(f"wrote {out}_lr.png")
 
 
-def draw_speedup(path, out):
-    with open(path) as f:
-        t = json.load(f)
+def draw_speedup(parser, path, out):
+    t = read_json(parser, path, "--baseline")
+    keys = {"baseline": t, "loss": t, "fit": t, "rows": t, "ladder": t} if isinstance(t, dict) else {}
+    if isinstance(t, dict) and isinstance(t.get("fit"), dict):
+        keys.update({k: t["fit"] for k in ("E", "A", "alpha", "C0", "compute_min", "compute_max")})
+    missing = [k for k, holder in keys.items() if k not in holder]
+    if not keys or missing:
+        parser.error(f"{path}: not a whole speedup table (no {', '.join(missing) or 'JSON object'}); "
+                     f"{rewrite_hint(path, '--baseline')}")
     fit, rows = t["fit"], t["rows"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
     cmap = plt.get_cmap("tab10")
@@ -232,15 +300,14 @@ def main():
     p.add_argument("--smooth", type=int, default=10, help="moving-average window of training losses, in logged steps")
     a = p.parse_args()
     make_out_folder(p, a.out)
-    with open(a.report) as f:
-        runs = [r for r in json.load(f) if r["learning_rate"] is not None and r["state"] != "never started"]
+    runs = [r for r in read_report(p, a.report) if r["learning_rate"] is not None and r["state"] != "never started"]
     if not runs:
         p.error(f"{a.report}: no run that started with a known learning rate")
     draw_curves(runs, a.report, a.out, a.band, max(1, a.smooth))
     draw_final_loss_vs_lr(runs, a.out)
     speedup = os.path.splitext(a.report)[0] + "_speedup.json"
     if os.path.exists(speedup):
-        draw_speedup(speedup, a.out)
+        draw_speedup(p, speedup, a.out)
 
 
 if __name__ == "__main__":

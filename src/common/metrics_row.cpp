@@ -16,6 +16,13 @@ MetricsRow metrics_row(int64_t step, const std::string& event, const nlohmann::o
 
 void read_metrics_rows(const std::string& path,
                        const std::function<void(const nlohmann::json& row, const std::string& line)>& fn) {
+  read_metrics_rows(path,
+                    [&](const nlohmann::json& row, const std::string& line, int64_t) { fn(row, line); });
+}
+
+void read_metrics_rows(
+    const std::string& path,
+    const std::function<void(const nlohmann::json& row, const std::string& line, int64_t line_number)>& fn) {
   LineReader reader(path);
   for (std::string line; reader.next(line);) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -29,7 +36,7 @@ void read_metrics_rows(const std::string& path,
                   path + ":" + std::to_string(reader.line_number()),
                   "each line of a metrics log is one JSON object; repair or remove this line");
     }
-    fn(row, line);
+    fn(row, line, reader.line_number());
   }
 }
 

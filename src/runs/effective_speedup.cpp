@@ -175,6 +175,35 @@ std::string lr_text(const std::optional<double>& lr) { return lr ? fmt::format("
 // before its schedule annealed: its loss compares with nothing in the table.
 bool unfinished(const RunSummary& r) { return r.steps == 0 || (r.max_steps && r.steps < *r.max_steps); }
 
+// Fewer than 2 budgets because the ladder's runs were left out: said with the reasons, since
+// "0 compute budgets" beside a table of the baseline's runs reads as a bug.
+void refuse_a_thin_ladder(const std::set<const RunSummary*>& ladder, size_t budgets,
+                          const SpeedupOptions& options) {
+  int diverged = 0, short_of_plan = 0, no_loss = 0;
+  for (const auto* r : ladder) {
+    if (r->diverged)
+      ++diverged;
+    else if (unfinished(*r))
+      ++short_of_plan;
+    else if (!std::isfinite(run_loss(*r, options.loss)))
+      ++no_loss;
+  }
+  if (budgets >= 2 || diverged + short_of_plan + no_loss == 0) return;
+  std::vector<std::string> why;
+  if (diverged) why.push_back(fmt::format("{} diverged", diverged));
+  if (short_of_plan) why.push_back(fmt::format("{} stopped short of their planned length", short_of_plan));
+  if (no_loss) why.push_back(fmt::format("{} have no \"{}\" loss", no_loss, options.loss));
+  throw Error(
+      fmt::format("{} compute budget(s) of the baseline \"{}\" left to fit a power law to (it needs 2 or "
+                  "more): of its {} run{}, {}, and those are left out",
+                  budgets, options.baseline, ladder.size(), ladder.size() == 1 ? "" : "s",
+                  fmt::join(why, ", ")),
+      "--baseline " + options.baseline,
+      "the fit takes the baseline's finished runs that did not diverge: pick a baseline that trained "
+      "stably (the state column names the diverged runs), train it at a lower learning rate, or let its "
+      "runs finish (run the same sweep again)");
+}
+
 }  // namespace
 
 SpeedupTable effective_speedup(const std::vector<RunSummary>& runs, const SpeedupOptions& options) {
@@ -226,6 +255,7 @@ SpeedupTable effective_speedup(const std::vector<RunSummary>& runs, const Speedu
     compute.push_back(c);
     loss.push_back(mean(l));
   }
+  refuse_a_thin_ladder(ladder, budgets.size(), options);
   t.fit = fit_power_law(compute, loss, "--baseline " + options.baseline);
 
   std::vector<double> base_tps;

@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -43,6 +45,121 @@ std::optional<fs::path> latest_config(const fs::path& run) {
   return best ? best : train::run_config_path(run);
 }
 
+// The first key of a row whose value has a type no writer of metrics.jsonl gives it (a hand
+// edit, a bad merge), or "" for a good row. Such a row is skipped: read as it is, a loss of
+// "abc" would count as a divergence, and a step of "abc" would stop the report with a type
+// error.
+std::string damaged_key(const nlohmann::json& j) {
+  using json = nlohmann::json;
+  namespace k = metric;
+  auto integer = [](const json& v) { return v.is_number_integer(); };
+  auto number = [](const json& v) { return v.is_number() || v.is_null(); };  // null: non-finite
+  auto text = [](const json& v) { return v.is_string(); };
+  auto flag = [](const json& v) { return v.is_boolean(); };
+  const std::vector<std::pair<const char*, std::function<bool(const json&)>>> types = {
+      {k::kStep, integer},        {k::kEvent, text},         {k::kTokens, integer},   {k::kLoss, number},
+      {k::kLearningRate, number}, {k::kStepSeconds, number}, {k::kLossSpike, flag},   {k::kLabel, text},
+      {k::kPerplexity, number},   {k::kExactMatch, number},  {k::kEvalLimit, integer}};
+  for (const auto& [key, fits] : types)
+    if (j.contains(key) && !fits(j[key])) return key;
+  for (const auto& [key, value] : j.items())
+    if (key.rfind(k::kDownstreamPrefix, 0) == 0 && !number(value)) return key;
+  if (j.contains("changed")) {
+    if (!j["changed"].is_object()) return "changed";
+    for (const auto& [key, change] : j["changed"].items())
+      if (!change.is_object() || !change.value("was", json("")).is_string() ||
+          !change.value("now", json("")).is_string())
+        return "changed";
+  }
+  return "";
+}
+
+// One good row of metrics.jsonl into `s`; `recent` holds the last training losses.
+void read_row(const nlohmann::json& j, const SummaryOptions& options, RunSummary& s,
+              std::deque<double>& recent) {
+  namespace k = metric;
+  const std::string event = j.value(k::kEvent, "");
+  if (event == k::kNonfiniteEvent) {
+    s.nonfinite = true;
+    if (!s.nonfinite_step) s.nonfinite_step = j.value(k::kStep, int64_t(0));
+  } else if (event == k::kResumeEvent && j.contains("changed") && j["changed"].is_object()) {
+    RunSummary::Resume resume{j.value(k::kStep, int64_t(0)), {}};
+    for (const auto& [key, change] : j["changed"].items())
+      resume.changed.push_back({key, change.value("was", ""), change.value("now", "")});
+    s.resumes.push_back(resume);
+  } else if (event == k::kEvalEvent) {
+    if (j.contains(k::kLabel) && j.contains(k::kPerplexity) && j[k::kPerplexity].is_number())
+      s.eval_perplexity[j[k::kLabel].get<std::string>()] = j[k::kPerplexity].get<double>();
+    if (j.contains(k::kLabel) && j.contains(k::kExactMatch) && j[k::kExactMatch].is_number())
+      s.eval_exact_match[j[k::kLabel].get<std::string>()] = j[k::kExactMatch].get<double>();
+  } else if (event.empty() && j.contains(k::kLoss) && j.contains(k::kLearningRate)) {
+    s.steps = j.value(k::kStep, int64_t(0));
+    s.tokens = j.value(k::kTokens, int64_t(0));
+    if (!j[k::kLoss].is_number()) {
+      s.nonfinite = true;
+      if (!s.nonfinite_step) s.nonfinite_step = s.steps;
+    } else {
+      if (std::isnan(s.initial_loss)) s.initial_loss = j[k::kLoss].get<double>();
+      recent.push_back(j[k::kLoss].get<double>());
+      if (int64_t(recent.size()) > options.final_window) recent.pop_front();
+    }
+    if (j.value(k::kLossSpike, false)) ++s.spikes;
+    if (j.contains(k::kStepSeconds) && j[k::kStepSeconds].is_number()) {
+      s.train_seconds += j[k::kStepSeconds].get<double>();
+      ++s.timed_steps;
+    }
+  }
+  const bool limited = j.contains(k::kEvalLimit) && j[k::kEvalLimit].is_number_integer();
+  for (const auto& [key, value] : j.items())
+    if (key.rfind(k::kDownstreamPrefix, 0) == 0 && value.is_number() &&
+        key.find(k::kDocumentsSuffix) == std::string::npos) {
+      s.downstream[key] = value.get<double>();
+      if (limited)
+        s.downstream_limit[key] = j[k::kEvalLimit].get<int64_t>();
+      else
+        s.downstream_limit.erase(key);  // a full evaluation after a limited one
+    }
+}
+
+// "FILE:12 (loss is \"abc\"), FILE:40 (...)": the damaged rows a summary names.
+std::string damaged_text(const RunSummary& s) {
+  std::vector<std::string> named;
+  for (const auto& d : s.damaged)
+    named.push_back(fmt::format("{}:{} ({} is {})", s.metrics_path, d.line, d.key, d.value));
+  if (s.damaged_rows > int64_t(s.damaged.size()))
+    named.push_back(fmt::format("{} more", s.damaged_rows - int64_t(s.damaged.size())));
+  return fmt::format("{}", fmt::join(named, ", "));
+}
+
+constexpr size_t kDamagedNamed = 5;
+
+void read_metrics(const fs::path& metrics, const SummaryOptions& options, RunSummary& s) {
+  std::deque<double> recent;
+  s.metrics_path = metrics.string();
+  read_metrics_rows(metrics.string(), [&](const nlohmann::json& j, const std::string&, int64_t line) {
+    if (const std::string key = damaged_key(j); !key.empty()) {
+      ++s.damaged_rows;
+      if (s.damaged.size() < kDamagedNamed) {
+        std::string value = j[key].dump();
+        if (value.size() > 40) value = value.substr(0, 37) + "...";
+        s.damaged.push_back({line, key, value});
+      }
+      return;
+    }
+    read_row(j, options, s, recent);
+  });
+  if (s.damaged_rows)
+    spdlog::warn(
+        "{}: skipped {} damaged row{} (a value of the wrong type): {}; the state and losses are of the "
+        "other rows. fix: repair or remove those lines",
+        metrics.string(), s.damaged_rows, s.damaged_rows == 1 ? "" : "s", damaged_text(s));
+  if (!recent.empty()) {
+    double sum = 0;
+    for (double v : recent) sum += v;
+    s.final_loss = sum / double(recent.size());
+  }
+}
+
 }  // namespace
 
 RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& options) {
@@ -51,57 +168,7 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
   if (!fs::is_directory(run_dir))
     throw Error("no such run folder", run_dir, "pass save_folder of runs written by `siamese train`");
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
-  std::deque<double> recent;
-  if (fs::exists(metrics))
-    read_metrics_rows(metrics.string(), [&](const nlohmann::json& j, const std::string&) {
-      namespace k = metric;
-      const std::string event = j.value(k::kEvent, "");
-      if (event == k::kNonfiniteEvent) {
-        s.nonfinite = true;
-        if (!s.nonfinite_step) s.nonfinite_step = j.value(k::kStep, int64_t(0));
-      } else if (event == k::kResumeEvent && j.contains("changed") && j["changed"].is_object()) {
-        RunSummary::Resume resume{j.value(k::kStep, int64_t(0)), {}};
-        for (const auto& [key, change] : j["changed"].items())
-          resume.changed.push_back({key, change.value("was", ""), change.value("now", "")});
-        s.resumes.push_back(resume);
-      } else if (event == k::kEvalEvent) {
-        if (j.contains(k::kLabel) && j.contains(k::kPerplexity) && j[k::kPerplexity].is_number())
-          s.eval_perplexity[j[k::kLabel].get<std::string>()] = j[k::kPerplexity].get<double>();
-        if (j.contains(k::kLabel) && j.contains(k::kExactMatch) && j[k::kExactMatch].is_number())
-          s.eval_exact_match[j[k::kLabel].get<std::string>()] = j[k::kExactMatch].get<double>();
-      } else if (event.empty() && j.contains(k::kLoss) && j.contains(k::kLearningRate)) {
-        s.steps = j.value(k::kStep, int64_t(0));
-        s.tokens = j.value(k::kTokens, int64_t(0));
-        if (!j[k::kLoss].is_number()) {
-          s.nonfinite = true;
-          if (!s.nonfinite_step) s.nonfinite_step = s.steps;
-        } else {
-          if (std::isnan(s.initial_loss)) s.initial_loss = j[k::kLoss].get<double>();
-          recent.push_back(j[k::kLoss].get<double>());
-          if (int64_t(recent.size()) > options.final_window) recent.pop_front();
-        }
-        if (j.value(k::kLossSpike, false)) ++s.spikes;
-        if (j.contains(k::kStepSeconds) && j[k::kStepSeconds].is_number()) {
-          s.train_seconds += j[k::kStepSeconds].get<double>();
-          ++s.timed_steps;
-        }
-      }
-      const bool limited = j.contains(k::kEvalLimit) && j[k::kEvalLimit].is_number_integer();
-      for (const auto& [key, value] : j.items())
-        if (key.rfind(k::kDownstreamPrefix, 0) == 0 && value.is_number() &&
-            key.find(k::kDocumentsSuffix) == std::string::npos) {
-          s.downstream[key] = value.get<double>();
-          if (limited)
-            s.downstream_limit[key] = j[k::kEvalLimit].get<int64_t>();
-          else
-            s.downstream_limit.erase(key);  // a full evaluation after a limited one
-        }
-    });
-  if (!recent.empty()) {
-    double sum = 0;
-    for (double v : recent) sum += v;
-    s.final_loss = sum / double(recent.size());
-  }
+  if (fs::exists(metrics)) read_metrics(metrics, options, s);
   s.diverge_threshold = options.diverge_loss.value_or(s.initial_loss);
   s.diverged = s.nonfinite || (std::isfinite(s.final_loss) && s.final_loss > s.diverge_threshold);
   if (const fs::path record = fs::path(run_dir) / "run.json"; fs::exists(record)) {
@@ -246,7 +313,14 @@ std::string table_notes(const std::vector<RunSummary>& runs) {
     for (const auto& resume : r.resumes)
       for (const auto& c : resume.changed)
         resumed += fmt::format("- {}: {} {} -> {} from step {}\n", r.run, c.key, c.was, c.now, resume.step);
-  return resumed.empty() ? notes : notes + "\nResumed with changed settings:\n" + resumed;
+  if (!resumed.empty()) notes += "\nResumed with changed settings:\n" + resumed;
+  std::string damaged;
+  for (const auto& r : runs)
+    if (r.damaged_rows) damaged += "- " + damaged_text(r) + "\n";
+  if (!damaged.empty())
+    notes += "\nDamaged rows skipped (a value of the wrong type; state and losses are of the other rows):\n" +
+             damaged;
+  return notes;
 }
 
 }  // namespace
@@ -472,6 +546,7 @@ nlohmann::json run_json(const RunSummary& r) {
       {"spikes", r.spikes},
       {"steps_per_second", number(r.train_seconds > 0 ? double(r.timed_steps) / r.train_seconds : NAN)},
       {"concurrent_runs", r.concurrent_runs ? nlohmann::json(*r.concurrent_runs) : nlohmann::json(nullptr)},
+      {"damaged_rows", r.damaged_rows},
   };
   for (const auto& resume : r.resumes) {
     nlohmann::json changed = nlohmann::json::object();

@@ -323,7 +323,8 @@ std::vector<std::string> report_folders(const std::string& argument) {
   if (!fs::is_directory(folder) || fs::exists(folder / "metrics.jsonl")) return {argument};
   std::vector<std::string> out;
   std::set<std::string> listed;
-  if (const auto record = read_sweep_record(argument))
+  const auto record = read_sweep_record(argument);
+  if (record)
     for (const auto& name : record->runs) {
       listed.insert(name);
       // A run not started yet has no folder: the report is of what exists.
@@ -336,6 +337,18 @@ std::vector<std::string> report_folders(const std::string& argument) {
       others.push_back(e.path().string());
   std::sort(others.begin(), others.end());
   out.insert(out.end(), others.begin(), others.end());
+  // A sweep killed before its first run has only sweep.json: reported as one run named after
+  // the folder, it read as a run of that name that never started.
+  if (out.empty() && record) {
+    std::vector<std::string> named(record->runs.begin(),
+                                   record->runs.begin() + std::min<std::ptrdiff_t>(record->runs.size(), 3));
+    if (record->runs.size() > named.size()) named.push_back("...");
+    throw Error(fmt::format("the sweep recorded here has started none of its {} runs (no run folder yet: {})",
+                            record->runs.size(), fmt::join(named, ", ")),
+                argument,
+                "run the sweep (`siamese sweep ... --out " + argument +
+                    "`) and report once a run has started; its folder appears then");
+  }
   // A folder that holds no runs is a run that never started.
   return out.empty() ? std::vector<std::string>{argument} : out;
 }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "siamese/common/json_line.h"
@@ -665,4 +666,101 @@ TEST(StockImport, AbsurdOrMistypedSizesAreRefusedFromConfigJson) {
   expect_refused(huge, "GiB of float32 weights; this machine has");
   EXPECT_NE(huge.output.find("num_hidden_layers 10000000"), std::string::npos) << huge.output;
   EXPECT_FALSE(fs::exists(root / "huge" / "run"));
+}
+
+// A metrics.jsonl row with "loss": "abc" (a hand edit, a bad merge) made `siamese report` call
+// a finished run "diverged at step 3" and hide its losses, without a word. The row is now
+// skipped, counted and named by file and line, and the verdict is the good rows'; the figures
+// skip it the same way.
+TEST(Report, ADamagedRowIsSkippedAndNamedAndTheVerdictIsTheGoodRows) {
+  const auto root = scratch("report_damaged");
+  const config::TrainConfig c = tiny(root / "run");
+  ASSERT_EQ(run_siamese(train_args(c), root / "train.log").exit_code, 0);
+  const fs::path metrics = fs::path(c.save_folder) / "metrics.jsonl";
+  std::istringstream rows(read_all(metrics));
+  std::string text;
+  int number = 0, damaged = 0;
+  for (std::string line; std::getline(rows, line);) {
+    ++number;
+    auto row = nlohmann::json::parse(line);
+    if (!damaged && row.value("step", 0) == 3 && !row.contains("event") && row.contains("loss")) {
+      row["loss"] = "abc";
+      line = row.dump();
+      damaged = number;
+    }
+    text += line + "\n";
+  }
+  ASSERT_GT(damaged, 0) << text;
+  write_file(metrics, text);
+
+  const Outcome report =
+      run_siamese({"report", c.save_folder, "--out", (root / "report.md").string()}, root / "report.log");
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string named = metrics.string() + ":" + std::to_string(damaged) + " (loss is \"abc\")";
+  EXPECT_NE(report.output.find("skipped 1 damaged row"), std::string::npos) << report.output;
+  EXPECT_NE(report.output.find(named), std::string::npos) << report.output;
+  EXPECT_NE(read_all(root / "report.md").find(named), std::string::npos) << "the notes keep it";
+  const auto j = nlohmann::json::parse(read_all(root / "report.json"));
+  EXPECT_EQ(j[0]["state"], "finished") << j.dump();
+  EXPECT_EQ(j[0]["diverged"], false) << j.dump();
+  EXPECT_TRUE(j[0]["final_loss"].is_number()) << j.dump();
+  EXPECT_EQ(j[0]["damaged_rows"], 1) << j.dump();
+
+  const Outcome plot =
+      run_python(std::string(SIAMESE_SOURCE_DIR) + "/scripts/plot_report.py " +
+                     (root / "report.json").string() + " --out " + (root / "fig" / "x").string(),
+                 root / "plot.log");
+  EXPECT_EQ(plot.exit_code, 0) << plot.output;
+  EXPECT_NE(plot.output.find(named), std::string::npos) << plot.output;
+  EXPECT_TRUE(fs::exists(root / "fig" / "x_curves.png")) << plot.output;
+}
+
+// What a report or its figures cannot use: a --baseline whose every run diverged said "0
+// compute budget(s) of the baseline" without why; a sweep folder that had started no run was
+// reported as one run named after the folder; scripts/plot_report.py died in a traceback on
+// an empty, cut or older report.json. Each now says what is wrong and what to do.
+TEST(Report, WhatCannotBeReportedOrDrawnSaysWhy) {
+  const auto root = scratch("report_unusable");
+  const config::TrainConfig c = tiny(root / "run");
+  ASSERT_EQ(run_siamese(train_args(c), root / "train.log").exit_code, 0);
+  const Outcome diverged =
+      run_siamese({"report", c.save_folder, "--baseline", "hybrid_pre", "--diverge-loss", "0.001"},
+                  root / "baseline.log");
+  expect_refused(diverged, "of its 1 run, 1 diverged, and those are left out");
+
+  const fs::path sweep = root / "sweep";
+  const Outcome recorded = run_siamese(
+      {"sweep", "--config", std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/quickstart.yaml", "--topologies",
+       "pre,hybrid_pre", "--lr", "1e-3", "--only", "none-of-them", "--out", sweep.string()},
+      root / "sweep.log");
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.output;
+  ASSERT_TRUE(fs::exists(sweep / "sweep.json")) << recorded.output;
+  const Outcome unstarted = run_siamese({"report", sweep.string()}, root / "unstarted.log");
+  expect_refused(unstarted, "the sweep recorded here has started none of its 2 runs");
+  EXPECT_FALSE(fs::exists(sweep / "report.md"));
+
+  ASSERT_EQ(
+      run_siamese({"report", c.save_folder, "--out", (root / "report.md").string()}, root / "report.log")
+          .exit_code,
+      0);
+  const std::string whole = read_all(root / "report.json");
+  auto older = nlohmann::json::parse(whole);
+  for (auto& run : older) run.erase("model");
+  write_file(root / "empty.json", "");
+  write_file(root / "cut.json", whole.substr(0, whole.size() / 2));
+  write_file(root / "older.json", older.dump());
+  for (const auto& [name, said] : std::vector<std::pair<std::string, std::string>>{
+           {"empty", "the file is empty"},
+           {"cut", "not whole JSON (cut short?"},
+           {"older", "has no model, which an older `siamese report` did not write"}}) {
+    const fs::path file = root / (name + ".json");
+    const Outcome plot = run_python(std::string(SIAMESE_SOURCE_DIR) + "/scripts/plot_report.py " +
+                                        file.string() + " --out " + (root / "fig" / name).string(),
+                                    root / (name + ".plot.log"));
+    EXPECT_EQ(plot.exit_code, 2) << plot.output;
+    EXPECT_NE(plot.output.find("error: " + file.string() + ": "), std::string::npos) << plot.output;
+    EXPECT_NE(plot.output.find(said), std::string::npos) << plot.output;
+    EXPECT_NE(plot.output.find("fix: write it again"), std::string::npos) << plot.output;
+    EXPECT_EQ(plot.output.find("Traceback"), std::string::npos) << plot.output;
+  }
 }

@@ -54,5 +54,9 @@ MetricsRow metrics_row(int64_t step, const std::string& event = "",
 // the file and line (nothing is dropped silently).
 void read_metrics_rows(const std::string& path,
                        const std::function<void(const nlohmann::json& row, const std::string& line)>& fn);
+// The same, with the row's line number in the file (1 for the first line) for messages.
+void read_metrics_rows(
+    const std::string& path,
+    const std::function<void(const nlohmann::json& row, const std::string& line, int64_t line_number)>& fn);
 
 }  // namespace siamese

@@ -70,6 +70,15 @@ struct RunSummary {
     std::vector<SettingChange> changed;
   };
   std::vector<Resume> resumes;
+  // Rows of metrics.jsonl skipped because a value has a type no writer gives it (a loss that is
+  // a string): the count, and the first few named by line, key and value.
+  struct DamagedRow {
+    int64_t line;
+    std::string key, value;
+  };
+  int64_t damaged_rows = 0;
+  std::vector<DamagedRow> damaged;
+  std::string metrics_path;  // for naming those rows
 };
 
 struct SummaryOptions {
@@ -80,7 +89,9 @@ struct SummaryOptions {
 // Reads run_dir/metrics.jsonl, run.json and, for topology / learning rate / seed, the
 // config.yaml of the newest step<N> checkpoint; the learning rate is the first segment's when
 // a resume changed it (the resumes list the rest). A folder without metrics is a run that never
-// started; a missing folder or a malformed line throws siamese::Error "file:line".
+// started; a missing folder or a line that is not JSON throws siamese::Error "file:line". A row
+// whose values have the wrong types is skipped, counted and named (with a warning), so the
+// state and losses are those of the good rows.
 RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& options = {});
 
 std::string state_text(const RunSummary& run);
