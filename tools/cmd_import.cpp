@@ -15,6 +15,7 @@
 #include "siamese/common/error.h"
 #include "siamese/eval/run_tokenizer.h"
 #include "siamese/export/hf_folder.h"
+#include "siamese/export/hf_stock.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/save_folder.h"
 
@@ -83,8 +84,7 @@ void add_import_command(CLI::App& app, Handler& run) {
   auto folder = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   cmd->add_option("folder", *folder,
-                  "folder written by `siamese export`, or a stock LlamaForCausalLM, Olmo2ForCausalLM or "
-                  "OlmoeForCausalLM folder")
+                  "folder written by `siamese export`, or a stock " + hf::stock_class_list() + " folder")
       ->required()
       ->check(CLI::ExistingDirectory);
   auto overwrite = std::make_shared<bool>(false);

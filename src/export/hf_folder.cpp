@@ -180,6 +180,25 @@ namespace {
 
 double physical_memory() { return double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE)); }
 
+// transformers computes a stock folder with config.json's keys; the run config carried beside
+// them restores the rest of the run. Where the two disagree (config.json edited after the
+// export), taking the carried one would import another model than transformers runs, so the
+// import stops and names every such key.
+void refuse_edited_stock_keys(const StockClass& stock, const nlohmann::json& j, const fs::path& dir,
+                              const config::ModelConfig& carried) {
+  const auto differ = stock_disagreements(stock, j, dir, carried);
+  if (differ.empty()) return;
+  throw Error(
+      fmt::format("config.json's keys disagree with the run config export carried in it, and transformers "
+                  "computes with config.json's: {}",
+                  fmt::join(differ, "; ")),
+      (dir / "config.json").string(),
+      "put those keys back to siamese_run_config's values; or, to import the model config.json now "
+      "describes, delete the siamese_run_config key from config.json (the import then reads it as a "
+      "stock " +
+          stock.architecture + " folder, with default training settings)");
+}
+
 }  // namespace
 
 ImportedModel import_model(const fs::path& dir) {
@@ -199,19 +218,26 @@ ImportedModel import_model(const fs::path& dir) {
   // A folder `siamese export` wrote as a stock class carries the run config too: its weights
   // still have the stock names.
   const StockClass* stock = stock_class_named(type);
+  const bool carried = j.contains("siamese_run_config") && j["siamese_run_config"].is_string();
   ImportedModel m;
-  if (j.contains("siamese_run_config") && j["siamese_run_config"].is_string()) {
+  if (carried) {
     m.config = config::load_config_text(j["siamese_run_config"].get<std::string>(),
                                         config_path.string() + " (siamese_run_config)");
+    if (stock) refuse_edited_stock_keys(*stock, j, dir, m.config.model);
   } else if (stock) {
     m.config = config_from_stock(*stock, j, dir);
   } else {
     throw Error("model_type \"" + type + "\" cannot be imported", config_path.string(),
-                "import a folder written by `siamese export`, or a LlamaForCausalLM, Olmo2ForCausalLM or "
-                "OlmoeForCausalLM folder");
+                "import a folder written by `siamese export`, or a " + stock_class_list() + " folder");
   }
   model::apply_required_settings(m.config.model);
-  model::check_model_config(m.config.model);
+  try {
+    model::check_model_config(m.config.model);
+  } catch (const Error& e) {
+    if (carried || !stock) throw;
+    throw Error(in_stock_keys(e.problem()), config_path.string() + " " + in_stock_keys(e.where()),
+                in_stock_keys(e.fix()));
+  }
   // The weights are built in float32 in this machine's memory: a config.json with absurd
   // sizes is refused before that, not by the allocator.
   const double weights = model::training_state_bytes(m.config.model) / 4, memory = physical_memory();
@@ -231,6 +257,9 @@ ImportedModel import_model(const fs::path& dir) {
   const std::string where = dir.string();
   NamedTensors ours;
   if (stock) {
+    NamedTensors params;
+    for (const auto& p : m.model->named_parameters()) params.emplace_back(p.key(), p.value());
+    check_stock_shapes(*stock, m.config.model, params, tensors, where);
     ours = ours_from_stock(*stock, m.config.model, std::move(tensors), where);
   } else {
     for (auto& [name, t] : tensors) ours.emplace_back(name, t);

@@ -1,7 +1,12 @@
 #include "siamese/export/hf_stock.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
 #include <type_traits>
 
 #include "siamese/common/error.h"
@@ -83,6 +88,14 @@ const StockClass* stock_class_named(const std::string& model_type) {
   for (const auto& cls : stock_classes())
     if (cls.model_type == model_type) return &cls;
   return nullptr;
+}
+
+std::string stock_class_list() {
+  std::vector<std::string> names;
+  for (const auto& cls : stock_classes()) names.push_back(cls.architecture);
+  const std::string last = names.back();
+  names.pop_back();
+  return fmt::format("{} or {}", fmt::join(names, ", "), last);
 }
 
 const StockClass* stock_class_of(const config::ModelConfig& c, std::string* why_not) {
@@ -241,7 +254,10 @@ ordered_json stock_config(const StockClass& cls, const config::ModelConfig& c) {
     const ordered_json rope = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
     j["rope_parameters"] = {{"sliding_attention", rope}, {"full_attention", rope}};
     j.erase("rope_theta");
-    j["sliding_window"] = *sliding_window(c);
+    // A folder whose layers are all full (layer_types) has no window; stock_disagreements
+    // renders such a folder too.
+    const auto window = sliding_window(c);
+    j["sliding_window"] = window ? ordered_json(*window) : ordered_json(nullptr);
     ordered_json types = ordered_json::array();
     for (int64_t w : layer_windows(c)) types.push_back(w < 0 ? "full_attention" : "sliding_attention");
     j["layer_types"] = types;
@@ -257,6 +273,136 @@ ordered_json stock_config(const StockClass& cls, const config::ModelConfig& c) {
               {"router_aux_loss_coef", c.moe_loss_weight / double(c.moe_top_k)}});
   }
   return j;
+}
+
+namespace {
+
+// The rules between sizes (config/validate.cpp), said in config.json's keys: the model's
+// own messages would name model.n_heads and model.moe_top_k, keys the folder does not have.
+void check_stock_relations(const config::ModelConfig& m, const std::string& where) {
+  auto require = [&](bool ok, const std::string& problem, const std::string& fix) {
+    if (!ok) throw Error(problem, where, fix);
+  };
+  require(m.d_model % m.n_heads == 0,
+          fmt::format("hidden_size {} is not divisible by num_attention_heads {}", m.d_model, m.n_heads),
+          "write a num_attention_heads that divides hidden_size (the head size is their quotient)");
+  const int64_t kv = m.n_kv_heads.value_or(m.n_heads);
+  require(m.n_heads % kv == 0,
+          fmt::format("num_attention_heads {} is not divisible by num_key_value_heads {}", m.n_heads, kv),
+          "write a num_key_value_heads that divides num_attention_heads");
+  require((m.d_model / m.n_heads) % 2 == 0,
+          fmt::format("RoPE needs an even head size, but hidden_size / num_attention_heads is {}",
+                      m.d_model / m.n_heads),
+          "write hidden_size and num_attention_heads with an even quotient");
+  require(m.block_type != config::BlockType::Moe || m.moe_top_k <= m.moe_num_experts,
+          fmt::format("num_experts_per_tok {} exceeds num_experts {}", m.moe_top_k, m.moe_num_experts),
+          "route each token to at most num_experts experts");
+}
+
+// Numbers equal up to the last bits (router_aux_loss_coef is divided and multiplied by
+// num_experts_per_tok on the way), anything else exactly.
+bool same_value(const ordered_json& a, const ordered_json& b) {
+  if (a.is_number() && b.is_number()) {
+    const double x = a.get<double>(), y = b.get<double>();
+    return x == y || std::abs(x - y) <= 1e-12 * std::max(std::abs(x), std::abs(y));
+  }
+  if (a.is_array() && b.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!same_value(a[i], b[i])) return false;
+    return true;
+  }
+  if (a.is_object() && b.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto it = a.begin(); it != a.end(); ++it)
+      if (!b.contains(it.key()) || !same_value(it.value(), b[it.key()])) return false;
+    return true;
+  }
+  return a == b;
+}
+
+std::string short_text(const ordered_json& v) {
+  const std::string text = v.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+}  // namespace
+
+std::vector<std::string> stock_disagreements(const StockClass& cls, const nlohmann::json& j,
+                                             const fs::path& dir, const config::ModelConfig& carried) {
+  // Both sides rendered as export renders config.json, so resolved and unresolved forms of
+  // one setting (n_kv_heads null, or the head count) compare equal.
+  const ordered_json folder = stock_config(cls, config_from_stock(cls, j, dir).model);
+  const ordered_json expected = stock_config(cls, carried);
+  std::vector<std::string> out;
+  for (auto it = expected.begin(); it != expected.end(); ++it)
+    if (!folder.contains(it.key()) || !same_value(folder[it.key()], it.value()))
+      out.push_back(fmt::format("{} {} (config.json) vs {} (siamese_run_config)", it.key(),
+                                folder.contains(it.key()) ? short_text(folder[it.key()]) : "absent",
+                                short_text(it.value())));
+  return out;
+}
+
+std::string in_stock_keys(std::string text) {
+  // Longest first, so that no key is replaced inside a longer one.
+  static const std::vector<std::pair<std::string, std::string>> keys = {
+      {"model.max_sequence_length", "max_position_embeddings"},
+      {"model.sliding_window_pattern", "sliding_window"},
+      {"model.moe_norm_topk_prob", "norm_topk_prob"},
+      {"model.moe_loss_weight", "router_aux_loss_coef"},
+      {"model.moe_num_experts", "num_experts"},
+      {"model.mlp_hidden_size", "intermediate_size"},
+      {"model.embedding_size", "vocab_size"},
+      {"model.layer_norm_eps", "rms_norm_eps"},
+      {"model.weight_tying", "tie_word_embeddings"},
+      {"model.eos_token_id", "eos_token_id"},
+      {"model.pad_token_id", "pad_token_id"},
+      {"model.moe_top_k", "num_experts_per_tok"},
+      {"model.vocab_size", "vocab_size"},
+      {"model.n_kv_heads", "num_key_value_heads"},
+      {"model.rope_theta", "rope_theta"},
+      {"model.n_layers", "num_hidden_layers"},
+      {"model.n_heads", "num_attention_heads"},
+      {"model.d_model", "hidden_size"},
+  };
+  for (const auto& [ours, theirs] : keys)
+    for (size_t at = 0; (at = text.find(ours, at)) != std::string::npos;) {
+      const size_t end = at + ours.size();
+      if (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) {
+        at = end;
+        continue;
+      }
+      text.replace(at, ours.size(), theirs);
+      at += theirs.size();
+    }
+  return text;
+}
+
+void check_stock_shapes(const StockClass& cls, const config::ModelConfig& c, const NamedTensors& ours,
+                        const TensorMap& hf, const std::string& where) {
+  std::map<std::string, std::vector<int64_t>> expected;
+  for (const auto& [name, t] : stock_tensors(cls, c, ours)) expected[name] = t.sizes().vec();
+  if (cls.moe) {
+    // The stacked layout transformers also reads (olmoe_experts).
+    const int64_t experts = c.moe_num_experts, inner = model::mlp_inner_size(c), d = c.d_model;
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const auto p = fmt::format("model.layers.{}.mlp.experts.", l);
+      expected[p + "gate_up_proj"] = {experts, 2 * inner, d};
+      expected[p + "down_proj"] = {experts, d, inner};
+    }
+  }
+  for (const auto& [name, t] : hf) {
+    const auto it = expected.find(name);
+    if (it == expected.end() || t.sizes().vec() == it->second) continue;  // ours_from_stock names the rest
+    throw Error(
+        fmt::format("tensor {} has shape {}, but config.json's sizes give it {}", name,
+                    fmt::join(t.sizes(), "x"), fmt::join(it->second, "x")),
+        where,
+        fmt::format("check that config.json describes these weights: hidden_size {}, "
+                    "num_attention_heads {}, num_key_value_heads {}, intermediate_size {}, vocab_size {}{}",
+                    c.d_model, c.n_heads, model::kv_head_count(c), model::mlp_inner_size(c), c.embedding_size,
+                    cls.moe ? fmt::format(", num_experts {}", c.moe_num_experts) : std::string()));
+  }
 }
 
 config::TrainConfig config_from_stock(const StockClass& cls, const nlohmann::json& j, const fs::path& dir) {
@@ -343,6 +489,7 @@ config::TrainConfig config_from_stock(const StockClass& cls, const nlohmann::jso
     m.moe_norm_topk_prob = optional(j, "norm_topk_prob", false);
     m.moe_loss_weight = optional(j, "router_aux_loss_coef", 0.01) * double(m.moe_top_k);
   }
+  check_stock_relations(m, where);
   m.layer_norm_eps = optional(j, "rms_norm_eps", 1e-6);
   // transformers' own default period, Olmo3's 500000 included, where none is written.
   const double theta = optional(j, "rope_theta", cls.windows ? 500000.0 : 10000.0);

@@ -668,6 +668,113 @@ TEST(StockImport, AbsurdOrMistypedSizesAreRefusedFromConfigJson) {
   EXPECT_FALSE(fs::exists(root / "huge" / "run"));
 }
 
+namespace {
+
+// The tiny run shaped as a stock class computes it: `reordered` (Olmo2ForCausalLM; with
+// `windows`, Olmo3ForCausalLM) or, with `moe`, `pre` with OLMoE's blocks (OlmoeForCausalLM).
+config::TrainConfig stock_shaped(const fs::path& folder, bool moe, const std::vector<int64_t>& windows = {}) {
+  config::TrainConfig c = tiny(folder);
+  auto& m = c.model;
+  m.residual = moe ? "pre" : "reordered";
+  m.use_query_norm = m.use_key_norm = m.use_value_norm = false;
+  m.attention_layer_norm = true;
+  m.layer_norm_type = config::LayerNormType::RMS;
+  m.include_bias = false;
+  m.sliding_window_pattern = windows;
+  if (moe) {
+    m.block_type = config::BlockType::Moe;
+    m.moe_num_experts = 4;
+    m.moe_top_k = 2;
+  }
+  c.max_duration = "1";
+  c.save_interval = 1;
+  return c;
+}
+
+// Trains `c` one step and exports it into `hf`; returns its config.json.
+nlohmann::json trained_export(const config::TrainConfig& c, const fs::path& hf, const fs::path& logs) {
+  const Outcome trained = run_siamese(train_args(c), logs / "train.log");
+  EXPECT_EQ(trained.exit_code, 0) << trained.output;
+  const Outcome exported = run_siamese({"export", c.save_folder, "--out", hf.string()}, logs / "export.log");
+  EXPECT_EQ(exported.exit_code, 0) << exported.output;
+  return nlohmann::json::parse(read_all(hf / "config.json"));
+}
+
+}  // namespace
+
+// A stock folder's config.json edited after the export (sliding_window 8 -> 4): transformers
+// computes with 4, but the import took the run config carried in siamese_run_config (8) and
+// said nothing. It now refuses, naming every key that disagrees with both values; the folder
+// as exported still imports.
+TEST(StockImport, ConfigJsonKeysThatDisagreeWithTheCarriedRunConfigAreRefused) {
+  const auto root = scratch("stock_edited");
+  const fs::path hf = root / "hf";
+  nlohmann::json j = trained_export(stock_shaped(root / "run", false, {8, -1}), hf, root);
+  ASSERT_EQ(j["model_type"], "olmo3") << j.dump();
+  ASSERT_EQ(j["sliding_window"], 8);
+  const Outcome as_exported =
+      run_siamese({"import", hf.string(), "--out", (root / "same").string()}, root / "same.log");
+  ASSERT_EQ(as_exported.exit_code, 0) << as_exported.output;
+
+  j["sliding_window"] = 4;
+  j["rms_norm_eps"] = 1e-3;
+  write_file(hf / "config.json", j.dump(2));
+  const Outcome edited =
+      run_siamese({"import", hf.string(), "--out", (root / "edited").string()}, root / "edited.log");
+  expect_refused(edited, "config.json's keys disagree with the run config export carried in it");
+  for (const char* said : {"sliding_window 4 (config.json) vs 8 (siamese_run_config)",
+                           "rms_norm_eps 0.001 (config.json) vs 1e-05 (siamese_run_config)",
+                           "delete the siamese_run_config key"})
+    EXPECT_NE(edited.output.find(said), std::string::npos) << said << "\n" << edited.output;
+  EXPECT_FALSE(fs::exists(root / "edited"));
+
+  // Without the carried config the folder is a stock one, and config.json's window is taken.
+  j.erase("siamese_run_config");
+  write_file(hf / "config.json", j.dump(2));
+  const Outcome stock =
+      run_siamese({"import", hf.string(), "--out", (root / "stock").string()}, root / "stock.log");
+  ASSERT_EQ(stock.exit_code, 0) << stock.output;
+  const auto imported = config::load_config((root / "stock" / "step0" / "config.yaml").string(), {});
+  EXPECT_EQ(imported.model.sliding_window_pattern, (std::vector<int64_t>{4, -1}));
+}
+
+// A stock OLMoE folder's messages used to name our tensors and keys: `tensor
+// blocks.0.mlp.experts.ff_proj has shape ...` for an edited intermediate_size, `model.moe_top_k 5
+// exceeds model.moe_num_experts 4` for num_experts_per_tok 5, `model.layer_norm_eps must be
+// positive` for rms_norm_eps -1. Each now names the folder's own tensor or key.
+TEST(StockImport, MessagesNameTheFoldersTensorsAndKeys) {
+  const auto root = scratch("stock_names");
+  const fs::path hf = root / "hf";
+  nlohmann::json exported = trained_export(stock_shaped(root / "run", true), hf, root);
+  ASSERT_EQ(exported["model_type"], "olmoe") << exported.dump();
+  exported.erase("siamese_run_config");  // a folder from the hub, as transformers writes one
+  const int64_t inner = exported["intermediate_size"];
+  auto import_with = [&](const std::string& name, const nlohmann::json& change) {
+    nlohmann::json j = exported;
+    j.update(change);
+    write_file(hf / "config.json", j.dump(2));
+    return run_siamese({"import", hf.string(), "--out", (root / name).string()}, root / (name + ".log"));
+  };
+  const Outcome shape = import_with("shape", {{"intermediate_size", inner / 2}});
+  expect_refused(shape, "tensor model.layers.0.mlp.experts.0.down_proj.weight has shape 32x" +
+                            std::to_string(inner) + ", but config.json's sizes give it 32x" +
+                            std::to_string(inner / 2));
+  const Outcome top_k = import_with("top_k", {{"num_experts_per_tok", 5}});
+  expect_refused(top_k, "num_experts_per_tok 5 exceeds num_experts 4");
+  const Outcome eps = import_with("eps", {{"rms_norm_eps", -1}});
+  expect_refused(eps, "rms_norm_eps must be positive, got -1");
+  for (const Outcome* out : {&shape, &top_k, &eps}) {
+    EXPECT_EQ(out->output.find("blocks."), std::string::npos) << out->output;
+    EXPECT_EQ(out->output.find("model.moe_"), std::string::npos) << out->output;
+    EXPECT_EQ(out->output.find("model.layer_norm_eps"), std::string::npos) << out->output;
+  }
+  for (const char* name : {"shape", "top_k", "eps"}) EXPECT_FALSE(fs::exists(root / name)) << name;
+
+  const Outcome help = run_siamese(std::vector<std::string>{"import", "--help"}, root / "help.log");
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_NE(help.output.find("Olmo3ForCausalLM"), std::string::npos) << help.output;
+}
+
 // A metrics.jsonl row with "loss": "abc" (a hand edit, a bad merge) made `siamese report` call
 // a finished run "diverged at step 3" and hide its losses, without a word. The row is now
 // skipped, counted and named by file and line, and the verdict is the good rows'; the figures

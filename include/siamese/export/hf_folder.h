@@ -2,9 +2,10 @@
 // A model as a Hugging Face folder and back: config.json, model.safetensors (sharded with an
 // index above a size), generation_config.json and, for tokenizer-based runs, the tokenizer
 // files. A model a stock transformers class computes is written as that class (hf_stock.h:
-// LlamaForCausalLM, Olmo2ForCausalLM, OlmoeForCausalLM; same maths); every other model keeps the C++
-// parameter names and ships modeling_siamese.py (python/, compiled into the binary), which transformers loads
-// with trust_remote_code=True. config.json carries the whole run config, so import restores it.
+// LlamaForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM, OlmoeForCausalLM; same maths); every other model
+// keeps the C++ parameter names and ships modeling_siamese.py (python/, compiled into the binary), which
+// transformers loads with trust_remote_code=True. config.json carries the whole run config, so import
+// restores it.
 #include <filesystem>
 #include <string>
 
@@ -33,7 +34,9 @@ struct ImportedModel {
 
 // Reads a folder `siamese export` wrote (bit-exact: its config.json carries the run config)
 // or a stock folder of a class hf_stock.h lists. Anything the project cannot represent is an Error
-// naming the config key or tensor.
+// naming the config key or tensor, by the folder's own names for a stock folder. A stock
+// folder whose config.json keys disagree with the run config carried in it is refused,
+// naming each key with both values.
 ImportedModel import_model(const std::filesystem::path& folder);
 
 }  // namespace siamese::hf

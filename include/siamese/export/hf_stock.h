@@ -3,6 +3,7 @@
 // the same maths, in both directions (export writes it, import reads it):
 //   pre       (RMSNorm, SwiGLU, RoPE, no biases)                      <-> LlamaForCausalLM
 //   reordered (the same, full-width Q/K RMSNorms with weights: OLMo-2) <-> Olmo2ForCausalLM
+//   reordered with sliding-window layers of one window (OLMo-3)        <-> Olmo3ForCausalLM
 //   pre with full-width Q/K RMSNorms and block_type moe (dropless, no
 //   shared expert: OLMoE)                                              <-> OlmoeForCausalLM
 // att_proj's rows are [q | k | v]; ff_proj's first half is SwiGLU's value (up_proj), its
@@ -13,6 +14,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "siamese/config/config.h"
 #include "siamese/export/safetensors.h"
@@ -37,12 +39,34 @@ const StockClass* stock_class_of(const config::ModelConfig& c, std::string* why_
 // The stock class of a config.json model_type ("llama", "olmo2", "olmo3", "olmoe"), or nullptr.
 const StockClass* stock_class_named(const std::string& model_type);
 
+// "LlamaForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM or OlmoeForCausalLM": the classes
+// import reads, for help texts and messages.
+std::string stock_class_list();
+
 // The stock class's tensor names for our parameters.
 NamedTensors stock_tensors(const StockClass& cls, const config::ModelConfig& c, const NamedTensors& ours);
 
 // Our parameters from the stock class's tensors; a key that has no place here is an Error naming it.
 NamedTensors ours_from_stock(const StockClass& cls, const config::ModelConfig& c, TensorMap hf,
                              const std::string& where);
+
+// Refuses, naming the folder's tensor, its shape and the one config.json implies, a tensor of
+// `hf` whose shape differs from the one its stock name has in a model of `c` (`ours` are that
+// model's parameters): checked before ours_from_stock fuses tensors, so no message names our
+// fused parameters.
+void check_stock_shapes(const StockClass& cls, const config::ModelConfig& c, const NamedTensors& ours,
+                        const TensorMap& hf, const std::string& where);
+
+// `text` (a message about a model built from a stock config.json) with our model.* keys
+// written as the config.json keys they come from: model.moe_top_k -> num_experts_per_tok.
+std::string in_stock_keys(std::string text);
+
+// The config.json keys on which a stock folder and the run config `siamese export` carried in it
+// (siamese_run_config) disagree, each "key V (config.json) vs W (siamese_run_config)": an edit
+// of config.json that transformers computes with but the carried config does not say.
+std::vector<std::string> stock_disagreements(const StockClass& cls, const nlohmann::json& j,
+                                             const std::filesystem::path& dir,
+                                             const config::ModelConfig& carried);
 
 // The config.json keys every exported model has (sizes, vocabulary, special tokens).
 nlohmann::ordered_json common_hf_config(const config::ModelConfig& c);
