@@ -140,16 +140,22 @@ int run_eval(const EvalArgs& a) {
   train::configure_cpu_runtime();
   const torch::Device device = train::resolve_device(a.device);
   auto ck = train::load_checkpoint_model(a.checkpoint, device);
-  // A byte-level run has no tokenizer to fall back to, and suggesting one would hand the model
-  // ids it never saw; an explicit --tokenizer still goes to the vocabulary check.
-  if (!eval::uses_tokenizer(ck.config) && a.tokenizer.empty())
-    throw Error(
-        "the run was trained on the bytes of a built-in corpus (data.synthetic), without a tokenizer, "
-        "and downstream tasks are scored in the tokens a run was trained on",
-        (ck.dir / "config.yaml").string() + " (data.synthetic)",
-        "score a byte-level run on text with `siamese eval " + a.checkpoint +
-            " --text FILE`, or train on tokenized data (data.paths) to run --tasks");
-  const auto tok = eval::load_run_tokenizer(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
+  // A run trained on the built-in byte corpus may still name a tokenizer (quickstart's); one
+  // that names none has nothing to fall back to, and "pass --tokenizer" would hand the model
+  // ids it never saw. An explicit --tokenizer goes on to the vocabulary check.
+  const auto tok = [&] {
+    try {
+      return eval::load_run_tokenizer(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
+    } catch (const Error&) {
+      if (eval::uses_tokenizer(ck.config) || !a.tokenizer.empty()) throw;
+      throw Error(
+          "the run was trained on the bytes of a built-in corpus (data.synthetic) and names no tokenizer "
+          "it can find, and downstream tasks are scored in the tokens a run was trained on",
+          (ck.dir / "config.yaml").string() + " (data.synthetic, tokenizer.identifier)",
+          "score a byte-level run on text with `siamese eval " + a.checkpoint +
+              " --text FILE`, or train with a tokenizer to run --tasks");
+    }
+  }();
   const std::string data_dir = a.data_dir.empty() ? shared_dir() + "/evals" : a.data_dir;
 
   eval::DownstreamOptions opt;

@@ -141,19 +141,6 @@ TEST_F(GenerateAndScore, ScoresTextFilesPerFileAndPerLine) {
   EXPECT_NE(read_all(file("t3.err")).find("fix:"), std::string::npos);
 }
 
-// Downstream tasks need the tokens a run was trained on; a byte-level run has no tokenizer to
-// fall back to (it suggested a --tokenizer, which would hand it ids it never saw). The
-// refusal points at --text. (An explicit --tokenizer meets the vocabulary check instead:
-// BadValues.EvalTokenizerLargerThanTheModelVocabulary.)
-TEST_F(GenerateAndScore, TasksOnAByteLevelRunAreRefusedNamingTheTextScore) {
-  ASSERT_EQ(train_rc_, 0) << read_all(file("train.log.err"));
-  EXPECT_EQ(run_cli("eval " + run() + " --tasks arc_easy --limit 2", file("tasks")), 2);
-  const std::string err = read_all(file("tasks.err"));
-  EXPECT_NE(err.find("trained on the bytes of a built-in corpus (data.synthetic)"), std::string::npos) << err;
-  EXPECT_NE(err.find("--text FILE"), std::string::npos) << err;
-  EXPECT_EQ(err.find("pass --tokenizer"), std::string::npos) << err;
-}
-
 }  // namespace
 
 // A run started with a tokenizer path relative to its working folder works from any other

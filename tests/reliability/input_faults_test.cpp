@@ -197,6 +197,21 @@ TEST(BadValues, EvalTokenizerLargerThanTheModelVocabulary) {
                  tokenizer_file() + ": the tokenizer's ids go up to 50256, past the model's vocab_size 256");
 }
 
+// Downstream tasks on a byte-level run that names no tokenizer it can find (tokenizer.identifier
+// is "gpt2", no file): the message said "pass --tokenizer", which would hand the model ids it
+// never saw; it points at --text instead.
+TEST(BadValues, EvalTasksOnAByteRunWithoutATokenizerPointAtText) {
+  const auto root = scratch("eval_bytes");
+  auto c = tiny(root / "run");
+  c.max_duration = "1";
+  ASSERT_EQ(run_siamese(train_args(c), root / "train.log").exit_code, 0);
+  const Outcome out = run_siamese({"eval", c.save_folder, "--tasks", "piqa", "--limit", "2", "--no-metrics"},
+                                  root / "eval.log");
+  expect_refused(out, "trained on the bytes of a built-in corpus (data.synthetic) and names no tokenizer");
+  EXPECT_NE(out.output.find("--text FILE"), std::string::npos) << out.output;
+  EXPECT_EQ(out.output.find("pass --tokenizer"), std::string::npos) << out.output;
+}
+
 // Labels come from configs and may hold quotes: the metrics line stays JSON.
 TEST(Metrics, LabelsWithQuotesStayValidJson) {
   eval::EvalResult r{"va\"l\\id", 1.5, 10, std::nullopt, std::nullopt, {}};
@@ -835,13 +850,16 @@ TEST(Report, WhatCannotBeReportedOrDrawnSaysWhy) {
                   root / "baseline.log");
   expect_refused(diverged, "of its 1 run, 1 diverged, and those are left out");
 
+  // A sweep killed as soon as it recorded its runs, before the first one made its folder.
   const fs::path sweep = root / "sweep";
-  const Outcome recorded = run_siamese(
-      {"sweep", "--config", std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/quickstart.yaml", "--topologies",
-       "pre,hybrid_pre", "--lr", "1e-3", "--only", "none-of-them", "--out", sweep.string()},
-      root / "sweep.log");
-  ASSERT_EQ(recorded.exit_code, 0) << recorded.output;
+  fs::create_directories(sweep);
+  const auto [recorded, killed] =
+      run_killed_at({"sweep", "--config", std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/quickstart.yaml",
+                     "--topologies", "pre,hybrid_pre", "--lr", "1e-3", "--out", sweep.string()},
+                    sweep, IN_MOVED_TO | IN_CLOSE_WRITE, "sweep.json", 1, root / "sweep.log");
+  ASSERT_TRUE(killed) << recorded.output;
   ASSERT_TRUE(fs::exists(sweep / "sweep.json")) << recorded.output;
+  ASSERT_FALSE(fs::exists(sweep / "pre-lr0.001")) << "the kill came after the first run started";
   const Outcome unstarted = run_siamese({"report", sweep.string()}, root / "unstarted.log");
   expect_refused(unstarted, "the sweep recorded here has started none of its 2 runs");
   EXPECT_FALSE(fs::exists(sweep / "report.md"));

@@ -72,8 +72,6 @@ class StepReporterTest : public ::testing::Test {
   train::LossScaler scaler_{false, 1.0, 1000, kCpu};
 };
 
-}  // namespace
-
 TEST_F(StepReporterTest, ARowPerStepWithEveryLossTermByName) {
   {
     train::StepReporter reporter(cfg_, kCpu, true, 1, dir_, 0, 8);
@@ -162,3 +160,5 @@ TEST_F(StepReporterTest, AnFp16OverflowWhileTheScaleSettlesIsNotABadStep) {
   reporter.add(pending(reporter, 2, {2.5, 0.01, 0.125, kInf, 1}));
   EXPECT_EQ(reporter.flush(state_, fp16), train::kExitNonFinite);
 }
+
+}  // namespace

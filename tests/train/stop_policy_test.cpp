@@ -66,8 +66,6 @@ class StopPolicyTest : public ::testing::Test {
   std::_Exit(0);
 }
 
-}  // namespace
-
 TEST_F(StopPolicyTest, SigtermIsCaughtAndStopsTheRunAtTheNextCheck) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(raise_and_check(SIGTERM), ::testing::ExitedWithCode(0),
@@ -102,7 +100,8 @@ TEST_F(StopPolicyTest, TimeLimitStopsWhileTheSaveStillFits) {
   EXPECT_EQ(check(129, 0, 2, 0), StopPolicy::Stop::None) << "without the save the next check is at 110 s";
   EXPECT_EQ(check(111, 0, 2, 0), StopPolicy::Stop::None);
   EXPECT_EQ(check(109, 0, 2, 0), StopPolicy::Stop::TimeLimit) << "the next check would be past 109 s";
-  EXPECT_EQ(check(129, 0, 4, 0), StopPolicy::Stop::TimeLimit) << "4 steps to the next check: 120 s";
+  EXPECT_EQ(check(119, 0, 4, 0), StopPolicy::Stop::TimeLimit) << "4 steps to the next check: 120 s";
+  EXPECT_EQ(check(121, 0, 4, 0), StopPolicy::Stop::None) << "4 steps to the next check: 120 s";
   // A resumed loop that began at step 8: 25 s a step, the next check at 150 s.
   EXPECT_EQ(check(149, 8, 2, 0), StopPolicy::Stop::TimeLimit);
   EXPECT_EQ(check(151, 8, 2, 0), StopPolicy::Stop::None);
@@ -128,3 +127,5 @@ TEST_F(StopPolicyTest, StopAtIsRequestedAtThatStepOnly) {
   StopPolicy never(cfg_, one_process_, none.stop_at, SteadyClock::now());
   for (int64_t step = 0; step <= 1000; ++step) EXPECT_FALSE(never.requested(step)) << step;
 }
+
+}  // namespace
