@@ -14,6 +14,7 @@
 #include "siamese/common/shared_dir.h"
 #include "siamese/model/parity.h"
 #include "support/process.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace siamese;
@@ -60,7 +61,7 @@ INSTANTIATE_TEST_SUITE_P(Golden, GoldenCase, ::testing::Values("pre", "hybrid", 
 // A wiring error must show: perturb one weight file's copy and parity fails.
 TEST(Parity, DetectsAWrongWeight) {
   const auto src = golden_root() / "pre";
-  const auto dir = fs::temp_directory_path() / "siamese_parity_perturbed";
+  const auto dir = siamese::testing::fresh_dir("parity", "perturbed");
   fs::remove_all(dir);
   fs::copy(src, dir, fs::copy_options::recursive);
   const auto w = dir / "weights" / "transformer.blocks.1.ff_norm.weight.npy";
@@ -70,7 +71,7 @@ TEST(Parity, DetectsAWrongWeight) {
 }
 
 TEST(Parity, UnsupportedOlmoOptionFailsLoudly) {
-  const auto dir = fs::temp_directory_path() / "siamese_parity_alibi";
+  const auto dir = siamese::testing::fresh_dir("parity", "alibi");
   fs::remove_all(dir);
   fs::copy(golden_root() / "pre", dir, fs::copy_options::recursive);
   std::ifstream in(dir / "config.json");
@@ -92,7 +93,7 @@ TEST(Parity, UnsupportedOlmoOptionFailsLoudly) {
 }
 
 TEST(Parity, CommandLineReportsAndExitsZero) {
-  const auto log = fs::temp_directory_path() / "siamese_parity_cli.out";
+  const auto log = siamese::testing::fresh_dir("parity", "cli.out");
   const auto r = siamese::testing::run_siamese({"parity", (golden_root() / "hybrid_pre").string()}, log);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;
