@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "siamese/config/device.h"
 #include "siamese/config/validate.h"
 #include "siamese/model/accounting.h"
 #include "siamese/model/attention.h"
@@ -24,23 +25,33 @@ namespace {
 void print_memory_plan(const config::TrainConfig& cfg, int world, int local_world) {
   const double gib = 1024.0 * 1024.0 * 1024.0;
   const int64_t micro = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world);
+  // The device the config asks for (auto: what this machine has), whose collectives (Gloo or
+  // NCCL) set the buffers; `--device=cuda` plans for GPUs on a machine without one.
+  const auto setting = config::parse_device(cfg.device);
+  const bool on_cpu =
+      setting && (setting->kind == config::DeviceSetting::Kind::Cpu ||
+                  (setting->kind == config::DeviceSetting::Kind::Auto && !torch::cuda::is_available()));
   std::cout << fmt::format(
-      "per-rank memory, GiB, {} ranks ({} per node), micro-batch {} x {} tokens, float32 weights and "
+      "per-rank memory, GiB, {} ranks ({} per node) on {}, micro-batch {} x {} tokens, float32 weights and "
       "AdamW:\n",
-      world, std::min(world, local_world), micro, cfg.model.max_sequence_length);
-  std::cout << fmt::format("  {:<16}{:>9}{:>9}{:>9}{:>9}{:>12}{:>12}{:>12}{:>12}\n", "strategy", "params",
-                           "grads", "optim", "state", "activ.", "activ.ckpt", "total", "total ckpt");
-  for (const auto& r : train::plan_memory(cfg, world, local_world)) {
+      world, std::min(world, local_world), on_cpu ? "the CPU (Gloo)" : "CUDA (NCCL)", micro,
+      cfg.model.max_sequence_length);
+  std::cout << fmt::format("  {:<16}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>12}{:>12}{:>9}{:>12}\n", "strategy",
+                           "params", "grads", "optim", "state", "in step", "peak", "activ.", "activ.ckpt",
+                           "total", "total ckpt");
+  for (const auto& r : train::plan_memory(cfg, world, local_world, on_cpu)) {
     if (!r.refused.empty()) {
       std::cout << fmt::format("  {:<16}refused by train: {}\n", r.strategy, r.refused);
       continue;
     }
-    std::cout << fmt::format("  {:<16}{:>9.2f}{:>9.2f}{:>9.2f}{:>9.2f}{:>12.2f}{:>12.2f}{:>12.2f}{:>12.2f}\n",
-                             r.strategy, r.parameters / gib, r.gradients / gib, r.optimizer / gib,
-                             r.state() / gib, r.activations / gib, r.activations_checkpointed / gib,
-                             (r.state() + r.activations) / gib,
-                             (r.state() + r.activations_checkpointed) / gib);
+    std::cout << fmt::format(
+        "  {:<16}{:>9.2f}{:>9.2f}{:>9.2f}{:>9.2f}{:>9.2f}{:>9.2f}{:>12.2f}{:>12.2f}{:>9.2f}{:>12.2f}\n",
+        r.strategy, r.parameters / gib, r.gradients / gib, r.optimizer / gib, r.state() / gib,
+        r.in_step / gib, r.peak() / gib, r.activations / gib, r.activations_checkpointed / gib,
+        (r.peak() + r.activations) / gib, (r.peak() + r.activations_checkpointed) / gib);
   }
+  std::cout << "  state: kept between steps; peak: state and a step's gradient buffers, which train checks "
+               "against the memory; total: peak and activations (ckpt: with activation checkpointing)\n";
 }
 
 }  // namespace
@@ -82,7 +93,7 @@ void add_inspect_command(CLI::App& app, Handler& run) {
                 << line("mlp", c.mlp, c.total()) << line("residual-path norms", c.residual, c.total())
                 << line("head", c.head, c.total()) << fmt::format("  {:<22}{:>15}\n", "total", c.total())
                 << fmt::format("  {:<22}{:>15}\n", "non-embedding", c.total() - c.embedding)
-                << (cfg.block_type == config::BlockType::Moe
+                << (cfg.is_moe()
                         ? fmt::format("  {:<22}{:>15}  ({} of {} experts per token{})\n", "active per token",
                                       c.active(), cfg.moe_top_k, cfg.moe_num_experts,
                                       cfg.moe_shared_expert ? " and the shared one" : "")
@@ -90,8 +101,7 @@ void add_inspect_command(CLI::App& app, Handler& run) {
                 << fmt::format("overhead vs pre: {:+} parameters ({:+.4f}%)\n", c.total() - pre.total(),
                                100.0 * double(c.total() - pre.total()) / double(pre.total()))
                 << fmt::format("training FLOPs per token at seq {}: {:.4e} (6N + 12 L d T{})\n", T,
-                               model::flops_per_token(cfg, T),
-                               cfg.block_type == config::BlockType::Moe ? ", active N" : "");
+                               model::flops_per_token(cfg, T), cfg.is_moe() ? ", active N" : "");
       if (*world > 0) {
         // A plan for a launch that train would refuse is no plan.
         config::validate_for_world_size(train_cfg, *world);

@@ -149,7 +149,7 @@ void ShardedPlan::before_backward(bool last_micro_batch) {
   unfinished_ = int64_t(reached_.size()) - 1;
   for (auto& u : units_) {
     u.pending = u.entries.size();
-    if (sync_) u.work.reset();
+    if (sync_) u.launched = false;
   }
 }
 
@@ -184,31 +184,41 @@ void ShardedPlan::launch(Unit& u) {
   if (options_.reduce_dtype != torch::kFloat) u.reduced = out;
   u.flat = u.flat.view({-1});
   u.work = shards_->reduce_scatter_sum_async(out, u.flat);
+  u.launched = true;
+  in_flight_.push_back(size_t(&u - units_.data()));
+  for (; in_flight_.size() > kReduceScattersInFlight; in_flight_.pop_front())
+    complete(units_[in_flight_.front()]);
+}
+
+void ShardedPlan::complete(Unit& u) {
+  const auto start = std::chrono::steady_clock::now();
+  comm_->wait(u.work);
+  blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  u.work.reset();
+  u.flat = torch::Tensor();
+  if (u.reduced.defined()) {
+    grad_shard_.narrow(0, u.offset, u.row).copy_(u.reduced);
+    u.reduced = torch::Tensor();
+  }
+  if (replicas_) {
+    auto mine = grad_shard_.narrow(0, u.offset, u.row);
+    u.replica_sum = replicas_->all_reduce_sum_async(mine);
+  }
 }
 
 void ShardedPlan::after_backward() {
   TORCH_CHECK(sync_, "ShardedPlan::after_backward() without before_backward(true)");
+  // All of this blocks the step, the waits complete() counts included.
   const auto start = std::chrono::steady_clock::now();
+  const double blocked_before = blocked_seconds_;
   // Units without a gradient this step, or all of them without overlap: now, in the same
   // order on every rank.
   for (int64_t l = unfinished_; l >= 0; --l) finish_layer(l);
   for (auto& u : units_) {
-    if (!u.work) launch(u);
+    if (!u.launched) launch(u);
     if (releases(u)) release(u);
   }
-  for (auto& u : units_) {
-    comm_->wait(u.work);
-    u.work.reset();
-    u.flat = torch::Tensor();
-    if (u.reduced.defined()) {
-      grad_shard_.narrow(0, u.offset, u.row).copy_(u.reduced);
-      u.reduced = torch::Tensor();
-    }
-    if (replicas_) {
-      auto mine = grad_shard_.narrow(0, u.offset, u.row);
-      u.replica_sum = replicas_->all_reduce_sum_async(mine);
-    }
-  }
+  for (; !in_flight_.empty(); in_flight_.pop_front()) complete(units_[in_flight_.front()]);
   for (auto& u : units_)
     if (u.replica_sum) {
       comm_->wait(u.replica_sum);
@@ -220,7 +230,8 @@ void ShardedPlan::after_backward() {
     views_[i].mutable_grad() = grad_shard_.narrow(0, u.offset + entries_[i].offset, entries_[i].chunk);
   }
   sync_ = false;
-  blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  blocked_seconds_ =
+      blocked_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void ShardedPlan::after_update() {
@@ -249,13 +260,12 @@ void ShardedPlan::params_changed() {
       views_[i].copy_(shard_piece(entries_[i].param, shards_->rank(), shards_->size()));
 }
 
+// The parameters kept whole, and the float32 master shard, which for FULL_SHARD's blocks is
+// the only copy.
 int64_t ShardedPlan::parameter_bytes(int64_t param_bytes) const {
-  if (!options_.shard_parameters) return param_bytes;
   for (size_t i = 0; i < entries_.size(); ++i)
-    if (releases(units_[unit_of_entry_[i]]))
-      param_bytes -=
-          entries_[i].param.nbytes() - entries_[i].chunk * int64_t(entries_[i].param.element_size());
-  return param_bytes;
+    if (releases(units_[unit_of_entry_[i]])) param_bytes -= entries_[i].param.nbytes();
+  return param_bytes + (shard_.defined() ? shard_.nbytes() : 0);
 }
 
 void ShardedPlan::gather(Unit& u) {
@@ -342,7 +352,7 @@ void ShardedPlan::reached(int64_t layer) {
 
 void ShardedPlan::finish_layer(int64_t layer) {
   for_layer(layer, [this](Unit& u) {
-    if (sync_ && options_.overlap && !u.work) launch(u);
+    if (sync_ && options_.overlap && !u.launched) launch(u);
     release(u);
   });
 }

@@ -7,13 +7,30 @@
 #include <algorithm>
 #include <string>
 
+#include "siamese/common/autocast.h"
 #include "siamese/common/error.h"
+#include "siamese/dist/sharded.h"
 #include "siamese/model/accounting.h"
+#include "siamese/model/attention.h"
+#include "siamese/model/mlp.h"
 #include "siamese/train/parallelize.h"
 
 namespace siamese::train {
 
-std::vector<RankMemory> plan_memory(const config::TrainConfig& cfg, int world_size, int local_world) {
+namespace {
+
+// Elements of the model's largest tensor: a unit of reduce-scatter holds at least one.
+double largest_tensor(const config::ModelConfig& m) {
+  const double d = double(m.d_model), kv = double(model::kv_head_count(m)) * (d / double(m.n_heads));
+  const double mlp = m.is_moe() ? double(m.moe_num_experts) * 2.0 * double(model::mlp_inner_size(m)) * d
+                                : double(model::mlp_hidden_size(m)) * d;
+  return std::max({double(m.embedding_size) * d, mlp, d * (d + 2.0 * kv)});
+}
+
+}  // namespace
+
+std::vector<RankMemory> plan_memory(const config::TrainConfig& cfg, int world_size, int local_world,
+                                    bool on_cpu) {
   const config::ModelConfig& m = cfg.model;
   const auto counts = model::count_parameters(m);
   const double N = double(counts.total()), W = double(world_size);
@@ -26,50 +43,69 @@ std::vector<RankMemory> plan_memory(const config::TrainConfig& cfg, int world_si
   } catch (const Error& e) {
     hybrid_refused = e.what();
   }
-  const double block = double(counts.attention + counts.mlp + counts.residual) / double(m.n_layers);
-  const double bucket = cfg.distributed.bucket_mb * 1048576.0;
+  const double block = 4.0 * double(counts.attention + counts.mlp + counts.residual) / double(m.n_layers);
+  const double outside = 4.0 * N - double(m.n_layers) * block;
+  const double whole = 4.0 * N;
 
-  const double b =
-      double(std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world_size));
+  const double rows = double(cfg.global_train_batch_size / world_size);
+  const double b = std::min(double(cfg.device_train_microbatch_size), rows);
+  const bool accumulates = rows > b;
   const double s = double(m.max_sequence_length), h = double(m.d_model), a = double(m.n_heads);
   const double L = double(m.n_layers);
-  const double per_block = s * b * h * (34.0 + (m.flash_attention ? 0.0 : 5.0 * a * s / h));
+  // Korthikanti's counts are for 16-bit activations; without autocast they are float32.
+  const double width = autocast_dtype(cfg.precision) ? 1.0 : 2.0;
+  const double per_block = width * s * b * h * (34.0 + (m.flash_attention ? 0.0 : 5.0 * a * s / h));
   const double logit_tokens =
       m.fused_loss.value_or(false) ? std::min(s * b, double(m.fused_loss_chunk_tokens)) : s * b;
   const double logits = 8.0 * logit_tokens * double(m.embedding_size);
   const double activations = L * per_block + logits;
   const double checkpointed = L * 4.0 * s * b * h + per_block + logits;
 
-  auto row = [&](std::string name, double params, double grads, double optim) {
-    return RankMemory{std::move(name), params, grads, optim, activations, checkpointed, {}};
+  auto row = [&](std::string name, double params, double grads, double optim, double in_step) {
+    return RankMemory{std::move(name), params, grads, optim, in_step, activations, checkpointed, {}};
   };
-  const double whole = 4.0 * N;
-  // Sharding parameters reaches only the blocks' (embedding, final norm and head stay whole),
-  // and three blocks are gathered at a time: the one computing, the next (which it may read),
-  // the one after in flight.
-  const double outside_blocks = 4.0 * (N - block * double(m.n_layers));
-  const double gathered = 3.0 * 4.0 * block;
-  auto sharded_params = [&](double ranks) {
-    return outside_blocks + (whole - outside_blocks) / ranks + gathered;
+  // A unit of reduce-scatter holds at least one tensor; SHARD_GRAD_OP's are buckets (or
+  // blocks), FULL_SHARD's the blocks and the outside parameters' runs.
+  const double tensor = 4.0 * largest_tensor(m);
+  const double bucket =
+      std::min(whole, std::max(cfg.fsdp.wrapping_strategy == config::WrappingStrategy::ByBlock
+                                   ? block
+                                   : cfg.distributed.bucket_mb * 1048576.0,
+                               tensor));
+  const double unit = std::min(whole, std::max(block, tensor));
+  // The units in flight, each whole, and Gloo's copy of each input.
+  const double in_flight = double(dist::kReduceScattersInFlight) * (on_cpu ? 2.0 : 1.0);
+  // Whole gradients: kept across micro-batches (as FSDP's no_sync), and on the CPU counted
+  // in any case, since the pieces backward frees stay with glibc's allocator in sizes later
+  // allocations cannot reuse (measured: 0.9-1.1x the gradients with one micro-batch).
+  const bool whole_grads = accumulates || on_cpu;
+  const double zero2 = (whole_grads ? whole : bucket) + in_flight * bucket;
+  // FULL_SHARD: three blocks gathered, the gradients not yet reduced (three blocks and the
+  // outside parameters), and on the CPU the block storage each gather allocates anew, of
+  // which the allocator keeps about twice the blocks' parameters (measured over 12 steps).
+  const double zero3 = 3.0 * block + (whole_grads ? whole : 3.0 * block + outside) + in_flight * unit +
+                       (on_cpu ? 2.0 * L * block : 0.0);
+  auto sharded = [&](std::string name, double ranks) {
+    return row(std::move(name), outside + whole / ranks, whole / ranks, 2.0 * whole / ranks, zero3);
   };
   return {
-      row("ddp / NO_SHARD", whole, 2.0 * whole, 2.0 * whole),
-      row("SHARD_GRAD_OP", whole, whole / W + std::min(bucket, whole), 2.0 * whole / W),
-      row("FULL_SHARD", sharded_params(W), whole / W + gathered, 2.0 * whole / W),
-      hybrid_refused.empty() ? row("HYBRID_SHARD", sharded_params(G), whole / G + gathered, 2.0 * whole / G)
-                             : RankMemory{"HYBRID_SHARD", 0, 0, 0, 0, 0, hybrid_refused},
+      world_size == 1 ? row("one process", whole, whole, 2.0 * whole, 0)
+                      : row("ddp / NO_SHARD", whole, 2.0 * whole, 2.0 * whole, 0),
+      row("SHARD_GRAD_OP", whole + whole / W, whole / W, 2.0 * whole / W, zero2),
+      sharded("FULL_SHARD", W),
+      hybrid_refused.empty() ? sharded("HYBRID_SHARD", G)
+                             : RankMemory{"HYBRID_SHARD", 0, 0, 0, 0, 0, 0, hybrid_refused},
   };
 }
 
-const RankMemory& strategy_row(const std::vector<RankMemory>& plan, const config::TrainConfig& cfg,
-                               int world_size) {
+RankMemory rank_memory(const config::TrainConfig& cfg, int world_size, int local_world, bool on_cpu) {
+  const auto plan = plan_memory(cfg, world_size, local_world, on_cpu);
   if (world_size <= 1 || !config::shards_optimizer_state(cfg)) return plan[0];
   if (!config::shards_parameters(cfg)) return plan[1];
   return cfg.fsdp.sharding_strategy == config::ShardingStrategy::HybridShard ? plan[3] : plan[2];
 }
 
 void check_model_fits(const config::TrainConfig& cfg, torch::Device device, int world_size, int local_size) {
-  const config::ModelConfig& model = cfg.model;
   double available = 0;
   if (device.is_cuda()) {
     size_t free_bytes = 0, total_bytes = 0;
@@ -77,28 +113,31 @@ void check_model_fits(const config::TrainConfig& cfg, torch::Device device, int 
   } else {
     available = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
   }
+  if (available <= 0) return;
   const int sharing = device.is_cuda() ? 1 : std::max(1, std::min(local_size, world_size));
+  // plan_memory counts parameters in int64, safe below 2^59 bytes of state; a model above
+  // that exceeds any device whatever share of it a rank holds.
+  const double whole = model::training_state_bytes(cfg.model);
+  RankMemory row;
+  row.parameters = whole;
+  if (whole < 0x1p59) row = rank_memory(cfg, world_size, std::max(1, local_size), device.is_cpu());
+  // A strategy train refuses at this size is refused where it is chosen, with its reason.
+  if (!row.refused.empty()) return;
+  check_memory_fits(cfg, row, world_size, sharing, available, device.str());
+}
+
+void check_memory_fits(const config::TrainConfig& cfg, const RankMemory& row, int world_size, int sharing,
+                       double available, const std::string& where) {
+  const config::ModelConfig& model = cfg.model;
   const model::StateBytes parts = model::training_state_parts(model);
-  // This rank's share: the whole state on one process or a replica, the strategy's row of
-  // plan_memory otherwise. plan_memory counts parameters in int64, safe below 2^59 bytes of
-  // state; a model above that exceeds any device whatever share of it a rank holds.
-  double share = 1;
-  std::string strategy;
-  if (world_size > 1 && config::shards_optimizer_state(cfg) && parts.total() < 0x1p59) {
-    const auto plan = plan_memory(cfg, world_size, std::max(1, local_size));
-    const RankMemory& row = strategy_row(plan, cfg, world_size);
-    // A strategy train refuses at this size is refused where it is chosen, with its reason.
-    if (!row.refused.empty()) return;
-    share = row.state() / plan[0].state();
-    strategy = row.strategy;
-  }
-  const double needed = parts.total() * share * double(sharing);
-  if (available <= 0 || needed <= available) return;
+  const double needed = row.peak() * double(sharing);
+  if (needed <= available) return;
   std::string how;
-  if (share < 1 || sharing > 1)
-    how = fmt::format(" ({:.3g} GiB a rank{}{})", parts.total() * share / double(1 << 30),
-                      strategy.empty() ? "" : fmt::format(" under {} over {} ranks", strategy, world_size),
-                      sharing > 1 ? fmt::format(", and {} ranks share the memory", sharing) : "");
+  if (world_size > 1 || sharing > 1)
+    how = fmt::format(
+        " ({:.3g} GiB a rank{}{})", row.peak() / double(1 << 30),
+        row.strategy.empty() ? "" : fmt::format(" under {} over {} ranks", row.strategy, world_size),
+        sharing > 1 ? fmt::format(", and {} ranks share the memory", sharing) : "");
   // The key of the largest part is the one to name: 2M experts are moe_num_experts' doing,
   // whatever d_model is.
   std::string key, part;
@@ -106,8 +145,7 @@ void check_model_fits(const config::TrainConfig& cfg, torch::Device device, int 
   if (parts.mlp >= parts.attention && parts.mlp >= parts.embedding) {
     largest = parts.mlp;
     part = "the MLPs";
-    key = model.block_type == config::BlockType::Moe
-              ? fmt::format("model.moe_num_experts {}", model.moe_num_experts)
+    key = model.is_moe()          ? fmt::format("model.moe_num_experts {}", model.moe_num_experts)
           : model.mlp_hidden_size ? fmt::format("model.mlp_hidden_size {}", *model.mlp_hidden_size)
                                   : fmt::format("model.mlp_ratio {}", model.mlp_ratio);
   } else if (parts.attention >= parts.embedding) {
@@ -120,9 +158,10 @@ void check_model_fits(const config::TrainConfig& cfg, torch::Device device, int 
     key = fmt::format("model.embedding_size {}", model.embedding_size);
   }
   throw Error(
-      fmt::format("the model needs {:.3g} GiB for its weights, gradients and AdamW state alone{}; {} has "
-                  "{:.3g} GiB; {} take {:.0f}% of it",
-                  needed / double(1 << 30), how, device.str(), available / double(1 << 30), part,
+      fmt::format("the model needs {:.3g} GiB for its weights, gradients and AdamW state alone, activations "
+                  "aside{}; {} has "
+                  "{:.3g} GiB; {} take {:.0f}% of the model",
+                  needed / double(1 << 30), how, where, available / double(1 << 30), part,
                   100.0 * largest / parts.total()),
       fmt::format("{} (model.d_model {}, model.n_layers {})", key, model.d_model, model.n_layers),
       "make the model smaller (" + key.substr(0, key.find(' ')) + " first), or shard it over more devices");

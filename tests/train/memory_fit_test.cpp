@@ -1,6 +1,8 @@
-// check_model_fits: what a run holds per rank, under its strategy, times the ranks that share
-// one memory, against the memory of this machine. Sizes are chosen from this machine's memory,
-// so the test checks the rule, not one machine's numbers.
+// check_memory_fits: what a run holds per rank at its peak, under its strategy, times the ranks
+// that share one memory, against that memory: a GPU's of 80 GiB (NCCL's buffers), and through
+// check_model_fits this machine's (Gloo's). Sizes are chosen from the memory, so the test
+// checks the rule, not one machine's numbers; tests/dist/memory_peak_test.cpp checks the
+// estimate against real runs.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,20 +21,36 @@ namespace {
 double machine_bytes() { return double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE)); }
 
 // A config whose weights, gradients and AdamW state take about `fraction` of this machine's
-// memory, in whole layers of d_model 2048.
-config::TrainConfig taking(double fraction) {
+// memory, in about 100 layers and a small vocabulary, so that what a sharded rank holds
+// whole (the embeddings, three blocks, the gradients in flight) is a small part of it on any
+// machine.
+config::TrainConfig taking(double fraction, double memory = machine_bytes()) {
   config::TrainConfig c;
-  c.model.d_model = 2048;
-  c.model.n_heads = 16;
+  const double target = fraction * memory;
+  c.model.n_heads = 8;
+  c.model.d_model =
+      std::max<int64_t>(64, 64 * std::llround(std::sqrt(target / (16.0 * 12.0 * 100.0)) / 64.0));
+  c.model.vocab_size = c.model.embedding_size = 1024;
   c.model.n_layers = 1;
   const double one = model::training_state_bytes(c.model);
   c.model.n_layers = 2;
   const double per_layer = model::training_state_bytes(c.model) - one;
-  c.model.n_layers =
-      std::max<int64_t>(1, std::llround((fraction * machine_bytes() - (one - per_layer)) / per_layer));
+  c.model.n_layers = std::max<int64_t>(1, std::llround((target - (one - per_layer)) / per_layer));
   c.global_train_batch_size = 8;
   c.device_train_microbatch_size = 1;
   return c;
+}
+
+const double kGpu = 80.0 * double(1 << 30);
+
+// Whether `world` ranks of `c`, `sharing` of them on one GPU of kGpu, pass the check.
+bool fits_gpu(const config::TrainConfig& c, int world, int sharing) {
+  try {
+    train::check_memory_fits(c, train::rank_memory(c, world, sharing, false), world, sharing, kGpu, "cuda:0");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 bool fits(const config::TrainConfig& c, int world, int local) {
@@ -46,25 +64,39 @@ bool fits(const config::TrainConfig& c, int world, int local) {
 
 }  // namespace
 
-// 60% of the memory fits one process, and one rank per node; two replicas on one node need
-// 120% and are refused (8 CPU ranks of a 1B model used to be killed for memory after 95 s
-// without a word); FULL_SHARD over the same two ranks holds about half each, and fits.
-TEST(MemoryFit, RanksSharingANodeCountTogetherAndShardsCountTheirShare) {
-  config::TrainConfig c = taking(0.6);
+// 60% of the memory fits one process, and one rank a GPU; two replicas on one GPU need 150%
+// (ddp keeps the gradients twice) and are refused; FULL_SHARD over the same two ranks holds
+// about half each, and fits. On this machine's memory the same holds for ddp, and a refusal
+// names the strategy, the ranks that share the memory and the key (8 CPU ranks of a 1B model
+// used to be killed for memory after 95 s without a word).
+TEST(MemoryFit, RanksSharingAMemoryCountTogetherAndShardsCountTheirShare) {
+  config::TrainConfig c = taking(0.6, kGpu);
+  EXPECT_TRUE(fits_gpu(c, 1, 1));
+  EXPECT_TRUE(fits_gpu(c, 2, 1));
+  EXPECT_FALSE(fits_gpu(c, 2, 2));
+  c.distributed_strategy = config::DistributedStrategy::Fsdp;
+  c.fsdp.sharding_strategy = config::ShardingStrategy::FullShard;
+  EXPECT_TRUE(fits_gpu(c, 2, 2));
+  EXPECT_TRUE(fits_gpu(c, 1, 1));  // one process has no shards, whatever fsdp.* says
+  c = taking(1.3, kGpu);
+  EXPECT_FALSE(fits_gpu(c, 1, 1));
+  c.distributed_strategy = config::DistributedStrategy::Fsdp;
+  c.fsdp.sharding_strategy = config::ShardingStrategy::FullShard;
+  EXPECT_TRUE(fits_gpu(c, 4, 1));  // a quarter of it on each of 4 GPUs
+
+  // SHARD_GRAD_OP keeps whole parameters, a master shard and, between micro-batches, whole
+  // gradients: 16 bytes a parameter at 2 ranks, where the old estimate said 8 and let two
+  // ranks on one memory start and die in the allocator.
+  c = taking(0.55, kGpu);
+  c.distributed_strategy = config::DistributedStrategy::Fsdp;
+  c.fsdp.sharding_strategy = config::ShardingStrategy::ShardGradOp;
+  EXPECT_TRUE(fits_gpu(c, 2, 1));
+  EXPECT_FALSE(fits_gpu(c, 2, 2));
+
+  c = taking(0.6);
   EXPECT_TRUE(fits(c, 1, 1));
   EXPECT_TRUE(fits(c, 2, 1));
   EXPECT_FALSE(fits(c, 2, 2));
-  c.distributed_strategy = config::DistributedStrategy::Fsdp;
-  c.fsdp.sharding_strategy = config::ShardingStrategy::FullShard;
-  EXPECT_TRUE(fits(c, 2, 2));
-  // One process has no shards, whatever fsdp.* says.
-  EXPECT_TRUE(fits(taking(0.6), 1, 1));
-  c = taking(1.3);
-  EXPECT_FALSE(fits(c, 1, 1));
-  c.distributed_strategy = config::DistributedStrategy::Fsdp;
-  c.fsdp.sharding_strategy = config::ShardingStrategy::FullShard;
-  EXPECT_TRUE(fits(c, 4, 1));  // a quarter of it on each of 4 nodes
-
   c = taking(0.6);
   try {
     train::check_model_fits(c, torch::kCPU, 2, 2);

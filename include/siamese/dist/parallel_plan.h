@@ -103,7 +103,8 @@ class ParallelPlan : public Collectives, public ShardLayout {
   // Bytes this rank keeps between steps for gradients and their communication buffers, for
   // parameters of `param_bytes`: one process keeps a gradient per parameter.
   virtual int64_t gradient_bytes(int64_t param_bytes) const { return param_bytes; }
-  // Bytes this rank keeps between steps for parameters of `param_bytes` in all.
+  // Bytes this rank keeps between steps for parameters of `param_bytes` in all, master
+  // copies included.
   virtual int64_t parameter_bytes(int64_t param_bytes) const { return param_bytes; }
   // What the model calls around each block (TransformerImpl::set_block_hooks), for a
   // strategy that does not keep every block's parameters; null when it does.

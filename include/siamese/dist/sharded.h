@@ -13,7 +13,10 @@
 //
 // Step. The unit's reduce-scatter starts from autograd hooks as soon as backward has every
 // gradient of the unit (as the ddp path's buckets do), and the full gradients are freed right
-// after they are copied out. The optimizer updates named views into the master shard (one
+// after they are copied out. At most kReduceScattersInFlight units are in flight: launching
+// one more first waits for the oldest and frees its buffer, so the whole gradients never
+// exist at once (ZeRO-2's saving; without the bound, Gloo queues every unit and holds all of
+// them at the end of backward). The optimizer updates named views into the master shard (one
 // per parameter, so weight decay groups and the checkpoint's names stay as they are); the
 // global gradient norm is the square root of the all-reduced sum of the shards' squared norms.
 //
@@ -35,6 +38,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -46,6 +50,10 @@
 #include "siamese/model/block_hooks.h"
 
 namespace siamese::dist {
+
+// Reduce-scatters one rank keeps in flight: one running while the next unit's gradients are
+// copied out, as FSDP overlaps one reduce-scatter with the next block's backward.
+inline constexpr size_t kReduceScattersInFlight = 2;
 
 struct ShardedOptions {
   int64_t bucket_bytes = 25 << 20;  // unit size without a unit_of
@@ -138,6 +146,7 @@ class ShardedPlan : public ParallelPlan, public model::BlockHooks {
     torch::Tensor flat;     // [world * row] while its collective runs
     torch::Tensor reduced;  // [row] in reduce_dtype when that is not float32, until copied in
     c10::intrusive_ptr<c10d::Work> work;
+    bool launched = false;                       // this step's reduce-scatter has started
     c10::intrusive_ptr<c10d::Work> replica_sum;  // HYBRID_SHARD: its gradient shard over replicas
     int64_t key = 0;                             // unit_of's value: the block's layer, or -1
     bool released = false;                       // FULL_SHARD: its parameters hold no storage
@@ -146,6 +155,9 @@ class ShardedPlan : public ParallelPlan, public model::BlockHooks {
   };
   void on_grad_ready(size_t entry);
   void launch(Unit& unit);
+  // Waits for the unit's reduce-scatter, frees its buffer and, under HYBRID_SHARD, starts
+  // the all-reduce of its shard over the replicas.
+  void complete(Unit& unit);
   bool releases(const Unit& unit) const { return options_.shard_parameters && unit.key >= 0; }
   void gather(Unit& unit);         // its parameters whole again (waits for its prefetch)
   void prefetch_unit(Unit& unit);  // starts gather()'s all-gather
@@ -165,6 +177,7 @@ class ShardedPlan : public ParallelPlan, public model::BlockHooks {
   std::vector<torch::Tensor> views_;  // entry i's chunk of shard_: what the optimizer updates
   torch::Tensor shard_;               // this rank's float32 master weights, every unit's row
   torch::Tensor grad_shard_;          // their gradients, summed over ranks
+  std::deque<size_t> in_flight_;      // units whose reduce-scatter runs, oldest first
   bool sync_ = false;
   double blocked_seconds_ = 0;
   std::map<int64_t, std::vector<size_t>> units_of_layer_;  // FULL_SHARD's block units by layer
