@@ -398,7 +398,7 @@ int stopped_by_signal() {
   spdlog::warn(
       "sweep stopped by signal {}: the running runs saved a checkpoint; run the sweep again to go on",
       train::stop_signal());
-  return train::kExitStopped;
+  return kExitStopped;
 }
 
 using Progress = std::function<std::string(const runs::SweepRun*, const char*)>;
@@ -412,8 +412,8 @@ int train_here(const Plan& plan, const Progress& progress, int& done, int& stopp
     spdlog::debug("sweep: {} {}", r->base, fmt::join(r->overrides, " "));
     const int rc = train::train(plan.configs[i]);
     ++done;
-    if (rc == train::kExitStopped) return stopped_by_signal();
-    if (rc == train::kExitNonFinite) {
+    if (rc == kExitStopped) return stopped_by_signal();
+    if (rc == kExitNonFinite) {
       spdlog::warn("run {} stopped on a non-finite loss; continuing with the next run", r->name);
       ++stopped;
     } else if (rc != 0) {
@@ -458,11 +458,11 @@ int train_children(const Plan& plan, int jobs, const Progress& progress, int& do
     const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     // A child killed before it set up its own handlers stops without a checkpoint; its
     // earlier checkpoints are still there.
-    if (forwarded && (rc == train::kExitStopped || rc == 128 + train::stop_signal())) {
+    if (forwarded && (rc == kExitStopped || rc == 128 + train::stop_signal())) {
       spdlog::info("sweep: {} saved and stopped", r->name);
     } else if (rc == 0) {
       spdlog::info("sweep: {} done; {} of {} runs ended", r->name, done, plan.todo.size());
-    } else if (rc == train::kExitNonFinite) {
+    } else if (rc == kExitNonFinite) {
       spdlog::warn("sweep: {} stopped on a non-finite loss", r->name);
       ++stopped;
     } else {

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "siamese/config/validate.h"
 #include "siamese/dist/world.h"
+#include "siamese/train/decay_branch.h"
 #include "siamese/train/parallelize.h"
 #include "siamese/train/trainer.h"
 
@@ -26,7 +27,8 @@ void add_train_command(CLI::App& app, Handler& run) {
       "scripts/torchrun or srun (docs/distributed.md).");
   cmd->callback([&run, args, stop_at] {
     run = [args, stop_at] {
-      const config::TrainConfig cfg = load_run_config(*args);
+      config::TrainConfig cfg = load_run_config(*args);
+      if (!cfg.decay_from.empty()) cfg = train::decay_branch(cfg);
       train::RunControl control;
       control.stop_at = *stop_at;
       // Launched by torchrun or srun: data parallel over a process group, as the config says.

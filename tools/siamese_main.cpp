@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "siamese/common/build_info.h"
 #include "siamese/common/error.h"
+#include "siamese/common/exit_codes.h"
 #include "siamese/common/logging.h"
 #include "siamese/common/user_path.h"
 #include "siamese/dist/world.h"
@@ -63,20 +64,20 @@ int run_command(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help and --version are successes; every other parse error is bad input, whatever
     // CLI11's own number for its kind (105-109), so that a restart policy never retries it.
-    return app.exit(e) == 0 ? 0 : 2;
+    return app.exit(e) == 0 ? siamese::kExitOk : siamese::kExitBadInput;
   }
   try {
-    return run ? run() : 1;
+    return run ? run() : siamese::kExitCrash;
   } catch (const siamese::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return 2;
+    return siamese::kExitBadInput;
   } catch (const std::filesystem::filesystem_error& e) {
     // A path no command checked by itself: still named, with a fix, never the raw text.
     std::cerr << "error: " << siamese::path_error(e).what() << "\n";
-    return 2;
+    return siamese::kExitBadInput;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return siamese::kExitCrash;
   }
 }
 

@@ -93,10 +93,9 @@ using If = InstanceFilterConfig;
 using Tk = TokenizerConfig;
 using E = EvaluatorConfig;
 
-}  // namespace
-
-const std::vector<Field<TrainConfig>>& train_fields() {
-  static const std::vector<Field<T>> fields = {
+// Run, batch, precision, evaluation and logging keys.
+std::vector<Field<T>> run_fields() {
+  return {
       field<T>("run_name", "Name of the run; used in ${run_name} interpolations and logs.", &T::run_name),
       field<T>("seed", "Random seed for initialization and data order.", &T::seed),
       field<T>("save_folder", "Folder for checkpoints and metrics.", &T::save_folder),
@@ -108,6 +107,12 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("save_overwrite", "Allow writing into a save_folder that already has checkpoints.",
                &T::save_overwrite),
       field<T>("load_path", "Checkpoint to resume from (empty or null: start fresh).", &T::load_path),
+      ours<T>(
+          "decay_from",
+          "A stable wsd run's checkpoint (RUN/stepN) to branch a decay of scheduler.t_decay from: the run "
+          "trains N + t_decay steps from it, in RUN_decayN+K beside RUN unless save_folder names another "
+          "folder (empty: no branch).",
+          &T::decay_from),
       field<T>("max_duration", "Training length: steps (1000, 739_328, 1e4), tokens (2e9T) or epochs (1ep).",
                &T::max_duration),
       field<T>("time_limit",
@@ -181,6 +186,12 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       ours<T>("loss_spike_factor", "Flag a step whose loss exceeds this multiple of the running median.",
               &T::loss_spike_factor)
           .positive(),
+  };
+}
+
+// distributed.* and fsdp.*.
+std::vector<Field<T>> distributed_fields() {
+  return {
       ours<T>("distributed.bucket_mb", "Gradient all-reduce bucket size in MiB.", &T::distributed,
               &DistributedConfig::bucket_mb)
           .positive(),
@@ -213,7 +224,12 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                "(null: one per node, from LOCAL_WORLD_SIZE or Slurm's tasks per node).",
                &T::fsdp, &FsdpConfig::hybrid_sharding_num_model_replicas)
           .positive(),
+  };
+}
 
+// model.*: sizes, attention, norms, initialization.
+std::vector<Field<T>> model_fields() {
+  return {
       field<T>("model.d_model", "Hidden size.", &T::model, &M::d_model).positive(),
       field<T>("model.n_heads", "Attention heads; must divide d_model.", &T::model, &M::n_heads).positive(),
       field<T>("model.n_kv_heads", "Key/value heads (GQA); must divide n_heads (null: n_heads).", &T::model,
@@ -312,6 +328,12 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("model.scale_emb_init", "Scale the embedding init by sqrt(d_model).", &T::model,
                &M::scale_emb_init)
           .changeable_on_resume(),
+  };
+}
+
+// model.*: per-head norms, MoE and the topologies' own keys.
+std::vector<Field<T>> model_topology_fields() {
+  return {
       field<T>("model.use_query_norm", "Per-head norm on queries (HybridNorm's QKV norm).", &T::model,
                &M::use_query_norm),
       field<T>("model.use_key_norm", "Per-head norm on keys (HybridNorm's QKV norm).", &T::model,
@@ -377,8 +399,6 @@ const std::vector<Field<TrainConfig>>& train_fields() {
               "the X stream takes, coupled with the Pre-Norm stream Y (empty: post; post_pre and "
               "hybrid_pre fix it to post and hybrid).",
               &T::model, &M::siamese, &S::x_stream)
-          .one_of(
-              {"", "post", "hybrid", "hybrid_star", "deepnorm", "mixln", "peri", "lns", "pre", "reordered"})
           .fixed_by("use one of post, hybrid, hybrid_star, deepnorm, mixln, peri, lns, pre, reordered: X "
                     "takes one stream with norms before or after the residual add; multi-stream "
                     "topologies (residual, hc, mhc, mhc_lite, the SiameseNorm ones), nGPT (its stream "
@@ -431,7 +451,12 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           .positive(),
       ours<T>("model.derf_shift_init", "Derf: initial shift s inside erf(alpha x + s).", &T::model,
               &M::derf_shift_init),
+  };
+}
 
+// optimizer.*.
+std::vector<Field<T>> optimizer_fields() {
+  return {
       field<T>("optimizer.name",
                "adamw: AdamW for every parameter. muon: Muon for the hidden layers' matrices, AdamW (the "
                "keys below) for embeddings, the LM head, norms and biases.",
@@ -478,8 +503,15 @@ const std::vector<Field<TrainConfig>>& train_fields() {
           "muon: a [A, B] matrix's step size: original lr * sqrt(max(1, A/B)), match_rms_adamw lr * 0.2 * "
           "sqrt(max(A, B)) (the update's RMS of AdamW's, so AdamW's learning rate carries over).",
           &T::optimizer, &O::muon, &Mu::adjust_lr),
+  };
+}
 
-      field<T>("scheduler.name", "Learning-rate schedule (OLMo's schedulers).", &T::scheduler, &Sc::name),
+// scheduler.*.
+std::vector<Field<T>> scheduler_fields() {
+  return {
+      field<T>("scheduler.name",
+               "Learning-rate schedule: OLMo's schedulers, or wsd (OLMo-core's warmup-stable-decay).",
+               &T::scheduler, &Sc::name),
       field<T>("scheduler.units", "Units of t_warmup and t_max.", &T::scheduler, &Sc::units),
       field<T>("scheduler.t_warmup", "Linear warmup length.", &T::scheduler, &Sc::t_warmup).at_least(0),
       field<T>("scheduler.t_max", "Decay horizon (null: the run's max_duration).", &T::scheduler, &Sc::t_max)
@@ -492,7 +524,26 @@ const std::vector<Field<TrainConfig>>& train_fields() {
                "Learning rate at step 0 of warmup (null: 10% of the peak, as OLMo's scheduler).",
                &T::scheduler, &Sc::warmup_min_lr)
           .at_least(0),
+      ours<T>("scheduler.t_decay",
+              "wsd: length of the decay at the end of t_max, in scheduler units (OLMo-core's decay; null: "
+              "decay_fraction of t_max).",
+              &T::scheduler, &Sc::t_decay)
+          .at_least(0),
+      ours<T>("scheduler.decay_fraction",
+              "wsd: the decay's share of t_max, rounded half to even as OLMo-core (null with t_decay null: "
+              "0.1, OLMo-core's default).",
+              &T::scheduler, &Sc::decay_fraction)
+          .within(0, 1),
+      ours<T>("scheduler.decay_shape",
+              "wsd: the decay from the peak to alpha_f of it: linear (OLMo-core), cosine (half a period) or "
+              "1-sqrt (Hägele et al. 2024).",
+              &T::scheduler, &Sc::decay_shape),
+  };
+}
 
+// data.*, tokenizer.* and evaluators.
+std::vector<Field<T>> data_fields() {
+  return {
       field<T>("data.paths", "Token files (numpy memmaps of memmap_dtype) to train on.", &T::data, &D::paths),
       field<T>("data.memmap_dtype", "Token file element type.", &T::data, &D::memmap_dtype),
       field<T>("data.pad_direction", "Side sequences are padded on.", &T::data, &D::pad_direction),
@@ -537,6 +588,21 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       field<T>("evaluators", "Evaluators run every eval_interval steps; a list of maps (below).",
                &T::evaluators),
   };
+}
+
+}  // namespace
+
+const std::vector<Field<TrainConfig>>& train_fields() {
+  // The sections in the order the docs list them; a key's place in its section is its row.
+  static const std::vector<Field<T>> fields = [] {
+    std::vector<Field<T>> all;
+    for (auto section : {run_fields, distributed_fields, model_fields, model_topology_fields,
+                         optimizer_fields, scheduler_fields, data_fields}) {
+      auto part = section();
+      all.insert(all.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    }
+    return all;
+  }();
   return fields;
 }
 

@@ -227,6 +227,17 @@ void validate(const TrainConfig& c, const KeyLocator& where) {
   r.require(c.eval_subset_num_batches >= -1 && c.eval_subset_num_batches != 0, "eval_subset_num_batches",
             fmt::format("eval_subset_num_batches must be -1 or positive, got {}", c.eval_subset_num_batches),
             "use -1 for whole evaluation sets");
+  const SchedulerConfig& sc = c.scheduler;
+  for (const auto& [key, set] : {std::pair<const char*, bool>{"scheduler.t_decay", sc.t_decay.has_value()},
+                                 {"scheduler.decay_fraction", sc.decay_fraction.has_value()},
+                                 {"scheduler.decay_shape", sc.decay_shape != DecayShape::Linear}})
+    r.require(!set || sc.name == SchedulerName::Wsd, key,
+              std::string(key) + " is set, but scheduler.name " + name_of(sc.name) +
+                  " has no decay phase to read it",
+              "set scheduler.name: wsd, or remove " + std::string(key));
+  r.require(!(sc.t_decay && sc.decay_fraction), "scheduler.t_decay",
+            "scheduler.t_decay and scheduler.decay_fraction are both set",
+            "set one of the two (as OLMo-core's WSD)");
   r.require(parse_device(c.device).has_value(), "device",
             fmt::format("device \"{}\" is not one of: auto, cpu, cuda, cuda:N", c.device),
             "set device to one of: auto, cpu, cuda, cuda:N");

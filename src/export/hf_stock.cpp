@@ -294,7 +294,7 @@ void check_stock_relations(const config::ModelConfig& m, const std::string& wher
           fmt::format("RoPE needs an even head size, but hidden_size / num_attention_heads is {}",
                       m.d_model / m.n_heads),
           "write hidden_size and num_attention_heads with an even quotient");
-  require(m.block_type != config::BlockType::Moe || m.moe_top_k <= m.moe_num_experts,
+  require(!m.is_moe() || m.moe_top_k <= m.moe_num_experts,
           fmt::format("num_experts_per_tok {} exceeds num_experts {}", m.moe_top_k, m.moe_num_experts),
           "route each token to at most num_experts experts");
 }

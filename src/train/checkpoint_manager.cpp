@@ -66,7 +66,7 @@ void CheckpointManager::record_run(int64_t max_steps, const TrainState& state) {
   if (sync_.rank() != 0) return;
   write_run_config(run_dir_, config_yaml_);
   eval::keep_run_tokenizer(run_dir_, cfg_);
-  write_provenance(run_dir_, {max_steps, state.step, sync_.world_size()});
+  write_provenance(run_dir_, {max_steps, state.step, sync_.world_size(), cfg_.decay_from});
 }
 
 bool CheckpointManager::save(const TrainState& state, model::TransformerImpl& model, Optimizer& optim) {

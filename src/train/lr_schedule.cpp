@@ -14,7 +14,24 @@ double linear_warmup(const config::SchedulerConfig& cfg, double initial_lr, doub
   return min_lr + (initial_lr - min_lr) * std::min(t, cfg.t_warmup) / cfg.t_warmup;
 }
 
+// WSD's decay at `progress` 0..1 of it, from 1 to 0.
+double decay_curve(config::DecayShape shape, double progress) {
+  switch (shape) {
+    case config::DecayShape::Cosine:
+      return (1 + std::cos(M_PI * progress)) / 2;
+    case config::DecayShape::OneMinusSqrt:
+      return 1 - std::sqrt(progress);
+    case config::DecayShape::Linear:
+      break;
+  }
+  return 1 - progress;
+}
+
 }  // namespace
+
+double wsd_decay_length(const config::SchedulerConfig& cfg, double t_max) {
+  return cfg.t_decay ? *cfg.t_decay : std::nearbyint(t_max * cfg.decay_fraction.value_or(0.1));
+}
 
 double learning_rate(const config::SchedulerConfig& cfg, double initial_lr, double t, double t_max_default) {
   const double t_max = cfg.t_max.value_or(t_max_default);
@@ -25,6 +42,11 @@ double learning_rate(const config::SchedulerConfig& cfg, double initial_lr, doub
   if (cfg.name == config::SchedulerName::InverseSqrtWithWarmup)
     return initial_lr * std::sqrt(cfg.t_warmup / std::max(cfg.t_warmup, t));
   if (t >= t_max) return eta_min;
+  if (cfg.name == config::SchedulerName::Wsd) {
+    const double decay = wsd_decay_length(cfg, t_max);
+    if (t < t_max - decay) return initial_lr;
+    return eta_min + (initial_lr - eta_min) * decay_curve(cfg.decay_shape, (t - (t_max - decay)) / decay);
+  }
   const double progress = (t - cfg.t_warmup) / (t_max - cfg.t_warmup);
   if (cfg.name == config::SchedulerName::CosineWithWarmup)
     return eta_min + (initial_lr - eta_min) * (1 + std::cos(M_PI * progress)) / 2;

@@ -66,6 +66,7 @@ void write_provenance(const fs::path& save_folder, const LaunchFacts& facts) {
       {"started_at", utc_now()},
       {"max_steps", facts.max_steps},
       {"start_step", facts.start_step},
+      {"decay_from", facts.decay_from},
       {"command_line", command_line()},
       {"working_directory", fs::current_path().string()},
       {"git_commit", b.git_commit},

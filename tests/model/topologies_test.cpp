@@ -14,6 +14,7 @@
 #include <set>
 
 #include "siamese/common/error.h"
+#include "siamese/config/load.h"
 #include "siamese/config/schema.h"
 #include "siamese/model/lm_loss.h"
 #include "siamese/model/topology_table.h"
@@ -988,7 +989,7 @@ double coupled_as_pre(const std::string& x_stream, config::SiameseConfig sw, con
         p.value().copy_(1.0 + 0.5 * torch::randn_like(p.value()));
   }
   c.residual = "siamese";
-  sw.x_stream = x_stream;
+  sw.x_stream = siamese::testing::x_stream_named(x_stream);
   c.siamese = sw;
   auto sn = build(c, 6);
   sn->to(torch::kDouble);
@@ -1068,7 +1069,7 @@ TEST_F(TopologyFormula, SiameseNormEveryCouplingEverySwitchSetting) {
   for (const auto& p : kXStreams)
     for (int bits = 0; bits < 8; ++bits) {
       config::SiameseConfig sw{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
-      sw.x_stream = p;
+      sw.x_stream = siamese::testing::x_stream_named(p);
       SCOPED_TRACE(p + " switches " + std::to_string(bits));
       w_.clear();
       build("siamese", sw);
@@ -1114,7 +1115,7 @@ TEST(Topologies, SiameseNormNamedCouplingsAreXStreamValues) {
     auto c = tiny_config(name, kSmall);
     auto named = build(c, 3);
     c.residual = "siamese";
-    c.siamese.x_stream = x_stream;
+    c.siamese.x_stream = siamese::testing::x_stream_named(x_stream);
     auto coupled = build(c, 3);
     std::vector<std::string> a, b;
     for (auto& p : named->named_parameters()) a.push_back(p.key());
@@ -1124,7 +1125,7 @@ TEST(Topologies, SiameseNormNamedCouplingsAreXStreamValues) {
     torch::NoGradGuard g;
     EXPECT_TRUE(torch::equal(named->forward(ids), coupled->forward(ids))) << name;
     c.residual = name;
-    c.siamese.x_stream = "deepnorm";
+    c.siamese.x_stream = siamese::testing::x_stream_named("deepnorm");
     try {
       build(c, 3);
       ADD_FAILURE() << name << " accepted x_stream deepnorm";
@@ -1132,10 +1133,10 @@ TEST(Topologies, SiameseNormNamedCouplingsAreXStreamValues) {
       EXPECT_NE(std::string(e.what()).find("model.siamese.x_stream"), std::string::npos) << e.what();
     }
   }
-  auto c = tiny_config("siamese", kSmall);
-  c.siamese.x_stream = "hc";
+  // A placement X cannot take is refused where the config is read, with the ones it can.
   try {
-    build(c, 3);
+    config::load_config(std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/base.yaml",
+                        {"--model.residual=siamese", "--model.siamese.x_stream=hc"});
     ADD_FAILURE() << "x_stream hc accepted";
   } catch (const Error& e) {
     const std::string what = std::string(e.what()) + " " + e.where() + " " + e.fix();
@@ -1144,17 +1145,17 @@ TEST(Topologies, SiameseNormNamedCouplingsAreXStreamValues) {
   }
   // x_stream hybrid turns HybridNorm's Q/K/V norms on, as hybrid_pre's row does.
   auto h = tiny_config("siamese", kSmall);
-  h.siamese.x_stream = "hybrid";
+  h.siamese.x_stream = siamese::testing::x_stream_named("hybrid");
   apply_required_settings(h);
   EXPECT_TRUE(h.use_query_norm && h.use_key_norm && h.use_value_norm);
   // x_stream reordered turns OLMo-2's full-width Q/K norms on, as reordered's row does.
   auto r = tiny_config("siamese", kSmall);
-  r.siamese.x_stream = "reordered";
+  r.siamese.x_stream = siamese::testing::x_stream_named("reordered");
   apply_required_settings(r);
   EXPECT_TRUE(r.attention_layer_norm);
   // DeepNorm's X keeps DeepNet's init gain.
   auto d = tiny_config("siamese", kSmall);
-  d.siamese.x_stream = "deepnorm";
+  d.siamese.x_stream = siamese::testing::x_stream_named("deepnorm");
   auto topo = make_topology(d);
   EXPECT_EQ(topo->init_gain(Projection::Value, 0), std::pow(8.0 * d.n_layers, -0.25));
   EXPECT_EQ(topo->init_gain(Projection::Query, 0), 1.0);
@@ -1164,7 +1165,7 @@ TEST(Topologies, SiameseNormEveryCouplingFiniteDifferenceGradientsFloat64) {
   for (const auto& x_stream : kXStreams) {
     SCOPED_TRACE(x_stream);
     auto c = tiny_config("siamese", {8, 2, std::nullopt, 2, 4, false, "rms"});
-    c.siamese.x_stream = x_stream;
+    c.siamese.x_stream = siamese::testing::x_stream_named(x_stream);
     c.mixln_alpha = 0.5;
     apply_required_settings(c);
     auto m = build(c, 21);

@@ -633,7 +633,7 @@ TEST(NonFinite, AnOverflowingZLossNamesTheTermAndItsMultiplier) {
   c.softmax_auxiliary_loss = true;
   c.auxiliary_loss_multiplier = 1e39;
   const Outcome out = run_siamese(train_args(c), root / "run.log");
-  EXPECT_EQ(out.exit_code, train::kExitNonFinite) << out.output;
+  EXPECT_EQ(out.exit_code, kExitNonFinite) << out.output;
   EXPECT_NE(out.output.find("step 1: non-finite z_loss (z_loss inf, loss "), std::string::npos) << out.output;
   EXPECT_NE(out.output.find("auxiliary_loss_multiplier (1e+39)"), std::string::npos) << out.output;
   // Nothing was saved before step 1, and the message says so (it spoke of a last checkpoint).

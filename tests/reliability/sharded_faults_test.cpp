@@ -336,7 +336,7 @@ TEST(Launcher, ScriptsTorchrunGivesBackTheRanksExitCode) {
   ASSERT_EQ(ranks.size(), 2u) << read_all(root / "run.log");
   agent.kill(SIGTERM);
   const Outcome stopped = agent.wait();
-  EXPECT_EQ(stopped.exit_code, train::kExitStopped) << stopped.output;
+  EXPECT_EQ(stopped.exit_code, kExitStopped) << stopped.output;
   EXPECT_NE(stopped.output.find("run the same command again to resume"), std::string::npos) << stopped.output;
   EXPECT_FALSE(intact(c.save_folder).empty()) << stopped.output;
 }

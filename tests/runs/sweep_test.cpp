@@ -209,7 +209,7 @@ TEST(Sweep, SiameseCouplingVariantsChooseXAndItsSettings) {
   EXPECT_EQ(s.runs[0].name, "siamese+hybrid-lr0.001");
   const auto c = siamese::model::load_run_config(s.runs[0].base, s.runs[0].overrides, {});
   EXPECT_EQ(c.model.residual, "siamese");
-  EXPECT_EQ(c.model.siamese.x_stream, "hybrid");
+  EXPECT_EQ(c.model.siamese.x_stream, config::XStream::Hybrid);
   EXPECT_TRUE(c.model.use_query_norm && c.model.use_key_norm && c.model.use_value_norm);
   try {
     siamese::model::load_run_config(s.runs[0].base,

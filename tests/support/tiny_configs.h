@@ -2,6 +2,7 @@
 // The small configs tests build models and runs from.
 #include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,12 +27,19 @@ inline const std::vector<std::string> kSiameseCouplings = {
     "siamese/deepnorm", "siamese/mixln",       "siamese/peri",     "siamese/lns",
     "siamese/pre",      "siamese/hybrid_star", "siamese/reordered"};
 
+// model.siamese.x_stream's value spelled `name` ("post", "deepnorm", ...).
+inline config::XStream x_stream_named(const std::string& name) {
+  const auto value = config::enum_named<config::XStream>(name);
+  if (!value) throw std::invalid_argument("no x_stream placement named " + name);
+  return *value;
+}
+
 // Sets model.residual (and model.siamese.x_stream for a "siamese/<x_stream>" entry) and turns
 // on the settings the topology is defined with.
 inline void set_topology(config::ModelConfig& c, const std::string& entry) {
   const auto slash = entry.find('/');
   c.residual = entry.substr(0, slash);
-  if (slash != std::string::npos) c.siamese.x_stream = entry.substr(slash + 1);
+  if (slash != std::string::npos) c.siamese.x_stream = x_stream_named(entry.substr(slash + 1));
   model::apply_required_settings(c);
 }
 

@@ -120,7 +120,7 @@ TEST_F(StepReporterTest, NonFiniteStepsAreCountedAndOnePastMaxBadStepsStops) {
     EXPECT_EQ(state_.bad_steps, 1);
     EXPECT_EQ(report(reporter, 4, {2.5, 0.01, 0.125, kInf}), 0);
     EXPECT_EQ(state_.bad_steps, 2) << "a non-finite gradient norm counts as well";
-    EXPECT_EQ(report(reporter, 5, {2.5, kInf}), train::kExitNonFinite) << "the third with max_bad_steps 2";
+    EXPECT_EQ(report(reporter, 5, {2.5, kInf}), kExitNonFinite) << "the third with max_bad_steps 2";
     EXPECT_EQ(state_.bad_steps, 2);
   }
   const auto r = metrics_rows(dir_);
@@ -143,7 +143,7 @@ TEST_F(StepReporterTest, WithNoBadStepsAllowedTheFirstNonFiniteStepStops) {
   ASSERT_EQ(cfg_.max_bad_steps, 0);
   train::StepReporter reporter(cfg_, kCpu, true, 1, dir_, 0, 8);
   EXPECT_EQ(report(reporter, 1), 0);
-  EXPECT_EQ(report(reporter, 2, {kInf}), train::kExitNonFinite);
+  EXPECT_EQ(report(reporter, 2, {kInf}), kExitNonFinite);
   EXPECT_EQ(state_.bad_steps, 0);
 }
 
@@ -158,7 +158,7 @@ TEST_F(StepReporterTest, AnFp16OverflowWhileTheScaleSettlesIsNotABadStep) {
   EXPECT_EQ(r[0][metric::kEvent], "overflow");
   // At a scale of 1 nothing is left to lower: the gradients themselves overflowed.
   reporter.add(pending(reporter, 2, {2.5, 0.01, 0.125, kInf, 1}));
-  EXPECT_EQ(reporter.flush(state_, fp16), train::kExitNonFinite);
+  EXPECT_EQ(reporter.flush(state_, fp16), kExitNonFinite);
 }
 
 }  // namespace

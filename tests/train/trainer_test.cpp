@@ -347,7 +347,7 @@ TEST(Trainer, NonFiniteLossStopsWithExitCodeAndLeavesLastCheckpointIntact) {
 
   c.max_duration = "12";
   c.optimizer.learning_rate = 1e38;  // step 9 moves weights to ~1e37; step 10's loss overflows
-  EXPECT_EQ(train::train(c), train::kExitNonFinite);
+  EXPECT_EQ(train::train(c), kExitNonFinite);
   EXPECT_FALSE(fs::exists(dir / "step10"));
   EXPECT_NE(read_all(dir / "metrics.jsonl").find("{\"step\": 10, \"event\": \"nonfinite\""),
             std::string::npos);
@@ -391,7 +391,7 @@ TEST(Trainer, SkipsUpToMaxBadStepsThenStops) {
   c.max_duration = "6";
   c.optimizer.learning_rate = 1e37;  // Adam's first update (lr / (1 - beta1)) must fit a float
   c.max_bad_steps = 2;
-  EXPECT_EQ(train::train(c), train::kExitNonFinite);
+  EXPECT_EQ(train::train(c), kExitNonFinite);
   auto log = read_all(dir / "metrics.jsonl");
   for (int s : {2, 3, 4})
     EXPECT_NE(log.find("{\"step\": " + std::to_string(s) + ", \"event\": \"nonfinite\""), std::string::npos)

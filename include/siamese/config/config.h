@@ -17,9 +17,9 @@ struct SiameseConfig {
   bool depth_scaling = true;     // divide X-stream updates by c_l = sqrt(2(l+1))
   bool fused_input_norm = true;  // LN on the fused sublayer input
   bool gamma = true;             // learnable vector on X before attention (hybrid_pre c1)
-  // X's placement, a single-stream topology's name (model.residual=siamese; empty: post);
-  // post_pre and hybrid_pre fix it to post and hybrid.
-  std::string x_stream = "";
+  // X's placement, a single-stream topology (model.residual=siamese; unset: post); post_pre
+  // and hybrid_pre fix it to post and hybrid.
+  XStream x_stream = XStream::Unset;
 };
 
 struct ModelConfig {
@@ -145,6 +145,11 @@ struct SchedulerConfig {
   std::optional<double> t_max;  // unset = the run's max duration
   double alpha_f = 0.1;
   std::optional<double> warmup_min_lr;
+  // wsd: the decay at the end of t_max, t_decay long (scheduler units) or decay_fraction of
+  // t_max (OLMo-core's default 0.1 when neither is set), of decay_shape.
+  std::optional<double> t_decay;
+  std::optional<double> decay_fraction;
+  DecayShape decay_shape = DecayShape::Linear;
 };
 
 // OLMo-2's repeated-n-gram filter (OLMo-core's InstanceFilterConfig; data/instance_filter.h).
@@ -213,6 +218,8 @@ struct TrainConfig {
   int64_t save_num_checkpoints_to_keep = -1;
   bool save_overwrite = false;
   std::string load_path = "";
+  // A stable WSD run's checkpoint this run branches its decay from (train/decay_branch.h).
+  std::string decay_from = "";
   std::string max_duration = "10000";  // steps "1000", tokens "2e9T", epochs "1ep"
   std::optional<double> time_limit;    // seconds from start-up; then a checkpoint and a clean stop
   int64_t global_train_batch_size = 512;

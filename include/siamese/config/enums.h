@@ -76,6 +76,13 @@ SIAMESE_ENUM_NAMES(FsdpPrecision, Mixed, Spelling("pure"), Spelling("mixed"));
 enum class WrappingStrategy { None, ByBlock };
 SIAMESE_ENUM_NAMES(WrappingStrategy, ByBlock, Spelling(""), Spelling("by_block"));
 
+// model.siamese.x_stream: the single-stream topology whose norm placement SiameseNorm's X
+// stream takes ("": post, or the placement post_pre and hybrid_pre fix).
+enum class XStream { Unset, Post, Hybrid, HybridStar, DeepNorm, MixLN, Peri, LNS, Pre, Reordered };
+SIAMESE_ENUM_NAMES(XStream, Reordered, Spelling(""), Spelling("post"), Spelling("hybrid"),
+                   Spelling("hybrid_star"), Spelling("deepnorm"), Spelling("mixln"), Spelling("peri"),
+                   Spelling("lns"), Spelling("pre"), Spelling("reordered"));
+
 enum class Activation { SwiGLU, GELU, ReLU };
 SIAMESE_ENUM_NAMES(Activation, ReLU, Spelling("swiglu"), Spelling("gelu"), Spelling("relu"));
 
@@ -105,17 +112,24 @@ SIAMESE_ENUM_NAMES(OptimizerName, Muon, Spelling("adamw"), Spelling("muon"));
 enum class MuonLrAdjust { Original, MatchRmsAdamW };
 SIAMESE_ENUM_NAMES(MuonLrAdjust, MatchRmsAdamW, Spelling("original"), Spelling("match_rms_adamw"));
 
-// OLMo's SchedulerType values this trainer implements (lr_schedule.cpp).
+// OLMo's SchedulerType values this trainer implements (lr_schedule.cpp), and OLMo-core's
+// warmup-stable-decay.
 enum class SchedulerName {
   Constant,
   ConstantWithWarmup,
   CosineWithWarmup,
   LinearWithWarmup,
-  InverseSqrtWithWarmup
+  InverseSqrtWithWarmup,
+  Wsd
 };
-SIAMESE_ENUM_NAMES(SchedulerName, InverseSqrtWithWarmup, Spelling("constant"),
-                   Spelling("constant_with_warmup"), Spelling("cosine_with_warmup"),
-                   Spelling("linear_with_warmup"), Spelling("inverse_sqrt_with_warmup"));
+SIAMESE_ENUM_NAMES(SchedulerName, Wsd, Spelling("constant"), Spelling("constant_with_warmup"),
+                   Spelling("cosine_with_warmup"), Spelling("linear_with_warmup"),
+                   Spelling("inverse_sqrt_with_warmup"), Spelling("wsd"));
+
+// The shape of WSD's decay from the peak to alpha_f of it: linear (OLMo-core's WSD), half a
+// cosine, or 1 - sqrt (Hägele et al. 2024, arXiv 2405.18392, their best).
+enum class DecayShape { Linear, Cosine, OneMinusSqrt };
+SIAMESE_ENUM_NAMES(DecayShape, OneMinusSqrt, Spelling("linear"), Spelling("cosine"), Spelling("1-sqrt"));
 
 enum class ScheduleUnits { Steps, Tokens };
 SIAMESE_ENUM_NAMES(ScheduleUnits, Tokens, Spelling("steps"), Spelling("tokens"));

@@ -168,7 +168,7 @@ inline const std::vector<TopologySpec>& topologies() {
        {"x", "y"},
        kSiameseSettings,
        {},
-       [](const config::ModelConfig& c) { return c.siamese.x_stream; }},
+       [](const config::ModelConfig& c) { return config::name_of(c.siamese.x_stream); }},
       {"attnres",
        "Attention Residuals: F_s(LN(sum_i softmax_i(w_s . RMS(v_i)) v_i)) over v_0 = embeddings and earlier "
        "outputs (or block sums: attnres_block_size)",

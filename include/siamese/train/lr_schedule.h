@@ -1,9 +1,12 @@
 #pragma once
 // OLMo's learning-rate schedulers (allenai/OLMo, olmo/optim.py: CosWithWarmup,
 // LinearWithWarmup, InvSqrtWithWarmup, ConstantScheduler, and ConstantWithWarmup from
-// later OLMo versions). `t` is the trainer's step counter, which OLMo increments before
-// the step, so the first update sees t = 1; with scheduler.units = tokens, t is the number
-// of tokens seen including the current batch.
+// later OLMo versions), and OLMo-core's WSD (olmo_core/optim/scheduler.py): linear warmup,
+// the peak, and a decay over the last t_decay (or round(decay_fraction * t_max), Python's
+// half-to-even rounding) to alpha_f of the peak, linear as OLMo-core's or of decay_shape. A
+// branch of a stable run decays from the step it starts at (`siamese train --decay-from`). `t` is the
+// trainer's step counter, which OLMo increments before the step, so the first update sees t = 1; with
+// scheduler.units = tokens, t is the number of tokens seen including the current batch.
 #include "siamese/config/config.h"
 
 namespace siamese::train {
@@ -11,5 +14,8 @@ namespace siamese::train {
 // The learning rate at `t` for peak `initial_lr`; `t_max_default` is the run length in
 // the scheduler's units, used when scheduler.t_max is unset.
 double learning_rate(const config::SchedulerConfig& cfg, double initial_lr, double t, double t_max_default);
+
+// WSD's decay length for a schedule of `t_max`.
+double wsd_decay_length(const config::SchedulerConfig& cfg, double t_max);
 
 }  // namespace siamese::train

@@ -3,16 +3,11 @@
 #include <cstdint>
 #include <functional>
 
+#include "siamese/common/exit_codes.h"
 #include "siamese/config/config.h"
 #include "siamese/dist/parallel_plan.h"
 
 namespace siamese::train {
-
-// Exit codes of train().
-inline constexpr int kExitNonFinite = 3;
-// Stopped by SIGTERM / SIGINT after saving a checkpoint: not finished, resumable. A caller
-// (a sweep, a Slurm script) must not count the run as done.
-inline constexpr int kExitStopped = 4;
 
 struct RunControl {
   // Stop after this step with a checkpoint, as if preempted (tests, `--stop-at`); -1 = no.
@@ -23,9 +18,9 @@ struct RunControl {
 
 // Trains per `cfg`, resuming from load_path or else from the newest checkpoint in
 // save_folder. Writes checkpoints and metrics.jsonl to save_folder. Returns the process
-// exit code: 0 when finished (or stopped at --stop-at), kExitStopped when a signal stopped
-// it (after its checkpoint), kExitNonFinite on a non-finite loss or gradient. Bad input
-// throws siamese::Error.
+// exit code (common/exit_codes.h): 0 when finished (or stopped at --stop-at), kExitStopped when a signal
+// stopped it (after its checkpoint), kExitNonFinite on a non-finite loss or gradient. Bad input throws
+// siamese::Error.
 int train(const config::TrainConfig& cfg, const RunControl& control = {});
 
 }  // namespace siamese::train

@@ -38,7 +38,9 @@
 // drops g.
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,48 +71,73 @@ struct XPlacement {
 XSublayer post_sublayer(const std::string& f) { return {f + "_norm", true}; }
 XSublayer pre_sublayer(const std::string& f) { return {f + "_norm", false}; }
 
-XPlacement x_placement(const std::string& name, const config::ModelConfig& cfg) {
+// How sublayer f ("attn" or "ff") of block l enters X, one row per placement X can take.
+struct XStreamRow {
+  config::XStream stream;
+  XSublayer (*sublayer)(const std::string& f, int64_t l, const config::ModelConfig& cfg);
+  double (*init_beta)(const config::ModelConfig& cfg) = nullptr;  // DeepNet's gain (null: 1)
+};
+
+XSublayer hybrid_sublayer(const std::string& f) {
+  return f == "attn" ? XSublayer{"", false, 1.0, false} : post_sublayer(f);
+}
+
+using config::XStream;
+const XStreamRow kXStreams[] = {
+    {XStream::Post,
+     [](const std::string& f, int64_t, const config::ModelConfig&) { return post_sublayer(f); }},
+    {XStream::Hybrid,
+     [](const std::string& f, int64_t, const config::ModelConfig&) { return hybrid_sublayer(f); }},
+    {XStream::HybridStar,
+     [](const std::string& f, int64_t l, const config::ModelConfig&) {
+       return l == 0 ? pre_sublayer(f) : hybrid_sublayer(f);
+     }},
+    {XStream::DeepNorm,
+     [](const std::string& f, int64_t, const config::ModelConfig& cfg) {
+       XSublayer x = post_sublayer(f);
+       x.residual_weight = deepnorm_constants(cfg.n_layers).alpha;
+       return x;
+     },
+     [](const config::ModelConfig& cfg) { return deepnorm_constants(cfg.n_layers).beta; }},
+    {XStream::MixLN,
+     [](const std::string& f, int64_t l, const config::ModelConfig& cfg) {
+       return l < mixln_post_layers(cfg) ? post_sublayer(f) : pre_sublayer(f);
+     }},
+    {XStream::Peri,
+     [](const std::string& f, int64_t, const config::ModelConfig&) {
+       XSublayer x = pre_sublayer(f);
+       x.out_norm = f + "_out_norm";
+       return x;
+     }},
+    {XStream::LNS,
+     [](const std::string& f, int64_t l, const config::ModelConfig&) {
+       XSublayer x = pre_sublayer(f);
+       x.input_scale = lns_input_scale(l);
+       return x;
+     }},
+    {XStream::Pre, [](const std::string& f, int64_t, const config::ModelConfig&) { return pre_sublayer(f); }},
+    {XStream::Reordered,
+     [](const std::string& f, int64_t, const config::ModelConfig&) {
+       return XSublayer{"", false, 1.0, true, 1.0, f + "_norm"};
+     }},
+};
+// Every placement the schema accepts has its row (XStream::Unset resolves to post first).
+static_assert(std::size(kXStreams) == size_t(XStream::Reordered), "one row per x_stream placement");
+
+XPlacement x_placement(XStream stream, const config::ModelConfig& cfg) {
+  const auto row = std::find_if(std::begin(kXStreams), std::end(kXStreams),
+                                [&](const XStreamRow& r) { return r.stream == stream; });
+  TORCH_CHECK(row != std::end(kXStreams), "x_placement: unresolved x_stream");
   XPlacement p;
-  const auto deepnorm = deepnorm_constants(cfg.n_layers);
   for (int64_t l = 0; l < cfg.n_layers; ++l)
-    for (const std::string f : {"attn", "ff"}) {
-      const bool attn = f == "attn";
-      XSublayer x;
-      if (name == "post") {
-        x = post_sublayer(f);
-      } else if (name == "hybrid" || (name == "hybrid_star" && l > 0)) {
-        x = attn ? XSublayer{"", false, 1.0, false} : post_sublayer(f);
-      } else if (name == "hybrid_star") {
-        x = pre_sublayer(f);
-      } else if (name == "deepnorm") {
-        x = post_sublayer(f);
-        x.residual_weight = deepnorm.alpha;
-      } else if (name == "mixln") {
-        x = l < mixln_post_layers(cfg) ? post_sublayer(f) : pre_sublayer(f);
-      } else if (name == "peri") {
-        x = pre_sublayer(f);
-        x.out_norm = f + "_out_norm";
-      } else if (name == "lns") {
-        x = pre_sublayer(f);
-        x.input_scale = lns_input_scale(l);
-      } else if (name == "pre") {
-        x = pre_sublayer(f);
-      } else if (name == "reordered") {
-        x = {"", false, 1.0, true, 1.0, f + "_norm"};
-      } else {
-        throw Error("model.siamese.x_stream '" + name + "' is not a placement SiameseNorm can give X",
-                    "model.siamese.x_stream",
-                    "use post, hybrid, hybrid_star, deepnorm, mixln, peri, lns, pre or reordered");
-      }
-      p.sublayers.push_back(x);
-    }
-  if (name == "deepnorm") p.init_beta = deepnorm.beta;
+    for (const std::string f : {"attn", "ff"}) p.sublayers.push_back(row->sublayer(f, l, cfg));
+  if (row->init_beta) p.init_beta = row->init_beta(cfg);
   return p;
 }
 
 class Siamese : public TopologyImpl {
  public:
-  Siamese(const config::ModelConfig& cfg, const std::string& x_stream)
+  Siamese(const config::ModelConfig& cfg, XStream x_stream)
       : TopologyImpl(cfg), placement_(x_placement(x_stream, cfg)) {
     for (int64_t l = 0; l < cfg.n_layers; ++l) {
       if (cfg.siamese.gamma) gamma_.push_back(block_param(l, "c1", torch::ones({cfg.d_model})));
@@ -248,10 +275,10 @@ class Siamese : public TopologyImpl {
 
 // post_pre and hybrid_pre name their placement; model.siamese.x_stream may repeat it.
 std::shared_ptr<TopologyImpl> make_fixed(const config::ModelConfig& cfg, const std::string& topology,
-                                         const std::string& x_stream) {
-  if (!cfg.siamese.x_stream.empty() && cfg.siamese.x_stream != x_stream)
-    throw Error("model.residual " + topology + " couples Pre-Norm with " + x_stream +
-                    ", but model.siamese.x_stream is '" + cfg.siamese.x_stream + "'",
+                                         XStream x_stream) {
+  if (cfg.siamese.x_stream != XStream::Unset && cfg.siamese.x_stream != x_stream)
+    throw Error("model.residual " + topology + " couples Pre-Norm with " + config::name_of(x_stream) +
+                    ", but model.siamese.x_stream is '" + config::name_of(cfg.siamese.x_stream) + "'",
                 "model.siamese.x_stream",
                 "use model.residual siamese to choose X's placement with model.siamese.x_stream, or leave "
                 "x_stream unset");
@@ -261,15 +288,16 @@ std::shared_ptr<TopologyImpl> make_fixed(const config::ModelConfig& cfg, const s
 }  // namespace
 
 std::shared_ptr<TopologyImpl> make_siamese(const config::ModelConfig& cfg) {
-  return std::make_shared<Siamese>(cfg, cfg.siamese.x_stream.empty() ? "post" : cfg.siamese.x_stream);
+  return std::make_shared<Siamese>(
+      cfg, cfg.siamese.x_stream == XStream::Unset ? XStream::Post : cfg.siamese.x_stream);
 }
 
 std::shared_ptr<TopologyImpl> make_post_pre(const config::ModelConfig& cfg) {
-  return make_fixed(cfg, "post_pre", "post");
+  return make_fixed(cfg, "post_pre", XStream::Post);
 }
 
 std::shared_ptr<TopologyImpl> make_hybrid_pre(const config::ModelConfig& cfg) {
-  return make_fixed(cfg, "hybrid_pre", "hybrid");
+  return make_fixed(cfg, "hybrid_pre", XStream::Hybrid);
 }
 
 }  // namespace siamese::model
