@@ -11,6 +11,11 @@ ranks torchrun signalled itself is recorded as it signals them, so its stops are
 kill by anyone else: when every failure is one of siamese's codes or such a stop, the codes
 written decide. A port already in use ends in one line naming it and exit 2 (bad input), not
 torchrun's traceback. The contract: docs/reliability.md, "Exit codes".
+
+`--max-restarts N` (torchrun's own option) is taken here instead of by torchrun, whose
+restarts retry every failure alike: a crash (a rank killed, dead or lost to its peer) starts
+the ranks again, up to N times, and they resume from the newest intact checkpoint, while bad
+input (2), a divergence (3), a stop (0, 4) and a signal to this launcher end it at once.
 """
 
 import os
@@ -94,12 +99,57 @@ def port_in_use(error):
     )
 
 
+# torchrun's options that take no value (torch.distributed.run's parser), as scripts/torchrun
+# lists them; every other option takes the next argument unless written with "=".
+NO_VALUE = {"--no_python", "--no-python", "-m", "--module", "--run_path", "--run-path", "-h", "--help",
+            "--standalone", "--virtual_local_rank", "--virtual-local-rank"}
+
+
+def take_max_restarts(args):
+    """The arguments without --max-restarts / --max_restarts, and its value (0 if absent)."""
+    out, restarts, i = [], 0, 0
+    while i < len(args):
+        arg = args[i]
+        name, equals, value = arg.partition("=")
+        if name in ("--max-restarts", "--max_restarts"):
+            if not equals:
+                i += 1
+                value = args[i] if i < len(args) else ""
+            if not value.isdigit():
+                sys.exit(f"scripts/torchrun: --max-restarts needs a count of restarts, got {value!r}")
+            restarts = int(value)
+        elif arg == "--" or not arg.startswith("-"):
+            return out + args[i:], restarts  # the program and its own arguments
+        else:
+            out.append(arg)
+            if not equals and arg not in NO_VALUE and i + 1 < len(args):
+                i += 1
+                out.append(args[i])
+        i += 1
+    return out, restarts
+
+
 def main():
+    args, restarts = take_max_restarts(sys.argv[1:])
+    for attempt in range(restarts + 1):
+        code, crashed = run_once(args)
+        if not crashed or attempt == restarts:
+            return code
+        signalled.clear()
+        print(
+            f"scripts/torchrun: restart {attempt + 1} of {restarts} after the crash (exit {code}); the ranks "
+            f"resume from the newest intact checkpoint",
+            file=sys.stderr,
+        )
+
+
+def run_once(args):
+    """One torchrun of `args`: the exit code, and whether it was a crash a restart retries."""
     folder = tempfile.mkdtemp(prefix="siamese-exit-")
     os.environ["SIAMESE_EXIT_DIR"] = folder
     try:
         try:
-            torchrun_main()
+            torchrun_main(args)
             launcher_code, failures = 0, {}
         except ChildFailedError as e:
             launcher_code, failures = 1, e.failures
@@ -112,7 +162,7 @@ def main():
             if message is None:
                 raise
             print(message, file=sys.stderr)
-            return 2
+            return 2, False
         codes, local_size = rank_codes(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -127,11 +177,11 @@ def main():
             f"resume training from the newest checkpoint",
             file=sys.stderr,
         )
-        return code
+        return code, True
     if launcher_code == 0 or not codes:
-        return launcher_code
+        return launcher_code, False
     if len(codes) < local_size and not failures:
-        return launcher_code
+        return launcher_code, False
     code = most_serious(codes)
     if code == 4:
         print(
@@ -139,7 +189,7 @@ def main():
             "run the same command again to resume",
             file=sys.stderr,
         )
-    return code
+    return code, code not in SEVERITY
 
 
 if __name__ == "__main__":

@@ -360,6 +360,48 @@ TEST(Launcher, AKilledRankIsACrashNotBadInput) {
       << killed.output;
 }
 
+// scripts/torchrun --max-restarts: kill -9 of one of 2 ranks after the step-4 checkpoint, and
+// the launcher starts the ranks again by itself; they resume from the newest intact checkpoint
+// and end with an uninterrupted run's losses at every step, bit for bit. Bad input is not
+// retried: a bad config under --max-restarts 3 exits 2 once. (torchrun's own --max-restarts
+// retried every failure alike, bad configs included.)
+TEST(Launcher, ACrashedRankRestartsAndResumesButBadInputIsNotRetried) {
+  const auto root = scratch("launcher_restarts");
+  config::TrainConfig ref = tiny(root / "uninterrupted");
+  ref.max_duration = "40";
+  ref.save_interval = 2;
+  ref.distributed.timeout_seconds = 20;
+  ASSERT_EQ(
+      run_siamese(train_args(ref), root / "uninterrupted.log", under_torchrun(2, free_port())).exit_code, 0)
+      << read_all(root / "uninterrupted.log");
+
+  config::TrainConfig c = ref;
+  c.save_folder = (root / "restarted").string();
+  Limits limits = under_torchrun(2, free_port());
+  limits.launcher.insert(limits.launcher.begin() + 1, {"--max-restarts", "1"});
+  Child agent(train_args(c), root / "restarted.log", limits);
+  std::vector<pid_t> ranks;
+  for (int i = 0; i < 12000 && agent.running() && !fs::exists(fs::path(c.save_folder) / "step4"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ranks = children_of(agent.pid());
+  }
+  ASSERT_EQ(ranks.size(), 2u) << read_all(root / "restarted.log");
+  ::kill(ranks[1], SIGKILL);
+  const Outcome done = agent.wait();
+  EXPECT_EQ(done.exit_code, 0) << done.output;
+  EXPECT_NE(done.output.find("restart 1 of 1 after the crash"), std::string::npos) << done.output;
+  EXPECT_NE(done.output.find("resumed from"), std::string::npos) << done.output;
+  EXPECT_EQ(losses(c.save_folder), losses(ref.save_folder)) << done.output;
+
+  config::TrainConfig bad = tiny(root / "bad");
+  bad.optimizer.learning_rate = -1;
+  Limits bad_limits = under_torchrun(2, free_port());
+  bad_limits.launcher.insert(bad_limits.launcher.begin() + 1, {"--max-restarts", "3"});
+  const Outcome refused = run_siamese(train_args(bad), root / "bad.log", bad_limits);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_EQ(refused.output.find("scripts/torchrun: restart"), std::string::npos) << refused.output;
+}
+
 // A rendezvous port another process listens on ended in torchrun's Python traceback and exit 1.
 TEST(Launcher, APortInUseIsOneLineNamingItAndBadInput) {
   const auto root = scratch("launcher_port");
