@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libcli11-dev libgtest-dev libgmock-dev nlohmann-json3-dev libicu-dev libicu72
-  libgloo-dev zlib1g-dev
+  libgloo-dev zlib1g-dev libssl-dev libssl3
 )
 mkdir -p .debs
 cd .debs

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config git
   libgloo-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev zlib1g-dev
-  libicu-dev nlohmann-json3-dev
+  libicu-dev nlohmann-json3-dev libssl-dev
   clang-format shellcheck  # scripts/check_format.sh and scripts/lint.sh (run by scripts/test.sh)
 )
 if [ -z "${SIAMESE_DEPS_PREFIX:-}" ]; then

@@ -1,26 +1,30 @@
 #pragma once
 // SHA-256 (FIPS 180-4): identifies tokenizer files in token-file sidecars and every file of
 // a checkpoint in its manifest. Incremental, so gigabyte checkpoint files are hashed while
-// they are written or read, never held in memory whole.
-#include <array>
-#include <cstdint>
+// they are written or read, never held in memory whole. OpenSSL's libcrypto computes it,
+// with the CPU's SHA extensions where it has them (SHA-NI, ARMv8 SHA2); the digests are the
+// standard ones, so manifests written before read the same.
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
+
+struct evp_md_ctx_st;
 
 namespace siamese {
 
 class Sha256 {
  public:
+  Sha256();
   void update(const void* data, size_t size);
   // Lower-case hex digest of everything passed to update(); the hasher is spent after it.
   std::string hex();
 
  private:
-  std::array<uint32_t, 8> h_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  unsigned char block_[64] = {};
-  size_t block_used_ = 0;
-  uint64_t total_ = 0;
+  struct Free {
+    void operator()(evp_md_ctx_st* ctx) const;
+  };
+  std::unique_ptr<evp_md_ctx_st, Free> ctx_;
 };
 
 // Lower-case hex digest of `data`.
