@@ -1,5 +1,7 @@
 #include "siamese/train/lr_schedule.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -28,6 +30,17 @@ double decay_curve(config::DecayShape shape, double progress) {
 }
 
 }  // namespace
+
+std::string short_of_peak(const config::SchedulerConfig& cfg, double initial_lr, double t_end) {
+  if (cfg.name == config::SchedulerName::Constant || t_end >= cfg.t_warmup) return "";
+  const double reached = learning_rate(cfg, initial_lr, t_end, t_end);
+  return fmt::format(
+      "the run ends at {:g} {}, inside scheduler.t_warmup {:g}: its learning rate rises to {:.3g}, {:.0f}% "
+      "of "
+      "optimizer.learning_rate {:g}, and never trains at it; lengthen max_duration past t_warmup, or shorten "
+      "scheduler.t_warmup",
+      t_end, config::name_of(cfg.units), cfg.t_warmup, reached, 100.0 * reached / initial_lr, initial_lr);
+}
 
 double wsd_decay_length(const config::SchedulerConfig& cfg, double t_max) {
   return cfg.t_decay ? *cfg.t_decay : std::nearbyint(t_max * cfg.decay_fraction.value_or(0.1));

@@ -73,6 +73,8 @@ void log_start(const config::TrainConfig& cfg, const Trainee& t, dist::ParallelP
         "model.init_device meta: parameters initialised on the CPU from the seed and moved to {}, the state "
         "OLMo's deferred initialisation ends in",
         device.str());
+  const std::string short_run = short_of_peak(cfg.scheduler, cfg.optimizer.learning_rate, data.schedule_max);
+  if (!short_run.empty() && sync.rank() == 0) spdlog::warn("{}", short_run);
   int64_t param_bytes = 0;
   for (const auto& p : t.model->parameters()) param_bytes += p.nbytes();
   param_bytes = sync.parameter_bytes(param_bytes);

@@ -156,3 +156,16 @@ TEST(LrSchedule, WsdKeysElsewhereOrTwiceAreRefusedNamingTheKey) {
   EXPECT_NO_THROW(
       siamese::config::load_config(base, {"--scheduler.name=wsd", "--scheduler.decay_shape=1-sqrt"}));
 }
+
+// README's shortcut `--set max_duration=20` under t_warmup 50 compared learning rates the runs
+// never reached, without a word: a run that ends inside its warmup is named, with the share of
+// the peak it reaches; one that gets past it, or a constant schedule, is not.
+TEST(LrSchedule, ARunThatEndsInsideItsWarmupIsNamed) {
+  auto c = sched("cosine_with_warmup");
+  c.t_warmup = 50;
+  const std::string why = siamese::train::short_of_peak(c, 1e-3, 20);
+  EXPECT_NE(why.find("inside scheduler.t_warmup 50"), std::string::npos) << why;
+  EXPECT_NE(why.find("46% of optimizer.learning_rate"), std::string::npos) << why;  // 1e-4 + 9e-4 * 20/50
+  EXPECT_EQ(siamese::train::short_of_peak(c, 1e-3, 50), "");
+  EXPECT_EQ(siamese::train::short_of_peak(sched("constant"), 1e-3, 5), "");
+}

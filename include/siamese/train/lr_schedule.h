@@ -7,6 +7,8 @@
 // branch of a stable run decays from the step it starts at (`siamese train --decay-from`). `t` is the
 // trainer's step counter, which OLMo increments before the step, so the first update sees t = 1; with
 // scheduler.units = tokens, t is the number of tokens seen including the current batch.
+#include <string>
+
 #include "siamese/config/config.h"
 
 namespace siamese::train {
@@ -14,6 +16,10 @@ namespace siamese::train {
 // The learning rate at `t` for peak `initial_lr`; `t_max_default` is the run length in
 // the scheduler's units, used when scheduler.t_max is unset.
 double learning_rate(const config::SchedulerConfig& cfg, double initial_lr, double t, double t_max_default);
+
+// Why a run that ends at `t_end` (scheduler units) never trains at the peak `initial_lr`, or
+// empty: one that ends inside its warmup compares learning rates it never reaches.
+std::string short_of_peak(const config::SchedulerConfig& cfg, double initial_lr, double t_end);
 
 // WSD's decay length for a schedule of `t_max`.
 double wsd_decay_length(const config::SchedulerConfig& cfg, double t_max);
