@@ -68,7 +68,7 @@ struct Launch {
 
 // Each run's peak, less its launch's without the model, is within 15% below and 10% above
 // the planned peak and activations: what the estimate leaves out is the allocator's slack
-// and autograd's temporaries (measured: 3-8%).
+// and autograd's temporaries (measured: 5-9% below).
 TEST(MemoryPeak, ThePlanIsWhatRealRunsHold) {
   const std::string zero2 = " --distributed_strategy=fsdp --fsdp.sharding_strategy=SHARD_GRAD_OP";
   const std::string zero3 = " --distributed_strategy=fsdp --fsdp.sharding_strategy=FULL_SHARD";
@@ -77,7 +77,9 @@ TEST(MemoryPeak, ThePlanIsWhatRealRunsHold) {
       {"ddp", " --device_train_microbatch_size=2", 2},
       // Two micro-batches a rank: the whole gradients are kept between them.
       {"shard_grad_op", zero2 + " --device_train_microbatch_size=1", 2},
-      {"full_shard", zero3 + " --device_train_microbatch_size=2", 2},
+      // 12 steps: the storage FULL_SHARD's gathers leave with the allocator grows for about
+      // 10 steps before it levels off, and the plan counts where it levels off.
+      {"full_shard", zero3 + " --device_train_microbatch_size=2 --max_duration=12", 2},
   };
   for (const Launch& l : launches) {
     const fs::path base = fresh_dir("memory_peak", l.name + "_tiny"), run = fresh_dir("memory_peak", l.name);
