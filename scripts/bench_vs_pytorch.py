@@ -44,7 +44,7 @@ def run(cmd, env):
 
 def siamese_bench(config, topology, overrides, a, env):
     """One `siamese bench` of one topology: tokens/s, parameters, MFU and peak memory."""
-    cmd = [a.binary, "bench", config, f"--model.residual={topology}", *overrides,
+    cmd = [a.binary, "bench", config, f"--model.residual={topology}", *overrides, *a.siamese_override,
            "--steps", str(a.steps), "--warmup", str(a.warmup), "--rounds", "1"]
     line = next(t for t in run(cmd, env).splitlines() if t.startswith(topology + " "))
     peak = re.search(r"peak memory (\d+) MiB", line)
@@ -162,6 +162,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--binary", default=str(ROOT / "build/siamese"))
+    ap.add_argument("--siamese-override", action="append", default=[], metavar="--KEY=VALUE",
+                    help="one more override of every `siamese bench` (gpu_check.sh: a failing kernel family off)")
     ap.add_argument("--topologies", default="pre,hybrid_pre")
     ap.add_argument("--precision", choices=["fp32", "amp_bf16"], default="fp32", help="for every implementation")
     ap.add_argument("--json", help="write every measurement here too")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# On a GPU machine, in one command: builds against its torch 2.11 (scripts/setup.sh), runs the
-# `gpu` tests, prints the versions, and benchmarks the OLMo-1B shape (bf16, synthetic tokens):
+# On a GPU machine, in one command: builds against its torch 2.11 (scripts/setup.sh), checks
+# the custom kernels against ATen (`siamese kernels --check`, switching off any family that
+# fails for the rest of the call), runs the `gpu` tests, prints the versions, and benchmarks the OLMo-1B shape (bf16, synthetic tokens):
 # Pre-Norm against SiameseNorm (hybrid_pre) alternating in one process with a kernel-time
 # profile of each, the same with RMSNorm, then with activation checkpointing at a larger
 # micro-batch, and last the same steps in plain PyTorch, eager and compiled, beside siamese's.
@@ -56,6 +57,17 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 $bin --version | tee "$out/version.txt"
 
+# The kernels first: every op x dtype row against ATen on this card. A family with a failing
+# row is switched off (model.kernels.<family>: aten) for everything below, so the benchmarks
+# still run, and the table says which.
+$bin kernels --check --device cuda | tee "$out/kernels_check.txt"
+kernels_off=()
+read -ra failing <<<"$(sed -n 's/^failing families: //p' "$out/kernels_check.txt")"
+for family in "${failing[@]}"; do
+  [ "$family" = none ] || kernels_off+=("--model.kernels.$family=aten")
+done
+[ ${#kernels_off[@]} -eq 0 ] || echo "gpu_check: kernels switched off for the benchmarks: ${kernels_off[*]}"
+
 if [ -n "${SIAMESE_PREBUILT:-}" ]; then
   for test in "$SIAMESE_PREBUILT"/test_*; do "$test" --gtest_filter='Gpu*'; done | tee "$out/gpu_tests.txt"
 else
@@ -67,7 +79,7 @@ fi
 # RMSNorm (HybridNorm's reference config), profiled too, where SiameseNorm's stream updates are the fused
 # kernels; then Pre-Norm with every block recomputed at a 4x larger micro-batch.
 bench=(configs/exps/OLMo-1B-1e-3.yaml --data.paths='[]' --data.synthetic=arithmetic
-       --global_train_batch_size=16 --peak_tflops="${PEAK_TFLOPS:-989}" --steps 3 --warmup 2)
+       --global_train_batch_size=16 --peak_tflops="${PEAK_TFLOPS:-989}" --steps 3 --warmup 2 "${kernels_off[@]}")
 $bin bench "${bench[@]}" --device_train_microbatch_size=4 --compare pre,hybrid_pre --rounds 3 --profile 40 \
   | tee "$out/bench_olmo1b_pre_vs_hybrid_pre.txt"
 $bin bench "${bench[@]}" --device_train_microbatch_size=4 --rounds 2 --profile 40 \
@@ -85,6 +97,7 @@ if [ "${SIAMESE_GPU_CHECK_PYTORCH:-1}" = 1 ]; then
   python3 scripts/bench_vs_pytorch.py --device cuda --binary "$bin" --rounds 1 --steps 3 --warmup 2 \
     --peak-tflops "${PEAK_TFLOPS:-989}" --micro-batches "${PYTORCH_MICRO_BATCHES:-4,8}" \
     --modes "${PYTORCH_MODES:-eager,compile-blocks,compile}" --json "$out/vs_pytorch.json" \
+    "${kernels_off[@]/#/--siamese-override=}" \
     | tee "$out/vs_pytorch.txt"
 fi
 echo "gpu_check: done in $(( $(date +%s) - start )) s; results in $out"

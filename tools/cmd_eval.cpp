@@ -88,7 +88,8 @@ std::vector<eval::TextDocument> read_documents(const EvalArgs& a, const eval::Te
 int run_text_eval(const EvalArgs& a) {
   train::configure_cpu_runtime();
   auto ck = train::load_checkpoint_model(a.checkpoint, train::resolve_device(a.device));
-  const eval::TextCodec codec(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
+  const eval::TextCodec codec(ck.config.data, ck.config.tokenizer, (ck.dir / "config.yaml").string(),
+                              a.tokenizer);
   const auto docs = read_documents(a, codec);
   eval::TextOptions o;
   o.window = a.window;
@@ -145,9 +146,9 @@ int run_eval(const EvalArgs& a) {
   // ids it never saw. An explicit --tokenizer goes on to the vocabulary check.
   const auto tok = [&] {
     try {
-      return eval::load_run_tokenizer(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
+      return eval::load_run_tokenizer(ck.config.tokenizer, (ck.dir / "config.yaml").string(), a.tokenizer);
     } catch (const Error&) {
-      if (eval::uses_tokenizer(ck.config) || !a.tokenizer.empty()) throw;
+      if (eval::uses_tokenizer(ck.config.data) || !a.tokenizer.empty()) throw;
       throw Error(
           "the run was trained on the bytes of a built-in corpus (data.synthetic) and names no tokenizer "
           "it can find, and downstream tasks are scored in the tokens a run was trained on",

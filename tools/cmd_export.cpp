@@ -22,7 +22,8 @@ struct ExportArgs {
 int run_export(const ExportArgs& a) {
   auto ck = train::load_checkpoint_model(a.checkpoint, torch::kCPU);
   hf::ExportOptions options = a.options;
-  options.tokenizer = eval::run_tokenizer_path(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
+  options.tokenizer = eval::run_tokenizer_path(ck.config.data, ck.config.tokenizer,
+                                               (ck.dir / "config.yaml").string(), a.tokenizer);
   // A tokenizer that does not load would be shipped as it is, to fail only in transformers;
   // a --tokenizer given for a run that ships none is a mistake as well.
   if (const std::string& given = options.tokenizer.empty() ? a.tokenizer : options.tokenizer; !given.empty())

@@ -111,7 +111,8 @@ int run_bench(train::CheckpointModel& ck, const std::vector<std::vector<int64_t>
 int run_generate(const GenerateArgs& a) {
   train::configure_cpu_runtime();
   auto ck = train::load_checkpoint_model(a.checkpoint, train::resolve_device(a.device));
-  const eval::TextCodec codec(ck.config, (ck.dir / "config.yaml").string(), a.tokenizer);
+  const eval::TextCodec codec(ck.config.data, ck.config.tokenizer, (ck.dir / "config.yaml").string(),
+                              a.tokenizer);
   eval::Sampling s = a.sampling;
   s.use_cache = !a.no_cache;
   if (a.eos >= 0)

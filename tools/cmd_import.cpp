@@ -66,7 +66,7 @@ int run_import(const std::string& folder, const std::string& out, bool overwrite
   // step0 appears whole or not at all: written beside it and renamed into place.
   const auto step =
       train::save_checkpoint(out, *imported.model, *optim, train::TrainState{}, config::to_yaml(cfg));
-  eval::keep_run_tokenizer(out, cfg);  // the run works once the HF folder is gone
+  eval::keep_run_tokenizer(out, cfg.data, cfg.tokenizer);  // the run works once the HF folder is gone
   spdlog::info("imported {} ({}) into {}", folder, cfg.model.residual, step.string());
   const auto checkpoints = train::checkpoint_folders(out);
   if (checkpoints.size() > 1)

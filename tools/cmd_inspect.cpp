@@ -105,10 +105,10 @@ void add_inspect_command(CLI::App& app, Handler& run) {
       if (*world > 0) {
         // A plan for a launch that train would refuse is no plan.
         config::validate_for_world_size(train_cfg, *world);
-        train::check_plan_fits_model(train_cfg);
+        train::check_plan_fits_model(config::parallel_section(train_cfg));
         if (train_cfg.fsdp.sharding_strategy == config::ShardingStrategy::HybridShard &&
             train_cfg.distributed_strategy == config::DistributedStrategy::Fsdp)
-          train::hybrid_replicas(train_cfg, *world, std::min(*world, *local_world));
+          train::hybrid_replicas(config::parallel_section(train_cfg), *world, std::min(*world, *local_world));
         print_memory_plan(train_cfg, *world, *local_world);
       }
       return 0;

@@ -29,6 +29,7 @@
 #include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
 #include "siamese/common/user_path.h"
+#include "siamese/config/schema.h"
 #include "siamese/dist/world.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
@@ -364,7 +365,9 @@ Plan plan_runs(const SweepArgs& a, const runs::Sweep& sweep, const std::vector<c
     bool finished = false;
     if (fs::is_directory(r->save_folder)) {
       const auto summary = runs::summarize_run(r->save_folder);
-      for (const auto& ch : runs::changed_settings(summary, c))
+      // The settings the run trained with: its newest checkpoint's config.yaml, else the
+      // config written at its start (none: nothing to compare).
+      for (const auto& ch : config::schema::changed_settings(summary.settings, c))
         changes.push_back(fmt::format("{} {} -> {}", ch.key, ch.was, ch.now));
       finished = runs::state_text(summary) == "finished";
     }

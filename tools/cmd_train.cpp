@@ -1,5 +1,6 @@
 // `siamese train CONFIG [--dotted.key=value ...]`: OLMo-style pretraining (src/train/trainer.cpp).
 #include <memory>
+#include <optional>
 
 #include "commands.h"
 #include "siamese/config/validate.h"
@@ -33,11 +34,11 @@ void add_train_command(CLI::App& app, Handler& run) {
       control.stop_at = *stop_at;
       // Launched by torchrun or srun: data parallel over a process group, as the config says.
       const dist::World world = dist::detect_world();
-      std::unique_ptr<dist::ParallelPlan> strategy;
+      std::optional<dist::ParallelPlan> plan;
       if (world.distributed()) {
         config::validate_for_world_size(cfg, world.size);
-        strategy = train::make_plan(cfg, world);
-        control.sync = strategy.get();
+        plan = train::make_plan(cfg, world);
+        control.plan = &*plan;
       }
       return train::train(cfg, control);
     };

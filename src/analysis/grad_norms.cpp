@@ -7,8 +7,8 @@
 namespace siamese::analysis {
 
 std::vector<double> per_layer_grad_norms(model::TransformerImpl& model) {
-  dist::ParallelPlan one_process;
-  return per_layer_grad_norms(model.named_parameters(), model.config().n_layers, one_process);
+  dist::WholeLayout whole;
+  return per_layer_grad_norms(model.named_parameters(), model.config().n_layers, whole);
 }
 
 std::vector<double> per_layer_grad_norms(const torch::OrderedDict<std::string, torch::Tensor>& named,

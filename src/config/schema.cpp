@@ -85,6 +85,7 @@ Field<Root> ours(const char* key, const char* doc, Members... chain) {
 using T = TrainConfig;
 using M = ModelConfig;
 using S = SiameseConfig;
+using K = KernelsConfig;
 using O = OptimizerConfig;
 using Mu = MuonConfig;
 using Sc = SchedulerConfig;
@@ -404,6 +405,25 @@ std::vector<Field<T>> model_topology_fields() {
                     "topologies (residual, hc, mhc, mhc_lite, the SiameseNorm ones), nGPT (its stream "
                     "lives on the unit sphere) and pre_embednorm (it changes the embeddings both "
                     "streams start from) cannot be X"),
+      ours<T>("model.kernels.all",
+              "The custom kernel families without a choice of their own: fused (our kernels) or aten "
+              "(the ATen composition; docs/architecture.md, Kernels).",
+              &T::model, &M::kernels, &K::all),
+      ours<T>("model.kernels.norm",
+              "RMSNorm, LayerNorm and the two-stream update: fused or aten (empty: "
+              "model.kernels.all).",
+              &T::model, &M::kernels, &K::norm),
+      ours<T>("model.kernels.swiglu", "SwiGLU: fused or aten (empty: model.kernels.all).", &T::model,
+              &M::kernels, &K::swiglu),
+      ours<T>("model.kernels.cross_entropy",
+              "The softmax statistics and cross-entropy gradient: fused or aten (empty: model.kernels.all).",
+              &T::model, &M::kernels, &K::cross_entropy),
+      ours<T>("model.kernels.rope", "RoPE's rotation: fused or aten (empty: model.kernels.all).", &T::model,
+              &M::kernels, &K::rope),
+      ours<T>("model.kernels.qkv_heads",
+              "Attention's head preparation (q/k norms and RoPE in one pass): fused or aten (empty: "
+              "model.kernels.all).",
+              &T::model, &M::kernels, &K::qkv_heads),
       ours<T>("model.mixln_alpha", "Mix-LN: the first floor(alpha * n_layers) blocks are Post-Norm.",
               &T::model, &M::mixln_alpha)
           .within(0, 1)

@@ -6,12 +6,11 @@
 
 namespace siamese::data {
 
-RankBatches::RankBatches(const config::TrainConfig& cfg, int rank, int world_size)
-    : dataset_(train_dataset(cfg)),
-      order_(dataset_.size(), cfg.global_train_batch_size,
-             static_cast<uint64_t>(cfg.data.seed.value_or(cfg.seed)), rank, world_size),
-      filter_(cfg.data.instance_filter),
-      num_workers_(cfg.data.num_workers) {}
+RankBatches::RankBatches(const config::DataSection& data, int rank, int world_size)
+    : dataset_(train_dataset(data)),
+      order_(dataset_.size(), data.global_batch, data.seed, rank, world_size),
+      filter_(data.data.instance_filter),
+      num_workers_(data.data.num_workers) {}
 
 void RankBatches::start(int64_t first_step, int64_t end_step, bool pin_memory) {
   prefetcher_.reset();  // its workers read order_ and dataset_: stop them before new ones start

@@ -68,19 +68,17 @@ namespace {
 constexpr int64_t kSyntheticTrainTokens = int64_t{1} << 22;
 }
 
-TokenDataset train_dataset(const config::TrainConfig& cfg) {
-  const int64_t T = cfg.model.max_sequence_length;
-  if (!cfg.data.paths.empty())
-    return TokenDataset(cfg.data.paths, cfg.data.memmap_dtype, T, cfg.model.vocab_size);
-  if (cfg.data.synthetic == config::SyntheticCorpus::Arithmetic) {
-    if (cfg.model.vocab_size < kArithmeticVocab)
+TokenDataset train_dataset(const config::DataSection& d) {
+  const int64_t T = d.sequence_length;
+  if (!d.data.paths.empty()) return TokenDataset(d.data.paths, d.data.memmap_dtype, T, d.vocab_size);
+  if (d.data.synthetic == config::SyntheticCorpus::Arithmetic) {
+    if (d.vocab_size < kArithmeticVocab)
       throw Error("the arithmetic corpus is byte-level and needs vocab_size >= 256", "model.vocab_size",
                   "set model.vocab_size and embedding_size to 256");
     return TokenDataset(
         "synthetic arithmetic",
-        arithmetic_train_tokens(cfg.data.seed.value_or(cfg.seed),
-                                static_cast<int>(cfg.data.arithmetic_digits), kSyntheticTrainTokens),
-        T, cfg.model.vocab_size);
+        arithmetic_train_tokens(d.seed, static_cast<int>(d.data.arithmetic_digits), kSyntheticTrainTokens), T,
+        d.vocab_size);
   }
   throw Error("no training data: data.paths is empty and data.synthetic is unset", "data.paths",
               "list token files, or set data.synthetic: arithmetic");

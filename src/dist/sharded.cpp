@@ -39,34 +39,31 @@ void for_each_chunk(int64_t numel, int64_t chunk, int world, Copy copy) {
 
 }  // namespace
 
-ShardedPlan::ShardedPlan(const World& world, torch::Device device, ShardedOptions options)
-    : ShardedPlan(std::make_unique<Communicator>(world, device, options.timeout), std::move(options)) {}
-
-ShardedPlan::ShardedPlan(std::unique_ptr<Communicator> comm, ShardedOptions options)
-    : comm_(std::move(comm)), options_(std::move(options)) {
-  shards_ = comm_.get();
-  const World& world = comm_->world();
+ShardedGradients::ShardedGradients(Communicator& comm, ShardedOptions options)
+    : comm_(comm), options_(std::move(options)) {
+  shards_ = &comm_;
+  const World& world = comm_.world();
   const int R = options_.replicas;
   if (R <= 1) return;
-  TORCH_CHECK(world.size % R == 0, "ShardedPlan: ", R, " replicas do not divide ", world.size, " ranks");
+  TORCH_CHECK(world.size % R == 0, "ShardedGradients: ", R, " replicas do not divide ", world.size, " ranks");
   const int S = world.size / R, group = world.rank / S, index = world.rank % S;
   std::vector<int> shard_ranks, replica_ranks;
   for (int i = 0; i < S; ++i) shard_ranks.push_back(group * S + i);
   for (int g = 0; g < R; ++g) replica_ranks.push_back(g * S + index);
-  shard_group_ = comm_->subgroup("shard" + std::to_string(group), shard_ranks);
-  replicas_ = comm_->subgroup("replica" + std::to_string(index), replica_ranks);
+  shard_group_ = comm_.subgroup("shard" + std::to_string(group), shard_ranks);
+  replicas_ = comm_.subgroup("replica" + std::to_string(index), replica_ranks);
   shards_ = shard_group_.get();
 }
 
-ShardedPlan::~ShardedPlan() = default;
+ShardedGradients::~ShardedGradients() = default;
 
-void ShardedPlan::attach(const std::vector<torch::Tensor>& params) {
+void ShardedGradients::attach(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard no_grad;
-  for (auto p : params) comm_->broadcast(p);
+  for (auto p : params) comm_.broadcast(p);
 }
 
-ParallelPlan::NamedTensors ShardedPlan::optimizer_params(const NamedTensors& params) {
-  TORCH_CHECK(entries_.empty(), "ShardedPlan::optimizer_params: called twice");
+ShardLayout::NamedTensors ShardedGradients::optimizer_params(const ShardLayout::NamedTensors& params) {
+  TORCH_CHECK(entries_.empty(), "ShardedGradients::optimizer_params: called twice");
   torch::NoGradGuard no_grad;
   const int W = shards_->size();
   // Units in reverse registration order, roughly the order backward finishes gradients in.
@@ -132,7 +129,7 @@ ParallelPlan::NamedTensors ShardedPlan::optimizer_params(const NamedTensors& par
     views_.push_back(view);
     views[order[i]] = view;
   }
-  NamedTensors out;
+  ShardLayout::NamedTensors out;
   for (size_t k = 0; k < params.size(); ++k)
     if (views[k].defined()) out.insert(params[k].key(), views[k]);
 
@@ -144,8 +141,8 @@ ParallelPlan::NamedTensors ShardedPlan::optimizer_params(const NamedTensors& par
   return out;
 }
 
-void ShardedPlan::before_backward(bool last_micro_batch) {
-  sync_ = last_micro_batch;
+void ShardedGradients::set_requires_sync(bool sync) {
+  sync_ = sync;
   unfinished_ = int64_t(reached_.size()) - 1;
   for (auto& u : units_) {
     u.pending = u.entries.size();
@@ -158,14 +155,14 @@ void ShardedPlan::before_backward(bool last_micro_batch) {
 // finishes its blocks from reached() instead, in block order: there a parameter's
 // accumulator fires once for each recomputation that reads it, and with block_type moe the
 // graphs differ between ranks (which experts get tokens), and so may the order in which a
-// block's last gradients land. Its other unit waits for after_backward.
-void ShardedPlan::on_grad_ready(size_t entry) {
+// block's last gradients land. Its other unit waits for finish().
+void ShardedGradients::on_grad_ready(size_t entry) {
   Unit& u = units_[unit_of_entry_[entry]];
   if (u.pending == 0 || --u.pending > 0) return;
   if (sync_ && options_.overlap && !options_.shard_parameters) launch(u);
 }
 
-void ShardedPlan::launch(Unit& u) {
+void ShardedGradients::launch(Unit& u) {
   torch::NoGradGuard no_grad;
   const int W = shards_->size();
   u.flat = torch::zeros({W, u.row}, shard_.options().dtype(options_.reduce_dtype));
@@ -190,9 +187,9 @@ void ShardedPlan::launch(Unit& u) {
     complete(units_[in_flight_.front()]);
 }
 
-void ShardedPlan::complete(Unit& u) {
+void ShardedGradients::complete(Unit& u) {
   const auto start = std::chrono::steady_clock::now();
-  comm_->wait(u.work);
+  comm_.wait(u.work);
   blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   u.work.reset();
   u.flat = torch::Tensor();
@@ -206,8 +203,8 @@ void ShardedPlan::complete(Unit& u) {
   }
 }
 
-void ShardedPlan::after_backward() {
-  TORCH_CHECK(sync_, "ShardedPlan::after_backward() without before_backward(true)");
+void ShardedGradients::finish() {
+  TORCH_CHECK(sync_, "ShardedGradients::finish() without set_requires_sync(true)");
   // All of this blocks the step, the waits complete() counts included.
   const auto start = std::chrono::steady_clock::now();
   const double blocked_before = blocked_seconds_;
@@ -221,7 +218,7 @@ void ShardedPlan::after_backward() {
   for (; !in_flight_.empty(); in_flight_.pop_front()) complete(units_[in_flight_.front()]);
   for (auto& u : units_)
     if (u.replica_sum) {
-      comm_->wait(u.replica_sum);
+      comm_.wait(u.replica_sum);
       u.replica_sum.reset();
     }
   // The optimizer's zero_grad() let go of them at the start of the step.
@@ -234,14 +231,14 @@ void ShardedPlan::after_backward() {
       blocked_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void ShardedPlan::after_update() {
+void ShardedGradients::after_update() {
   torch::NoGradGuard no_grad;
   const int W = shards_->size();
   for (auto& u : units_) {
     if (u.released) continue;  // gathered from the updated shard when its block next runs
     auto flat = torch::empty({W * u.row}, shard_.options());
     auto mine = shard_.narrow(0, u.offset, u.row).clone();
-    comm_->wait(shards_->all_gather_async(flat, mine));
+    comm_.wait(shards_->all_gather_async(flat, mine));
     const auto rows = flat.view({W, u.row});
     for (size_t i : u.entries) {
       Entry& e = entries_[i];
@@ -253,7 +250,7 @@ void ShardedPlan::after_update() {
   }
 }
 
-void ShardedPlan::params_changed() {
+void ShardedGradients::params_changed() {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < entries_.size(); ++i)
     if (!units_[unit_of_entry_[i]].released)  // a released unit's shard is its only copy
@@ -262,18 +259,18 @@ void ShardedPlan::params_changed() {
 
 // The parameters kept whole, and the float32 master shard, which for FULL_SHARD's blocks is
 // the only copy.
-int64_t ShardedPlan::parameter_bytes(int64_t param_bytes) const {
+int64_t ShardedGradients::parameter_bytes(int64_t param_bytes) const {
   for (size_t i = 0; i < entries_.size(); ++i)
     if (releases(units_[unit_of_entry_[i]])) param_bytes -= entries_[i].param.nbytes();
   return param_bytes + (shard_.defined() ? shard_.nbytes() : 0);
 }
 
-void ShardedPlan::gather(Unit& u) {
+void ShardedGradients::gather(Unit& u) {
   if (!u.released) return;
   torch::NoGradGuard no_grad;
   const int W = shards_->size();
   if (!u.gathering) prefetch_unit(u);
-  comm_->wait(u.gathering);
+  comm_.wait(u.gathering);
   u.gathering.reset();
   const auto rows = u.gathered.view({W, u.row});
   for (size_t i : u.entries) {
@@ -293,14 +290,14 @@ void ShardedPlan::gather(Unit& u) {
   u.released = false;
 }
 
-void ShardedPlan::prefetch_unit(Unit& u) {
+void ShardedGradients::prefetch_unit(Unit& u) {
   if (!u.released || u.gathering) return;
   u.gathered = torch::empty({shards_->size() * u.row}, shard_.options());
   u.gather_input = shard_.narrow(0, u.offset, u.row).clone();
   u.gathering = shards_->all_gather_async(u.gathered, u.gather_input);
 }
 
-void ShardedPlan::release(Unit& u) {
+void ShardedGradients::release(Unit& u) {
   if (u.released || !releases(u)) return;
   for (size_t i : u.entries) {
     c10::StorageImpl* storage = entries_[i].param.storage().unsafeGetStorageImpl();
@@ -310,7 +307,7 @@ void ShardedPlan::release(Unit& u) {
   u.released = true;
 }
 
-void ShardedPlan::for_layer(int64_t layer, const std::function<void(Unit&)>& fn) {
+void ShardedGradients::for_layer(int64_t layer, const std::function<void(Unit&)>& fn) {
   const auto it = units_of_layer_.find(layer);
   if (it == units_of_layer_.end()) return;
   for (size_t i : it->second) fn(units_[i]);
@@ -320,14 +317,14 @@ void ShardedPlan::for_layer(int64_t layer, const std::function<void(Unit&)>& fn)
 // input norm into its stream update), so that one is whole as well; the one after is on
 // its way meanwhile. In backward a block's parameters stay until their last gradient has
 // accumulated, which is after their last use wherever it is.
-void ShardedPlan::before_block(int64_t layer) {
+void ShardedGradients::before_block(int64_t layer) {
   for_layer(layer, [this](Unit& u) { gather(u); });
   for_layer(layer + 1, [this](Unit& u) { gather(u); });
   for_layer(layer + 2, [this](Unit& u) { prefetch_unit(u); });
 }
 
-void ShardedPlan::after_block(int64_t layer, const std::vector<torch::Tensor>& before,
-                              const std::vector<torch::Tensor>& after) {
+void ShardedGradients::after_block(int64_t layer, const std::vector<torch::Tensor>& before,
+                                   const std::vector<torch::Tensor>& after) {
   if (layer < int64_t(reached_.size())) reached_[size_t(layer)] = false;
   // A stream the block passed through unchanged leads backward to earlier blocks only.
   const auto passed_through = [&](const torch::Tensor& t) {
@@ -339,7 +336,7 @@ void ShardedPlan::after_block(int64_t layer, const std::vector<torch::Tensor>& b
   for_layer(layer, [this](Unit& u) { release(u); });
 }
 
-void ShardedPlan::reached(int64_t layer) {
+void ShardedGradients::reached(int64_t layer) {
   if (layer >= int64_t(reached_.size()) || reached_[size_t(layer)]) return;
   reached_[size_t(layer)] = true;
   for_layer(layer, [this](Unit& u) { gather(u); });
@@ -350,36 +347,57 @@ void ShardedPlan::reached(int64_t layer) {
   for_layer(layer - 1, [this](Unit& u) { prefetch_unit(u); });
 }
 
-void ShardedPlan::finish_layer(int64_t layer) {
+void ShardedGradients::finish_layer(int64_t layer) {
   for_layer(layer, [this](Unit& u) {
     if (sync_ && options_.overlap && !u.launched) launch(u);
     release(u);
   });
 }
 
-void ShardedPlan::make_params_whole() {
+void ShardedGradients::make_params_whole() {
   for (auto& u : units_) gather(u);
 }
 
-void ShardedPlan::release_params() {
+void ShardedGradients::release_params() {
   for (auto& u : units_) release(u);
 }
 
-torch::Tensor ShardedPlan::shard_of(const torch::Tensor& whole) {
+torch::Tensor ShardedGradients::shard_of(const torch::Tensor& whole) {
   return shard_piece(whole, shards_->rank(), shards_->size());
 }
 
-torch::Tensor ShardedPlan::whole_of(const torch::Tensor& piece, at::IntArrayRef shape) {
+torch::Tensor ShardedGradients::whole_of(const torch::Tensor& piece, at::IntArrayRef shape) {
   auto mine = piece.contiguous();
   auto rows = torch::empty({shards_->size() * mine.numel()}, mine.options());
-  comm_->wait(shards_->all_gather_async(rows, mine));
+  comm_.wait(shards_->all_gather_async(rows, mine));
   return unshard({rows}, shape);
 }
 
-double ShardedPlan::take_comm_seconds() {
+double ShardedGradients::take_comm_seconds() {
   const double s = blocked_seconds_;
   blocked_seconds_ = 0;
   return s;
+}
+
+std::string ShardedGradients::name() const {
+  const std::string reduced =
+      options_.reduce_dtype == torch::kFloat
+          ? ""
+          : std::string(", gradients reduced in ") + c10::toString(options_.reduce_dtype);
+  if (replicas_)
+    return "fsdp HYBRID_SHARD (FULL_SHARD over " + std::to_string(shards_->size()) + " ranks, " +
+           std::to_string(replicas_->size()) + " replicas" + reduced + ")";
+  return options_.shard_parameters
+             ? "fsdp FULL_SHARD (parameters, gradients and optimizer state sharded" + reduced + ")"
+             : "fsdp SHARD_GRAD_OP (gradients and optimizer state sharded" + reduced + ")";
+}
+
+void GatheredBlocks::run(int64_t layer, std::vector<torch::Tensor>& streams,
+                         const std::function<void()>& block) {
+  shards_.before_block(layer);
+  const std::vector<torch::Tensor> before = streams;
+  block();
+  shards_.after_block(layer, before, streams);
 }
 
 }  // namespace siamese::dist

@@ -83,9 +83,9 @@ std::vector<ArithmeticSample> arithmetic_answers(model::TransformerImpl& model,
   return samples;
 }
 
-Evaluators::Evaluators(const config::TrainConfig& cfg, torch::Device device, dist::Collectives& sync)
-    : batch_size_(cfg.device_eval_batch_size), device_(device), sync_(sync) {
-  const int64_t T = cfg.model.max_sequence_length;
+Evaluators::Evaluators(const config::EvalSection& cfg, torch::Device device, dist::Collectives& ranks)
+    : batch_size_(cfg.batch_size), device_(device), ranks_(ranks) {
+  const int64_t T = cfg.data.sequence_length;
   for (size_t i = 0; i < cfg.evaluators.size(); ++i) {
     const auto& e = cfg.evaluators[i];
     if (e.type == config::EvaluatorType::Downstream) {
@@ -93,22 +93,22 @@ Evaluators::Evaluators(const config::TrainConfig& cfg, torch::Device device, dis
       tasks_.push_back(load_task(e.label, !e.data_dir.empty() ? e.data_dir : shared_dir() + "/evals"));
       continue;
     }
-    const config::TokenDtype dtype = e.memmap_dtype.value_or(cfg.data.memmap_dtype);
-    const int64_t subset = e.subset_num_batches > 0 ? e.subset_num_batches : cfg.eval_subset_num_batches;
+    const config::TokenDtype dtype = e.memmap_dtype.value_or(cfg.data.data.memmap_dtype);
+    const int64_t subset = e.subset_num_batches > 0 ? e.subset_num_batches : cfg.subset_num_batches;
     sets_.push_back({e.label.empty() ? fmt::format("eval{}", i) : e.label,
-                     std::make_unique<data::TokenDataset>(e.paths, dtype, T, cfg.model.vocab_size),
+                     std::make_unique<data::TokenDataset>(e.paths, dtype, T, cfg.data.vocab_size),
                      subset,
                      {}});
   }
-  if (cfg.data.synthetic == config::SyntheticCorpus::Arithmetic) {
-    const uint64_t seed = cfg.data.seed.value_or(cfg.seed);
-    const int digits = static_cast<int>(cfg.data.arithmetic_digits);
+  if (cfg.data.data.synthetic == config::SyntheticCorpus::Arithmetic) {
+    const uint64_t seed = cfg.data.seed;
+    const int digits = static_cast<int>(cfg.data.data.arithmetic_digits);
     sets_.push_back(
         {"arithmetic_held_out",
          std::make_unique<data::TokenDataset>("synthetic arithmetic (held out)",
                                               data::arithmetic_held_out_tokens(seed, digits, kHeldOutTokens),
-                                              T, cfg.model.vocab_size),
-         cfg.eval_subset_num_batches, data::arithmetic_held_out(seed, digits, kHeldOutProblems)});
+                                              T, cfg.data.vocab_size),
+         cfg.subset_num_batches, data::arithmetic_held_out(seed, digits, kHeldOutProblems)});
   }
 }
 
@@ -124,8 +124,8 @@ std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
     // Every rank runs as many forwards as the busiest one (a rank past the end repeats the
     // round's first batch and counts nothing): a strategy that gathers parameters in forward
     // (FULL_SHARD) needs every rank in each of its collectives.
-    for (int64_t round = 0; round < batches; round += sync_.world_size()) {
-      const int64_t b = round + sync_.rank();
+    for (int64_t round = 0; round < batches; round += ranks_.world_size()) {
+      const int64_t b = round + ranks_.rank();
       const int64_t read = b < batches ? b : round;
       std::vector<int64_t> idx;
       for (int64_t i = read * batch_size_; i < std::min(set.data->size(), (read + 1) * batch_size_); ++i)
@@ -136,8 +136,8 @@ std::vector<EvalResult> Evaluators::run(model::TransformerImpl& model) {
       loss_sum += loss;
       tokens += ids.size(0) * (ids.size(1) - 1);
     }
-    loss_sum = sync_.sum(loss_sum);
-    tokens = sync_.sum(tokens);
+    loss_sum = ranks_.sum(loss_sum);
+    tokens = ranks_.sum(tokens);
     EvalResult r{set.label, loss_sum / tokens, static_cast<int64_t>(tokens), std::nullopt, std::nullopt, {}};
     if (!set.problems.empty()) {
       auto answers = arithmetic_answers(model, set.problems, device_);

@@ -21,29 +21,30 @@ std::string read_bytes(const fs::path& path) {
 
 }  // namespace
 
-bool uses_tokenizer(const config::TrainConfig& config) {
-  return !config.data.paths.empty() || config.data.synthetic == config::SyntheticCorpus::None;
+bool uses_tokenizer(const config::DataConfig& data) {
+  return !data.paths.empty() || data.synthetic == config::SyntheticCorpus::None;
 }
 
-void keep_run_tokenizer(const fs::path& save_folder, const config::TrainConfig& config) {
-  const std::string& source = config.tokenizer.identifier;
-  if (!uses_tokenizer(config) || source.empty() || !fs::is_regular_file(source)) return;
+void keep_run_tokenizer(const fs::path& save_folder, const config::DataConfig& data,
+                        const config::TokenizerConfig& tokenizer) {
+  const std::string& source = tokenizer.identifier;
+  if (!uses_tokenizer(data) || source.empty() || !fs::is_regular_file(source)) return;
   const fs::path copy = save_folder / kRunTokenizerFile;
   const std::string bytes = read_bytes(source);
   if (fs::exists(copy) && read_bytes(copy) == bytes) return;
   write_file_atomically(copy, bytes);
 }
 
-std::string run_tokenizer_path(const config::TrainConfig& config, const std::string& config_file,
-                               const std::string& override_path) {
+std::string run_tokenizer_path(const config::DataConfig& data, const config::TokenizerConfig& tokenizer,
+                               const std::string& config_file, const std::string& override_path) {
   if (!override_path.empty()) {
     if (!fs::is_regular_file(override_path))
       throw Error(fmt::format("tokenizer file \"{}\" not found", override_path), "--tokenizer",
                   "pass --tokenizer PATH/tokenizer.json");
     return override_path;
   }
-  if (!uses_tokenizer(config)) return "";
-  const std::string& named = config.tokenizer.identifier;
+  if (!uses_tokenizer(data)) return "";
+  const std::string& named = tokenizer.identifier;
   if (!named.empty() && fs::is_regular_file(named)) return named;
   // config_file is <run>/step<N>/config.yaml; the copy sits in <run>.
   const fs::path step_dir = fs::path(config_file).parent_path();

@@ -11,18 +11,15 @@
 
 namespace siamese::eval {
 
-tokenizer::Tokenizer load_run_tokenizer(const config::TrainConfig& config, const std::string& config_file,
-                                        const std::string& override_path) {
-  config::TrainConfig with_tokenizer = config;
-  with_tokenizer.data.synthetic =
-      config::SyntheticCorpus::None;  // callers that ask want a tokenizer whatever the data
-  with_tokenizer.data.paths.clear();
-  return tokenizer::Tokenizer::from_file(run_tokenizer_path(with_tokenizer, config_file, override_path));
+tokenizer::Tokenizer load_run_tokenizer(const config::TokenizerConfig& tokenizer,
+                                        const std::string& config_file, const std::string& override_path) {
+  const config::DataConfig text;  // callers that ask want a tokenizer whatever the data
+  return tokenizer::Tokenizer::from_file(run_tokenizer_path(text, tokenizer, config_file, override_path));
 }
 
-TextCodec::TextCodec(const config::TrainConfig& config, const std::string& config_file,
-                     const std::string& tokenizer_override) {
-  if (uses_tokenizer(config)) tok_ = load_run_tokenizer(config, config_file, tokenizer_override);
+TextCodec::TextCodec(const config::DataConfig& data, const config::TokenizerConfig& tokenizer,
+                     const std::string& config_file, const std::string& tokenizer_override) {
+  if (uses_tokenizer(data)) tok_ = load_run_tokenizer(tokenizer, config_file, tokenizer_override);
 }
 
 std::vector<int64_t> TextCodec::encode(const std::string& text) const {

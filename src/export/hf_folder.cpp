@@ -32,41 +32,9 @@ namespace {
 constexpr const char* kExportFix =
     "free disk space or export to a disk with room; an earlier export there is untouched";
 
-json value_json(const config::schema::Field<config::TrainConfig>& f, const config::TrainConfig& c) {
-  using config::schema::Kind;
-  switch (f.kind) {
-    case Kind::Int:
-      return f.ref<int64_t>(c);
-    case Kind::Double:
-      return f.ref<double>(c);
-    case Kind::Bool:
-      return f.ref<bool>(c);
-    case Kind::String:
-      return f.ref<std::string>(c);
-    case Kind::Enum:
-      return config::schema::value_text(f, c);
-    case Kind::OptInt:
-      return f.ref<std::optional<int64_t>>(c) ? json(*f.ref<std::optional<int64_t>>(c)) : json(nullptr);
-    case Kind::OptDouble:
-      return f.ref<std::optional<double>>(c) ? json(*f.ref<std::optional<double>>(c)) : json(nullptr);
-    case Kind::OptBool:
-      return f.ref<std::optional<bool>>(c) ? json(*f.ref<std::optional<bool>>(c)) : json(nullptr);
-    case Kind::StringList:
-      return f.ref<std::vector<std::string>>(c);
-    case Kind::IntList:
-      return f.ref<std::vector<int64_t>>(c);
-    case Kind::DoubleList:
-      return f.ref<std::vector<double>>(c);
-    case Kind::Evaluators:
-      break;
-  }
-  return nullptr;
-}
-
-// The settings modeling_siamese.py reads: every model.* key of the schema (nested as in the
-// YAML), with the ones the C++ model resolves at build time given resolved.
-json siamese_config(const config::TrainConfig& run) {
-  const config::ModelConfig& c = run.model;
+// The settings modeling_siamese.py reads: `settings`, every model.* key of the schema (nested
+// as in the YAML), with the ones the C++ model resolves at build time given resolved.
+json siamese_config(const config::ModelConfig& c, json settings) {
   json j = {{"architectures", {"SiameseForCausalLM"}},
             {"model_type", "siamese"},
             {"auto_map",
@@ -74,16 +42,6 @@ json siamese_config(const config::TrainConfig& run) {
               {"AutoModelForCausalLM", "modeling_siamese.SiameseForCausalLM"}}}};
   j.update(common_hf_config(c));
   j["use_cache"] = false;
-  json settings = json::object();
-  for (const auto& f : config::schema::train_fields()) {
-    if (f.key.rfind("model.", 0) != 0) continue;
-    json* at = &settings;
-    const std::string key = f.key.substr(6);
-    size_t start = 0;
-    for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1)
-      at = &(*at)[key.substr(start, dot - start)];
-    (*at)[key.substr(start)] = value_json(f, run);
-  }
   settings["n_kv_heads"] = model::kv_head_count(c);
   settings["mlp_hidden_size"] = model::mlp_hidden_size(c);
   settings["bias_for_layer_norm"] = c.bias_for_layer_norm.value_or(c.include_bias);
@@ -136,7 +94,8 @@ std::string export_model(const config::TrainConfig& config, model::TransformerIm
   try {
     fs::create_directories(tmp);
     // The whole run config rides along, so that `siamese import` restores it as it was.
-    json cfg = stock ? stock_config(*stock, c) : siamese_config(config);
+    json cfg =
+        stock ? stock_config(*stock, c) : siamese_config(c, config::schema::nested_json(config, "model."));
     cfg["siamese_run_config"] = config::to_yaml(config);
     if (stock) {
       write_weights(tmp, stock_tensors(*stock, c, ours), options.max_shard_bytes);

@@ -1,6 +1,7 @@
 // The cross-entropy passes' dispatch by device (cross_entropy.h): the CPU loops or the CUDA
 // kernels.
 #include "siamese/kernels/cross_entropy.h"
+#include "siamese/kernels/families.h"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -30,7 +31,7 @@ void run_rows_on_cuda(bool grad, const SoftmaxArgs& args, const torch::Tensor& r
 
 }  // namespace
 
-bool cross_entropy_supports(const torch::Tensor& rows) { return has_pass_for(rows); }
+bool cross_entropy_supports(const torch::Tensor& rows) { return takes(Family::CrossEntropy, rows); }
 
 torch::Tensor log_softmax_stats(const torch::Tensor& rows) {
   check_rows(rows);

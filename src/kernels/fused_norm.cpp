@@ -2,6 +2,7 @@
 // CPU loops and CUDA tensors to the CUDA kernels through fused_norm_kernels.h. The autograd
 // nodes over it are the model's (model/norm.cpp, model/stream_update.cpp).
 #include "siamese/kernels/fused_norm.h"
+#include "siamese/kernels/families.h"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -109,11 +110,7 @@ void run(const Tensor& x, const Args& a) {
 
 }  // namespace
 
-bool norm_supports(const Tensor& x) {
-  const auto t = x.scalar_type();
-  if (x.is_cuda()) return t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf;
-  return x.device().is_cpu() && (t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16);
-}
+bool norm_supports(const Tensor& x) { return takes(Family::Norm, x); }
 
 NormOut norm_forward(const Tensor& x_in, const Tensor& weight, double eps, bool centered, bool float_out) {
   check_input(x_in);

@@ -1,5 +1,6 @@
 // The head preparation's dispatch by device (qkv_heads.h): the CPU loop or the CUDA kernels.
 #include "siamese/kernels/qkv_heads.h"
+#include "siamese/kernels/families.h"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -51,7 +52,7 @@ int64_t heads_of(const QkvHeadsSpec& spec, int part) { return part == 0 ? spec.h
 
 bool qkv_heads_supports(const torch::Tensor& qkv, const QkvHeadsSpec& spec) {
   const int64_t hd = spec.head_dim;
-  return has_pass_for(qkv) && qkv.dim() == 3 && (hd == 32 || hd == 64 || hd == 128 || hd == 256) &&
+  return takes(Family::QkvHeads, qkv) && qkv.dim() == 3 && (hd == 32 || hd == 64 || hd == 128 || hd == 256) &&
          qkv.size(2) == (spec.heads + 2 * spec.kv_heads) * hd;
 }
 

@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "rope_kernel.h"
+#include "siamese/kernels/families.h"
 
 namespace siamese::kernels {
 namespace {
@@ -55,9 +56,15 @@ torch::Tensor rotate_on_cuda(const torch::Tensor& t, const torch::Tensor& s, con
 
 torch::Tensor rope_rotate(const torch::Tensor& t_in, const torch::Tensor& s, const torch::Tensor& c,
                           float sign) {
-  if (rotates_on_cuda(t_in, s)) return rotate_on_cuda(t_in, s, c, sign);
   const auto t = t_in.to(s.scalar_type());
   const int64_t h = t.size(-1) / 2;
+  if (!takes(Family::Rope, t_in)) {
+    // The textbook composition: t cos + rotate_half(t) sin, tables repeated over both halves.
+    const auto s2 = torch::cat({s, s}, -1), c2 = torch::cat({c, c}, -1);
+    const auto rotated = torch::cat({-t.narrow(-1, h, h), t.narrow(-1, 0, h)}, -1);
+    return (t * c2 + rotated * s2 * sign).to(t_in.scalar_type());
+  }
+  if (rotates_on_cuda(t_in, s)) return rotate_on_cuda(t_in, s, c, sign);
   const auto t1 = t.narrow(-1, 0, h), t2 = t.narrow(-1, h, h);
   auto out = torch::empty_like(t, at::MemoryFormat::Contiguous);
   auto o1 = out.narrow(-1, 0, h), o2 = out.narrow(-1, h, h);

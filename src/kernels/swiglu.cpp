@@ -1,5 +1,6 @@
 // SwiGLU's dispatch by device (swiglu.h): the CPU loops or the CUDA kernels.
 #include "siamese/kernels/swiglu.h"
+#include "siamese/kernels/families.h"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -29,7 +30,7 @@ void check_h(const torch::Tensor& h) {
 
 }  // namespace
 
-bool swiglu_supports(const torch::Tensor& h) { return has_pass_for(h); }
+bool swiglu_supports(const torch::Tensor& h) { return takes(Family::Swiglu, h); }
 
 torch::Tensor swiglu(const torch::Tensor& h_in) {
   check_h(h_in);

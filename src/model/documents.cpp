@@ -34,9 +34,4 @@ Documents find_documents(const torch::Tensor& input_ids, int64_t eos_id, bool re
   return d;
 }
 
-std::optional<DocumentRule> document_rule(const config::TrainConfig& cfg) {
-  if (!cfg.data.generate_doc_lengths) return std::nullopt;
-  return DocumentRule{cfg.model.eos_token_id, cfg.data.rope_restart_per_document};
-}
-
 }  // namespace siamese::model

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "siamese/kernels/families.h"
 #include "siamese/kernels/fused_norm.h"
 
 namespace siamese::model {
@@ -82,6 +83,7 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   // where it also takes a half input's conversion.
   if (kind_ == NormKind::LayerNorm && x.element_size() >= 4)
     return torch::layer_norm(x, {dim_}, weight, bias, eps_);
+  if (!kernels::enabled(kernels::Family::Norm)) return aten_forward(x);
   const auto in = kernels::norm_supports(x) ? x : x.to(torch::kFloat);
   auto norm = [&](bool centered, bool float_out) {
     return weight.defined() ? NormFunction::apply(in, weight, eps_, centered, float_out)
@@ -94,6 +96,20 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
     return autocast ? h : h.to(x.scalar_type());
   }
   const auto h = norm(/*centered=*/false, /*float_out=*/false).to(x.scalar_type());
+  return bias.defined() ? h + bias : h;
+}
+
+// model.kernels.norm: aten. The same dtypes as the fused path: half inputs normalized in
+// float32, LayerNorm's output float32 under autocast.
+torch::Tensor NormImpl::aten_forward(const torch::Tensor& x) {
+  const auto wide = x.element_size() >= 4 ? x : x.to(torch::kFloat);
+  if (kind_ == NormKind::LayerNorm) {
+    const auto h = torch::layer_norm(wide, {dim_}, weight, bias, eps_);
+    return at::autocast::is_autocast_enabled(x.device().type()) ? h : h.to(x.scalar_type());
+  }
+  auto h = wide * torch::rsqrt(wide.pow(2).mean(-1, true) + eps_);
+  if (weight.defined()) h = h * weight;
+  h = h.to(x.scalar_type());
   return bias.defined() ? h + bias : h;
 }
 

@@ -7,6 +7,14 @@
 
 namespace siamese::model {
 
+BlockRunner& direct_blocks() {
+  struct Direct : BlockRunner {
+    void run(int64_t, std::vector<torch::Tensor>&, const std::function<void()>& block) override { block(); }
+  };
+  static Direct direct;
+  return direct;
+}
+
 BlockImpl::BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks,
                      std::optional<int64_t> window) {
   attn = register_module("attn", Attention(cfg, hooks, window));
@@ -58,14 +66,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& input_ids, const Forw
   State st = topology_->begin(x);
   report(-1, st);
   for (int64_t l = 0; l < n; ++l) {
-    if (!block_hooks_) {
-      forward_block(st, l, opts);
-    } else {
-      block_hooks_->before_block(l);
-      const std::vector<torch::Tensor> before = st.streams;
-      forward_block(st, l, opts);
-      block_hooks_->after_block(l, before, st.streams);
-    }
+    block_runner_->run(l, st.streams, [&] { forward_block(st, l, opts); });
     report(l, st);
   }
   auto h = topology_->finish(st);

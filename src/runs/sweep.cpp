@@ -353,20 +353,6 @@ std::vector<std::string> report_folders(const std::string& argument) {
   return out.empty() ? std::vector<std::string>{argument} : out;
 }
 
-std::vector<RunSummary::SettingChange> changed_settings(const RunSummary& folder,
-                                                        const config::TrainConfig& now) {
-  std::vector<RunSummary::SettingChange> out;
-  for (const auto& f : config::schema::train_fields()) {
-    // Where the run lives is not a training setting.
-    if (f.key == "save_folder" || f.key == "load_path") continue;
-    const auto was = folder.settings.find(f.key);
-    if (was == folder.settings.end()) continue;
-    const std::string is = config::schema::value_text(f, now);
-    if (was->second != is) out.push_back({f.key, was->second, is});
-  }
-  return out;
-}
-
 std::string time_left_text(int finished, int total, double elapsed_seconds) {
   if (finished <= 0) return "time left known after the first run";
   const double left = elapsed_seconds / finished * (total - finished);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <optional>
 
 #include "siamese/common/autocast.h"
 #include "siamese/config/validate.h"
@@ -12,7 +13,9 @@
 #include "siamese/data/token_dataset.h"
 #include "siamese/dist/communicator.h"
 #include "siamese/dist/data_parallel.h"
+#include "siamese/dist/parallel_plan.h"
 #include "siamese/dist/sharded.h"
+#include "siamese/model/kernel_choice.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/attention_kernels.h"
@@ -35,27 +38,28 @@ struct Subject {
   int64_t step = 0;
 };
 
-// The model as the trainer sets it up under `sync` (setup.h).
+// The model as the trainer sets it up under `plan` (setup.h).
 std::unique_ptr<Subject> make_subject(const BenchSubject& subject, torch::Device device,
-                                      dist::ParallelPlan& sync) {
+                                      dist::ParallelPlan& plan) {
   auto s = std::make_unique<Subject>();
   s->timing.topology = subject.label;
   s->timing.config = subject.config;
-  s->trainee = build_trainee(s->timing.config, device, sync);
+  s->trainee = build_trainee(s->timing.config, device, plan);
   s->trainee.model->train();
   return s;
 }
 
-TrainStep training_step(Subject& s, dist::ParallelPlan& sync, torch::Device device, int world_size) {
+TrainStep training_step(Subject& s, dist::ParallelPlan& plan, torch::Device device, int world_size) {
   const config::TrainConfig& cfg = s.timing.config;
   const int64_t micro = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world_size);
-  return TrainStep(cfg, *s.trainee.model, *s.trainee.optim, sync, *s.trainee.scaler, device, micro);
+  return TrainStep(config::step_section(cfg), *s.trainee.model, *s.trainee.optim, plan, *s.trainee.scaler,
+                   device, micro);
 }
 
 // One training step as `siamese train` runs it, at the configured peak learning rate.
 // Phases are timed by marks on the device's timeline (CUDA events), so the step runs as
 // in training, without a host sync between phases.
-StepSplit timed_step(Subject& s, TrainStep& step, dist::ParallelPlan& sync, data::TokenDataset& ds,
+StepSplit timed_step(Subject& s, TrainStep& step, dist::ParallelPlan& plan, data::TokenDataset& ds,
                      data::BatchOrder& order, torch::Device device) {
   const config::TrainConfig& cfg = s.timing.config;
   StepSplit t;
@@ -74,7 +78,7 @@ StepSplit timed_step(Subject& s, TrainStep& step, dist::ParallelPlan& sync, data
     t.forward += clock.seconds(f0, f1);
     t.backward += clock.seconds(f1, f2);
   }
-  t.comm = sync.take_comm_seconds();
+  t.comm = plan.gradients().take_comm_seconds();
   s.timing.peak_memory_mib = std::max(s.timing.peak_memory_mib, peak_memory_mib(device));
   return t;
 }
@@ -109,9 +113,10 @@ TopologyBench bench_topologies(const std::vector<BenchSubject>& compared, const 
                                const std::function<void(const TopologyBench&)>& started) {
   const config::TrainConfig& base = compared.at(0).config;
   const torch::Device device = resolve_device(base.device);
+  model::use_kernels(base.model.kernels);
   if (device.is_cuda()) configure_cuda_runtime(device, base.allow_tf32);
   check_flash_attention(base.model, device, autocast_dtype(base.precision));
-  data::TokenDataset ds = data::train_dataset(base);
+  data::TokenDataset ds = data::train_dataset(config::data_section(base));
   dist::ParallelPlan alone;
   std::vector<std::unique_ptr<Subject>> subjects;
   for (const auto& subject : compared) subjects.push_back(make_subject(subject, device, alone));
@@ -152,6 +157,7 @@ std::vector<ScalingSetup> bench_scaling(const config::TrainConfig& base, const d
                                         const BenchOptions& options) {
   config::validate_for_world_size(base, world.size);
   const torch::Device device = resolve_device(base.device, world.local_rank);
+  model::use_kernels(base.model.kernels);
   dist::Communicator comm(world, device, std::chrono::seconds(base.distributed.timeout_seconds));
   dist::ParallelPlan alone;
   auto subject = make_subject({base.model.residual, base}, device, alone);
@@ -160,11 +166,15 @@ std::vector<ScalingSetup> bench_scaling(const config::TrainConfig& base, const d
   overlapped_options.bucket_bytes = static_cast<int64_t>(base.distributed.bucket_mb * (1 << 20));
   dist::DataParallelOptions after_backward_options = overlapped_options;
   after_backward_options.overlap = false;
-  // Both hang hooks on the same parameters; only the one prepared for a last micro-batch acts.
-  dist::DataParallelPlan overlapped(comm, overlapped_options), after_backward(comm, after_backward_options);
-  overlapped.attach(s.trainee.model->parameters());
-  after_backward.attach(s.trainee.model->parameters());
-  data::TokenDataset ds = data::train_dataset(base);
+  // Both hang hooks on the same parameters; only the one asked to sync a backward acts, and
+  // the subject's optimizer waits for whichever setup is being timed.
+  dist::ParallelPlan overlapped = dist::ParallelPlan::data_parallel(comm, overlapped_options);
+  dist::ParallelPlan after_backward = dist::ParallelPlan::data_parallel(comm, after_backward_options);
+  overlapped.gradients().attach(s.trainee.model->parameters());
+  after_backward.gradients().attach(s.trainee.model->parameters());
+  dist::GradientStrategy* timed = nullptr;
+  s.trainee.optim->add_pre_step_hook([&timed] { timed->finish(); });
+  data::TokenDataset ds = data::train_dataset(config::data_section(base));
   data::BatchOrder order(ds.size(), base.global_train_batch_size,
                          static_cast<uint64_t>(base.data.seed.value_or(base.seed)), world.rank, world.size);
 
@@ -172,22 +182,22 @@ std::vector<ScalingSetup> bench_scaling(const config::TrainConfig& base, const d
   const bool sharded = config::shards_optimizer_state(base);
   std::vector<int> everyone(world.size);
   std::iota(everyone.begin(), everyone.end(), 0);
-  std::unique_ptr<dist::ShardedPlan> shards;
+  std::optional<dist::ParallelPlan> shards;
   std::unique_ptr<Subject> sharded_subject;
   if (sharded) {
-    shards = std::make_unique<dist::ShardedPlan>(comm.subgroup("bench-sharded", everyone),
-                                                 sharded_options(base, world));
+    shards = dist::ParallelPlan::sharded(comm.subgroup("bench-sharded", everyone),
+                                         sharded_options(config::parallel_section(base), world));
     sharded_subject = make_subject({base.model.residual, base}, device, *shards);
   }
 
   struct Setup {
     ScalingSetup result;
-    dist::ParallelPlan* sync;
+    dist::ParallelPlan* plan;
     Subject* subject;
   };
   std::vector<Setup> setups = {{{"1 rank", 1, {}}, &alone, &s}};
   // Where the trainer would not overlap (activation checkpointing), neither is timed so.
-  if (reduces_during_backward(base))
+  if (reduces_during_backward(config::parallel_section(base)))
     setups.push_back(
         {{fmt::format("{} ranks, ddp, all-reduce overlapped", world.size), world.size, {}}, &overlapped, &s});
   setups.push_back({{fmt::format("{} ranks, ddp, all-reduce after backward", world.size), world.size, {}},
@@ -196,18 +206,19 @@ std::vector<ScalingSetup> bench_scaling(const config::TrainConfig& base, const d
   if (sharded)
     setups.push_back(
         {{fmt::format("{} ranks, fsdp {}", world.size, name_of(base.fsdp.sharding_strategy)), world.size, {}},
-         shards.get(),
+         &*shards,
          sharded_subject.get()});
   for (int r = 0; r < options.rounds; ++r)
     for (auto& setup : setups) {
-      overlapped.before_backward(false);
-      after_backward.before_backward(false);
+      overlapped.gradients().set_requires_sync(false);
+      after_backward.gradients().set_requires_sync(false);
+      timed = &setup.plan->gradients();
       comm.barrier();
       if (setup.result.ranks == 1 && !world.is_main()) continue;  // wait at the next barrier
-      TrainStep step = training_step(*setup.subject, *setup.sync, device, world.size);
+      TrainStep step = training_step(*setup.subject, *setup.plan, device, world.size);
       const int warmup = r == 0 ? options.warmup : 0;
       for (int i = 0; i < warmup + options.steps; ++i) {
-        StepSplit t = timed_step(*setup.subject, step, *setup.sync, ds, order, device);
+        StepSplit t = timed_step(*setup.subject, step, *setup.plan, ds, order, device);
         if (i >= warmup) setup.result.steps.push_back(t);
       }
     }
@@ -215,8 +226,8 @@ std::vector<ScalingSetup> bench_scaling(const config::TrainConfig& base, const d
   for (auto& setup : setups) {
     int64_t param_bytes = 0;
     for (const auto& p : setup.subject->trainee.model->parameters()) param_bytes += p.nbytes();
-    setup.result.state_bytes = setup.sync->parameter_bytes(param_bytes) +
-                               setup.sync->gradient_bytes(param_bytes) +
+    setup.result.state_bytes = setup.plan->gradients().parameter_bytes(param_bytes) +
+                               setup.plan->gradients().gradient_bytes(param_bytes) +
                                setup.subject->trainee.optim->state_bytes();
   }
   std::vector<ScalingSetup> out;

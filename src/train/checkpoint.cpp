@@ -97,7 +97,7 @@ std::vector<fs::path> optimizer_files(const fs::path& folder) {
 
 // A parameter without state in the files (never updated, or updated by the other optimizer
 // before optimizer.name changed) starts afresh. State saved by N ranks is put together
-// whole, then cut into this run's shards (`sync`), so the world size may change on resume.
+// whole, then cut into this run's shards (`layout`), so the world size may change on resume.
 void load_optimizer(torch::nn::Module& model, Optimizer& optim, const std::vector<fs::path>& files,
                     dist::ShardLayout& layout) {
   std::vector<torch::serialize::InputArchive> archives(files.size());
@@ -368,7 +368,7 @@ void TrainState::load_state_dict(const StateDict& state) {
 }
 
 TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Optimizer* optim,
-                           const config::ModelConfig* same_model, dist::ParallelPlan* sync,
+                           const config::ModelConfig* same_model, dist::ParallelPlan* plan,
                            const std::vector<Stateful*>& tracked) {
   if (const auto problem = checkpoint_problem(folder))
     throw Error("not an intact checkpoint: " + *problem, folder.string(),
@@ -377,9 +377,9 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Opt
   try {
     load_tensors(model, folder / "model.pt");
     dist::ParallelPlan one_process;
-    dist::ParallelPlan& ranks = sync ? *sync : one_process;
-    ranks.params_changed();
-    if (optim) load_optimizer(model, *optim, optimizer_files(folder), ranks);
+    dist::ParallelPlan& ranks = plan ? *plan : one_process;
+    ranks.gradients().params_changed();
+    if (optim) load_optimizer(model, *optim, optimizer_files(folder), ranks.layout());
     torch::serialize::InputArchive a;
     a.load_from((folder / "train_state.pt").string());
     // read() into a defined tensor would set_() it, so every read gets a fresh one.
@@ -408,16 +408,8 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Opt
   }
 }
 
-std::vector<SettingChange> changed_settings(const fs::path& folder, const config::TrainConfig& now) {
-  const config::TrainConfig saved = saved_config(folder);
-  std::vector<SettingChange> out;
-  for (const auto& f : config::schema::train_fields()) {
-    // Where the run lives is not a training setting.
-    if (f.key == "save_folder" || f.key == "load_path") continue;
-    const std::string was = config::schema::value_text(f, saved), is = config::schema::value_text(f, now);
-    if (was != is) out.push_back({f.key, was, is});
-  }
-  return out;
+std::map<std::string, std::string> saved_settings(const fs::path& folder) {
+  return config::schema::training_settings(saved_config(folder));
 }
 
 }  // namespace siamese::train

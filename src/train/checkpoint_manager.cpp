@@ -16,10 +16,14 @@ namespace siamese::train {
 
 namespace fs = std::filesystem;
 
-CheckpointManager::CheckpointManager(const config::TrainConfig& cfg, dist::ParallelPlan& sync)
-    : cfg_(cfg), sync_(sync), run_dir_(cfg.save_folder), config_yaml_(config::to_yaml(cfg)) {
+CheckpointManager::CheckpointManager(const config::TrainConfig& cfg, dist::ParallelPlan& plan)
+    : cfg_(cfg),
+      plan_(plan),
+      ranks_(plan.collectives()),
+      run_dir_(cfg.save_folder),
+      config_yaml_(config::to_yaml(cfg)) {
   std::exception_ptr failure;
-  if (sync_.rank() == 0) {
+  if (ranks_.rank() == 0) {
     try {
       lock_.emplace(run_dir_, "siamese train");
       clean_save_folder(run_dir_, *lock_);
@@ -27,7 +31,7 @@ CheckpointManager::CheckpointManager(const config::TrainConfig& cfg, dist::Paral
       failure = std::current_exception();
     }
   }
-  if (sync_.sum(failure ? 1.0 : 0.0) > 0) {
+  if (ranks_.sum(failure ? 1.0 : 0.0) > 0) {
     if (failure) std::rethrow_exception(failure);
     throw Error("rank 0 could not take the save_folder (its log says why)", run_dir_.string());
   }
@@ -49,9 +53,9 @@ TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& opt
                 "another save_folder, or set save_overwrite: true to write over them");
   TrainState state;
   if (from) {
-    state = load_checkpoint(*from, model, &optim, &cfg_.model, &sync_, tracked_);
+    state = load_checkpoint(*from, model, &optim, &cfg_.model, &plan_, tracked_);
     spdlog::info("resumed from {} at step {} ({} tokens)", from->string(), state.step, state.tokens);
-    changes = changed_settings(*from, cfg_);
+    changes = config::schema::changed_settings(saved_settings(*from), cfg_);
     for (const auto& c : changes)
       spdlog::warn("resumed with a changed setting: {} {} -> {}", c.key, c.was, c.now);
     if (state.step >= max_steps)
@@ -63,32 +67,33 @@ TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& opt
 }
 
 void CheckpointManager::record_run(int64_t max_steps, const TrainState& state) {
-  if (sync_.rank() != 0) return;
+  if (ranks_.rank() != 0) return;
   write_run_config(run_dir_, config_yaml_);
-  eval::keep_run_tokenizer(run_dir_, cfg_);
-  write_provenance(run_dir_, {max_steps, state.step, sync_.world_size(), cfg_.decay_from});
+  eval::keep_run_tokenizer(run_dir_, cfg_.data, cfg_.tokenizer);
+  write_provenance(run_dir_, {max_steps, state.step, ranks_.world_size(), cfg_.decay_from});
 }
 
 bool CheckpointManager::save(const TrainState& state, model::TransformerImpl& model, Optimizer& optim) {
   const auto start = std::chrono::steady_clock::now();
-  const dist::WholeParams whole(sync_);
+  const dist::WholeParams whole(plan_.gradients());
   // Every rank sees the same weights, so all stop alike.
   std::vector<torch::Tensor> finite;
   for (const auto& p : model.parameters()) finite.push_back(torch::isfinite(p).all());
   if (!torch::stack(finite).all().item<bool>()) return false;
   // A sharded strategy's ranks each write their optimizer shard first; rank 0 writes the
   // rest and the manifest, the index that makes the shards a checkpoint, last.
-  save_optimizer_shard(run_dir_, state.step, optim, sync_.optimizer_shard_rank(), sync_.optimizer_shards());
-  sync_.barrier();
-  if (sync_.rank() == 0) {
+  save_optimizer_shard(run_dir_, state.step, optim, plan_.layout().optimizer_shard_rank(),
+                       plan_.layout().optimizer_shards());
+  ranks_.barrier();
+  if (ranks_.rank() == 0) {
     const std::vector<const Stateful*> tracked(tracked_.begin(), tracked_.end());
-    auto dir =
-        save_checkpoint(run_dir_, model, optim, state, config_yaml_, sync_.optimizer_shards(), tracked);
+    auto dir = save_checkpoint(run_dir_, model, optim, state, config_yaml_, plan_.layout().optimizer_shards(),
+                               tracked);
     written_.insert(state.step);
     prune_checkpoints(run_dir_, cfg_.save_num_checkpoints_to_keep, resumed_step_, written_);
     spdlog::info("saved checkpoint {}", dir.string());
   }
-  sync_.barrier();
+  ranks_.barrier();
   last_saved_ = state.step;
   longest_save_seconds_ = std::max(
       longest_save_seconds_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

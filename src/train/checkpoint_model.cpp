@@ -2,6 +2,7 @@
 
 #include "siamese/common/error.h"
 #include "siamese/config/load.h"
+#include "siamese/model/kernel_choice.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/save_folder.h"
 
@@ -23,6 +24,7 @@ CheckpointModel load_checkpoint_model(const std::string& path, torch::Device dev
     throw Error("checkpoint has no config.yaml", c.dir.string(),
                 "checkpoints written by `siamese train` carry their resolved config");
   c.config = config::load_config((c.dir / "config.yaml").string(), {});
+  model::use_kernels(c.config.model.kernels);
   c.model = model::Transformer(c.config.model);
   c.step = load_checkpoint(c.dir, *c.model, nullptr).step;
   c.model->to(device);

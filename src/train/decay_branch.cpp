@@ -31,13 +31,13 @@ double parent_position(const fs::path& checkpoint, config::ScheduleUnits units) 
 }
 
 // The parent run's length in its scheduler's units (its t_max, else its max_duration).
-double parent_t_max(const config::TrainConfig& parent) {
-  if (parent.scheduler.t_max) return *parent.scheduler.t_max;
-  const config::Duration d = config::parse_duration(parent.max_duration);
-  const bool tokens = parent.scheduler.units == config::ScheduleUnits::Tokens;
+double parent_t_max(const config::SchedulerConfig& scheduler, const std::string& max_duration) {
+  if (scheduler.t_max) return *scheduler.t_max;
+  const config::Duration d = config::parse_duration(max_duration);
+  const bool tokens = scheduler.units == config::ScheduleUnits::Tokens;
   if (d.unit == config::Duration::Tokens && tokens) return double(d.value);
   if (d.unit == config::Duration::Steps && !tokens) return double(d.value);
-  throw Error("the parent's max_duration " + parent.max_duration + " is not in its scheduler's units",
+  throw Error("the parent's max_duration " + max_duration + " is not in its scheduler's units",
               "scheduler.t_max", "branch from a run whose t_max or max_duration is in scheduler.units");
 }
 
@@ -57,7 +57,8 @@ config::TrainConfig decay_branch(const config::TrainConfig& cfg) {
   const config::TrainConfig parent = config::load_config((from / "config.yaml").string(), {});
   const double at = parent_position(from, s.units);
   const double peak = parent.optimizer.learning_rate;
-  const double lr = learning_rate(parent.scheduler, peak, at, parent_t_max(parent));
+  const double lr =
+      learning_rate(parent.scheduler, peak, at, parent_t_max(parent.scheduler, parent.max_duration));
   if (std::abs(lr - peak) > 1e-12 * peak)
     throw Error(
         fmt::format("{} is at {} {} of its run, where its learning rate is {:.4g}, not the peak {:.4g}: "

@@ -13,10 +13,10 @@ void LossTerms::add(const std::string& name, const torch::Tensor& value) {
   values_.push_back(v);
 }
 
-void LossTerms::sum_over_ranks(dist::Collectives& sync) {
+void LossTerms::sum_over_ranks(dist::Collectives& ranks) {
   if (values_.empty()) return;
   auto all = torch::stack(values_);
-  sync.sum_(all);
+  ranks.sum_(all);
   for (size_t i = 0; i < values_.size(); ++i) values_[i] = all[int64_t(i)];
 }
 

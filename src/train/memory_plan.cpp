@@ -39,7 +39,8 @@ std::vector<RankMemory> plan_memory(const config::TrainConfig& cfg, int world_si
   std::string hybrid_refused;
   double G = 0;
   try {
-    G = W / double(hybrid_replicas(cfg, world_size, std::min(world_size, local_world)));
+    G = W /
+        double(hybrid_replicas(config::parallel_section(cfg), world_size, std::min(world_size, local_world)));
   } catch (const Error& e) {
     hybrid_refused = e.what();
   }
@@ -123,12 +124,11 @@ void check_model_fits(const config::TrainConfig& cfg, torch::Device device, int 
   if (whole < 0x1p59) row = rank_memory(cfg, world_size, std::max(1, local_size), device.is_cpu());
   // A strategy train refuses at this size is refused where it is chosen, with its reason.
   if (!row.refused.empty()) return;
-  check_memory_fits(cfg, row, world_size, sharing, available, device.str());
+  check_memory_fits(cfg.model, row, world_size, sharing, available, device.str());
 }
 
-void check_memory_fits(const config::TrainConfig& cfg, const RankMemory& row, int world_size, int sharing,
+void check_memory_fits(const config::ModelConfig& model, const RankMemory& row, int world_size, int sharing,
                        double available, const std::string& where) {
-  const config::ModelConfig& model = cfg.model;
   const model::StateBytes parts = model::training_state_parts(model);
   const double needed = row.peak() * double(sharing);
   if (needed <= available) return;

@@ -78,7 +78,7 @@ Optimizer::Optimizer(const config::OptimizerConfig& cfg,
     muon_lr_ratio_ = o.lr / cfg.learning_rate;
     std::vector<std::vector<int64_t>> shapes;
     for (const auto& n : g.muon) shapes.push_back((whole ? whole->params[n] : params[n]).sizes().vec());
-    muon_ = std::make_unique<Muon>(tensors(g.muon), o, std::move(shapes), whole ? whole->sync : nullptr);
+    muon_ = std::make_unique<Muon>(tensors(g.muon), o, std::move(shapes), whole ? whole->layout : nullptr);
   }
   for (const auto& item : params)
     if (item.value().requires_grad()) {
@@ -111,6 +111,10 @@ void Optimizer::zero_grad() {
 void Optimizer::set_learning_rate(double lr) {
   train::set_learning_rate(*adamw_, lr);
   if (muon_) muon_->set_lr(lr * muon_lr_ratio_);
+}
+
+void Optimizer::prepare_gradients() {
+  for (const auto& hook : pre_step_) hook();
 }
 
 void Optimizer::update(const std::optional<torch::Tensor>& skip) {

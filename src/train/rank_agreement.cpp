@@ -26,8 +26,8 @@ std::pair<double, double> digests(const std::string& text) {
 
 }  // namespace
 
-void check_ranks_agree(dist::Collectives& sync, const config::TrainConfig& cfg, torch::Device device) {
-  const int n = sync.world_size();
+void check_ranks_agree(dist::Collectives& ranks, const config::TrainConfig& cfg, torch::Device device) {
+  const int n = ranks.world_size();
   if (n == 1) return;
   std::vector<std::string> names, values;
   for (const auto& f : config::schema::train_fields()) {
@@ -46,7 +46,7 @@ void check_ranks_agree(dist::Collectives& sync, const config::TrainConfig& cfg, 
     acc[i][0] = a, acc[i][1] = a * a, acc[i][2] = b, acc[i][3] = b * b;
   }
   torch::Tensor on_device = sums.to(device);
-  sync.sum_(on_device);
+  ranks.sum_(on_device);
   sums = on_device.cpu();
   acc = sums.accessor<double, 2>();
   std::vector<std::string> differ;
@@ -57,7 +57,7 @@ void check_ranks_agree(dist::Collectives& sync, const config::TrainConfig& cfg, 
     throw Error(fmt::format("the {} ranks were launched with different settings: {} (this rank: {})", n,
                             fmt::join(differ, ", "),
                             values[std::find(names.begin(), names.end(), differ[0]) - names.begin()]),
-                fmt::format("rank {}", sync.rank()),
+                fmt::format("rank {}", ranks.rank()),
                 "launch every rank with the same config file, overrides and environment (MODEL_TYPE, the "
                 "${oc.env:...} variables the config reads)");
 }

@@ -45,11 +45,12 @@ void configure_cuda_runtime(torch::Device device, bool allow_tf32) {
   at::globalContext().setAllowTF32CuDNN(allow_tf32);
 }
 
-void check_device_choice(const config::TrainConfig& cfg, torch::Device device) {
-  const auto setting = config::parse_device(cfg.device);
+void check_device_choice(const std::string& device_setting, const config::ModelConfig& model,
+                         torch::Device device) {
+  const auto setting = config::parse_device(device_setting);
   if (device.is_cuda() || !setting || setting->kind != config::DeviceSetting::Kind::Auto) return;
   // 16 bytes of weights, gradients and AdamW state per parameter (accounting.h), in doubles.
-  const double parameters = model::training_state_bytes(cfg.model) / 16.0;
+  const double parameters = model::training_state_bytes(model) / 16.0;
   if (parameters < kCpuFallbackParameters) return;
   throw Error(fmt::format("device is auto and no GPU is visible, so this {:.3g}B-parameter model would train "
                           "on the CPU, orders of magnitude slower than on a GPU",

@@ -35,26 +35,27 @@ void check_moe_capacity(const config::ModelConfig& m, int64_t micro_batch) {
 
 }  // namespace
 
-Trainee build_trainee(const config::TrainConfig& cfg, torch::Device device, dist::ParallelPlan& sync) {
+Trainee build_trainee(const config::TrainConfig& cfg, torch::Device device, dist::ParallelPlan& plan) {
   Trainee t;
-  t.micro_batch = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / sync.world_size());
+  t.micro_batch = std::min(cfg.device_train_microbatch_size,
+                           cfg.global_train_batch_size / plan.collectives().world_size());
   check_moe_capacity(cfg.model, t.micro_batch);
   torch::manual_seed(cfg.seed);
   t.model = model::Transformer(cfg.model);
   t.model->to(device);
-  parallelize(*t.model, sync);
-  const WholeParamsOf whole{t.model->named_parameters(), &sync};
-  t.optim = build_optimizer(cfg.optimizer, sync.optimizer_params(whole.params), &whole);
+  parallelize(*t.model, plan);
+  const WholeParamsOf whole{t.model->named_parameters(), &plan.layout()};
+  t.optim = build_optimizer(cfg.optimizer, plan.layout().optimizer_params(whole.params), &whole);
   t.optim->allocate_state();
-  hook_optimizer(*t.optim, *t.model, sync);
+  hook_optimizer(*t.optim, *t.model, plan);
   t.scaler =
       std::make_unique<LossScaler>(cfg.precision == config::Precision::AmpFp16, cfg.fp16_initial_loss_scale,
                                    cfg.fp16_loss_scale_growth_interval, device);
   return t;
 }
 
-TrainStep Trainee::step(const config::TrainConfig& cfg, dist::ParallelPlan& sync, torch::Device device) {
-  return TrainStep(cfg, *model, *optim, sync, *scaler, device, micro_batch);
+TrainStep Trainee::step(const config::StepSection& cfg, dist::ParallelPlan& plan, torch::Device device) {
+  return TrainStep(cfg, *model, *optim, plan, *scaler, device, micro_batch);
 }
 
 }  // namespace siamese::train

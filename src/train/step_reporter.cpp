@@ -25,7 +25,7 @@ std::string term_value(const HostLossTerms& terms, const std::string& cause) {
 
 // What to change after a step whose `cause` went non-finite: the z-loss carries its
 // multiplier, which overflows by itself; anything else is the run diverging.
-std::string nonfinite_fix(const config::TrainConfig& cfg, const std::string& cause) {
+std::string nonfinite_fix(const config::ReportSection& cfg, const std::string& cause) {
   if (cause == metric::kZLoss)
     return fmt::format(
         "the z-loss is auxiliary_loss_multiplier ({}) x logsumexp(logits)^2 per token: resume from it with a "
@@ -42,7 +42,7 @@ std::string format_eta(double seconds) {
                    : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
-StepReporter::StepReporter(const config::TrainConfig& cfg, torch::Device device, bool main_rank,
+StepReporter::StepReporter(const config::ReportSection& cfg, torch::Device device, bool main_rank,
                            int world_size, const std::filesystem::path& run_dir, int64_t first_step,
                            int64_t max_steps)
     : cfg_(cfg),
@@ -51,22 +51,21 @@ StepReporter::StepReporter(const config::TrainConfig& cfg, torch::Device device,
       first_step_(first_step),
       max_steps_(max_steps),
       read_interval_(device.is_cuda() ? cfg.console_log_interval : 1),
-      tokens_per_step_(cfg.global_train_batch_size * cfg.model.max_sequence_length),
+      tokens_per_step_(cfg.global_batch * cfg.model.max_sequence_length),
       flops_per_token_(model::flops_per_token(cfg.model, cfg.model.max_sequence_length)),
       peak_flops_(cfg.peak_tflops ? std::optional<double>(*cfg.peak_tflops * 1e12 * world_size)
                                   : std::nullopt),
+      bad_steps_(cfg.max_bad_steps),
       clock_(device),
       spikes_(cfg.loss_spike_factor),
       last_console_(std::chrono::steady_clock::now()) {
-  if (main_rank) {
-    metrics_.emplace(run_dir / "metrics.jsonl", first_step);
-    tensorboard_.emplace(run_dir / "tensorboard");
-  }
+  if (!main_rank) return;
+  sinks_.push_back(std::make_unique<MetricsLog>(run_dir / "metrics.jsonl", first_step));
+  sinks_.push_back(std::make_unique<TensorBoardWriter>(run_dir / "tensorboard"));
 }
 
 void StepReporter::event(const MetricsRow& row) {
-  if (metrics_) metrics_->write(row);
-  if (tensorboard_) tensorboard_->write_row(row);
+  for (const auto& sink : sinks_) sink->write(row);
 }
 
 int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
@@ -90,15 +89,15 @@ int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
     }
     const double loss = terms.front().second;  // "loss" comes first
     terms.erase(terms.begin());
-    // An fp16 overflow is routine while the scale settles: skipped, not a bad step. With
-    // no scaling left (S <= 1) the gradients themselves overflow, and it is one.
-    if (scaler.enabled() && finite_loss && !std::isfinite(grad_norm) && loss_scale > 1) {
+    const auto verdict = bad_steps_.judge(finite_loss, std::isfinite(grad_norm),
+                                          scaler.enabled() ? loss_scale : 0, state.bad_steps);
+    if (verdict == BadStepPolicy::Verdict::Overflow) {
       spdlog::info("step {}: fp16 gradients overflowed at loss scale {}; step skipped, scale now {}", p.step,
                    loss_scale, loss_scale / 2);
       event(metrics_row(p.step, "overflow", {{"loss", loss}, {"loss_scale", loss_scale}}));
       continue;
     }
-    if (!finite_loss || !std::isfinite(grad_norm)) {
+    if (verdict != BadStepPolicy::Verdict::Continue) {
       // The first term that went non-finite names the cause: the cross-entropy, or an
       // auxiliary term whose weight may be what overflowed.
       std::string cause = std::isfinite(loss) ? "grad_norm" : metric::kLoss;
@@ -112,10 +111,10 @@ int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
                                    {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}});
       for (const auto& [name, value] : terms) row[name] = value;
       event(row);
-      if (state.bad_steps < cfg_.max_bad_steps) {
-        state.bad_steps += 1;
+      if (verdict == BadStepPolicy::Verdict::Skip) {
         spdlog::warn("step {}: non-finite {} ({}loss {}, grad norm {}); skipped ({} of {} allowed)", p.step,
-                     cause, term_value(terms, cause), loss, grad_norm, state.bad_steps, cfg_.max_bad_steps);
+                     cause, term_value(terms, cause), loss, grad_norm, state.bad_steps,
+                     bad_steps_.max_bad_steps());
         continue;
       }
       spdlog::error("step {}: non-finite {} ({}loss {}, grad norm {}); stopping: {}; {}", p.step, cause,
@@ -140,7 +139,7 @@ int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
     m.comm_seconds = p.comm_seconds;
     m.peak_memory_mib = peak_mib;
     if (scaler.enabled()) m.loss_scale = loss_scale;
-    if (cfg_.data.instance_filter.enabled()) m.filtered_instances = p.filtered;
+    if (cfg_.instance_filter) m.filtered_instances = p.filtered;
     event(m.to_row());
     if (p.result.layer_grad_norms) event(analysis::layer_grad_norms_row(p.step, *p.result.layer_grad_norms));
     if (p.filtered > 0)

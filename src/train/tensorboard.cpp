@@ -111,7 +111,7 @@ void TensorBoardWriter::scalars(int64_t step, const std::vector<std::pair<std::s
   record(e);
 }
 
-void TensorBoardWriter::write_row(const MetricsRow& row) {
+void TensorBoardWriter::write(const MetricsRow& row) {
   if (!row.contains("step") || !row["step"].is_number_integer()) return;
   std::string prefix = "train/";
   if (row.contains("event") && row["event"].is_string()) {

@@ -26,25 +26,26 @@ void add_routing(std::vector<model::ExpertLoad>& into, const std::vector<model::
 
 }  // namespace
 
-TrainStep::TrainStep(const config::TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim,
-                     dist::ParallelPlan& sync, LossScaler& scaler, torch::Device device, int64_t micro_batch)
+TrainStep::TrainStep(const config::StepSection& cfg, model::TransformerImpl& model, Optimizer& optim,
+                     dist::ParallelPlan& plan, LossScaler& scaler, torch::Device device, int64_t micro_batch)
     : model_(model),
       optim_(optim),
-      sync_(sync),
+      plan_(plan),
       scaler_(scaler),
       device_(device),
       autocast_(autocast_dtype(cfg.precision)),
-      flash_attention_(cfg.model.flash_attention),
+      flash_attention_(model.config().flash_attention),
       micro_batch_(micro_batch),
-      predicted_tokens_(double(cfg.global_train_batch_size) * double(cfg.model.max_sequence_length - 1)),
+      predicted_tokens_(double(cfg.global_batch) * double(model.config().max_sequence_length - 1)),
       max_grad_norm_(cfg.max_grad_norm.value_or(std::numeric_limits<double>::infinity())),
-      z_loss_multiplier_(cfg.softmax_auxiliary_loss ? std::optional<double>(cfg.auxiliary_loss_multiplier)
-                                                    : std::nullopt),
-      documents_(model::document_rule(cfg)),
-      global_rows_(double(cfg.global_train_batch_size)),
-      uneven_shares_(cfg.data.instance_filter.enabled() && sync.world_size() > 1),
-      n_layers_(cfg.model.n_layers),
-      params_(optim.params()) {}
+      z_loss_multiplier_(cfg.z_loss_multiplier),
+      global_rows_(double(cfg.global_batch)),
+      uneven_shares_(cfg.instance_filter && plan.collectives().world_size() > 1),
+      n_layers_(model.config().n_layers),
+      params_(optim.params()) {
+  if (cfg.generate_doc_lengths)
+    documents_ = model::DocumentRule{model.config().eos_token_id, cfg.rope_restart_per_document};
+}
 
 StepResult TrainStep::run(const torch::Tensor& batch, double lr, const StepOptions& options) {
   auto mark = [&] { return options.clock ? options.clock->mark() : size_t(0); };
@@ -56,11 +57,11 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const StepOptio
   // gathers each block in every forward, and a rank that stopped early would leave the others
   // waiting in an all-gather. Empty micro-batches add nothing to the loss or the gradients.
   int64_t n_micro = std::max<int64_t>(1, (batch.size(0) + micro_batch_ - 1) / micro_batch_);
-  if (uneven_shares_) n_micro = int64_t(sync_.max(double(n_micro)));
+  if (uneven_shares_) n_micro = int64_t(plan_.collectives().max(double(n_micro)));
   {
     const AttentionKernelScope kernels(flash_attention_);
     std::optional<StepCastCache> casts;
-    if (autocast_ && !sync_.block_hooks()) casts.emplace();
+    if (autocast_ && !plan_.blocks()) casts.emplace();
     for (int64_t m = 0; m < n_micro; ++m) {
       const int64_t first = std::min(m * micro_batch_, batch.size(0));
       auto ids = batch.narrow(0, first, std::min(micro_batch_, batch.size(0) - first));
@@ -76,22 +77,23 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const StepOptio
         sums = model::lm_loss_sums(model_, ids, z_loss_multiplier_, documents_, &aux);
       }
       const size_t backward_start = mark();
-      sync_.before_backward(m == n_micro - 1);
+      plan_.gradients().set_requires_sync(m == n_micro - 1);
       scaler_.scaled(sums.total() / predicted_tokens_).backward();
       result.terms.add(metric::kLoss, sums.nll.detach() / predicted_tokens_);
       if (sums.z.defined()) result.terms.add(metric::kZLoss, sums.z.detach() / predicted_tokens_);
       for (const auto& [name, value] : aux.terms) result.terms.add(name, value * share);
       add_routing(result.routing, aux.routing);
-      if (m == n_micro - 1) sync_.after_backward();
       if (options.marks) options.marks->micro_batches.push_back({forward_start, backward_start, mark()});
     }
   }
+  optim_.prepare_gradients();
   if (options.marks) options.marks->update_start = mark();
   scaler_.unscale_(params_);
   if (options.layer_grad_norms)
-    result.layer_grad_norms = analysis::per_layer_grad_norms(optim_.named_params(), n_layers_, sync_);
-  result.terms.sum_over_ranks(sync_);
-  const torch::Tensor grad_norm = clip_grad_norm(params_, max_grad_norm_, &sync_);
+    result.layer_grad_norms =
+        analysis::per_layer_grad_norms(optim_.named_params(), n_layers_, plan_.layout());
+  result.terms.sum_over_ranks(plan_.collectives());
+  const torch::Tensor grad_norm = clip_grad_norm(params_, max_grad_norm_, &plan_.layout());
   // A non-finite loss or gradient never reaches the weights.
   const torch::Tensor skip =
       torch::logical_not(result.terms.all_finite().logical_and(torch::isfinite(grad_norm))).to(torch::kFloat);

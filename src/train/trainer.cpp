@@ -17,6 +17,7 @@
 #include "siamese/config/load.h"
 #include "siamese/data/rank_batches.h"
 #include "siamese/eval/evaluators.h"
+#include "siamese/model/kernel_choice.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/attention_kernels.h"
 #include "siamese/train/checkpoint_manager.h"
@@ -41,8 +42,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // The run's training data (this rank's batches, data/rank_batches.h) and the schedule over
 // the run's length.
 struct TrainData {
-  TrainData(const config::TrainConfig& cfg, const dist::ParallelPlan& sync)
-      : batches(cfg, sync.rank(), sync.world_size()),
+  TrainData(const config::TrainConfig& cfg, const dist::Collectives& ranks)
+      : batches(config::data_section(cfg), ranks.rank(), ranks.world_size()),
         tokens_per_step(cfg.global_train_batch_size * cfg.model.max_sequence_length) {
     const config::Duration d = config::parse_duration(cfg.max_duration);
     // max_duration in steps, or tokens rounded up to whole global batches (OLMo), or epochs.
@@ -66,7 +67,7 @@ struct TrainData {
   double schedule_max = 0;
 };
 
-void log_start(const config::TrainConfig& cfg, const Trainee& t, dist::ParallelPlan& sync,
+void log_start(const config::TrainConfig& cfg, const Trainee& t, const dist::ParallelPlan& plan,
                torch::Device device, const TrainData& data) {
   if (cfg.model.init_device == config::InitDevice::Meta)
     spdlog::info(
@@ -74,15 +75,15 @@ void log_start(const config::TrainConfig& cfg, const Trainee& t, dist::ParallelP
         "OLMo's deferred initialisation ends in",
         device.str());
   const std::string short_run = short_of_peak(cfg.scheduler, cfg.optimizer.learning_rate, data.schedule_max);
-  if (!short_run.empty() && sync.rank() == 0) spdlog::warn("{}", short_run);
+  if (!short_run.empty() && plan.collectives().rank() == 0) spdlog::warn("{}", short_run);
   int64_t param_bytes = 0;
   for (const auto& p : t.model->parameters()) param_bytes += p.nbytes();
-  param_bytes = sync.parameter_bytes(param_bytes);
+  param_bytes = plan.gradients().parameter_bytes(param_bytes);
   spdlog::info(
       "distributed strategy: {}, {} rank(s); each holds {} bytes of parameters, {} bytes of gradients, {} "
       "bytes of optimizer state",
-      sync.strategy(), sync.world_size(), param_bytes, sync.gradient_bytes(param_bytes),
-      t.optim->state_bytes());
+      plan.gradients().name(), plan.collectives().world_size(), param_bytes,
+      plan.gradients().gradient_bytes(param_bytes), t.optim->state_bytes());
   if (t.micro_batch < cfg.device_train_microbatch_size)
     spdlog::info("device_train_microbatch_size {} capped at each rank's share of the global batch, {}",
                  cfg.device_train_microbatch_size, t.micro_batch);
@@ -91,7 +92,7 @@ void log_start(const config::TrainConfig& cfg, const Trainee& t, dist::ParallelP
       "micro-batches of {}, {} rank(s)",
       cfg.model.residual, model::count_parameters(cfg.model).total(), device.str(), data.max_steps,
       data.batches.num_instances(), cfg.model.max_sequence_length, cfg.global_train_batch_size, t.micro_batch,
-      sync.world_size());
+      plan.collectives().world_size());
 }
 
 MetricsRow resume_row(int64_t step, const std::vector<SettingChange>& changes) {
@@ -107,26 +108,28 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
   // ---- setup -------------------------------------------------------------------------
   const auto started = Clock::now();  // time_limit counts from here
   dist::ParallelPlan single_process;
-  dist::ParallelPlan& sync = control.sync ? *control.sync : single_process;
+  dist::ParallelPlan& plan = control.plan ? *control.plan : single_process;
+  dist::Collectives& ranks = plan.collectives();
   configure_cpu_runtime();
-  const torch::Device device = resolve_device(cfg.device, sync.local_rank());
+  model::use_kernels(cfg.model.kernels);
+  const torch::Device device = resolve_device(cfg.device, ranks.local_rank());
   if (device.is_cuda()) configure_cuda_runtime(device, cfg.allow_tf32);
-  check_device_choice(cfg, device);
-  check_model_fits(cfg, device, sync.world_size(), sync.local_world_size());
+  check_device_choice(cfg.device, cfg.model, device);
+  check_model_fits(cfg, device, ranks.world_size(), ranks.local_world_size());
   check_flash_attention(cfg.model, device, autocast_dtype(cfg.precision));
-  StopPolicy stops(cfg, sync, control.stop_at, started);
+  StopPolicy stops(cfg.time_limit, ranks, control.stop_at, started);
   // The data before the model: a missing token file is named before gigabytes are allocated.
-  TrainData data(cfg, sync);
-  Trainee t = build_trainee(cfg, device, sync);
-  eval::Evaluators evaluators(cfg, device, sync);
-  CheckpointManager checkpoints(cfg, sync);
+  TrainData data(cfg, ranks);
+  Trainee t = build_trainee(cfg, device, plan);
+  eval::Evaluators evaluators(config::eval_section(cfg), device, ranks);
+  CheckpointManager checkpoints(cfg, plan);
   std::vector<SettingChange> changes;
   checkpoints.track(*t.scaler);
   TrainState state = checkpoints.load(*t.model, *t.optim, data.max_steps, changes);
   checkpoints.record_run(data.max_steps, state);
   const int64_t first_step = state.step;
-  StepReporter reporter(cfg, device, sync.rank() == 0, sync.world_size(), checkpoints.folder(), first_step,
-                        data.max_steps);
+  StepReporter reporter(config::report_section(cfg), device, ranks.rank() == 0, ranks.world_size(),
+                        checkpoints.folder(), first_step, data.max_steps);
   if (!changes.empty()) reporter.event(resume_row(state.step, changes));
   auto save = [&]() -> int {
     if (checkpoints.save(state, *t.model, *t.optim)) return 0;
@@ -145,21 +148,21 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
       reporter.event(r.to_row(state.step));
     }
   };
-  TrainStep step = t.step(cfg, sync, device);
-  log_start(cfg, t, sync, device, data);
+  TrainStep step = t.step(config::step_section(cfg), plan, device);
+  log_start(cfg, t, plan, device, data);
 
   // ---- loop --------------------------------------------------------------------------
   data.batches.start(state.step, data.max_steps, device.is_cuda() && cfg.data.pin_memory);
   t.model->train();
   const int64_t layer_grads_every = cfg.optimizer.metrics_log_interval.value_or(0);
-  const int64_t rank_rows = cfg.global_train_batch_size / sync.world_size();
+  const int64_t rank_rows = cfg.global_train_batch_size / ranks.world_size();
   const auto loop_start = Clock::now();
   while (state.step < data.max_steps) {
     const size_t start_mark = reporter.clock().mark();
     const torch::Tensor batch = data.batches.next().to(device, /*non_blocking=*/true);
     // What the filter left out of this rank's share; summed over ranks only when it is on.
     const int64_t filtered = cfg.data.instance_filter.enabled()
-                                 ? int64_t(std::llround(sync.sum(double(rank_rows - batch.size(0)))))
+                                 ? int64_t(std::llround(ranks.sum(double(rank_rows - batch.size(0)))))
                                  : 0;
     if (filtered == cfg.global_train_batch_size) {
       // A step without a single instance would report loss 0 and perplexity 1 and train on
@@ -184,8 +187,9 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
     const double lr = learning_rate(cfg.scheduler, cfg.optimizer.learning_rate, data.schedule_position(state),
                                     data.schedule_max);
     StepResult r = step.run(batch, lr, {layer_grads_every > 0 && state.step % layer_grads_every == 0});
-    reporter.add({state.step, state.tokens, lr, seconds_since(loop_start), sync.take_comm_seconds(), filtered,
-                  std::move(r), start_mark, reporter.clock().mark()});
+    reporter.add({state.step, state.tokens, lr, seconds_since(loop_start),
+                  plan.gradients().take_comm_seconds(), filtered, std::move(r), start_mark,
+                  reporter.clock().mark()});
 
     // Read points, evaluation, checkpoints, stops.
     const bool eval_due =

@@ -45,7 +45,7 @@ siamese::config::TrainConfig rank_config(const fs::path& dir, int64_t workers) {
 // Every batch of steps [first, end) of `rank` of 2.
 std::vector<torch::Tensor> load_steps(const siamese::config::TrainConfig& cfg, int rank, int64_t first,
                                       int64_t end) {
-  RankBatches batches(cfg, rank, 2);
+  RankBatches batches(siamese::config::data_section(cfg), rank, 2);
   batches.start(first, end, /*pin_memory=*/false);
   std::vector<torch::Tensor> out;
   for (int64_t step = first; step < end; ++step) out.push_back(batches.next());
@@ -59,7 +59,8 @@ TEST(RankBatches, LoaderThreadsGiveWhatOneThreadLoadsAcrossEpochs) {
   const fs::path dir = siamese::testing::fresh_dir("rank_batches_test", "epochs");
   fs::create_directories(dir);
   const auto inline_cfg = rank_config(dir, 0);
-  ASSERT_EQ(RankBatches(inline_cfg, 0, 2).steps_per_epoch(), 20);  // 161 instances, batches of 8
+  ASSERT_EQ(RankBatches(siamese::config::data_section(inline_cfg), 0, 2).steps_per_epoch(),
+            20);  // 161 instances, batches of 8
   int64_t filtered = 0;
   for (int rank : {0, 1}) {
     SCOPED_TRACE(rank);

@@ -183,11 +183,11 @@ TEST(Sharded, StrategiesNotImplementedAreRefusedNamingTheKey) {
         config,
         {"--model.residual=ngpt", "--distributed_strategy=fsdp", "--fsdp.sharding_strategy=" + strategy}, {});
   };
-  EXPECT_NO_THROW(train::check_plan_fits_model(ngpt_under("SHARD_GRAD_OP")));
+  EXPECT_NO_THROW(train::check_plan_fits_model(config::parallel_section(ngpt_under("SHARD_GRAD_OP"))));
   for (const std::string strategy : {"FULL_SHARD", "HYBRID_SHARD"}) {
     const config::TrainConfig ngpt = ngpt_under(strategy);
     try {
-      train::check_plan_fits_model(ngpt);
+      train::check_plan_fits_model(config::parallel_section(ngpt));
       ADD_FAILURE() << "ngpt with " << strategy << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("fsdp.sharding_strategy"), std::string::npos) << e.what();

@@ -1,435 +1,76 @@
-// The kernels' ops (src/kernels) as one table, a row per op x dtype x backend, each row
-// checked against a composite of ATen ops in float64 on the CPU: values and, where the op has
-// a backward kernel, gradients. A dtype is in the table where the backend has code for it.
-// CUDA rows are the suite Gpu/KernelOps (ctest label gpu) and skip without a device.
-#include <gtest/gtest.h>
-#include <torch/torch.h>
+// The kernels' op table (kernels/op_table.h): every op x dtype x backend row that the
+// families declare (families.h), checked against a float64 composite of ATen ops. CUDA rows
+// are the suite Gpu/KernelOps (ctest label gpu) and skip without a device.
+#include "siamese/kernels/op_table.h"
 
-#include <array>
-#include <limits>
+#include <gtest/gtest.h>
+
 #include <ostream>
 #include <string>
-#include <vector>
 
-#include "siamese/kernels/cross_entropy.h"
+#include "siamese/kernels/families.h"
 #include "siamese/kernels/fused_norm.h"
-#include "siamese/kernels/qkv_heads.h"
-#include "siamese/kernels/rope.h"
-#include "siamese/kernels/swiglu.h"
 
 namespace siamese::kernels {
-namespace {
-
-using torch::Tensor;
-
-enum class Op {
-  RmsNorm,
-  LayerNorm,
-  LayerNormFloatOut,
-  StreamUpdate,
-  StreamUpdateLayerNorm,
-  CrossEntropy,
-  Swiglu,
-  Rope,
-  QkvHeadsRms,
-  QkvHeadsLayerNorm,
-  QkvHeadsRopeOnly
-};
-
-struct Row {
-  Op op;
-  torch::ScalarType dtype;
-  torch::DeviceType backend;
-};
-
-constexpr auto kCpu = torch::kCPU;
-constexpr auto kCuda = torch::kCUDA;
-constexpr auto kF32 = torch::kFloat;
-constexpr auto kBf16 = torch::kBFloat16;
-constexpr auto kF64 = torch::kDouble;
-constexpr auto kF16 = torch::kHalf;
-
-// The table. LayerNormFloatOut is a half input's LayerNorm under autocast (float32 output);
-// the softmax and SwiGLU loops exist on the CPU only, in float32 and bfloat16.
-const Row kTable[] = {
-    {Op::RmsNorm, kF32, kCpu},
-    {Op::RmsNorm, kBf16, kCpu},
-    {Op::RmsNorm, kF64, kCpu},
-    {Op::RmsNorm, kF32, kCuda},
-    {Op::RmsNorm, kBf16, kCuda},
-    {Op::LayerNorm, kF32, kCpu},
-    {Op::LayerNorm, kBf16, kCpu},
-    {Op::LayerNorm, kF64, kCpu},
-    {Op::LayerNorm, kF32, kCuda},
-    {Op::LayerNorm, kBf16, kCuda},
-    {Op::LayerNormFloatOut, kBf16, kCpu},
-    {Op::LayerNormFloatOut, kBf16, kCuda},
-    {Op::StreamUpdate, kF32, kCpu},
-    {Op::StreamUpdate, kBf16, kCpu},
-    {Op::StreamUpdate, kF64, kCpu},
-    {Op::StreamUpdate, kF32, kCuda},
-    {Op::StreamUpdate, kBf16, kCuda},
-    {Op::StreamUpdateLayerNorm, kF32, kCpu},
-    {Op::StreamUpdateLayerNorm, kBf16, kCpu},
-    {Op::StreamUpdateLayerNorm, kF64, kCpu},
-    {Op::StreamUpdateLayerNorm, kF32, kCuda},
-    {Op::StreamUpdateLayerNorm, kBf16, kCuda},
-    {Op::CrossEntropy, kF32, kCpu},
-    {Op::CrossEntropy, kBf16, kCpu},
-    {Op::CrossEntropy, kF32, kCuda},
-    {Op::CrossEntropy, kBf16, kCuda},
-    {Op::CrossEntropy, kF16, kCuda},
-    {Op::Swiglu, kF32, kCpu},
-    {Op::Swiglu, kBf16, kCpu},
-    {Op::Swiglu, kF32, kCuda},
-    {Op::Swiglu, kBf16, kCuda},
-    {Op::Swiglu, kF16, kCuda},
-    {Op::Rope, kF32, kCpu},
-    {Op::Rope, kBf16, kCpu},
-    {Op::Rope, kF32, kCuda},
-    {Op::Rope, kBf16, kCuda},
-    {Op::QkvHeadsRms, kF32, kCpu},
-    {Op::QkvHeadsRms, kBf16, kCpu},
-    {Op::QkvHeadsRms, kF32, kCuda},
-    {Op::QkvHeadsRms, kBf16, kCuda},
-    {Op::QkvHeadsRms, kF16, kCuda},
-    {Op::QkvHeadsLayerNorm, kF32, kCpu},
-    {Op::QkvHeadsLayerNorm, kBf16, kCpu},
-    {Op::QkvHeadsLayerNorm, kF32, kCuda},
-    {Op::QkvHeadsLayerNorm, kBf16, kCuda},
-    {Op::QkvHeadsRopeOnly, kF32, kCpu},
-    {Op::QkvHeadsRopeOnly, kBf16, kCuda},
-};
-
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::RmsNorm:
-      return "rms_norm";
-    case Op::LayerNorm:
-      return "layer_norm";
-    case Op::LayerNormFloatOut:
-      return "layer_norm_float_out";
-    case Op::StreamUpdate:
-      return "stream_update";
-    case Op::StreamUpdateLayerNorm:
-      return "stream_update_layer_norm";
-    case Op::CrossEntropy:
-      return "cross_entropy";
-    case Op::Swiglu:
-      return "swiglu";
-    case Op::Rope:
-      return "rope";
-    case Op::QkvHeadsRms:
-      return "qkv_heads_rms";
-    case Op::QkvHeadsLayerNorm:
-      return "qkv_heads_layer_norm";
-    case Op::QkvHeadsRopeOnly:
-      return "qkv_heads_rope_only";
-  }
-  return "unknown";
-}
-
-const char* dtype_name(torch::ScalarType t) {
-  return t == kF64 ? "float64" : t == kBf16 ? "bfloat16" : t == kF16 ? "float16" : "float32";
-}
 
 // How gtest, and so a ctest name, shows a row.
-void PrintTo(const Row& row, std::ostream* os) {
+void PrintTo(const OpRow& row, std::ostream* os) {
   *os << op_name(row.op) << " " << dtype_name(row.dtype) << " on " << row.backend;
 }
 
-double epsilon(torch::ScalarType t) {
-  if (t == kF64) return std::numeric_limits<double>::epsilon();
-  if (t == kBf16) return std::numeric_limits<c10::BFloat16>::epsilon();
-  if (t == kF16) return std::numeric_limits<c10::Half>::epsilon();
-  return std::numeric_limits<float>::epsilon();
-}
+namespace {
 
-// The tolerance of one output. Each output element is a few element-wise steps around at most
-// one sum of n terms, computed in the accumulation type (float for float32 and bfloat16, double
-// for float64; RoPE's float32 tables make it float always), then stored once in the output's
-// dtype. With u = eps / 2 the unit roundoff:
-// - recursive summation of n terms errs by at most (n - 1) u_acc relative to the sum of the
-//   terms' magnitudes (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., 4.2);
-//   the kernels' lanes and row groups split the sum, which only lowers that bound;
-// - each element-wise step (a product, an rsqrt, the CPU exp to 2 ulp) adds at most a few
-//   u_acc: 8 eps_acc = 16 u_acc covers the longest chain (sigmoid, silu' and three products);
-// - storing the output costs u_out, and re-reading a stored intermediate (the stream update's
-//   x' and y', which its norms read as stored) about as much again.
-// The float64 reference errs by the same bound in float64 rows and by 2^-29 of it in the others,
-// so eps_acc = 2 u_acc per term covers both sides. With a factor 2 on the storage term:
-//   tol = 4 eps_out + (n + 8) eps_acc,
-// measured as max |got - want| / max |want|. Random inputs keep the outputs the same size as
-// the terms they sum (no cancellation that would make the relative bound loose).
-double tolerance(torch::ScalarType out, torch::ScalarType acc, int64_t n) {
-  return 4 * epsilon(out) + static_cast<double>(n + 8) * epsilon(acc);
-}
-
-// One output of a row's op: what the kernel returned, the reference, the dtype the op stores it
-// in, the accumulation type and the longest sum behind one element.
-struct Output {
-  std::string name;
-  Tensor got, want;
-  torch::ScalarType stored, acc;
-  int64_t n;
-};
-
-torch::ScalarType acc_of(torch::ScalarType t) { return t == kF64 ? kF64 : kF32; }
-
-// Normal values times scale plus shift, stored in t, on the CPU.
-Tensor random(at::IntArrayRef sizes, torch::ScalarType t, double scale = 1, double shift = 0) {
-  return (torch::randn(sizes, torch::kDouble) * scale + shift).to(t);
-}
-
-Tensor f64(const Tensor& t) { return t.detach().to(torch::kCPU, torch::kDouble); }
-Tensor leaf64(const Tensor& t) { return f64(t).requires_grad_(); }
-
-constexpr double kEps = 1e-5;
-
-// RMSNorm, or LayerNorm without bias when centered, written out.
-Tensor reference_norm(const Tensor& x, const Tensor& w, bool centered) {
-  const auto c = centered ? x - x.mean(-1, true) : x;
-  return c * torch::rsqrt(c.pow(2).mean(-1, true) + kEps) * w;
-}
-
-// 300 rows of 200: rows no multiple of the CPU's 8 lanes or a warp, several rows per CPU row
-// group; inputs off zero so that a LayerNorm's centering matters.
-const std::vector<int64_t> kRows{3, 100, 200};
-constexpr int64_t kRowCount = 300, kWidth = 200;
-
-std::vector<Output> norm_outputs(torch::ScalarType t, torch::Device dev, bool centered, bool float_out) {
-  const auto acc = acc_of(t), out_t = float_out ? kF32 : t;
-  const auto x = random(kRows, t, 2, 1.5), w = random({kWidth}, acc, 0.5, 1), dy = random(kRows, out_t);
-  const auto out = norm_forward(x.to(dev), w.to(dev), kEps, centered, float_out);
-  const auto g = norm_backward(dy.to(dev), x.to(dev), out.r, out.mu, w.to(dev));
-  auto x64 = leaf64(x), w64 = leaf64(w);
-  const auto y64 = reference_norm(x64, w64, centered);
-  (y64 * f64(dy)).sum().backward();
-  return {{"y", out.y, y64, out_t, acc, kWidth},
-          {"dx", g.dx, x64.grad(), t, acc, kWidth},
-          {"dw", g.dw, w64.grad(), acc, acc, kRowCount}};
-}
-
-// x' = x + alpha o, y' = y + o, nx = norm(x'), ny = norm(y'), both norms weighted, gradients
-// arriving at all four outputs. The reference's streams are rounded to t before its norms read
-// them, as the kernel's are.
-std::vector<Output> stream_update_outputs(torch::ScalarType t, torch::Device dev, bool centered) {
-  const auto acc = acc_of(t);
-  const double alpha = 0.37;
-  const auto x = random(kRows, t, 2, 1.5), y = random(kRows, t, 2, -0.75), o = random(kRows, t);
-  const auto wx = random({kWidth}, acc, 0.5, 1), wy = random({kWidth}, acc, 0.5, 1);
-  std::vector<Tensor> cot;  // of x', y', nx, ny
-  for (int i = 0; i < 4; ++i) cot.push_back(random(kRows, t));
-  const StreamNormSpec norm_x{true, wx.to(dev), kEps, centered}, norm_y{true, wy.to(dev), kEps, centered};
-  const auto fwd = stream_update_forward(x.to(dev), y.to(dev), o.to(dev), alpha, norm_x, norm_y);
-  const auto g = stream_update_backward(cot[0].to(dev), cot[1].to(dev), cot[2].to(dev), cot[3].to(dev), fwd,
-                                        alpha, norm_x, norm_y);
-  auto x64 = leaf64(x), y64 = leaf64(y), o64 = leaf64(o), wx64 = leaf64(wx), wy64 = leaf64(wy);
-  const auto xo = (x64 + alpha * o64).to(t).to(kF64), yo = (y64 + o64).to(t).to(kF64);
-  const auto nx = reference_norm(xo, wx64, centered), ny = reference_norm(yo, wy64, centered);
-  ((xo * f64(cot[0])).sum() + (yo * f64(cot[1])).sum() + (nx * f64(cot[2])).sum() + (ny * f64(cot[3])).sum())
-      .backward();
-  return {{"x'", fwd.x, xo, t, acc, 0},
-          {"y'", fwd.y, yo, t, acc, 0},
-          {"nx", fwd.nx, nx, t, acc, kWidth},
-          {"ny", fwd.ny, ny, t, acc, kWidth},
-          {"dx", g.dx, x64.grad(), t, acc, kWidth},
-          {"dy", g.dy, y64.grad(), t, acc, kWidth},
-          {"do", g.d_o, o64.grad(), t, acc, kWidth},
-          {"dw_x", g.dw_x, wx64.grad(), acc, acc, kRowCount},
-          {"dw_y", g.dw_y, wy64.grad(), acc, acc, kRowCount}};
-}
-
-// The softmax statistics and the cross-entropy's gradient with per-row scales s_i and target
-// gradient g: the gradient of sum_i s_i logsumexp(x_i) - g sum_i x_i[target_i]. Rows of 1037
-// leave a tail after the CPU's 16 lanes and take the CUDA kernels' single elements; rows of
-// 1040 take their 16-byte packs. Outputs at -inf logits are compared as their zeros.
-std::vector<Output> cross_entropy_outputs(torch::ScalarType t, torch::Device dev) {
-  std::vector<Output> outs;
-  for (const int64_t vocab : {1037, 1040}) {
-    const int64_t rows = 37;
-    const float target_grad = 0.8f;
-    // -inf logits (a float16 logit past its range becomes one): a whole 16-byte pack of them
-    // in row 0, a single one in row 1; neither row's target is one.
-    auto x = random({rows, vocab}, t, 3);
-    x.narrow(1, 0, 9)[0].fill_(-std::numeric_limits<double>::infinity());
-    x[1][3] = -std::numeric_limits<double>::infinity();
-    auto targets = torch::randint(vocab, {rows}, torch::kLong);
-    targets[0] = vocab - 1;
-    targets[1] = vocab - 2;
-    const auto scale = torch::rand({rows, 1}, kF32) + 0.5;
-    const auto stats = log_softmax_stats(x.to(dev));
-    const auto grad = cross_entropy_grad(x.to(dev), stats, scale.to(dev), targets.to(dev),
-                                         torch::full({}, target_grad).to(dev));
-    auto x64 = leaf64(x);
-    const auto want_max = std::get<0>(x64.max(1));
-    const auto want_log_sum = torch::logsumexp(x64, 1) - want_max;
-    ((f64(scale).squeeze(1) * torch::logsumexp(x64, 1)).sum() -
-     target_grad * x64.gather(1, targets.unsqueeze(1)).sum())
-        .backward();
-    const auto width = ", vocab " + std::to_string(vocab);
-    outs.push_back({"max" + width, stats[0].squeeze(1), want_max, kF32, kF32, 0});
-    outs.push_back({"log_sum" + width, stats[1].squeeze(1), want_log_sum, kF32, kF32, vocab});
-    outs.push_back({"dx" + width, grad, x64.grad(), t, kF32, vocab});
-  }
-  return outs;
-}
-
-// h = [a | b] -> a silu(b), rows of 2 * 75: a tail after every CPU vector width, and single
-// elements on CUDA, whose 16-byte packs need n a multiple of 8 (bfloat16) or 4 (float32). Rows
-// of 2 * 64 take the packs.
-std::vector<Output> swiglu_outputs(torch::ScalarType t, torch::Device dev) {
-  std::vector<Output> outs;
-  for (const int64_t n : {75, 64}) {
-    const int64_t rows = 150;
-    const auto h = random({rows, 2 * n}, t, 4), g = random({rows, n}, t);
-    const auto out = swiglu(h.to(dev)), dh = swiglu_backward(h.to(dev), g.to(dev));
-    auto h64 = leaf64(h);
-    const auto y64 = h64.narrow(1, 0, n) * torch::silu(h64.narrow(1, n, n));
-    (y64 * f64(g)).sum().backward();
-    const auto width = std::to_string(n);
-    outs.push_back({"out, n " + width, out, y64, t, kF32, 0});
-    outs.push_back({"dh, n " + width, dh, h64.grad(), t, kF32, 0});
-  }
-  return outs;
-}
-
-// q as attention hands it over, a transposed view [B, H, T, hd] of [B, T, H, hd], rotated by
-// float32 tables against the textbook t cos + rotate_half(t) sin; the backward is the rotation
-// by the negative angles.
-std::vector<Output> rope_outputs(torch::ScalarType t, torch::Device dev) {
-  const int64_t B = 2, T = 7, H = 3, hd = 16;
-  const auto inv_freq = 1.0 / torch::pow(10000.0, torch::arange(0, hd, 2, torch::kDouble) / double(hd));
-  const auto angles = torch::outer(torch::arange(T, torch::kDouble), inv_freq).to(kF32);
-  const auto sin = angles.sin(), cos = angles.cos();
-  const auto q = random({B, T, H, hd}, t).transpose(1, 2), dy = random({B, H, T, hd}, t);
-  const auto y = rope_rotate(q.to(dev), sin.to(dev), cos.to(dev), 1.0f);
-  const auto dq = rope_rotate(dy.to(dev), sin.to(dev), cos.to(dev), -1.0f);
-  auto q64 = leaf64(q);
-  const auto s = torch::cat({f64(sin), f64(sin)}, -1), c = torch::cat({f64(cos), f64(cos)}, -1);
-  const auto rotated_half = torch::cat({-q64.narrow(-1, hd / 2, hd / 2), q64.narrow(-1, 0, hd / 2)}, -1);
-  const auto y64 = q64 * c + rotated_half * s;
-  (y64 * f64(dy)).sum().backward();
-  return {{"y", y, y64, t, kF32, 0}, {"dq", dq, q64.grad(), t, kF32, 0}};
-}
-
-// The attention's head preparation from qkv [B, T, (H + 2 Hkv) hd]: q's and k's head rows
-// normalized without weights (unless rope_only) and rotated, v's normalized, against the
-// textbook norm and rotate-half in float64. Grouped-query heads (3 against 1); the gradients
-// arrive as flash attention's do, transposed views of [B, T, heads, hd].
-std::vector<Output> qkv_heads_outputs(torch::ScalarType t, torch::Device dev, bool norms, bool centered,
-                                      int64_t hd) {
-  const int64_t B = 2, T = 5, H = 3, Hkv = 1, h = hd / 2;
-  QkvHeadsSpec spec;
-  spec.heads = H;
-  spec.kv_heads = Hkv;
-  spec.head_dim = hd;
-  spec.norm = {norms, norms, norms};
-  spec.centered = centered;
-  spec.eps = kEps;
-  spec.rope = true;
-  const auto inv_freq = 1.0 / torch::pow(10000.0, torch::arange(0, hd, 2, torch::kDouble) / double(hd));
-  const auto angles = torch::outer(torch::arange(T, torch::kDouble), inv_freq).to(kF32);
-  const auto sin = angles.sin(), cos = angles.cos();
-  const auto qkv = random({B, T, (H + 2 * Hkv) * hd}, t, 2, 0.5);
-  std::array<Tensor, 3> grads;
-  for (int p = 0; p < 3; ++p) grads[p] = random({B, T, p == 0 ? H : Hkv, hd}, t).transpose(1, 2);
-  const auto out = qkv_heads(qkv.to(dev), spec, sin.to(dev), cos.to(dev));
-  const auto dqkv = qkv_heads_backward(qkv.to(dev), spec, sin.to(dev), cos.to(dev),
-                                       {grads[0].to(dev), grads[1].to(dev), grads[2].to(dev)});
-  auto qkv64 = leaf64(qkv);
-  const auto parts = qkv64.split({H * hd, Hkv * hd, Hkv * hd}, -1);
-  const auto s = torch::cat({f64(sin), f64(sin)}, -1), c = torch::cat({f64(cos), f64(cos)}, -1);
-  Tensor loss = torch::zeros({}, torch::kDouble);
-  std::vector<Output> outs;
-  const std::string width = ", head_dim " + std::to_string(hd);
-  const char* names[3] = {"q", "k", "v"};
-  for (int p = 0; p < 3; ++p) {
-    auto x = parts[p].reshape({B, T, p == 0 ? H : Hkv, hd}).transpose(1, 2);
-    if (norms) {
-      const auto centred = centered ? x - x.mean(-1, true) : x;
-      x = centred * torch::rsqrt(centred.pow(2).mean(-1, true) + kEps);
-    }
-    if (p < 2) x = x * c + torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1) * s;
-    loss = loss + (x * f64(grads[p])).sum();
-    outs.push_back({names[p] + width, out[p], x.detach(), t, kF32, norms ? hd : 0});
-  }
-  loss.backward();
-  outs.push_back({"dqkv" + width, dqkv, qkv64.grad(), t, kF32, norms ? hd : 0});
-  return outs;
-}
-
-// Every head width the CUDA kernels take: 1, 2, 4 and 8 values a lane.
-std::vector<Output> qkv_heads_outputs(torch::ScalarType t, torch::Device dev, bool norms, bool centered) {
-  std::vector<Output> outs;
-  for (const int64_t hd : {32, 64, 128, 256})
-    for (auto& o : qkv_heads_outputs(t, dev, norms, centered, hd)) outs.push_back(std::move(o));
-  return outs;
-}
-
-std::vector<Output> outputs(const Row& row) {
-  const torch::Device dev(row.backend);
-  switch (row.op) {
-    case Op::RmsNorm:
-      return norm_outputs(row.dtype, dev, false, false);
-    case Op::LayerNorm:
-      return norm_outputs(row.dtype, dev, true, false);
-    case Op::LayerNormFloatOut:
-      return norm_outputs(row.dtype, dev, true, true);
-    case Op::StreamUpdate:
-      return stream_update_outputs(row.dtype, dev, false);
-    case Op::StreamUpdateLayerNorm:
-      return stream_update_outputs(row.dtype, dev, true);
-    case Op::CrossEntropy:
-      return cross_entropy_outputs(row.dtype, dev);
-    case Op::Swiglu:
-      return swiglu_outputs(row.dtype, dev);
-    case Op::Rope:
-      return rope_outputs(row.dtype, dev);
-    case Op::QkvHeadsRms:
-      return qkv_heads_outputs(row.dtype, dev, true, false);
-    case Op::QkvHeadsLayerNorm:
-      return qkv_heads_outputs(row.dtype, dev, true, true);
-    case Op::QkvHeadsRopeOnly:
-      return qkv_heads_outputs(row.dtype, dev, false, false);
-  }
-  return {};
-}
-
-std::vector<Row> rows_on(torch::DeviceType backend) {
-  std::vector<Row> rows;
-  for (const Row& r : kTable)
-    if (r.backend == backend) rows.push_back(r);
-  return rows;
-}
-
-std::string row_name(const testing::TestParamInfo<Row>& info) {
+std::string row_name(const testing::TestParamInfo<OpRow>& info) {
   return std::string(op_name(info.param.op)) + "_" + dtype_name(info.param.dtype);
 }
 
-class KernelOps : public testing::TestWithParam<Row> {};
+class KernelOps : public testing::TestWithParam<OpRow> {};
 
 TEST_P(KernelOps, MatchTheAtenComposite) {
-  const Row& row = GetParam();
-  if (row.backend == kCuda && !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  torch::manual_seed(47);
-  const auto outs = outputs(row);
-  ASSERT_FALSE(outs.empty());
-  for (const auto& o : outs) {
+  const OpRow& row = GetParam();
+  if (row.backend == torch::kCUDA && !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const RowCheck check = check_row(row);
+  ASSERT_FALSE(check.outputs.empty());
+  for (const auto& o : check.outputs) {
     SCOPED_TRACE(o.name);
-    ASSERT_TRUE(o.got.defined());
-    EXPECT_EQ(o.got.scalar_type(), o.stored);
-    ASSERT_EQ(o.got.sizes(), o.want.sizes());
-    const auto want = o.want.detach();
-    const double scale = want.abs().max().item<double>();
-    ASSERT_GT(scale, 0);
-    const double err = (f64(o.got) - want).abs().max().item<double>() / scale;
-    EXPECT_LE(err, tolerance(o.stored, o.acc, o.n)) << "n " << o.n;
+    EXPECT_TRUE(o.dtype_ok) << "stored in the wrong dtype";
+    EXPECT_TRUE(o.shape_ok);
+    EXPECT_LE(o.error, o.tolerance);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, KernelOps, testing::ValuesIn(rows_on(kCpu)), row_name);
-INSTANTIATE_TEST_SUITE_P(Gpu, KernelOps, testing::ValuesIn(rows_on(kCuda)), row_name);
+INSTANTIATE_TEST_SUITE_P(Cpu, KernelOps, testing::ValuesIn(op_table(torch::kCPU)), row_name);
+INSTANTIATE_TEST_SUITE_P(Gpu, KernelOps, testing::ValuesIn(op_table(torch::kCUDA)), row_name);
+
+// The table is what the families declare: each dtype a kernel takes is a row, float16 on CUDA
+// for every family included, and nothing a family lacks.
+TEST(KernelTable, HoldsEveryDtypeAFamilyDeclaresAndNoOther) {
+  for (const auto backend : {torch::kCPU, torch::kCUDA})
+    for (Family f : kFamilies)
+      for (const auto t : {torch::kFloat, torch::kBFloat16, torch::kHalf, torch::kDouble}) {
+        bool listed = false;
+        for (const OpRow& row : op_table(backend))
+          listed = listed || (family_of(row.op) == f && row.dtype == t);
+        EXPECT_EQ(listed, has_kernel(f, t, backend))
+            << family_name(f) << " " << dtype_name(t) << " on " << backend;
+      }
+  for (Family f : kFamilies) EXPECT_TRUE(has_kernel(f, torch::kHalf, torch::kCUDA)) << family_name(f);
+}
+
+// A family switched off is never taken: the model's callers see no kernel for any dtype, and
+// the switch comes back at the end of the scope.
+TEST(KernelTable, ASwitchedOffFamilyIsNotTaken) {
+  const auto x = torch::randn({4, 8});
+  ASSERT_TRUE(norm_supports(x));
+  {
+    const KernelSwitches scope;
+    set_enabled(Family::Norm, false);
+    EXPECT_FALSE(norm_supports(x));
+    EXPECT_FALSE(takes(Family::Norm, x));
+    EXPECT_TRUE(takes(Family::Swiglu, x));
+  }
+  EXPECT_TRUE(norm_supports(x));
+}
 
 }  // namespace
 }  // namespace siamese::kernels

@@ -268,9 +268,9 @@ TEST(GpuDist, FullShardOnOneNcclRankTrainsAsOneProcess) {
   sharded.fsdp.sharding_strategy = config::ShardingStrategy::FullShard;
   dist::World world;
   world.master_port = siamese::testing::free_port();
-  const auto strategy = train::make_plan(sharded, world);
+  dist::ParallelPlan plan = train::make_plan(sharded, world);
   train::RunControl control;
-  control.sync = strategy.get();
+  control.plan = &plan;
   ASSERT_EQ(train::train(one), 0);
   ASSERT_EQ(train::train(sharded, control), 0);
   expect_same_losses(one, sharded, 1e-5);

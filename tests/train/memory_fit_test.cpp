@@ -46,7 +46,8 @@ const double kGpu = 80.0 * double(1 << 30);
 // Whether `world` ranks of `c`, `sharing` of them on one GPU of kGpu, pass the check.
 bool fits_gpu(const config::TrainConfig& c, int world, int sharing) {
   try {
-    train::check_memory_fits(c, train::rank_memory(c, world, sharing, false), world, sharing, kGpu, "cuda:0");
+    train::check_memory_fits(c.model, train::rank_memory(c, world, sharing, false), world, sharing, kGpu,
+                             "cuda:0");
     return true;
   } catch (const Error&) {
     return false;
@@ -119,16 +120,16 @@ TEST(MemoryFit, AutoDeviceDoesNotFallBackToTheCpuForALargeModel) {
   ASSERT_GE(model::training_state_bytes(c.model) / 16.0, train::kCpuFallbackParameters);
   c.device = "auto";
   try {
-    train::check_device_choice(c, torch::kCPU);
+    train::check_device_choice(c.device, c.model, torch::kCPU);
     ADD_FAILURE() << "a large model fell back to the CPU";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("device: cpu"), std::string::npos) << e.what();
   }
   c.device = "cpu";
-  EXPECT_NO_THROW(train::check_device_choice(c, torch::kCPU));
+  EXPECT_NO_THROW(train::check_device_choice(c.device, c.model, torch::kCPU));
   c.device = "auto";
   c.model.n_layers = 1;
   c.model.d_model = 256;
   c.model.n_heads = 4;
-  EXPECT_NO_THROW(train::check_device_choice(c, torch::kCPU));
+  EXPECT_NO_THROW(train::check_device_choice(c.device, c.model, torch::kCPU));
 }

@@ -74,7 +74,7 @@ class StepReporterTest : public ::testing::Test {
 
 TEST_F(StepReporterTest, ARowPerStepWithEveryLossTermByName) {
   {
-    train::StepReporter reporter(cfg_, kCpu, true, 1, dir_, 0, 8);
+    train::StepReporter reporter(config::report_section(cfg_), kCpu, true, 1, dir_, 0, 8);
     EXPECT_TRUE(reporter.read_due(1)) << "on the CPU every step is a read point";
     EXPECT_EQ(reporter.read_interval(), 1);
     reporter.add(pending(reporter, 1));
@@ -103,7 +103,7 @@ TEST_F(StepReporterTest, ARowPerStepWithEveryLossTermByName) {
 }
 
 TEST_F(StepReporterTest, OnlyTheMainRankWritesRows) {
-  train::StepReporter reporter(cfg_, kCpu, false, 2, dir_, 0, 8);
+  train::StepReporter reporter(config::report_section(cfg_), kCpu, false, 2, dir_, 0, 8);
   EXPECT_EQ(report(reporter, 1), 0);
   EXPECT_FALSE(fs::exists(dir_ / "metrics.jsonl"));
 }
@@ -111,7 +111,7 @@ TEST_F(StepReporterTest, OnlyTheMainRankWritesRows) {
 TEST_F(StepReporterTest, NonFiniteStepsAreCountedAndOnePastMaxBadStepsStops) {
   cfg_.max_bad_steps = 2;
   {
-    train::StepReporter reporter(cfg_, kCpu, true, 1, dir_, 0, 8);
+    train::StepReporter reporter(config::report_section(cfg_), kCpu, true, 1, dir_, 0, 8);
     EXPECT_EQ(report(reporter, 1), 0);
     EXPECT_EQ(state_.bad_steps, 0) << "a finite step is not counted";
     EXPECT_EQ(report(reporter, 2, {kNaN}), 0);
@@ -141,7 +141,7 @@ TEST_F(StepReporterTest, NonFiniteStepsAreCountedAndOnePastMaxBadStepsStops) {
 
 TEST_F(StepReporterTest, WithNoBadStepsAllowedTheFirstNonFiniteStepStops) {
   ASSERT_EQ(cfg_.max_bad_steps, 0);
-  train::StepReporter reporter(cfg_, kCpu, true, 1, dir_, 0, 8);
+  train::StepReporter reporter(config::report_section(cfg_), kCpu, true, 1, dir_, 0, 8);
   EXPECT_EQ(report(reporter, 1), 0);
   EXPECT_EQ(report(reporter, 2, {kInf}), kExitNonFinite);
   EXPECT_EQ(state_.bad_steps, 0);
@@ -149,7 +149,7 @@ TEST_F(StepReporterTest, WithNoBadStepsAllowedTheFirstNonFiniteStepStops) {
 
 TEST_F(StepReporterTest, AnFp16OverflowWhileTheScaleSettlesIsNotABadStep) {
   train::LossScaler fp16(true, 65536.0, 1000, kCpu);
-  train::StepReporter reporter(cfg_, kCpu, true, 1, dir_, 0, 8);
+  train::StepReporter reporter(config::report_section(cfg_), kCpu, true, 1, dir_, 0, 8);
   reporter.add(pending(reporter, 1, {2.5, 0.01, 0.125, kInf, 65536}));
   EXPECT_EQ(reporter.flush(state_, fp16), 0);
   EXPECT_EQ(state_.bad_steps, 0);

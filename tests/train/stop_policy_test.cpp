@@ -44,7 +44,7 @@ class StopPolicyTest : public ::testing::Test {
     std::signal(SIGINT, SIG_DFL);
   }
   config::TrainConfig cfg_;
-  dist::ParallelPlan one_process_;
+  dist::OneProcess one_process_;
 };
 
 // In a child (the stop flag is process-global and has no reset): raises `sig` after the
@@ -53,8 +53,8 @@ class StopPolicyTest : public ::testing::Test {
 [[noreturn]] void raise_and_check(int sig) {
   config::TrainConfig cfg;
   cfg.time_limit = 1e9;  // a signal stops the run whatever the time limit says
-  dist::ParallelPlan one_process;
-  StopPolicy stops(cfg, one_process, -1, SteadyClock::now());
+  dist::OneProcess one_process;
+  StopPolicy stops(cfg.time_limit, one_process, -1, SteadyClock::now());
   const int before = train::stop_signal();
   const auto quiet = stops.check(1, 0, SteadyClock::now(), 1, 0);
   std::raise(sig);
@@ -92,7 +92,7 @@ TEST_F(StopPolicyTest, TimeLimitStopsWhileTheSaveStillFits) {
   const auto started = seconds_ago(100), loop_start = seconds_ago(50);
   auto check = [&](double limit, int64_t first_step, int64_t read_interval, double save_seconds) {
     cfg_.time_limit = limit;
-    StopPolicy stops(cfg_, one_process_, -1, started);
+    StopPolicy stops(cfg_.time_limit, one_process_, -1, started);
     return stops.check(10, first_step, loop_start, read_interval, save_seconds);
   };
   EXPECT_EQ(check(131, 0, 2, 20), StopPolicy::Stop::None) << "130 s fits in 131";
@@ -110,13 +110,13 @@ TEST_F(StopPolicyTest, TimeLimitStopsWhileTheSaveStillFits) {
 
 TEST_F(StopPolicyTest, WithoutATimeLimitOnlyASignalStops) {
   ASSERT_FALSE(cfg_.time_limit);
-  StopPolicy stops(cfg_, one_process_, -1, seconds_ago(1e6));
+  StopPolicy stops(cfg_.time_limit, one_process_, -1, seconds_ago(1e6));
   EXPECT_EQ(stops.check(10, 0, seconds_ago(1e6), 100, 1e6), StopPolicy::Stop::None);
   EXPECT_EQ(stops.signal(), 0);
 }
 
 TEST_F(StopPolicyTest, StopAtIsRequestedAtThatStepOnly) {
-  StopPolicy stops(cfg_, one_process_, 5, SteadyClock::now());
+  StopPolicy stops(cfg_.time_limit, one_process_, 5, SteadyClock::now());
   EXPECT_TRUE(stops.requested(5));
   EXPECT_FALSE(stops.requested(4));
   EXPECT_FALSE(stops.requested(6));
@@ -124,7 +124,7 @@ TEST_F(StopPolicyTest, StopAtIsRequestedAtThatStepOnly) {
   EXPECT_EQ(stops.check(5, 0, SteadyClock::now(), 1, 0), StopPolicy::Stop::None);
 
   const train::RunControl none;  // the default: no step asked for
-  StopPolicy never(cfg_, one_process_, none.stop_at, SteadyClock::now());
+  StopPolicy never(cfg_.time_limit, one_process_, none.stop_at, SteadyClock::now());
   for (int64_t step = 0; step <= 1000; ++step) EXPECT_FALSE(never.requested(step)) << step;
 }
 

@@ -27,9 +27,8 @@ TEST(TensorBoard, NonFiniteValuesAreNotWritten) {
   std::string path;
   {
     TensorBoardWriter writer(dir.file("tb"));
-    writer.write_row(
-        metrics_row(3, "nonfinite", {{"loss", std::nan("")}, {"grad_norm", INFINITY}, {"lr", 0.5}}));
-    writer.write_row(metrics_row(4, "", {{"layer_grad_norms", {1.0, std::nan("")}}}));
+    writer.write(metrics_row(3, "nonfinite", {{"loss", std::nan("")}, {"grad_norm", INFINITY}, {"lr", 0.5}}));
+    writer.write(metrics_row(4, "", {{"layer_grad_norms", {1.0, std::nan("")}}}));
     path = writer.path().string();
   }
   const std::string bytes = read_all(path);

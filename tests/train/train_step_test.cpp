@@ -32,15 +32,15 @@ namespace {
 
 // The model, optimizer (with its post-step hooks) and scaler as train sets them up.
 struct Subject {
-  dist::ParallelPlan sync;
+  dist::ParallelPlan plan;
   Trainee trainee;
   model::Transformer& model;
   std::unique_ptr<Optimizer>& optim;
 
   explicit Subject(const config::TrainConfig& c)
-      : trainee(build_trainee(c, torch::kCPU, sync)), model(trainee.model), optim(trainee.optim) {}
+      : trainee(build_trainee(c, torch::kCPU, plan)), model(trainee.model), optim(trainee.optim) {}
   TrainStep step(const config::TrainConfig& c, int64_t micro) {
-    return TrainStep(c, *model, *optim, sync, *trainee.scaler, torch::kCPU, micro);
+    return TrainStep(config::step_section(c), *model, *optim, plan, *trainee.scaler, torch::kCPU, micro);
   }
 };
 

@@ -303,7 +303,7 @@ TEST(Trainer, DocumentMasksAndTheInstanceFilterCountAndResumeExactly) {
   ASSERT_EQ(train::train(full), 0);
   const auto filtered = step_values(full.save_folder, "filtered_instances");
   ASSERT_EQ(filtered.size(), 8u);
-  const auto dataset = data::train_dataset(full);
+  const auto dataset = data::train_dataset(config::data_section(full));
   data::BatchOrder order(dataset.size(), full.global_train_batch_size, uint64_t(full.seed));
   int64_t total = 0;
   for (int64_t step = 1; step <= 8; ++step) {

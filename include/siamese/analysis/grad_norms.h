@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "siamese/common/metrics_row.h"
-#include "siamese/dist/parallel_plan.h"
+#include "siamese/dist/shard_layout.h"
 #include "siamese/model/transformer.h"
 
 namespace siamese::analysis {

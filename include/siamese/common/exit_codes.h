@@ -14,5 +14,7 @@ inline constexpr int kExitNonFinite = 3;
 // Stopped by SIGTERM / SIGINT after saving a checkpoint: not finished, resumable. A caller
 // must not count the run as done.
 inline constexpr int kExitStopped = 4;
+// A check the command ran found a fault (`siamese kernels --check`: a row out of tolerance).
+inline constexpr int kExitFailedCheck = 5;
 
 }  // namespace siamese

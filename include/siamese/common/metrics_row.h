@@ -59,4 +59,12 @@ void read_metrics_rows(
     const std::string& path,
     const std::function<void(const nlohmann::json& row, const std::string& line, int64_t line_number)>& fn);
 
+// Where a run's rows go (metrics.jsonl, TensorBoard): the step reporter writes each row to
+// every sink of its list.
+class MetricsSink {
+ public:
+  virtual ~MetricsSink() = default;
+  virtual void write(const MetricsRow& row) = 0;
+};
+
 }  // namespace siamese

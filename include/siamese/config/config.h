@@ -22,6 +22,17 @@ struct SiameseConfig {
   XStream x_stream = XStream::Unset;
 };
 
+// ours: the custom kernel families (kernels/families.h), each on or off: off takes the ATen
+// composition, a way around a kernel that misbehaves on some hardware without a rebuild.
+struct KernelsConfig {
+  KernelChoice all = KernelChoice::Fused;  // every family without a choice of its own
+  KernelChoice norm = KernelChoice::Unset;
+  KernelChoice swiglu = KernelChoice::Unset;
+  KernelChoice cross_entropy = KernelChoice::Unset;
+  KernelChoice rope = KernelChoice::Unset;
+  KernelChoice qkv_heads = KernelChoice::Unset;
+};
+
 struct ModelConfig {
   int64_t d_model = 768;
   int64_t n_heads = 12;
@@ -94,6 +105,7 @@ struct ModelConfig {
   // ours
   std::string residual = "pre";  // the topology; MODEL_TYPE values (src/model/topologies)
   SiameseConfig siamese;
+  KernelsConfig kernels;
   double mixln_alpha = 0.25;  // Mix-LN: first floor(alpha*L) layers are Post-Norm
   int64_t hc_rate = 2;        // Hyper-Connections expansion rate n
   bool hc_dynamic = true;     // DHC (dynamic) vs SHC (static)
@@ -257,20 +269,5 @@ struct TrainConfig {
   DistributedStrategy distributed_strategy = DistributedStrategy::Ddp;  // OLMo's default is fsdp
   FsdpConfig fsdp;
 };
-
-// distributed_strategy fsdp with a sharding strategy other than NO_SHARD (which is the ddp
-// path): gradients and optimizer state are sharded over the ranks.
-inline bool shards_optimizer_state(const TrainConfig& c) {
-  return c.distributed_strategy == DistributedStrategy::Fsdp &&
-         c.fsdp.sharding_strategy != ShardingStrategy::NoShard;
-}
-
-// distributed_strategy fsdp with a sharding strategy that keeps only a shard of each block's
-// parameters between uses (FULL_SHARD, HYBRID_SHARD).
-inline bool shards_parameters(const TrainConfig& c) {
-  return c.distributed_strategy == DistributedStrategy::Fsdp &&
-         (c.fsdp.sharding_strategy == ShardingStrategy::FullShard ||
-          c.fsdp.sharding_strategy == ShardingStrategy::HybridShard);
-}
 
 }  // namespace siamese::config

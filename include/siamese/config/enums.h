@@ -83,6 +83,11 @@ SIAMESE_ENUM_NAMES(XStream, Reordered, Spelling(""), Spelling("post"), Spelling(
                    Spelling("hybrid_star"), Spelling("deepnorm"), Spelling("mixln"), Spelling("peri"),
                    Spelling("lns"), Spelling("pre"), Spelling("reordered"));
 
+// Whether a custom kernel family runs its kernels or the ATen composition (model.kernels.*;
+// "": as model.kernels.all).
+enum class KernelChoice { Unset, Fused, Aten };
+SIAMESE_ENUM_NAMES(KernelChoice, Aten, Spelling(""), Spelling("fused"), Spelling("aten"));
+
 enum class Activation { SwiGLU, GELU, ReLU };
 SIAMESE_ENUM_NAMES(Activation, ReLU, Spelling("swiglu"), Spelling("gelu"), Spelling("relu"));
 

@@ -5,9 +5,12 @@
 // all read this table, so they cannot drift apart. Rules between keys (d_model divisible
 // by n_heads, ...) are in validate.cpp.
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "siamese/config/config.h"
 
@@ -114,6 +117,21 @@ std::string accepted_text(const Bounds& bounds, const std::vector<std::string>& 
 // Doubles print in the shortest form that reads back to the same value.
 std::string value_text(const Field<TrainConfig>& field, const TrainConfig& root);
 std::string value_text(const Field<EvaluatorConfig>& field, const EvaluatorConfig& root);
+// The same as a JSON value (numbers, booleans, null, lists; enums as their text).
+nlohmann::ordered_json value_json(const Field<TrainConfig>& field, const TrainConfig& root);
+// Every key under `prefix` ("model.") with its value, nested as in the YAML.
+nlohmann::ordered_json nested_json(const TrainConfig& root, const std::string& prefix);
+
+// What a resumed run or a sweep says changed between two configs of one run.
+struct SettingChange {
+  std::string key, was, now;  // dotted key, values as YAML text
+};
+// Every key's value as YAML text, but where the run lives (save_folder, load_path).
+std::map<std::string, std::string> training_settings(const TrainConfig& c);
+// The settings of `now` that differ from `was` (training_settings of an earlier config); a key
+// `was` lacks (a config of an older version) is left out.
+std::vector<SettingChange> changed_settings(const std::map<std::string, std::string>& was,
+                                            const TrainConfig& now);
 
 // The tables as Markdown (key, type, default, meaning), the body of docs/configuration.md's
 // reference section.

@@ -18,9 +18,9 @@ namespace siamese::data {
 
 class RankBatches {
  public:
-  // The order of data.seed (else seed) over cfg's training instances, cut into global
+  // The order of data.seed (else seed) over the training instances, cut into global
   // batches of global_train_batch_size, this rank's share of each.
-  RankBatches(const config::TrainConfig& cfg, int rank, int world_size);
+  RankBatches(const config::DataSection& data, int rank, int world_size);
 
   int64_t num_instances() const { return dataset_.size(); }
   int64_t steps_per_epoch() const { return order_.steps_per_epoch(); }

@@ -48,11 +48,12 @@ class TokenDataset {
 }  // namespace siamese::data
 
 #include "siamese/config/config.h"
+#include "siamese/config/sections.h"
 
 namespace siamese::data {
 
 // The run's training instances: data.paths memory-mapped, or the synthetic corpus named by
 // data.synthetic when paths is empty.
-TokenDataset train_dataset(const config::TrainConfig& cfg);
+TokenDataset train_dataset(const config::DataSection& data);
 
 }  // namespace siamese::data

@@ -21,8 +21,8 @@
 // global gradient norm is the square root of the all-reduced sum of the shards' squared norms.
 //
 // FULL_SHARD (ZeRO-3, `shard_parameters`) keeps the units of transformer blocks (unit_of >= 0)
-// only as this rank's shard between uses: the model's block hooks gather a block's units
-// (one all_gather_into_tensor each) before it runs and free their storage after, with the
+// only as this rank's shard between uses: its block runner (GatheredBlocks) gathers a block's
+// units (one all_gather_into_tensor each) before it runs and frees their storage after, with the
 // next block's gather in flight meanwhile. Backward reaches a block through the gradients of
 // the streams it produced; a hook on them gathers it again (prefetching the block below), and
 // when backward reaches the block below, this block's gradients are complete: they are
@@ -46,8 +46,9 @@
 #include <vector>
 
 #include "siamese/dist/communicator.h"
-#include "siamese/dist/parallel_plan.h"
-#include "siamese/model/block_hooks.h"
+#include "siamese/dist/gradient_strategy.h"
+#include "siamese/dist/shard_layout.h"
+#include "siamese/model/block_runner.h"
 
 namespace siamese::dist {
 
@@ -80,57 +81,39 @@ torch::Tensor shard_piece(const torch::Tensor& whole, int rank, int world);
 // The tensor shaped `shape` whose chunks are `pieces`, in rank order (the reverse).
 torch::Tensor unshard(const std::vector<torch::Tensor>& pieces, at::IntArrayRef shape);
 
-class ShardedPlan : public ParallelPlan, public model::BlockHooks {
+// The fsdp strategies' gradients and the state they share with their layout and, under
+// FULL_SHARD, their block runner: ParallelPlan::sharded builds the three together.
+class ShardedGradients : public GradientStrategy {
  public:
-  ShardedPlan(const World& world, torch::Device device, ShardedOptions options);
-  // Over `comm`, a group of its own (the bench's: Communicator::subgroup of every rank).
-  ShardedPlan(std::unique_ptr<Communicator> comm, ShardedOptions options);
-  ~ShardedPlan() override;
+  // Over `comm`, which must outlive it.
+  ShardedGradients(Communicator& comm, ShardedOptions options);
+  ~ShardedGradients() override;
 
-  int rank() const override { return comm_->rank(); }
-  int world_size() const override { return comm_->size(); }
-  int local_rank() const override { return comm_->world().local_rank; }
-  int local_world_size() const override { return comm_->world().local_size; }
   void attach(const std::vector<torch::Tensor>& params) override;
-  NamedTensors optimizer_params(const NamedTensors& params) override;
-  void before_backward(bool last_micro_batch) override;
-  void after_backward() override;
-  void sum_shards_(torch::Tensor& tensor) override { shards_->all_reduce_sum(tensor); }
+  void set_requires_sync(bool sync) override;
+  void finish() override;
+  double take_comm_seconds() override;
   void after_update() override;
   void params_changed() override;
-  int optimizer_shards() const override { return shards_->size(); }
-  int optimizer_shard_rank() const override {
-    return replicas_ && replicas_->rank() > 0 ? -1 : shards_->rank();
-  }
-  torch::Tensor shard_of(const torch::Tensor& whole) override;
-  torch::Tensor whole_of(const torch::Tensor& piece, at::IntArrayRef shape) override;
-  double sum(double value) override { return comm_->all_reduce_sum(value); }
-  double max(double value) override { return comm_->all_reduce_max(value); }
-  void sum_(torch::Tensor& tensor) override { comm_->all_reduce_sum(tensor); }
-  void barrier() override { comm_->barrier(); }
-  double take_comm_seconds() override;
   // The full gradients live only between backward and the unit's reduce-scatter.
   int64_t gradient_bytes(int64_t) const override { return grad_shard_.defined() ? grad_shard_.nbytes() : 0; }
-  std::string strategy() const override {
-    const std::string reduced =
-        options_.reduce_dtype == torch::kFloat
-            ? ""
-            : std::string(", gradients reduced in ") + c10::toString(options_.reduce_dtype);
-    if (replicas_)
-      return "fsdp HYBRID_SHARD (FULL_SHARD over " + std::to_string(shards_->size()) + " ranks, " +
-             std::to_string(replicas_->size()) + " replicas" + reduced + ")";
-    return options_.shard_parameters
-               ? "fsdp FULL_SHARD (parameters, gradients and optimizer state sharded" + reduced + ")"
-               : "fsdp SHARD_GRAD_OP (gradients and optimizer state sharded" + reduced + ")";
-  }
   int64_t parameter_bytes(int64_t param_bytes) const override;
-  model::BlockHooks* block_hooks() override { return options_.shard_parameters ? this : nullptr; }
   void make_params_whole() override;
   void release_params() override;
+  std::string name() const override;
 
-  void before_block(int64_t layer) override;
+  // What ShardedLayout reads.
+  ShardLayout::NamedTensors optimizer_params(const ShardLayout::NamedTensors& params);
+  Communicator& shards() const { return *shards_; }
+  // -1 on a rank whose shard a rank of the first replica writes (HYBRID_SHARD).
+  int shard_writer_rank() const { return replicas_ && replicas_->rank() > 0 ? -1 : shards_->rank(); }
+  torch::Tensor shard_of(const torch::Tensor& whole);
+  torch::Tensor whole_of(const torch::Tensor& piece, at::IntArrayRef shape);
+
+  // What GatheredBlocks calls around block `layer` (FULL_SHARD).
+  void before_block(int64_t layer);
   void after_block(int64_t layer, const std::vector<torch::Tensor>& before,
-                   const std::vector<torch::Tensor>& after) override;
+                   const std::vector<torch::Tensor>& after);
 
  private:
   struct Entry {
@@ -166,7 +149,7 @@ class ShardedPlan : public ParallelPlan, public model::BlockHooks {
   // Backward has reached block `layer` (a gradient of a stream it produced).
   void reached(int64_t layer);
 
-  std::unique_ptr<Communicator> comm_;
+  Communicator& comm_;
   ShardedOptions options_;
   std::unique_ptr<Communicator> shard_group_, replicas_;  // HYBRID_SHARD's two groups
   Communicator* shards_ = nullptr;  // the ranks the state is sharded over: shard_group_ or comm_
@@ -184,6 +167,35 @@ class ShardedPlan : public ParallelPlan, public model::BlockHooks {
   std::vector<bool> reached_;  // per layer: backward has reached it since its forward
   int64_t unfinished_ = -1;    // recomputed blocks: the highest layer not finished this backward
   void finish_layer(int64_t layer);
+};
+
+// The optimizer's view of ShardedGradients' flat shards.
+class ShardedLayout : public ShardLayout {
+ public:
+  explicit ShardedLayout(ShardedGradients& shards) : shards_(shards) {}
+  NamedTensors optimizer_params(const NamedTensors& params) override {
+    return shards_.optimizer_params(params);
+  }
+  void sum_shards_(torch::Tensor& tensor) override { shards_.shards().all_reduce_sum(tensor); }
+  int optimizer_shards() const override { return shards_.shards().size(); }
+  int optimizer_shard_rank() const override { return shards_.shard_writer_rank(); }
+  torch::Tensor shard_of(const torch::Tensor& whole) override { return shards_.shard_of(whole); }
+  torch::Tensor whole_of(const torch::Tensor& piece, at::IntArrayRef shape) override {
+    return shards_.whole_of(piece, shape);
+  }
+
+ private:
+  ShardedGradients& shards_;
+};
+
+// FULL_SHARD's block runner: a block's parameters are gathered before it runs and freed after.
+class GatheredBlocks : public model::BlockRunner {
+ public:
+  explicit GatheredBlocks(ShardedGradients& shards) : shards_(shards) {}
+  void run(int64_t layer, std::vector<torch::Tensor>& streams, const std::function<void()>& block) override;
+
+ private:
+  ShardedGradients& shards_;
 };
 
 }  // namespace siamese::dist

@@ -13,7 +13,7 @@
 #include "siamese/config/config.h"
 #include "siamese/data/arithmetic.h"
 #include "siamese/data/token_dataset.h"
-#include "siamese/dist/parallel_plan.h"
+#include "siamese/dist/collectives.h"
 #include "siamese/eval/downstream.h"
 #include "siamese/model/transformer.h"
 
@@ -49,7 +49,7 @@ class Evaluators {
  public:
   // Builds the `lm` evaluators of cfg.evaluators (and the held-out arithmetic evaluator
   // when data.synthetic is arithmetic). Ranks split the batches; results are summed.
-  Evaluators(const config::TrainConfig& cfg, torch::Device device, dist::Collectives& sync);
+  Evaluators(const config::EvalSection& cfg, torch::Device device, dist::Collectives& ranks);
   bool empty() const { return sets_.empty() && tasks_.empty(); }
   // Runs every evaluator in eval mode and restores the model's training mode.
   std::vector<EvalResult> run(model::TransformerImpl& model);
@@ -66,7 +66,7 @@ class Evaluators {
   std::optional<tokenizer::Tokenizer> tokenizer_;
   int64_t batch_size_;
   torch::Device device_;
-  dist::Collectives& sync_;
+  dist::Collectives& ranks_;
 };
 
 }  // namespace siamese::eval

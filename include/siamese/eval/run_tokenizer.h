@@ -16,17 +16,18 @@ inline constexpr const char* kRunTokenizerFile = "siamese_tokenizer.json";
 
 // Whether the run's text goes through a tokenizer: it trains on token files (data.paths), or
 // names no built-in byte-level corpus (data.synthetic, used only when data.paths is empty).
-bool uses_tokenizer(const config::TrainConfig& config);
+bool uses_tokenizer(const config::DataConfig& data);
 
 // Writes the copy when the run uses a tokenizer and
 // tokenizer.identifier names a file; a copy with the same bytes is left alone.
-void keep_run_tokenizer(const std::filesystem::path& save_folder, const config::TrainConfig& config);
+void keep_run_tokenizer(const std::filesystem::path& save_folder, const config::DataConfig& data,
+                        const config::TokenizerConfig& tokenizer);
 
 // The tokenizer file of a checkpoint whose config is `config_file` (<run>/step<N>/config.yaml):
 // `override_path` (--tokenizer) if given, else tokenizer.identifier where it exists, else the
 // run folder's copy. "" for byte-level runs (!uses_tokenizer) without an override. A missing
 // file is an Error naming where its path came from.
-std::string run_tokenizer_path(const config::TrainConfig& config, const std::string& config_file,
-                               const std::string& override_path);
+std::string run_tokenizer_path(const config::DataConfig& data, const config::TokenizerConfig& tokenizer,
+                               const std::string& config_file, const std::string& override_path);
 
 }  // namespace siamese::eval

@@ -13,13 +13,13 @@ namespace siamese::eval {
 
 // The tokenizer of run_tokenizer_path (run_tokenizer.h): --tokenizer, the config's
 // tokenizer.identifier, or the run folder's copy.
-tokenizer::Tokenizer load_run_tokenizer(const config::TrainConfig& config, const std::string& config_file,
-                                        const std::string& override_path);
+tokenizer::Tokenizer load_run_tokenizer(const config::TokenizerConfig& tokenizer,
+                                        const std::string& config_file, const std::string& override_path);
 
 class TextCodec {
  public:
-  TextCodec(const config::TrainConfig& config, const std::string& config_file,
-            const std::string& tokenizer_override);
+  TextCodec(const config::DataConfig& data, const config::TokenizerConfig& tokenizer,
+            const std::string& config_file, const std::string& tokenizer_override);
   bool byte_level() const { return !tok_; }
   std::vector<int64_t> encode(const std::string& text) const;
   // `text` as read from `file` at byte `offset` (line `line`). Bytes are a byte-level

@@ -36,7 +36,4 @@ struct DocumentRule {
 // The documents of input_ids [B, T] separated by `eos_id`.
 Documents find_documents(const torch::Tensor& input_ids, int64_t eos_id, bool restart_positions);
 
-// The run's rule: set with data.generate_doc_lengths, unset without.
-std::optional<DocumentRule> document_rule(const config::TrainConfig& cfg);
-
 }  // namespace siamese::model

@@ -42,6 +42,9 @@ class NormImpl : public torch::nn::Module {
   torch::Tensor shift;   // [1]; Derf only
 
  private:
+  // The ATen composition, where the norm kernels are switched off.
+  torch::Tensor aten_forward(const torch::Tensor& x);
+
   NormKind kind_;
   int64_t dim_;
   double eps_;

@@ -20,7 +20,7 @@
 
 #include "siamese/config/config.h"
 #include "siamese/model/attention.h"
-#include "siamese/model/block_hooks.h"
+#include "siamese/model/block_runner.h"
 #include "siamese/model/mlp.h"
 #include "siamese/model/topology.h"
 
@@ -107,8 +107,8 @@ class TransformerImpl : public torch::nn::Module {
   void use_fused_heads_on_cpu(bool on);
 
   const config::ModelConfig& config() const { return cfg_; }
-  // Installs (or, with nullptr, removes) the calls made around every block; not owned.
-  void set_block_hooks(BlockHooks* hooks) { block_hooks_ = hooks; }
+  // Installs what runs every block (nullptr: direct_blocks()); not owned.
+  void set_block_runner(BlockRunner* runner) { block_runner_ = runner ? runner : &direct_blocks(); }
   TopologyImpl& topology() { return *topology_; }
 
   torch::nn::Embedding wte{nullptr};
@@ -128,7 +128,7 @@ class TransformerImpl : public torch::nn::Module {
   config::ModelConfig cfg_;
   std::shared_ptr<TopologyImpl> topology_;
   std::vector<Block> block_list_;
-  BlockHooks* block_hooks_ = nullptr;
+  BlockRunner* block_runner_ = &direct_blocks();
 };
 TORCH_MODULE(Transformer);
 

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "siamese/config/schema.h"
+
 namespace siamese::runs {
 
 struct RunSummary {
@@ -62,9 +64,7 @@ struct RunSummary {
   std::string cpu;
   // Resumes that changed settings, in order: the values each segment of the run trained
   // with (the config read above holds only the last segment's).
-  struct SettingChange {
-    std::string key, was, now;
-  };
+  using SettingChange = config::schema::SettingChange;
   struct Resume {
     int64_t step;
     std::vector<SettingChange> changed;

@@ -95,13 +95,6 @@ void record_sweep(const std::string& save_root, const std::vector<std::string>& 
 // records one, then any other run in it by name.
 std::vector<std::string> report_folders(const std::string& argument);
 
-// The settings of `now` (a run's config as this sweep resolves it) that differ from those the
-// run in `folder` trained with (its newest checkpoint's config.yaml, else the config written
-// at its start); where the run lives (save_folder, load_path) is left out. Empty for a folder
-// without a config.
-std::vector<RunSummary::SettingChange> changed_settings(const RunSummary& folder,
-                                                        const config::TrainConfig& now);
-
 // "run 3 of 18" progress: the time left after `finished` of `total` runs took `elapsed_seconds`
 // (with --jobs N the runs overlap, so this is wall time per finished run, not a run's length).
 std::string time_left_text(int finished, int total, double elapsed_seconds);

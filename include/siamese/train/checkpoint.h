@@ -12,11 +12,14 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "siamese/config/config.h"
+#include "siamese/config/schema.h"
+#include "siamese/dist/parallel_plan.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/stateful.h"
 
@@ -78,18 +81,15 @@ std::optional<std::string> checkpoint_problem(const std::filesystem::path& folde
 // initialisation, flash_attention, init_device), which change how the weights are trained
 // or computed, not what they mean.
 // Optimizer state saved by any number of ranks is put together whole, then cut into the
-// shards of `sync` (null: one process), so a run may resume on another world size.
+// shards of `plan` (null: one process), so a run may resume on another world size.
 TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, Optimizer* optim,
                            const config::ModelConfig* same_model = nullptr,
-                           dist::ParallelPlan* sync = nullptr, const std::vector<Stateful*>& tracked = {});
+                           dist::ParallelPlan* plan = nullptr, const std::vector<Stateful*>& tracked = {});
 
-struct SettingChange {
-  std::string key, was, now;  // dotted key, values as YAML text
-};
-// The settings of `now` that differ from the config the checkpoint in `folder` was trained
-// with (learning rate, batch size, schedule, duration, ...), so that a resumed run can say
-// what it changed; where the run lives (save_folder, load_path) is left out.
-std::vector<SettingChange> changed_settings(const std::filesystem::path& folder,
-                                            const config::TrainConfig& now);
+using SettingChange = config::schema::SettingChange;
+// The training settings of the config the checkpoint in `folder` was trained with (learning
+// rate, batch size, schedule, duration, ...; config::schema::training_settings), so that a
+// resumed run can say what it changed.
+std::map<std::string, std::string> saved_settings(const std::filesystem::path& folder);
 
 }  // namespace siamese::train

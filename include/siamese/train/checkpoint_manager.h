@@ -26,7 +26,7 @@ namespace siamese::train {
 class CheckpointManager {
  public:
   // Takes the save folder (rank 0) or throws on every rank when rank 0 could not.
-  CheckpointManager(const config::TrainConfig& cfg, dist::ParallelPlan& sync);
+  CheckpointManager(const config::TrainConfig& cfg, dist::ParallelPlan& plan);
 
   // Checkpoints `component`'s state too (the loss scaler; an EMA, a data mixture): every
   // save writes it and load() restores it. It must outlive the manager's saves and loads.
@@ -52,7 +52,8 @@ class CheckpointManager {
 
  private:
   const config::TrainConfig& cfg_;
-  dist::ParallelPlan& sync_;
+  dist::ParallelPlan& plan_;
+  dist::Collectives& ranks_;
   std::filesystem::path run_dir_;
   std::string config_yaml_;
   std::optional<SaveFolderLock> lock_;

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "siamese/dist/parallel_plan.h"
+#include "siamese/dist/collectives.h"
 
 namespace siamese::train {
 
@@ -18,7 +18,7 @@ class LossTerms {
   // Sums `value` (a scalar) into the term `name`, as float64, added in first-seen order.
   void add(const std::string& name, const torch::Tensor& value);
   // Sums every term over ranks, in one collective.
-  void sum_over_ranks(dist::Collectives& sync);
+  void sum_over_ranks(dist::Collectives& ranks);
   // Whether every term is finite, a bool scalar on the device.
   torch::Tensor all_finite() const;
   // The terms in order, [size()] float64 on the device (empty: an undefined tensor).

@@ -64,7 +64,7 @@ RankMemory rank_memory(const config::TrainConfig& cfg, int world_size, int local
 // bytes there are) a rank whose peak state (`row.peak()`), times the `sharing` ranks that
 // share one memory, exceeds `available` bytes. Activations are not counted: what is refused
 // cannot fit at any batch size.
-void check_memory_fits(const config::TrainConfig& cfg, const RankMemory& row, int world_size, int sharing,
+void check_memory_fits(const config::ModelConfig& model, const RankMemory& row, int world_size, int sharing,
                        double available, const std::string& where);
 
 // check_memory_fits for this run on `device`: its strategy's row, against the device's memory,

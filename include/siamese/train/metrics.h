@@ -66,12 +66,12 @@ struct StepMetrics {
 // Appends to metrics.jsonl. Opening for a run resumed at `resume_step` first drops lines of
 // later steps, written by the interrupted run after its last checkpoint, and a line a kill
 // cut short (with a warning).
-class MetricsLog {
+class MetricsLog : public MetricsSink {
  public:
   MetricsLog(const std::filesystem::path& path, int64_t resume_step);
   // Appends one line; a failed write (a full disk) throws an Error naming the file, so no
   // row is ever dropped silently.
-  void write(const MetricsRow& row);
+  void write(const MetricsRow& row) override;
 
  private:
   std::unique_ptr<FileSink> out_;

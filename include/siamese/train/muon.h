@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "siamese/config/enums.h"
-#include "siamese/dist/parallel_plan.h"
+#include "siamese/dist/shard_layout.h"
 
 namespace siamese::train {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "siamese/config/config.h"
-#include "siamese/dist/parallel_plan.h"
+#include "siamese/dist/shard_layout.h"
 #include "siamese/train/muon.h"
 
 namespace siamese::train {
@@ -58,7 +58,7 @@ class AdamW : public torch::optim::AdamW {
 // matrices, and the strategy that gathers a matrix for Newton-Schulz.
 struct WholeParamsOf {
   torch::OrderedDict<std::string, torch::Tensor> params;
-  dist::ShardLayout* sync = nullptr;
+  dist::ShardLayout* layout = nullptr;
 };
 
 class Optimizer {
@@ -76,6 +76,11 @@ class Optimizer {
   // Work that follows every update (OLMo-core's optimizer callbacks): a sharded strategy
   // making its parameters whole, a topology projecting its weights (nGPT).
   void add_post_step_hook(std::function<void()> hook) { post_step_.push_back(std::move(hook)); }
+  // Work between a step's last backward and anything reading its gradients (unscaling,
+  // clipping, the update): a gradient strategy waiting for its communication.
+  void add_pre_step_hook(std::function<void()> hook) { pre_step_.push_back(std::move(hook)); }
+  // Runs the pre-step hooks, in the order they were added: afterwards the gradients are final.
+  void prepare_gradients();
 
   AdamW& adamw() { return *adamw_; }
   Muon* muon() { return muon_.get(); }  // null unless optimizer.name is muon
@@ -95,7 +100,7 @@ class Optimizer {
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<Muon> muon_;
   double muon_lr_ratio_ = 1;  // optimizer.muon.learning_rate / optimizer.learning_rate
-  std::vector<std::function<void()>> post_step_;
+  std::vector<std::function<void()>> pre_step_, post_step_;
 };
 
 std::unique_ptr<Optimizer> build_optimizer(const config::OptimizerConfig& cfg,

@@ -8,13 +8,13 @@
 #include <torch/torch.h>
 
 #include "siamese/config/config.h"
-#include "siamese/dist/parallel_plan.h"
+#include "siamese/dist/collectives.h"
 
 namespace siamese::train {
 
 // Throws siamese::Error on every rank when any key (or the world size, or the device kind)
 // differs between ranks. A world of one returns at once. make_plan calls it once, over the
 // world group, before a plan builds groups of its own.
-void check_ranks_agree(dist::Collectives& sync, const config::TrainConfig& cfg, torch::Device device);
+void check_ranks_agree(dist::Collectives& ranks, const config::TrainConfig& cfg, torch::Device device);
 
 }  // namespace siamese::train

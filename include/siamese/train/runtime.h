@@ -42,6 +42,7 @@ torch::Device resolve_device(const std::string& device, int local_rank = 0);
 // minutes and OLMo-1B (1.18B parameters) in weeks. Above kCpuFallbackParameters parameters
 // that silent fallback is refused, naming the key: `device: cpu` asks for the CPU knowingly.
 inline constexpr double kCpuFallbackParameters = 2.5e8;
-void check_device_choice(const config::TrainConfig& cfg, torch::Device device);
+void check_device_choice(const std::string& device_setting, const config::ModelConfig& model,
+                         torch::Device device);
 
 }  // namespace siamese::train

@@ -21,12 +21,12 @@ struct Trainee {
   std::unique_ptr<LossScaler> scaler;
   int64_t micro_batch = 0;  // sequences per forward on this rank
 
-  // The training step over this model, optimizer and scaler; `sync` as given to build.
-  TrainStep step(const config::TrainConfig& cfg, dist::ParallelPlan& sync, torch::Device device);
+  // The training step over this model, optimizer and scaler; `plan` as given to build.
+  TrainStep step(const config::StepSection& cfg, dist::ParallelPlan& plan, torch::Device device);
 };
 
-// Seeds torch with cfg.seed, builds the model and applies `sync` to it and to the optimizer
-// (parallelize and hook_optimizer); `sync` outlives the result.
-Trainee build_trainee(const config::TrainConfig& cfg, torch::Device device, dist::ParallelPlan& sync);
+// Seeds torch with cfg.seed, builds the model and applies `plan` to it and to the optimizer
+// (parallelize and hook_optimizer); `plan` outlives the result.
+Trainee build_trainee(const config::TrainConfig& cfg, torch::Device device, dist::ParallelPlan& plan);
 
 }  // namespace siamese::train

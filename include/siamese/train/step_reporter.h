@@ -1,6 +1,7 @@
 #pragma once
-// What the run tells about its steps: the metrics rows (metrics.jsonl and TensorBoard, on
-// rank 0), the console lines with their ETA, and the non-finite policy (max_bad_steps).
+// What the run tells about its steps: the metrics rows (to its sinks, metrics.jsonl and
+// TensorBoard, on rank 0), the console lines with their ETA, and what the bad-step policy
+// (bad_step_policy.h) makes of a non-finite step.
 // Steps run ahead of the host: each leaves its values on the device, and the reporter
 // reads the pending ones in one copy at a read point. On CUDA that is once per
 // console_log_interval and before any evaluation, checkpoint or stop, so the GPU never idles
@@ -10,12 +11,14 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "siamese/common/metrics_row.h"
-#include "siamese/config/config.h"
+#include "siamese/config/sections.h"
+#include "siamese/train/bad_step_policy.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/device_clock.h"
 #include "siamese/train/loss_scale.h"
@@ -41,7 +44,7 @@ class StepReporter {
  public:
   // `main_rank` writes the rows into `run_dir`, dropping those after `first_step` that an
   // interrupted run left.
-  StepReporter(const config::TrainConfig& cfg, torch::Device device, bool main_rank, int world_size,
+  StepReporter(const config::ReportSection& cfg, torch::Device device, bool main_rank, int world_size,
                const std::filesystem::path& run_dir, int64_t first_step, int64_t max_steps);
 
   // An event row (evaluation, resume, non-finite weights, time limit), written at once.
@@ -60,14 +63,15 @@ class StepReporter {
  private:
   void console(const StepMetrics& m, double lr, double grad_norm);
 
-  const config::TrainConfig& cfg_;
+  const config::ReportSection cfg_;
   torch::Device device_;
   std::filesystem::path run_dir_;
   int64_t first_step_, max_steps_, read_interval_, tokens_per_step_;
   double flops_per_token_;
   std::optional<double> peak_flops_;
-  std::optional<MetricsLog> metrics_;
-  std::optional<TensorBoardWriter> tensorboard_;  // the same rows, for TensorBoard and W&B
+  // metrics.jsonl and TensorBoard's events (for TensorBoard and W&B), on the main rank.
+  std::vector<std::unique_ptr<MetricsSink>> sinks_;
+  BadStepPolicy bad_steps_;
   DeviceClock clock_;
   SpikeDetector spikes_;
   std::vector<PendingStep> pending_;

@@ -5,9 +5,9 @@
 // them at different steps.
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
-#include "siamese/config/config.h"
-#include "siamese/dist/parallel_plan.h"
+#include "siamese/dist/collectives.h"
 
 namespace siamese::train {
 
@@ -20,8 +20,8 @@ class StopPolicy {
  public:
   enum class Stop { None, Signal, TimeLimit };
 
-  // `started`: when the run began (time_limit counts from there).
-  StopPolicy(const config::TrainConfig& cfg, dist::Collectives& sync, int64_t stop_at,
+  // `time_limit`: seconds from `started`, when the run began (the config's time_limit).
+  StopPolicy(std::optional<double> time_limit, dist::Collectives& ranks, int64_t stop_at,
              std::chrono::steady_clock::time_point started);
 
   // At a read point after `step` (every rank calls it): a signal any rank got, or a time
@@ -34,8 +34,8 @@ class StopPolicy {
   int signal() const { return signal_; }
 
  private:
-  const config::TrainConfig& cfg_;
-  dist::Collectives& sync_;
+  std::optional<double> time_limit_;
+  dist::Collectives& ranks_;
   int64_t stop_at_;
   std::chrono::steady_clock::time_point started_;
   int signal_ = 0;

@@ -26,7 +26,7 @@ namespace siamese::train {
 uint32_t crc32c(const std::string& data);
 uint32_t masked_crc32c(const std::string& data);
 
-class TensorBoardWriter {
+class TensorBoardWriter : public MetricsSink {
  public:
   // Creates `folder` and a new events.out.tfevents.<seconds>.<host> file in it.
   explicit TensorBoardWriter(const std::filesystem::path& folder);
@@ -36,7 +36,7 @@ class TensorBoardWriter {
   // "<event>/<label>/<key>" for evaluations and "<event>/<key>" for other events; keys
   // that already hold a '/' (OLMo's eval/downstream/...) are kept as they are; a list of
   // numbers (per-layer gradient norms) gives "<tag>/<index>" per entry.
-  void write_row(const MetricsRow& row);
+  void write(const MetricsRow& row) override;
 
   const std::filesystem::path& path() const { return path_; }
 

@@ -1,18 +1,19 @@
 #pragma once
 // One optimizer step, the same for `siamese train`, `siamese bench` and the tests: forward
-// and backward over micro-batches (autocast, the flash-only attention scope, loss scaling,
-// gradient synchronisation) of the cross-entropy plus, with softmax_auxiliary_loss, OLMo's
-// z-loss, and whatever auxiliary losses the blocks attach (aux_loss.h); unscale, clip, and
-// an update that a non-finite loss or gradient cancels on the device. Post-step work (a
-// sharded strategy's gather, a topology's weight projection) runs as the optimizer's hooks.
-// Nothing here waits for the device.
+// and backward over micro-batches (autocast, the flash-only attention scope, loss scaling)
+// of the cross-entropy plus, with softmax_auxiliary_loss, OLMo's z-loss, and whatever
+// auxiliary losses the blocks attach (aux_loss.h); unscale, clip, and an update that a
+// non-finite loss or gradient cancels on the device. The plan's gradient strategy
+// communicates from its own autograd hooks; the work around the update (the strategy waiting
+// for its gradients, a sharded strategy's gather, a topology's weight projection) runs as the
+// optimizer's hooks. Nothing here waits for the device.
 #include <torch/torch.h>
 
 #include <array>
 #include <optional>
 #include <vector>
 
-#include "siamese/config/config.h"
+#include "siamese/config/sections.h"
 #include "siamese/dist/parallel_plan.h"
 #include "siamese/model/documents.h"
 #include "siamese/model/transformer.h"
@@ -50,9 +51,9 @@ struct StepOptions {
 class TrainStep {
  public:
   // micro_batch: sequences per forward on this rank. Each micro-batch's loss is its share of
-  // the mean over cfg.global_train_batch_size sequences (all ranks).
-  TrainStep(const config::TrainConfig& cfg, model::TransformerImpl& model, Optimizer& optim,
-            dist::ParallelPlan& sync, LossScaler& scaler, torch::Device device, int64_t micro_batch);
+  // the mean over cfg.global_batch sequences (all ranks).
+  TrainStep(const config::StepSection& cfg, model::TransformerImpl& model, Optimizer& optim,
+            dist::ParallelPlan& plan, LossScaler& scaler, torch::Device device, int64_t micro_batch);
 
   // Runs one step on `batch` [rank's sequences, T] (already on the device) at learning rate
   // `lr`. The batch may hold fewer sequences than the rank's share (the instance filter left
@@ -63,7 +64,7 @@ class TrainStep {
  private:
   model::TransformerImpl& model_;
   Optimizer& optim_;
-  dist::ParallelPlan& sync_;
+  dist::ParallelPlan& plan_;
   LossScaler& scaler_;
   torch::Device device_;
   std::optional<at::ScalarType> autocast_;
@@ -73,7 +74,7 @@ class TrainStep {
   double max_grad_norm_;
   std::optional<double> z_loss_multiplier_;       // set with softmax_auxiliary_loss
   std::optional<model::DocumentRule> documents_;  // set with data.generate_doc_lengths
-  double global_rows_;                            // cfg.global_train_batch_size
+  double global_rows_;                            // cfg.global_batch
   bool uneven_shares_;                            // the instance filter on, several ranks
   int64_t n_layers_;
   std::vector<torch::Tensor> params_;  // what the optimizer updates (its gradients are unscaled, clipped)

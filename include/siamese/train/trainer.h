@@ -12,8 +12,8 @@ namespace siamese::train {
 struct RunControl {
   // Stop after this step with a checkpoint, as if preempted (tests, `--stop-at`); -1 = no.
   int64_t stop_at = -1;
-  // Data parallelism; nullptr = a world of one.
-  dist::ParallelPlan* sync = nullptr;
+  // How the run spreads over its ranks (train/parallelize.h); nullptr = a world of one.
+  dist::ParallelPlan* plan = nullptr;
 };
 
 // Trains per `cfg`, resuming from load_path or else from the newest checkpoint in
