@@ -60,12 +60,17 @@ $bin --version | tee "$out/version.txt"
 # The kernels first: every op x dtype row against ATen on this card. A family with a failing
 # row is switched off (model.kernels.<family>: aten) for everything below, so the benchmarks
 # still run, and the table says which.
-$bin kernels --check --device cuda | tee "$out/kernels_check.txt"
+# A check that died before its last line (a crash, not a failing row) switches every family off.
+$bin kernels --check --device cuda 2>&1 | tee "$out/kernels_check.txt" || true
 kernels_off=()
-read -ra failing <<<"$(sed -n 's/^failing families: //p' "$out/kernels_check.txt")"
-for family in "${failing[@]}"; do
-  [ "$family" = none ] || kernels_off+=("--model.kernels.$family=aten")
-done
+if grep -q '^failing families: ' "$out/kernels_check.txt"; then
+  read -ra failing <<<"$(sed -n 's/^failing families: //p' "$out/kernels_check.txt")"
+  for family in "${failing[@]}"; do
+    [ "$family" = none ] || kernels_off+=("--model.kernels.$family=aten")
+  done
+else
+  kernels_off=("--model.kernels.all=aten")
+fi
 [ ${#kernels_off[@]} -eq 0 ] || echo "gpu_check: kernels switched off for the benchmarks: ${kernels_off[*]}"
 
 if [ -n "${SIAMESE_PREBUILT:-}" ]; then

@@ -40,11 +40,16 @@ int list_or_check(const std::string& device, bool check, bool timed) {
   for (const auto& r : rows) {
     const kernels::RowCheck c = kernels::check_row(r, timed);
     const kernels::OutputCheck& w = c.worst();
-    const std::string verdict = c.pass() ? "pass" : !w.dtype_ok ? "DTYPE" : !w.shape_ok ? "SHAPE" : "FAIL";
+    const std::string verdict = c.pass()            ? "pass"
+                                : !c.raised.empty() ? "ERROR"
+                                : !w.dtype_ok       ? "DTYPE"
+                                : !w.shape_ok       ? "SHAPE"
+                                                    : "FAIL";
     std::cout << fmt::format("{:<26} {:<9} {:<7} {:<22} {:>10.3g} {:>10.3g} {:<5} {:>8}\n",
                              kernels::op_name(r.op), kernels::dtype_name(r.dtype), device, w.name, w.error,
                              w.tolerance, verdict, timed ? fmt::format("{:.2f}x", c.speedup) : "-")
               << std::flush;
+    if (!c.raised.empty()) std::cout << "  raised: " << c.raised << "\n" << std::flush;
     if (!c.pass()) failing.insert(kernels::family_name(kernels::family_of(r.op)));
   }
   std::cout << "failing families: " << (failing.empty() ? "none" : fmt::format("{}", fmt::join(failing, " ")))

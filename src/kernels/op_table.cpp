@@ -486,21 +486,22 @@ std::vector<OpRow> op_table(torch::DeviceType backend) {
 }
 
 bool RowCheck::pass() const {
-  return !outputs.empty() &&
+  return raised.empty() && !outputs.empty() &&
          std::all_of(outputs.begin(), outputs.end(), [](const auto& o) { return o.pass(); });
 }
 
 const OutputCheck& RowCheck::worst() const {
+  static const OutputCheck none{"-", 0, 0, true, true};
+  if (outputs.empty()) return none;
   return *std::max_element(outputs.begin(), outputs.end(), [](const auto& a, const auto& b) {
     return !a.pass() < !b.pass() || (a.pass() == b.pass() && a.error / a.tolerance < b.error / b.tolerance);
   });
 }
 
-RowCheck check_row(const OpRow& row, bool timed) {
-  const KernelSwitches restore;
-  set_enabled(family_of(row.op), true);
-  torch::manual_seed(47);
-  RowCheck check{row, {}, 0};
+namespace {
+
+void check_outputs(RowCheck& check, bool timed) {
+  const OpRow& row = check.row;
   for (const auto& o : outputs(row)) {
     OutputCheck c;
     c.name = o.name;
@@ -519,6 +520,23 @@ RowCheck check_row(const OpRow& row, bool timed) {
     torch::NoGradGuard no_grad;
     const auto [kernel, aten] = timed_pair(row);
     check.speedup = seconds_per_call(aten, row.backend) / seconds_per_call(kernel, row.backend);
+  }
+}
+
+}  // namespace
+
+RowCheck check_row(const OpRow& row, bool timed) {
+  const KernelSwitches restore;
+  set_enabled(family_of(row.op), true);
+  torch::manual_seed(47);
+  RowCheck check{row, {}, 0, {}};
+  try {
+    check_outputs(check, timed);
+  } catch (const std::exception& e) {
+    // c10::Error's what() carries a C++ backtrace; its first line is the message.
+    const std::string what = e.what();
+    check.raised = what.substr(0, what.find('\n'));
+    check.outputs.clear();
   }
   return check;
 }

@@ -20,21 +20,6 @@ struct AttachAuxLoss : torch::autograd::Function<AttachAuxLoss> {
 
 }  // namespace
 
-void AuxLosses::add(const std::string& name, const torch::Tensor& value) {
-  for (auto& [n, t] : terms)
-    if (n == name) {
-      t = t + value;
-      return;
-    }
-  terms.emplace_back(name, value);
-}
-
-torch::Tensor AuxLosses::term(const std::string& name) const {
-  for (const auto& [n, t] : terms)
-    if (n == name) return t;
-  return {};
-}
-
 torch::Tensor attach_aux_loss(const torch::Tensor& activation, const torch::Tensor& loss,
                               const torch::Tensor& grad_scale) {
   return AttachAuxLoss::apply(activation, loss, grad_scale);

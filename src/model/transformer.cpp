@@ -15,10 +15,10 @@ BlockRunner& direct_blocks() {
   return direct;
 }
 
-BlockImpl::BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks,
+BlockImpl::BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks, int64_t layer,
                      std::optional<int64_t> window) {
   attn = register_module("attn", Attention(cfg, hooks, window));
-  mlp = register_module("mlp", Mlp(cfg, hooks));
+  mlp = register_module("mlp", make_feed_forward(cfg, hooks, layer));
 }
 
 TransformerImpl::TransformerImpl(const config::ModelConfig& cfg) : cfg_(cfg) {
@@ -31,7 +31,7 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& cfg) : cfg_(cfg) {
   auto topology = make_topology(cfg);
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    block_list_.emplace_back(cfg, topology->sublayer_hooks(i), attention_window(cfg, i));
+    block_list_.emplace_back(cfg, topology->sublayer_hooks(i), i, attention_window(cfg, i));
     blocks->push_back(block_list_.back());
   }
   topology_ = register_module("topology", topology);
@@ -86,15 +86,16 @@ void TransformerImpl::forward_block(State& st, int64_t l, const ForwardOptions& 
   // The closure outlives this call (backward runs it again): it holds copies only. A block
   // may add streams (AttnRes's sources): their names come back through `names_after`.
   // Auxiliary losses reach their gradients through the recomputation (aux_loss.h); the
-  // values and routing are the first run's, recorded while `aux` still lives.
+  // blocks' values are the first run's, recorded while `aux` still lives.
   auto docs = opts.documents ? std::make_shared<const Documents>(*opts.documents) : nullptr;
   auto names_after = std::make_shared<std::vector<std::string>>();
   auto record = std::make_shared<AuxLosses*>(opts.aux);
   const torch::Tensor grad_scale = opts.aux ? opts.aux->grad_scale : torch::Tensor();
-  st.streams = checkpointed(st.streams, [this, names = st.names, names_after, l, docs, record,
-                                         grad_scale](const std::vector<torch::Tensor>& in) {
+  const double share = opts.aux ? opts.aux->share : 1.0;
+  st.streams = checkpointed(st.streams, [this, names = st.names, names_after, l, docs, record, grad_scale,
+                                         share](const std::vector<torch::Tensor>& in) {
     State block_state{names, in};
-    AuxLosses recomputed{grad_scale};
+    AuxLosses recomputed{grad_scale, share};
     AuxLosses* aux = *record ? *record : &recomputed;
     *record = nullptr;
     run_block(block_state, l, nullptr, nullptr, nullptr, docs.get(), aux);
@@ -115,7 +116,7 @@ void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_
       for (const auto& [name, w] : st.mixing)
         (*mixing_probe)(layer, (attention ? "attn." : "ffn.") + name, w);
     st.mixing.clear();
-    auto out = attention ? block->attn(in, cache, documents) : block->mlp(in, aux);
+    auto out = attention ? block->attn(in, cache, documents) : block->mlp->forward(in, aux);
     if (sublayer_probe) {
       (*sublayer_probe)(layer, attention ? "attn_in" : "ffn_in", in);
       (*sublayer_probe)(layer, attention ? "attn_out" : "ffn_out", out);
@@ -208,15 +209,12 @@ void TransformerImpl::reset_parameters() {
     }
     init_linear(blk->attn->att_proj, in_std, cutoff);
     init_linear(blk->attn->attn_out, attn_out_std, cutoff);
-    auto& mlp = blk->mlp;
-    if (mlp->ff_proj) init_linear(mlp->ff_proj, in_std, cutoff);
-    if (mlp->ff_out) init_linear(mlp->ff_out, ff_out_std, cutoff);
-    // OLMoE's router and experts are matrices like any other (megablocks' init_method for
-    // the router and the experts' inputs, output_layer_init_method for their outputs).
-    if (mlp->router) {
-      init_linear(mlp->router, in_std, cutoff);
-      init_normal(mlp->expert_ff_proj, in_std, cutoff);
-      init_normal(mlp->expert_ff_out, ff_out_std, cutoff);
+    for (const auto& m : blk->mlp->matrices()) {
+      init_normal(m.weight, m.role == FfnRole::Output ? ff_out_std : in_std, cutoff);
+      if (m.bias.defined()) {
+        torch::NoGradGuard guard;
+        m.bias.zero_();
+      }
     }
 
     // Topology gains (DeepNorm's beta) on the query, key and value projections and on the
@@ -227,12 +225,10 @@ void TransformerImpl::reset_parameters() {
     qkv[1].mul_(topology_->init_gain(Projection::Key, l));
     qkv[2].mul_(topology_->init_gain(Projection::Value, l));
     blk->attn->attn_out->weight.mul_(topology_->init_gain(Projection::AttnOut, l));
-    if (mlp->ff_proj) mlp->ff_proj->weight.mul_(topology_->init_gain(Projection::FfProj, l));
-    if (mlp->ff_out) mlp->ff_out->weight.mul_(topology_->init_gain(Projection::FfOut, l));
-    if (mlp->router) {
-      mlp->expert_ff_proj.mul_(topology_->init_gain(Projection::FfProj, l));
-      mlp->expert_ff_out.mul_(topology_->init_gain(Projection::FfOut, l));
-    }
+    for (const auto& m : blk->mlp->matrices())
+      if (m.role != FfnRole::Router)
+        m.weight.mul_(
+            topology_->init_gain(m.role == FfnRole::Input ? Projection::FfProj : Projection::FfOut, l));
   }
   topology_->project_weights(*this);
 }

@@ -18,33 +18,23 @@ namespace siamese::train {
 
 namespace fs = std::filesystem;
 
-std::optional<MoeLoad> moe_load(const std::vector<model::ExpertLoad>& routing, bool keep_counts) {
-  if (routing.empty()) return std::nullopt;
-  MoeLoad load;
-  load.min_share = 1.0;
-  int64_t assignments = 0, dropped = 0;
-  for (const auto& block : routing) {
-    assignments += block.assignments;
-    dropped += block.dropped;
-    double total = 0.0;
-    for (int64_t n : block.tokens_per_expert) total += double(n);
-    if (total <= 0) continue;
-    for (int64_t n : block.tokens_per_expert) {
-      const double p = double(n) / total;
-      load.min_share = std::min(load.min_share, p);
-      load.max_share = std::max(load.max_share, p);
-      if (p > 0) load.entropy -= p * std::log(p) / double(routing.size());
-    }
-  }
-  load.dropped_fraction = assignments > 0 ? double(dropped) / double(assignments) : 0.0;
-  if (keep_counts)
-    for (const auto& block : routing) load.tokens_per_expert.push_back(block.tokens_per_expert);
-  return load;
+namespace {
+
+// A value as json: a number, or nested lists in its shape.
+nlohmann::ordered_json value_json(const model::HostValue& v, size_t dim = 0, size_t at = 0) {
+  if (dim == v.shape.size()) return v.values[at];
+  size_t stride = 1;
+  for (size_t d = dim + 1; d < v.shape.size(); ++d) stride *= size_t(v.shape[d]);
+  auto list = nlohmann::ordered_json::array();
+  for (int64_t i = 0; i < v.shape[dim]; ++i) list.push_back(value_json(v, dim + 1, at + size_t(i) * stride));
+  return list;
 }
 
+}  // namespace
+
 std::optional<double> StepMetrics::term(const std::string& name) const {
-  for (const auto& [n, v] : terms)
-    if (n == name) return v;
+  for (const auto& v : terms)
+    if (v.name == name && v.scalar()) return v.values.front();
   return std::nullopt;
 }
 
@@ -74,16 +64,9 @@ MetricsRow StepMetrics::to_row() const {
                                 {"comm_seconds", comm_seconds},
                                 {"comm_share", step_seconds > 0 ? comm_seconds / step_seconds : 0.0},
                                 {"peak_memory_mib", peak_memory_mib}});
-  for (const auto& [name, value] : terms) row[name] = value;
+  for (const auto& v : terms) row[v.name] = value_json(v);
   if (loss_scale) row["loss_scale"] = *loss_scale;
   if (filtered_instances) row[metric::kFilteredInstances] = *filtered_instances;
-  if (moe_load) {
-    row["moe_load_min"] = moe_load->min_share;
-    row["moe_load_max"] = moe_load->max_share;
-    row["moe_load_entropy"] = moe_load->entropy;
-    row["moe_dropped_fraction"] = moe_load->dropped_fraction;
-    if (!moe_load->tokens_per_expert.empty()) row["moe_expert_tokens"] = moe_load->tokens_per_expert;
-  }
   return row;
 }
 

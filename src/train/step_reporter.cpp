@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "siamese/analysis/grad_norms.h"
@@ -13,14 +14,15 @@
 namespace siamese::train {
 namespace {
 
-// The longest silence between console progress lines of a running train.
-constexpr double kConsoleSeconds = 30.0;
-
 // "z_loss inf, " when `cause` is one of the step's auxiliary terms, else "".
-std::string term_value(const HostLossTerms& terms, const std::string& cause) {
-  for (const auto& [name, value] : terms)
-    if (name == cause) return fmt::format("{} {}, ", name, value);
+std::string term_value(const model::HostValues& terms, const std::string& cause) {
+  for (const auto& v : terms)
+    if (v.name == cause && v.scalar()) return fmt::format("{} {}, ", v.name, v.values.front());
   return "";
+}
+
+bool finite(const model::HostValue& v) {
+  return std::all_of(v.values.begin(), v.values.end(), [](double x) { return std::isfinite(x); });
 }
 
 // What to change after a step whose `cause` went non-finite: the z-loss carries its
@@ -36,20 +38,12 @@ std::string nonfinite_fix(const config::ReportSection& cfg, const std::string& c
 
 }  // namespace
 
-std::string format_eta(double seconds) {
-  const auto s = static_cast<int64_t>(seconds);
-  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60)
-                   : fmt::format("{}m{:02}s", s / 60, s % 60);
-}
-
 StepReporter::StepReporter(const config::ReportSection& cfg, torch::Device device, bool main_rank,
                            int world_size, const std::filesystem::path& run_dir, int64_t first_step,
                            int64_t max_steps)
     : cfg_(cfg),
       device_(device),
       run_dir_(run_dir),
-      first_step_(first_step),
-      max_steps_(max_steps),
       read_interval_(device.is_cuda() ? cfg.console_log_interval : 1),
       tokens_per_step_(cfg.global_batch * cfg.model.max_sequence_length),
       flops_per_token_(model::flops_per_token(cfg.model, cfg.model.max_sequence_length)),
@@ -57,11 +51,12 @@ StepReporter::StepReporter(const config::ReportSection& cfg, torch::Device devic
                                   : std::nullopt),
       bad_steps_(cfg.max_bad_steps),
       clock_(device),
-      spikes_(cfg.loss_spike_factor),
-      last_console_(std::chrono::steady_clock::now()) {
-  if (!main_rank) return;
-  sinks_.push_back(std::make_unique<MetricsLog>(run_dir / "metrics.jsonl", first_step));
-  sinks_.push_back(std::make_unique<TensorBoardWriter>(run_dir / "tensorboard"));
+      spikes_(cfg.loss_spike_factor) {
+  if (main_rank) {
+    sinks_.push_back(std::make_unique<MetricsLog>(run_dir / "metrics.jsonl", first_step));
+    sinks_.push_back(std::make_unique<TensorBoardWriter>(run_dir / "tensorboard"));
+  }
+  sinks_.push_back(std::make_unique<ConsoleLog>(cfg.console_log_interval, first_step, max_steps));
 }
 
 void StepReporter::event(const MetricsRow& row) {
@@ -70,24 +65,21 @@ void StepReporter::event(const MetricsRow& row) {
 
 int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
   if (pending_.empty()) return 0;
-  // One copy: each step's grad norm, loss scale and terms, in the terms' order.
+  // One copy: each step's grad norm, loss scale and values, in the values' order.
   std::vector<torch::Tensor> values;
   for (const auto& p : pending_)
     values.push_back(
-        torch::cat({torch::stack({p.result.grad_norm, p.result.loss_scale}), p.result.terms.stacked()}));
-  const auto host = torch::stack(values).cpu();
-  const auto v = host.accessor<double, 2>();
+        torch::cat({torch::stack({p.result.grad_norm, p.result.loss_scale}), p.result.values.flat()}));
+  const auto host = torch::cat(values).cpu();
+  const double* v = host.data_ptr<double>();
   const double peak_mib = peak_memory_mib(device_);
   for (size_t i = 0; i < pending_.size(); ++i) {
     const PendingStep& p = pending_[i];
-    const double grad_norm = v[i][0], loss_scale = v[i][1];
-    HostLossTerms terms;
-    bool finite_loss = true;
-    for (size_t k = 0; k < p.result.terms.size(); ++k) {
-      terms.emplace_back(p.result.terms.names()[k], v[i][2 + k]);
-      finite_loss = finite_loss && std::isfinite(v[i][2 + k]);
-    }
-    const double loss = terms.front().second;  // "loss" comes first
+    const double grad_norm = v[0], loss_scale = v[1];
+    model::HostValues terms = model::host_values(p.result.values, v + 2);
+    v += 2 + p.result.values.numel();
+    const bool finite_loss = std::all_of(terms.begin(), terms.end(), finite);
+    const double loss = terms.front().values.front();  // "loss" comes first
     terms.erase(terms.begin());
     const auto verdict = bad_steps_.judge(finite_loss, std::isfinite(grad_norm),
                                           scaler.enabled() ? loss_scale : 0, state.bad_steps);
@@ -102,14 +94,15 @@ int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
       // auxiliary term whose weight may be what overflowed.
       std::string cause = std::isfinite(loss) ? "grad_norm" : metric::kLoss;
       if (std::isfinite(loss))
-        for (const auto& [name, value] : terms)
-          if (!std::isfinite(value)) {
-            cause = name;
+        for (const auto& t : terms)
+          if (!finite(t)) {
+            cause = t.name;
             break;
           }
       MetricsRow row = metrics_row(p.step, metric::kNonfiniteEvent,
                                    {{"cause", cause}, {"loss", loss}, {"grad_norm", grad_norm}});
-      for (const auto& [name, value] : terms) row[name] = value;
+      for (const auto& t : terms)
+        if (t.scalar()) row[t.name] = t.values.front();
       event(row);
       if (verdict == BadStepPolicy::Verdict::Skip) {
         spdlog::warn("step {}: non-finite {} ({}loss {}, grad norm {}); skipped ({} of {} allowed)", p.step,
@@ -127,7 +120,6 @@ int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
     m.tokens = p.tokens;
     m.loss = loss;
     m.terms = std::move(terms);
-    m.moe_load = moe_load(p.result.routing, cfg_.model.moe_log_expert_assignment);
     m.lr = p.lr;
     m.grad_norm = grad_norm;
     m.step_seconds = clock_.seconds(p.start_mark, p.end_mark);
@@ -146,45 +138,10 @@ int StepReporter::flush(TrainState& state, const LossScaler& scaler) {
       spdlog::info("step {}: the instance filter left out {} instance(s) with repeated n-grams", p.step,
                    p.filtered);
     if (m.loss_spike) spdlog::warn("step {}: loss spike {:.4f}", p.step, loss);
-    console(m, p.lr, grad_norm);
   }
   pending_.clear();
   clock_.keep_last();
   return 0;
-}
-
-// A console line after the first step (with the run's expected length), then every
-// console_log_interval steps or kConsoleSeconds, whichever comes first, and at the end.
-void StepReporter::console(const StepMetrics& m, double lr, double grad_norm) {
-  const bool first = m.step == first_step_ + 1;
-  if (!(first || m.step % cfg_.console_log_interval == 0 || m.step == max_steps_ ||
-        std::chrono::steady_clock::now() - last_console_ >= std::chrono::duration<double>(kConsoleSeconds)))
-    return;
-  last_console_ = std::chrono::steady_clock::now();
-  // The first step carries the warm-up (allocation, kernel selection, the first data): later
-  // estimates leave it out, so the ETA is what the remaining steps take, evaluations and
-  // saves included.
-  if (first) first_step_seconds_ = m.elapsed;
-  const double per_step =
-      first ? m.elapsed : (m.elapsed - first_step_seconds_) / double(m.step - first_step_ - 1);
-  const auto z = m.term(metric::kZLoss);
-  spdlog::info(
-      "[{}/{}] loss {:.4f} nats/token{}, lr {:.3e}, grad_norm {:.3f}, {:.0f} tokens/s{}, mem {:.0f} MiB, ETA "
-      "{}",
-      m.step, max_steps_, m.loss, z ? fmt::format(", z_loss {:.3e}", *z) : "", lr, grad_norm,
-      m.tokens_per_sec(), m.mfu() ? fmt::format(", MFU {:.1f}%", 100 * *m.mfu()) : "", m.peak_memory_mib,
-      format_eta(per_step * double(max_steps_ - m.step)));
-  if (first && max_steps_ > m.step)
-    spdlog::info(
-        "expected duration at the first step's speed: {} for {} steps (the first step includes warm-up)",
-        format_eta(per_step * double(max_steps_ - first_step_)), max_steps_ - first_step_);
-  if (!first && !estimated_ && max_steps_ > m.step) {
-    estimated_ = true;
-    spdlog::info(
-        "expected duration after warm-up: {} for the {} steps left ({:.3g} s a step over steps {}-{})",
-        format_eta(per_step * double(max_steps_ - m.step)), max_steps_ - m.step, per_step, first_step_ + 2,
-        m.step);
-  }
 }
 
 }  // namespace siamese::train

@@ -10,22 +10,6 @@
 #include "siamese/train/attention_kernels.h"
 
 namespace siamese::train {
-namespace {
-
-void add_routing(std::vector<model::ExpertLoad>& into, const std::vector<model::ExpertLoad>& from) {
-  into.resize(std::max(into.size(), from.size()));
-  for (size_t b = 0; b < from.size(); ++b) {
-    auto& sum = into[b];
-    sum.tokens_per_expert.resize(from[b].tokens_per_expert.size(), 0);
-    for (size_t e = 0; e < sum.tokens_per_expert.size(); ++e)
-      sum.tokens_per_expert[e] += from[b].tokens_per_expert[e];
-    sum.assignments += from[b].assignments;
-    sum.dropped += from[b].dropped;
-  }
-}
-
-}  // namespace
-
 TrainStep::TrainStep(const config::StepSection& cfg, model::TransformerImpl& model, Optimizer& optim,
                      dist::ParallelPlan& plan, LossScaler& scaler, torch::Device device, int64_t micro_batch)
     : model_(model),
@@ -69,7 +53,7 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const StepOptio
       // Each micro-batch's auxiliary losses count at its share of the global batch (OLMo), so
       // that their sum over micro-batches and ranks is their mean.
       const double share = double(ids.size(0)) / global_rows_;
-      model::AuxLosses aux{scaler_.scale_tensor() * share};
+      model::AuxLosses aux{scaler_.scale_tensor() * share, share};
       model::LossSums sums;
       {
         std::optional<AutocastGuard> amp;
@@ -79,10 +63,9 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const StepOptio
       const size_t backward_start = mark();
       plan_.gradients().set_requires_sync(m == n_micro - 1);
       scaler_.scaled(sums.total() / predicted_tokens_).backward();
-      result.terms.add(metric::kLoss, sums.nll.detach() / predicted_tokens_);
-      if (sums.z.defined()) result.terms.add(metric::kZLoss, sums.z.detach() / predicted_tokens_);
-      for (const auto& [name, value] : aux.terms) result.terms.add(name, value * share);
-      add_routing(result.routing, aux.routing);
+      result.values.add(metric::kLoss, sums.nll / predicted_tokens_);
+      if (sums.z.defined()) result.values.add(metric::kZLoss, sums.z / predicted_tokens_);
+      result.values.merge(aux.values);
       if (options.marks) options.marks->micro_batches.push_back({forward_start, backward_start, mark()});
     }
   }
@@ -92,11 +75,12 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const StepOptio
   if (options.layer_grad_norms)
     result.layer_grad_norms =
         analysis::per_layer_grad_norms(optim_.named_params(), n_layers_, plan_.layout());
-  result.terms.sum_over_ranks(plan_.collectives());
+  result.values.reduce([&](torch::Tensor& t) { plan_.collectives().sum_(t); });
   const torch::Tensor grad_norm = clip_grad_norm(params_, max_grad_norm_, &plan_.layout());
   // A non-finite loss or gradient never reaches the weights.
   const torch::Tensor skip =
-      torch::logical_not(result.terms.all_finite().logical_and(torch::isfinite(grad_norm))).to(torch::kFloat);
+      torch::logical_not(result.values.all_finite().logical_and(torch::isfinite(grad_norm)))
+          .to(torch::kFloat);
   optim_.set_learning_rate(lr);
   optim_.update(skip);
   result.grad_norm = grad_norm.to(torch::kFloat64);

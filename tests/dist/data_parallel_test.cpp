@@ -121,7 +121,10 @@ void expect_two_ranks_match_one_process(const std::string& topology, double min_
   ASSERT_EQ(l1.size(), 8u);
   ASSERT_EQ(l2.size(), 8u) << read_all(two.string() + ".log");
   for (auto& [step, loss] : l1) EXPECT_NEAR(std::stod(loss), std::stod(l2[step]), 1e-5) << "step " << step;
-  for (const char* key : {"moe_lbl_loss", "moe_z_loss"}) {
+  // MoE's routing statistics count every rank's tokens: the two ranks' shares are the one
+  // process's (each rank alone would see half the batch's assignments).
+  for (const char* key : {"moe_lbl_loss", "moe_z_loss", "moe_load_min", "moe_load_max", "moe_load_entropy",
+                          "moe_dropped_fraction"}) {
     auto a = step_values(one, key), b = step_values(two, key);
     ASSERT_EQ(a.size(), b.size()) << key;
     for (auto& [step, v] : a) EXPECT_NEAR(std::stod(v), std::stod(b[step]), 1e-5) << key << " step " << step;
@@ -148,7 +151,8 @@ TEST(DataParallel, MhcTwoRanksMatchOneProcess) {
 
 // block_type moe: the load-balancing loss is each micro-batch's (OLMo's too), and the ranks
 // take the batch's rows in turn, so the micro-batches are single rows on both sides; the
-// all-reduced gradients of the router and the experts then follow the single process.
+// all-reduced gradients of the router and the experts then follow the single process, and
+// the routing statistics, summed over ranks before the shares are taken, are its own.
 TEST(DataParallel, MoeTwoRanksMatchOneProcessOfTheSameMicroBatches) {
   expect_two_ranks_match_one_process(
       "hybrid_pre", 0.05, 0.0,

@@ -72,5 +72,21 @@ TEST(KernelTable, ASwitchedOffFamilyIsNotTaken) {
   EXPECT_TRUE(norm_supports(x));
 }
 
+// A row that throws (here: CUDA rows where no CUDA device is visible, as a kernel launch
+// failure would on a GPU) fails with its message, and the next row still runs.
+TEST(KernelTable, ARowThatThrowsFailsAndTheTableGoesOn) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a CUDA device is visible: its rows run";
+  const auto cuda = op_table(torch::kCUDA);
+  ASSERT_FALSE(cuda.empty());
+  const RowCheck failed = check_row(cuda.front());
+  EXPECT_FALSE(failed.pass());
+  EXPECT_FALSE(failed.raised.empty());
+  EXPECT_EQ(failed.raised.find('\n'), std::string::npos) << "one line: " << failed.raised;
+  EXPECT_EQ(failed.worst().name, "-");
+  const RowCheck next = check_row(op_table(torch::kCPU).front());
+  EXPECT_TRUE(next.pass()) << next.worst().name << " " << next.worst().error;
+  EXPECT_TRUE(next.raised.empty());
+}
+
 }  // namespace
 }  // namespace siamese::kernels

@@ -7,6 +7,7 @@
 
 #include <unordered_set>
 
+#include "siamese/model/moe_mlp.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "support/tiny_configs.h"
@@ -60,7 +61,7 @@ LossAndGrads run(config::ModelConfig cfg) {
   auto logits = m->forward(ids, opts);
   LossAndGrads r;
   r.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), ids.reshape({-1}));
-  if (cfg.is_moe()) r.aux = aux.term(kMoeLoadBalancingLoss) + aux.term(kMoeZLoss);
+  if (cfg.is_moe()) r.aux = aux.values[kMoeLoadBalancingLoss] + aux.values[kMoeZLoss];
   r.graph_nodes = count_nodes(r.loss.grad_fn().get());
   r.loss.backward();
   for (auto& p : m->parameters()) r.grads.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
@@ -127,7 +128,7 @@ TEST(ActivationCheckpoint, MoeAuxiliaryLossesBackPropagateThroughTheRecomputedRo
     std::vector<torch::Tensor> grads;
     for (const auto& p : m->named_parameters())
       if (p.key().find("router") != std::string::npos) grads.push_back(p.value().grad());
-    return std::pair{aux.term(kMoeLoadBalancingLoss) + aux.term(kMoeZLoss), grads};
+    return std::pair{aux.values[kMoeLoadBalancingLoss] + aux.values[kMoeZLoss], grads};
   };
   const auto [plain_loss, plain] = router_grads("");
   const auto [ckpt_loss, ckpt] = router_grads("whole_layer");

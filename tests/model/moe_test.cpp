@@ -25,6 +25,7 @@
 #include "siamese/config/load.h"
 #include "siamese/model/accounting.h"
 #include "siamese/model/attention.h"
+#include "siamese/model/moe_mlp.h"
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "support/autograd_graph.h"
@@ -50,9 +51,9 @@ config::ModelConfig moe_config(int64_t experts, int64_t top_k) {
 }
 
 // Random weights: router logits of order 1, experts of order 0.3.
-Mlp random_moe(const config::ModelConfig& cfg, torch::ScalarType dtype, uint64_t seed) {
+MoeMlp random_moe(const config::ModelConfig& cfg, torch::ScalarType dtype, uint64_t seed) {
   torch::manual_seed(seed);
-  Mlp mlp(cfg);
+  MoeMlp mlp(cfg);
   mlp->to(dtype);
   torch::NoGradGuard g;
   for (auto& p : mlp->named_parameters())
@@ -118,7 +119,7 @@ struct MoeByHand {
   int64_t dropped = 0;
 };
 
-MoeByHand moe_by_hand(MlpImpl& mlp, const config::ModelConfig& cfg, const torch::Tensor& x) {
+MoeByHand moe_by_hand(MoeMlpImpl& mlp, const config::ModelConfig& cfg, const torch::Tensor& x) {
   const int64_t n = x.numel() / kMoeWidth, experts = cfg.moe_num_experts, k = cfg.moe_top_k;
   const auto flat = x.reshape({n, kMoeWidth});
   const auto logits = torch::mm(flat, mlp.router->weight.t());
@@ -196,12 +197,11 @@ TEST(MoeLayer, EqualsThePerTokenRoutingInFloat64) {
     EXPECT_LT((got - want.out).abs().max().item<double>(), 1e-12);
     EXPECT_NEAR(stats->load_balancing.item<double>(), want.lbl.item<double>(), 1e-12);
     EXPECT_NEAR(stats->z_loss.item<double>(), want.z.item<double>(), 1e-10);
-    EXPECT_EQ(stats->dropped, want.dropped);
+    EXPECT_EQ(stats->dropped.item<int64_t>(), want.dropped);
     EXPECT_EQ(stats->assignments, 24 * c.top_k);
-    EXPECT_EQ(std::accumulate(stats->tokens_per_expert.begin(), stats->tokens_per_expert.end(), int64_t(0)),
-              stats->assignments);
+    EXPECT_EQ(stats->tokens_per_expert.sum().item<int64_t>(), stats->assignments);
     if (!c.dropless && c.capacity_factor < 1.0) {
-      EXPECT_GT(stats->dropped, 0);
+      EXPECT_GT(stats->dropped.item<int64_t>(), 0);
     }
   }
 }
@@ -246,7 +246,7 @@ TEST(MoeLayer, GroupedGemmEqualsThePerExpertLoop) {
       const auto* stats = &routed;
       EXPECT_EQ(siamese::testing::graph_has_node(out, "GroupedMmBackward0"), grouped && c.inner == 8);
       ((out.to(torch::kFloat) * g).sum() + stats->load_balancing + stats->z_loss).backward();
-      dropped[grouped] = stats->dropped;
+      dropped[grouped] = stats->dropped.item<int64_t>();
       results[grouped] = {out.to(torch::kFloat),
                           stats->load_balancing,
                           stats->z_loss,
@@ -292,8 +292,8 @@ TEST(MoeLayer, AttachedLossesGiveTheGradientOfTheWeightedSum) {
     } else {
       const auto r = mlp->route(xi);
       ((r.out * g).sum() + scale * (0.3 * r.load_balancing + 0.05 * r.z_loss) / 3.0).backward();
-      aux.add(kMoeLoadBalancingLoss, r.load_balancing.detach() / 3.0);
-      aux.add(kMoeZLoss, r.z_loss.detach() / 3.0);
+      aux.values.add(kMoeLoadBalancingLoss, r.load_balancing / 3.0);
+      aux.values.add(kMoeZLoss, r.z_loss / 3.0);
     }
     return std::tuple{xi.grad(), mlp->router->weight.grad().clone(), aux};
   };
@@ -303,9 +303,14 @@ TEST(MoeLayer, AttachedLossesGiveTheGradientOfTheWeightedSum) {
   EXPECT_LT((grouter - wrouter).abs().max().item<double>(), 1e-13);
   EXPECT_GT(wrouter.abs().max().item<double>(), 0.0);
   for (const char* name : {kMoeLoadBalancingLoss, kMoeZLoss})
-    EXPECT_EQ(aux.term(name).item<double>(), want.term(name).item<double>()) << name;
-  ASSERT_EQ(aux.routing.size(), 1u);
-  EXPECT_EQ(aux.routing[0].assignments, 15 * 2);
+    EXPECT_EQ(aux.values[name].item<double>(), want.values[name].item<double>()) << name;
+  // Its routing is block 0's row of the counts, every assignment counted once.
+  const auto counts = aux.values["moe_expert_tokens"];
+  ASSERT_TRUE(counts.defined());
+  EXPECT_EQ(counts.sizes(), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(counts[0].sum().item<double>(), 15.0 * 2);
+  EXPECT_EQ(counts.slice(0, 1).abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(aux.values["moe_assignments"].item<double>(), 15.0 * 2);
   // The attachment is what gives the router its share: without a scale nothing is attached.
   mlp->zero_grad();
   const auto xi = x.clone().requires_grad_();
@@ -348,7 +353,7 @@ TEST(MoeModel, OneExpertOfWeightOneIsTheDenseModelInEveryTopology) {
     opts.aux = &aux;
     const auto want = a->forward(ids), got = b->forward(ids, opts);
     EXPECT_LT((got - want).abs().max().item<double>(), 1e-5);
-    EXPECT_NEAR(aux.term(kMoeLoadBalancingLoss).item<double>(), 1.0, 1e-6);  // one expert: f = P = 1
+    EXPECT_NEAR(aux.values[kMoeLoadBalancingLoss].item<double>(), 1.0, 1e-6);  // one expert: f = P = 1
   }
 }
 

@@ -23,7 +23,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 const torch::Device kCpu(torch::kCPU);
 
-struct StepValues {
+struct StepNumbers {
   double loss = 2.5, z_loss = 0.01, aux = 0.125, grad_norm = 0.75, loss_scale = 1;
 };
 
@@ -44,16 +44,18 @@ class StepReporterTest : public ::testing::Test {
                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())),
         cfg_(siamese::testing::tiny(dir_)) {}
 
-  // Step `step` as a training step leaves it: loss, z_loss and a block's auxiliary term.
-  train::PendingStep pending(train::StepReporter& reporter, int64_t step, const StepValues& v = {}) {
+  // Step `step` as a training step leaves it: loss, z_loss, a block's auxiliary term and a
+  // block's counts (a tensor).
+  train::PendingStep pending(train::StepReporter& reporter, int64_t step, const StepNumbers& v = {}) {
     train::PendingStep p;
     p.step = step;
     p.tokens = step * 128;
     p.lr = 1e-3 * double(step);
     p.elapsed = 0.5 * double(step);
-    p.result.terms.add(metric::kLoss, f64(v.loss));
-    p.result.terms.add(metric::kZLoss, f64(v.z_loss));
-    p.result.terms.add("router_aux", f64(v.aux));
+    p.result.values.add(metric::kLoss, f64(v.loss));
+    p.result.values.add(metric::kZLoss, f64(v.z_loss));
+    p.result.values.add("router_aux", f64(v.aux));
+    p.result.values.add("router_counts", torch::arange(1, 7, torch::kFloat64).reshape({2, 3}) * double(step));
     p.result.grad_norm = f64(v.grad_norm);
     p.result.loss_scale = f64(v.loss_scale);
     p.start_mark = reporter.clock().mark();
@@ -61,7 +63,7 @@ class StepReporterTest : public ::testing::Test {
     return p;
   }
   // Adds one step and flushes it.
-  int report(train::StepReporter& reporter, int64_t step, const StepValues& v = {}) {
+  int report(train::StepReporter& reporter, int64_t step, const StepNumbers& v = {}) {
     reporter.add(pending(reporter, step, v));
     return reporter.flush(state_, scaler_);
   }
@@ -91,6 +93,9 @@ TEST_F(StepReporterTest, ARowPerStepWithEveryLossTermByName) {
   EXPECT_DOUBLE_EQ(r[0]["loss"].get<double>(), 2.5);
   EXPECT_DOUBLE_EQ(r[0]["z_loss"].get<double>(), 0.01);
   EXPECT_DOUBLE_EQ(r[0]["router_aux"].get<double>(), 0.125);
+  EXPECT_EQ(r[0]["router_counts"], nlohmann::json::parse("[[1, 2, 3], [4, 5, 6]]"))
+      << "a tensor in its shape";
+  EXPECT_EQ(r[1]["router_counts"], nlohmann::json::parse("[[2, 4, 6], [8, 10, 12]]"));
   EXPECT_DOUBLE_EQ(r[0]["grad_norm"].get<double>(), 0.75);
   EXPECT_DOUBLE_EQ(r[0]["lr"].get<double>(), 1e-3);
   EXPECT_FALSE(r[0].contains("loss_scale")) << "without amp_fp16 there is no scale to report";

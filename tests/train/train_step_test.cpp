@@ -65,12 +65,12 @@ TEST(TrainStep, MicroBatchesGiveTheWholeBatchsLossAndUpdate) {
   const auto a = one.run(batch, 1e-3), b = two.run(batch, 1e-3);
   torch::NoGradGuard no_grad;
   const auto mean = model::lm_loss_sum(*whole.model, batch).item<double>();  // after the update
-  EXPECT_NEAR(a.terms["loss"].item<double>(), b.terms["loss"].item<double>(), 1e-6);
+  EXPECT_NEAR(a.values["loss"].item<double>(), b.values["loss"].item<double>(), 1e-6);
   EXPECT_NEAR(a.grad_norm.item<double>(), b.grad_norm.item<double>(), 1e-5);
   EXPECT_EQ(a.loss_scale.item<double>(), 1.0);
   const auto pa = whole.model->named_parameters(), pb = split.model->named_parameters();
   for (const auto& kv : pa) EXPECT_TRUE(torch::allclose(kv.value(), pb[kv.key()], 1e-5, 1e-6)) << kv.key();
-  EXPECT_LT(mean / double(4 * 31), a.terms["loss"].item<double>());  // the step lowered the loss
+  EXPECT_LT(mean / double(4 * 31), a.values["loss"].item<double>());  // the step lowered the loss
 }
 
 // Autocast's casts that its cache may keep while fn runs on this thread (where the step's
@@ -139,11 +139,11 @@ TEST(TrainStep, ChunkedLossTrainsAsTheUnchunkedOne) {
   auto step_a = a.step(plain, 2), step_b = b.step(chunked, 2);
   for (int i = 0; i < 3; ++i) {
     const auto ra = step_a.run(batch, 1e-3), rb = step_b.run(batch, 1e-3);
-    EXPECT_NEAR(rb.terms["loss"].item<double>(), ra.terms["loss"].item<double>(),
-                1e-6 * ra.terms["loss"].item<double>())
+    EXPECT_NEAR(rb.values["loss"].item<double>(), ra.values["loss"].item<double>(),
+                1e-6 * ra.values["loss"].item<double>())
         << "step " << i;
-    EXPECT_NEAR(rb.terms["z_loss"].item<double>(), ra.terms["z_loss"].item<double>(),
-                1e-6 * ra.terms["z_loss"].item<double>());
+    EXPECT_NEAR(rb.values["z_loss"].item<double>(), ra.values["z_loss"].item<double>(),
+                1e-6 * ra.values["z_loss"].item<double>());
     EXPECT_NEAR(rb.grad_norm.item<double>(), ra.grad_norm.item<double>(), 1e-5 * ra.grad_norm.item<double>());
   }
   const auto pa = a.model->named_parameters(), pb = b.model->named_parameters();
@@ -166,7 +166,7 @@ TEST(TrainStep, NonFiniteLossLeavesTheWeightsAlone) {
   auto ids = batch_of(c);
   ids[0][0] = 3;
   const auto r = step.run(ids, 1e-3);
-  EXPECT_FALSE(std::isfinite(r.terms["loss"].item<double>()));
+  EXPECT_FALSE(std::isfinite(r.values["loss"].item<double>()));
   for (const auto& kv : s.model->named_parameters())
     EXPECT_TRUE(torch::equal(kv.value().nan_to_num(), before[kv.key()].nan_to_num())) << kv.key();
 }
@@ -236,8 +236,8 @@ TEST(TrainStep, ZLossJoinsTheGradientAndIsReportedApartFromTheCrossEntropy) {
   keep(with_z, grads);
   const auto r0 = without_z.step(plain, 2).run(batch, 1e-3);
   keep(without_z, plain_grads);
-  EXPECT_EQ(r.terms["loss"].item<double>(), r0.terms["loss"].item<double>());
-  EXPECT_FALSE(r0.terms["z_loss"].defined());
+  EXPECT_EQ(r.values["loss"].item<double>(), r0.values["loss"].item<double>());
+  EXPECT_FALSE(r0.values["z_loss"].defined());
 
   const int64_t T = batch.size(1);
   const auto logits = direct.model->forward(batch.narrow(1, 0, T - 1)).to(torch::kFloat64);
@@ -245,8 +245,8 @@ TEST(TrainStep, ZLossJoinsTheGradientAndIsReportedApartFromTheCrossEntropy) {
   const double n = double(rows.size(0));
   const auto nll = torch::nn::functional::cross_entropy(rows, batch.narrow(1, 1, T - 1).reshape({-1}));
   const auto z = c.auxiliary_loss_multiplier * rows.exp().sum(-1).log().pow(2).sum() / n;
-  EXPECT_NEAR(r.terms["loss"].item<double>(), nll.item<double>(), 1e-6);
-  EXPECT_NEAR(r.terms["z_loss"].item<double>() / z.item<double>(), 1.0, 1e-6);
+  EXPECT_NEAR(r.values["loss"].item<double>(), nll.item<double>(), 1e-6);
+  EXPECT_NEAR(r.values["z_loss"].item<double>() / z.item<double>(), 1.0, 1e-6);
   (nll + z).backward();
   double z_effect = 0, grad_diff = 0;
   for (const auto& kv : direct.model->named_parameters()) {
@@ -255,8 +255,8 @@ TEST(TrainStep, ZLossJoinsTheGradientAndIsReportedApartFromTheCrossEntropy) {
     z_effect = std::max(z_effect, (grads[kv.key()] - plain_grads[kv.key()]).abs().max().item<double>());
   }
   EXPECT_GT(z_effect, 1e-4);  // the z-loss's share of the gradient is far above the tolerance
-  std::cout << "[z-loss] " << r.terms["z_loss"].item<double>() << ", relative difference from float64 "
-            << std::abs(r.terms["z_loss"].item<double>() / z.item<double>() - 1)
+  std::cout << "[z-loss] " << r.values["z_loss"].item<double>() << ", relative difference from float64 "
+            << std::abs(r.values["z_loss"].item<double>() / z.item<double>() - 1)
             << "; max |gradient - float64 gradient| " << grad_diff << ", the z-loss's share up to "
             << z_effect << "\n";
 }
@@ -287,7 +287,7 @@ TEST(DocumentsStep, KeyOffIsThePlainLossBitForBitAndKeyOnIsTheMaskedLoss) {
   const auto batch = packed_batch(off);
   Subject plain(off);
   const double plain_expected = reported_loss(off, *plain.model, batch, std::nullopt);
-  EXPECT_EQ(plain.step(off, 4).run(batch, 1e-3).terms["loss"].item<double>(), plain_expected);
+  EXPECT_EQ(plain.step(off, 4).run(batch, 1e-3).values["loss"].item<double>(), plain_expected);
 
   auto on = off;
   on.data.generate_doc_lengths = true;
@@ -295,7 +295,7 @@ TEST(DocumentsStep, KeyOffIsThePlainLossBitForBitAndKeyOnIsTheMaskedLoss) {
   Subject masked(on);
   const double masked_expected =
       reported_loss(on, *masked.model, batch, model::DocumentRule{on.model.eos_token_id, true});
-  EXPECT_EQ(masked.step(on, 4).run(batch, 1e-3).terms["loss"].item<double>(), masked_expected);
+  EXPECT_EQ(masked.step(on, 4).run(batch, 1e-3).values["loss"].item<double>(), masked_expected);
   EXPECT_GT(std::abs(masked_expected - plain_expected), 1e-4);
 }
 
@@ -325,8 +325,8 @@ TEST(DocumentsStep, AFilteredInstanceNeverReachesTheModel) {
   const double expected = reported_loss(c, *a.model, kept_one, std::nullopt);
   auto step_a = a.step(c, 2), step_b = b.step(c, 2);
   const auto ra = step_a.run(kept_one, 1e-3), rb = step_b.run(kept_two, 1e-3);
-  EXPECT_NEAR(ra.terms["loss"].item<double>(), expected, 1e-5);
-  EXPECT_EQ(ra.terms["loss"].item<double>(), rb.terms["loss"].item<double>());
+  EXPECT_NEAR(ra.values["loss"].item<double>(), expected, 1e-5);
+  EXPECT_EQ(ra.values["loss"].item<double>(), rb.values["loss"].item<double>());
   const auto pa = a.model->named_parameters(), pb = b.model->named_parameters();
   for (const auto& kv : pa) EXPECT_TRUE(torch::equal(kv.value(), pb[kv.key()])) << kv.key();
 
@@ -334,7 +334,7 @@ TEST(DocumentsStep, AFilteredInstanceNeverReachesTheModel) {
   Subject empty(c);
   auto step_empty = empty.step(c, 2);
   const auto r = step_empty.run(one.narrow(0, 0, 0), 1e-3);
-  EXPECT_EQ(r.terms["loss"].item<double>(), 0.0);
+  EXPECT_EQ(r.values["loss"].item<double>(), 0.0);
 }
 
 config::TrainConfig moe_run() {
@@ -368,15 +368,16 @@ TEST(TrainStep, MoeLossesJoinTheLossAtTheirWeights) {
   nll.backward();
   for (const auto& p : reference.model->named_parameters())
     EXPECT_TRUE(torch::allclose(grads[p.key()], p.value().grad(), 1e-5, 1e-7)) << p.key();
-  EXPECT_NEAR(r.terms["loss"].item<double>(), nll.item<double>(), 1e-6);
-  EXPECT_NEAR(r.terms["moe_lbl_loss"].item<double>(), moe.term("moe_lbl_loss").item<double>(), 1e-6);
-  EXPECT_NEAR(r.terms["moe_z_loss"].item<double>(), moe.term("moe_z_loss").item<double>(), 1e-6);
-  const auto load = moe_load(r.routing, false);
-  ASSERT_TRUE(load.has_value());
-  EXPECT_LE(load->min_share, 0.25);
-  EXPECT_GE(load->max_share, 0.25);
-  EXPECT_LE(load->entropy, std::log(4.0) + 1e-12);
-  EXPECT_EQ(load->dropped_fraction, 0.0);
+  EXPECT_NEAR(r.values["loss"].item<double>(), nll.item<double>(), 1e-6);
+  EXPECT_NEAR(r.values["moe_lbl_loss"].item<double>(), moe.values["moe_lbl_loss"].item<double>(), 1e-6);
+  EXPECT_NEAR(r.values["moe_z_loss"].item<double>(), moe.values["moe_z_loss"].item<double>(), 1e-6);
+  // The routing, after the shares are taken: 4 experts, so an even split is 1/4 each.
+  EXPECT_LE(r.values["moe_load_min"].item<double>(), 0.25);
+  EXPECT_GE(r.values["moe_load_max"].item<double>(), 0.25);
+  EXPECT_LE(r.values["moe_load_entropy"].item<double>(), std::log(4.0) + 1e-12);
+  EXPECT_GT(r.values["moe_load_entropy"].item<double>(), 0.0);
+  EXPECT_EQ(r.values["moe_dropped_fraction"].item<double>(), 0.0);
+  EXPECT_FALSE(r.values["moe_expert_tokens"].defined()) << "kept only with moe_log_expert_assignment";
 
   Subject split(c), rows(c);
   auto by_row = split.step(c, 1);
@@ -387,11 +388,11 @@ TEST(TrainStep, MoeLossesJoinTheLossAtTheirWeights) {
     model::AuxLosses l;
     // The step's forward: inputs without the last token.
     model::lm_loss_sums(*rows.model, batch.narrow(0, i, 1), std::nullopt, std::nullopt, &l);
-    lbl += l.term("moe_lbl_loss").item<double>() / double(batch.size(0));
-    z += l.term("moe_z_loss").item<double>() / double(batch.size(0));
+    lbl += l.values["moe_lbl_loss"].item<double>() / double(batch.size(0));
+    z += l.values["moe_z_loss"].item<double>() / double(batch.size(0));
   }
-  EXPECT_NEAR(s.terms["moe_lbl_loss"].item<double>(), lbl, 1e-6);
-  EXPECT_NEAR(s.terms["moe_z_loss"].item<double>(), z, 1e-6);
+  EXPECT_NEAR(s.values["moe_lbl_loss"].item<double>(), lbl, 1e-6);
+  EXPECT_NEAR(s.values["moe_z_loss"].item<double>(), z, 1e-6);
 }
 
 }  // namespace

@@ -55,13 +55,17 @@ struct RowCheck {
   // The forward's time against the same op composed of ATen ops in the row's dtype on its
   // device (> 1: the kernel is faster); 0 when not timed.
   double speedup = 0;
+  // What the row threw (a CUDA launch or memory error), empty when it ran: such a row fails,
+  // and the table goes on to the next one.
+  std::string raised;
   bool pass() const;
-  // The output furthest past (or closest to) its tolerance.
+  // The output furthest past (or closest to) its tolerance; one named "-" when none ran.
   const OutputCheck& worst() const;
 };
 
 // Checks `row` on its device (which must exist) with the family switched on for the call;
-// `timed` also measures the speedup. Seeds torch's generator.
+// `timed` also measures the speedup. Seeds torch's generator. Never throws for the row's own
+// failure: that is RowCheck::raised.
 RowCheck check_row(const OpRow& row, bool timed = false);
 
 }  // namespace siamese::kernels

@@ -6,37 +6,28 @@
 // block recomputes them with the rest, and the training loss needs no term for them.
 #include <torch/torch.h>
 
-#include <string>
 #include <utility>
-#include <vector>
+
+#include "siamese/model/step_values.h"
 
 namespace siamese::model {
 
-// How one block routed a forward's tokens (block_type moe).
-struct ExpertLoad {
-  std::vector<int64_t> tokens_per_expert;  // assignments per expert, before dropping
-  int64_t assignments = 0;                 // tokens * top_k
-  int64_t dropped = 0;                     // assignments over an expert's capacity
-};
-
 // Handed to a forward (ForwardOptions::aux): what the blocks' auxiliary losses back-propagate,
-// and what they leave for the metrics.
+// and where the blocks leave their values for the step's record.
 struct AuxLosses {
   AuxLosses() = default;
-  explicit AuxLosses(torch::Tensor scale) : grad_scale(std::move(scale)) {}
+  explicit AuxLosses(torch::Tensor scale, double batch_share = 1.0)
+      : grad_scale(std::move(scale)), share(batch_share) {}
 
   // d(training loss) / d(a loss as its block weighs it): the micro-batch's share of the
   // global batch times the loss scale, a scalar on the device. Undefined: nothing attached.
   torch::Tensor grad_scale;
-  // Each loss as the metrics report it (unweighted, the mean over blocks), detached, by the
-  // metrics row's key.
-  std::vector<std::pair<std::string, torch::Tensor>> terms;
-  std::vector<ExpertLoad> routing;  // per block, in order
-
-  // Sums `value` into the term `name`.
-  void add(const std::string& name, const torch::Tensor& value);
-  // The term `name`; undefined when no block added it.
-  torch::Tensor term(const std::string& name) const;
+  // The micro-batch's share of the global batch: a block weighs the loss values it reports
+  // by it, so that their sum over micro-batches and ranks is their mean.
+  double share = 1.0;
+  // What the blocks measured (their losses unweighted, the mean over blocks; MoE's routing),
+  // detached, by the metrics row's key.
+  StepValues values;
 };
 
 // `activation` itself (a view of it); backward passes activation's gradient through and

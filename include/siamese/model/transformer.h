@@ -64,16 +64,18 @@ struct ForwardOptions {
   std::optional<int64_t> n_blocks;  // run only the first n blocks, then finish (effective depth)
   // Packed training rows (documents.h): each attention sublayer reads only within documents.
   const Documents* documents = nullptr;
-  // Auxiliary losses (MoE): their gradient scale in, their values and routing out (aux_loss.h).
+  // Auxiliary losses (MoE): their gradient scale in, the blocks' values out (aux_loss.h).
   AuxLosses* aux = nullptr;
 };
 
 class BlockImpl : public torch::nn::Module {
  public:
-  // `window`: its attention's sliding window (attention_window), nullopt for full attention.
-  BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks, std::optional<int64_t> window);
+  // Block `layer`; `window`: its attention's sliding window (attention_window), nullopt for
+  // full attention.
+  BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks, int64_t layer,
+            std::optional<int64_t> window);
   Attention attn{nullptr};
-  Mlp mlp{nullptr};
+  FeedForward mlp;  // dense or sparse (mlp.h)
 };
 TORCH_MODULE(Block);
 

@@ -14,32 +14,18 @@
 #include "siamese/common/durable_file.h"
 #include "siamese/common/metrics_row.h"
 #include "siamese/model/accounting.h"
-#include "siamese/model/aux_loss.h"
-#include "siamese/train/loss_terms.h"
+#include "siamese/model/step_values.h"
 
 namespace siamese::train {
-
-// block_type moe: how one rank's tokens were routed in a step, over every block and
-// micro-batch (moe_load below). A share is an expert's part of a block's assignments.
-struct MoeLoad {
-  double min_share = 0, max_share = 0;                  // over blocks and experts; 1 / num_experts when even
-  double entropy = 0;                                   // of each block's shares, mean over blocks (nats)
-  double dropped_fraction = 0;                          // assignments over an expert's capacity
-  std::vector<std::vector<int64_t>> tokens_per_expert;  // per block (moe_log_expert_assignment)
-};
-
-// The load of a step's routing (TrainStep's StepResult::routing); none for a dense model.
-// `keep_counts` keeps the per-block counts (moe_log_expert_assignment).
-std::optional<MoeLoad> moe_load(const std::vector<model::ExpertLoad>& routing, bool keep_counts);
 
 struct StepMetrics {
   int64_t step = 0;
   int64_t tokens = 0;
   double loss = 0;  // mean cross-entropy
-  // The step's other loss terms by their keys (loss_terms.h): z_loss with
-  // softmax_auxiliary_loss, the blocks' auxiliary losses (unweighted, mean over blocks, all
-  // ranks). Written as they are.
-  HostLossTerms terms;
+  // The step's other values by their keys (step_values.h, all ranks): z_loss with
+  // softmax_auxiliary_loss, what the blocks added (MoE's losses, unweighted and the mean
+  // over blocks, and its routing). Written as they are, a tensor as nested lists.
+  model::HostValues terms;
   double lr = 0;
   double grad_norm = 0;  // global norm before clipping
   double step_seconds = 0;
@@ -52,9 +38,8 @@ struct StepMetrics {
   double peak_memory_mib = 0;        // device_clock.h's peak_memory_mib: CUDA allocator peak, CPU max RSS
   std::optional<double> loss_scale;  // amp_fp16 only: the scale this step's backward used
   std::optional<int64_t> filtered_instances;  // data.instance_filter only: instances left out, all ranks
-  // block_type moe only: rank 0's routing; tokens_per_expert is written only when filled.
-  std::optional<MoeLoad> moe_load;
 
+  // A scalar term's value.
   std::optional<double> term(const std::string& name) const;
 
   double perplexity() const;

@@ -1,6 +1,6 @@
 #pragma once
-// What the run tells about its steps: the metrics rows (to its sinks, metrics.jsonl and
-// TensorBoard, on rank 0), the console lines with their ETA, and what the bad-step policy
+// What the run tells about its steps: the metrics rows to its sinks (metrics.jsonl and
+// TensorBoard on rank 0, the console's progress lines), and what the bad-step policy
 // (bad_step_policy.h) makes of a non-finite step.
 // Steps run ahead of the host: each leaves its values on the device, and the reporter
 // reads the pending ones in one copy at a read point. On CUDA that is once per
@@ -8,7 +8,6 @@
 // while the host waits; on CPU reading is free and happens every step.
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -20,6 +19,7 @@
 #include "siamese/config/sections.h"
 #include "siamese/train/bad_step_policy.h"
 #include "siamese/train/checkpoint.h"
+#include "siamese/train/console_log.h"
 #include "siamese/train/device_clock.h"
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/metrics.h"
@@ -27,9 +27,6 @@
 #include "siamese/train/train_step.h"
 
 namespace siamese::train {
-
-// "1h05m" or "4m09s".
-std::string format_eta(double seconds);
 
 // A step whose values are still on the device.
 struct PendingStep {
@@ -61,23 +58,19 @@ class StepReporter {
   int flush(TrainState& state, const LossScaler& scaler);
 
  private:
-  void console(const StepMetrics& m, double lr, double grad_norm);
-
   const config::ReportSection cfg_;
   torch::Device device_;
   std::filesystem::path run_dir_;
-  int64_t first_step_, max_steps_, read_interval_, tokens_per_step_;
+  int64_t read_interval_, tokens_per_step_;
   double flops_per_token_;
   std::optional<double> peak_flops_;
-  // metrics.jsonl and TensorBoard's events (for TensorBoard and W&B), on the main rank.
+  // metrics.jsonl and TensorBoard's events (for TensorBoard and W&B) on the main rank, then
+  // the console's progress lines.
   std::vector<std::unique_ptr<MetricsSink>> sinks_;
   BadStepPolicy bad_steps_;
   DeviceClock clock_;
   SpikeDetector spikes_;
   std::vector<PendingStep> pending_;
-  std::chrono::steady_clock::time_point last_console_;
-  double first_step_seconds_ = 0;  // the run's first step, warm-up included
-  bool estimated_ = false;         // the estimate after warm-up was logged
 };
 
 }  // namespace siamese::train

@@ -16,22 +16,22 @@
 #include "siamese/config/sections.h"
 #include "siamese/dist/parallel_plan.h"
 #include "siamese/model/documents.h"
+#include "siamese/model/step_values.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/device_clock.h"
 #include "siamese/train/loss_scale.h"
-#include "siamese/train/loss_terms.h"
 #include "siamese/train/optimizer.h"
 
 namespace siamese::train {
 
-// What a step leaves: its terms, norm and scale on the device (float64 scalars), and host
-// values the forward reported.
+// What a step leaves on the device (float64): its values, norm and scale.
 struct StepResult {
-  LossTerms terms;           // loss_terms.h: "loss" first, all ranks
+  // step_values.h, reduced over ranks: "loss" (the mean cross-entropy) first, "z_loss" with
+  // softmax_auxiliary_loss, then whatever the blocks add (their auxiliary losses and
+  // statistics), each the mean or the total over the global batch.
+  model::StepValues values;
   torch::Tensor grad_norm;   // global gradient norm before clipping
   torch::Tensor loss_scale;  // the scale this step's backward used (1 without amp_fp16)
-  // What each block's routing did on this rank, summed over micro-batches (block_type moe).
-  std::vector<model::ExpertLoad> routing;
   // Per-block gradient norms before clipping (analysis/grad_norms.h), when asked for.
   std::optional<std::vector<double>> layer_grad_norms;
 };

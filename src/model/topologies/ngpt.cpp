@@ -98,16 +98,9 @@ class NormalizedTransformer : public TopologyImpl {
       const auto& block = b->as<BlockImpl>();
       normalize_in_place(block->attn->att_proj->weight, -1);
       normalize_in_place(block->attn->attn_out->weight, 0);
-      const auto& mlp = block->mlp;
-      if (mlp->ff_proj) {
-        normalize_in_place(mlp->ff_proj->weight, -1);
-        normalize_in_place(mlp->ff_out->weight, 0);
-      }
-      // block_type moe: every expert's matrices as the dense MLP's ([E, out, in]).
-      if (mlp->router) {
-        normalize_in_place(mlp->expert_ff_proj, -1);
-        normalize_in_place(mlp->expert_ff_out, 1);
-      }
+      // Every feed-forward matrix, an expert's as the dense MLP's, along d_model.
+      for (const auto& m : block->mlp->matrices())
+        if (m.role != FfnRole::Router) normalize_in_place(m.weight, m.role == FfnRole::Input ? -1 : -2);
     }
   }
 
