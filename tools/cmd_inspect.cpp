@@ -27,10 +27,9 @@ void print_memory_plan(const config::TrainConfig& cfg, int world, int local_worl
   const int64_t micro = std::min(cfg.device_train_microbatch_size, cfg.global_train_batch_size / world);
   // The device the config asks for (auto: what this machine has), whose collectives (Gloo or
   // NCCL) set the buffers; `--device=cuda` plans for GPUs on a machine without one.
-  const auto setting = config::parse_device(cfg.device);
-  const bool on_cpu =
-      setting && (setting->kind == config::DeviceSetting::Kind::Cpu ||
-                  (setting->kind == config::DeviceSetting::Kind::Auto && !torch::cuda::is_available()));
+  const auto kind = cfg.device.kind();
+  const bool on_cpu = kind == config::DeviceSetting::Kind::Cpu ||
+                      (kind == config::DeviceSetting::Kind::Auto && !torch::cuda::is_available());
   std::cout << fmt::format(
       "per-rank memory, GiB, {} ranks ({} per node) on {}, micro-batch {} x {} tokens, float32 weights and "
       "AdamW:\n",

@@ -2,7 +2,8 @@
 // with each run's state, a table over seeds when runs repeat a model and learning rate, and
 // CSV / JSON beside the Markdown for other tools (src/runs/run_summary.cpp; docs/analysis.md).
 // A folder of runs, such as a sweep's, stands for its runs, in the sweep's order. --baseline adds
-// each model's effective speedup over one of them (src/runs/effective_speedup.cpp).
+// each model's difference from one of them paired over seeds, and where the baseline ran at
+// several budgets each model's effective speedup over it (src/runs/effective_speedup.cpp).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -65,13 +66,20 @@ int run_report(ReportArgs a) {
   std::set<std::pair<std::string, std::optional<double>>> groups;
   for (const auto& r : rows) groups.insert({r.model, r.learning_rate});
   if (groups.size() < rows.size())  // some model and learning rate ran with several seeds
-    table += "Over seeds (mean ± standard deviation over the runs that did not diverge):\n\n" +
-             runs::markdown_seed_table(rows) + "\nEvery run:\n\n";
+    table +=
+        "Over seeds (mean [95% t-interval, n - 1 degrees of freedom] over the runs that did not diverge; the "
+        "standard deviations are in the _seeds.csv):\n\n" +
+        runs::markdown_seed_table(rows) + "\nEvery run:\n\n";
   table += runs::markdown_table(rows);
   std::optional<runs::SpeedupTable> speedup;
   if (!a.speedup.baseline.empty()) {
-    speedup = runs::effective_speedup(rows, a.speedup);
-    table += "\n" + runs::markdown_speedup(*speedup);
+    const std::string paired = runs::markdown_paired_table(rows, a.speedup.baseline);
+    if (!paired.empty()) table += "\n" + paired;
+    // A seed sweep at one budget gets the paired table alone; a ladder its speedups too.
+    if (paired.empty() || runs::baseline_budgets(rows, a.speedup.baseline) > 1) {
+      speedup = runs::effective_speedup(rows, a.speedup);
+      table += "\n" + runs::markdown_speedup(*speedup);
+    }
   }
   std::cout << table;
   if (a.out.empty() && runs_folder) a.out = (fs::path(*runs_folder) / "report.md").string();
@@ -111,8 +119,9 @@ void add_report_command(CLI::App& app, Handler& run) {
                   "logged steps averaged for the final training loss")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--baseline", args->speedup.baseline,
-                  "add the effective speedup of every model over this one (a model as the Model column "
-                  "names it, e.g. pre), from a power law fitted to its runs at several compute budgets "
+                  "compare every model with this one (a model as the Model column names it, e.g. pre): "
+                  "the final-loss difference paired over seeds with its 95% t-interval, and where it ran at "
+                  "several compute budgets the effective speedup from a power law fitted to them "
                   "(docs/analysis.md); the JSON gets FILE_speedup.json beside it");
   cmd->add_option("--speedup-loss", args->speedup.loss,
                   "the loss the speedup compares: train (the final training loss) or an lm evaluator's "

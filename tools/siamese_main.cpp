@@ -70,7 +70,7 @@ int run_command(int argc, char** argv) {
   try {
     return run ? run() : siamese::kExitCrash;
   } catch (const siamese::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    if (rank == 0 || siamese::dist::joined_ranks()) std::cerr << "error: " << e.what() << "\n";
     return siamese::kExitBadInput;
   } catch (const std::filesystem::filesystem_error& e) {
     // A path no command checked by itself: still named, with a fix, never the raw text.

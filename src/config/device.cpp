@@ -1,18 +1,22 @@
 #include "siamese/config/device.h"
 
+#include "siamese/common/error.h"
+
 namespace siamese::config {
 
-std::optional<DeviceSetting> parse_device(const std::string& text) {
-  using Kind = DeviceSetting::Kind;
-  if (text == "auto") return DeviceSetting{Kind::Auto, std::nullopt};
-  if (text == "cpu") return DeviceSetting{Kind::Cpu, std::nullopt};
-  if (text == "cuda") return DeviceSetting{Kind::Cuda, std::nullopt};
+DeviceSetting::DeviceSetting(const std::string& text) : text_(text) {
+  if (text == "auto" || text == "cpu" || text == "cuda") {
+    kind_ = text == "auto" ? Kind::Auto : text == "cpu" ? Kind::Cpu : Kind::Cuda;
+    return;
+  }
   const std::string prefix = "cuda:";
   const std::string digits = text.substr(std::min(text.size(), prefix.size()));
   if (text.rfind(prefix, 0) != 0 || digits.empty() || digits.size() > 4 ||
       digits.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  return DeviceSetting{Kind::Cuda, std::stoi(digits)};
+    throw Error("device \"" + text + "\" is not one of: auto, cpu, cuda, cuda:N", "device",
+                "set device to one of: auto, cpu, cuda, cuda:N");
+  kind_ = Kind::Cuda;
+  index_ = std::stoi(digits);
 }
 
 }  // namespace siamese::config

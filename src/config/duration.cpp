@@ -31,21 +31,19 @@ bool parse_count(std::string s, int64_t& out) {
 
 }  // namespace
 
-Duration parse_duration(const std::string& text) {
-  Duration d;
+Duration::Duration(const std::string& text) : text_(text) {
   std::string number = text;
   if (text.size() > 1 && text.back() == 'T') {
-    d.unit = Duration::Tokens;
+    unit_ = Tokens;
     number.pop_back();
   } else if (text.size() > 2 && text.compare(text.size() - 2, 2, "ep") == 0) {
-    d.unit = Duration::Epochs;
+    unit_ = Epochs;
     number.resize(number.size() - 2);
   }
-  if (!parse_count(number, d.value))
+  if (!parse_count(number, value_))
     throw Error("max_duration \"" + text + "\" is not a duration", "max_duration",
                 "write a positive whole number of steps (1000, 739_328, 1e4), tokens (2e9T) or "
                 "epochs (1ep)");
-  return d;
 }
 
 }  // namespace siamese::config

@@ -566,6 +566,16 @@ class Loader {
         // OLMo writes `load_path: null` for "none"; the struct says that with "".
         f.template ref<std::string>(root) = null ? "" : scalar(node, raw, shown, f.kind, example);
         return;
+      case Kind::Parsed: {
+        if (null) throw type_error("null");
+        const std::string text = scalar(node, raw, shown, f.kind, example);
+        try {
+          f.parse(root, text);
+        } catch (const Error& e) {
+          throw Error(e.problem(), raw.where + " (" + shown + ")", e.fix());
+        }
+        return;
+      }
       case Kind::Enum: {
         // null is the enum's "" (none, or unset for an optional one).
         const std::string text = null ? "" : scalar(node, raw, shown, f.kind, example);

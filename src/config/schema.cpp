@@ -28,6 +28,8 @@ constexpr Kind kind_of() {
     return Kind::Bool;
   else if constexpr (std::is_same_v<T, std::string>)
     return Kind::String;
+  else if constexpr (std::is_same_v<T, Duration> || std::is_same_v<T, DeviceSetting>)
+    return Kind::Parsed;
   else if constexpr (std::is_same_v<T, std::optional<int64_t>>)
     return Kind::OptInt;
   else if constexpr (std::is_same_v<T, std::optional<double>>)
@@ -48,7 +50,8 @@ constexpr Kind kind_of() {
 
 // field<Root>("model.d_model", doc, &TrainConfig::model, &ModelConfig::d_model): the member
 // chain picks the struct member, its type picks the kind.
-// An enum key accepts its spellings; an optional one "" (unset) first.
+// An enum key accepts its spellings; an optional one "" (unset) first. A parsed key reads and
+// writes its member's text.
 template <class Root, class T, class... Members>
 void add_choices(Field<Root>& f, Members... chain) {
   if constexpr (std::is_enum_v<T>) {
@@ -64,6 +67,9 @@ void add_choices(Field<Root>& f, Members... chain) {
       return v ? static_cast<size_t>(*v) + 1 : size_t{0};
     };
     f.choose = [=](Root& root, size_t i) { (root.*....*chain) = i == 0 ? T{} : T{static_cast<E>(i - 1)}; };
+  } else if constexpr (std::is_same_v<T, Duration> || std::is_same_v<T, DeviceSetting>) {
+    f.text = [=](const Root& root) { return (root.*....*chain).text(); };
+    f.parse = [=](Root& root, const std::string& text) { (root.*....*chain) = T(text); };
   }
 }
 
@@ -728,6 +734,7 @@ std::string kind_name(Kind kind) {
     case Kind::Bool:
       return "true or false";
     case Kind::String:
+    case Kind::Parsed:
     case Kind::Enum:
       return "a string";
     case Kind::OptInt:
@@ -761,6 +768,8 @@ std::string text_of(const Field<Root>& f, const Root& root) {
       return f.template ref<bool>(root) ? "true" : "false";
     case Kind::String:
       return f.template ref<std::string>(root);
+    case Kind::Parsed:
+      return f.text(root);
     case Kind::Enum:
       return f.choices[f.choice(root)];
     case Kind::OptInt: {
@@ -790,7 +799,7 @@ std::string text_of(const Field<Root>& f, const Root& root) {
 template <class Root>
 std::string shown_default(const Field<Root>& f) {
   const std::string text = text_of(f, Root{});
-  return f.kind == Kind::String || f.kind == Kind::Enum ? "\"" + text + "\"" : text;
+  return f.kind == Kind::String || f.kind == Kind::Parsed || f.kind == Kind::Enum ? "\"" + text + "\"" : text;
 }
 
 template <class Root>

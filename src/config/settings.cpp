@@ -34,6 +34,8 @@ nlohmann::ordered_json value_json(const Field<TrainConfig>& f, const TrainConfig
       return f.ref<bool>(c);
     case Kind::String:
       return f.ref<std::string>(c);
+    case Kind::Parsed:
+      return f.text(c);
     case Kind::Enum:
       return value_text(f, c);
     case Kind::OptInt:

@@ -46,6 +46,9 @@ void emit_value(YAML::Emitter& out, const Field<Root>& f, const Root& root) {
     case Kind::String:
       emit_string(out, f.template ref<std::string>(root));
       return;
+    case Kind::Parsed:
+      emit_string(out, f.text(root));
+      return;
     case Kind::Enum:
       emit_string(out, schema::value_text(f, root));
       return;

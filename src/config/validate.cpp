@@ -219,11 +219,6 @@ void validate_model(const ModelConfig& model, const KeyLocator& where) { check_m
 void validate(const TrainConfig& c, const KeyLocator& where) {
   const Rules r(where);
   check_values(schema::train_fields(), c, "", r);
-  try {
-    parse_duration(c.max_duration);
-  } catch (const Error& e) {
-    throw Error(e.problem(), r.at("max_duration"), e.fix());
-  }
   r.require(c.eval_subset_num_batches >= -1 && c.eval_subset_num_batches != 0, "eval_subset_num_batches",
             fmt::format("eval_subset_num_batches must be -1 or positive, got {}", c.eval_subset_num_batches),
             "use -1 for whole evaluation sets");
@@ -238,9 +233,6 @@ void validate(const TrainConfig& c, const KeyLocator& where) {
   r.require(!(sc.t_decay && sc.decay_fraction), "scheduler.t_decay",
             "scheduler.t_decay and scheduler.decay_fraction are both set",
             "set one of the two (as OLMo-core's WSD)");
-  r.require(parse_device(c.device).has_value(), "device",
-            fmt::format("device \"{}\" is not one of: auto, cpu, cuda, cuda:N", c.device),
-            "set device to one of: auto, cpu, cuda, cuda:N");
   int exponent = 0;  // a power of two keeps scaling and unscaling exact
   const bool power_of_two = std::frexp(c.fp16_initial_loss_scale, &exponent) == 0.5;
   r.require(power_of_two && c.fp16_initial_loss_scale >= 1 && c.fp16_initial_loss_scale <= 0x1p100,

@@ -77,6 +77,7 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name,
 }
 
 void Communicator::connect() {
+  mark_joined_ranks();
   if (device_.is_cuda()) {
     // NCCL binds a communicator to the current device; one GPU per rank (LOCAL_RANK).
     c10::cuda::set_device(device_.index());

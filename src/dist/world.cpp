@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -97,6 +98,13 @@ void die_with_launcher() {
   }
   if (::getppid() != agent) ::raise(SIGKILL);
 }
+
+namespace {
+std::atomic<bool> g_joined{false};
+}  // namespace
+
+bool joined_ranks() { return g_joined.load(); }
+void mark_joined_ranks() { g_joined.store(true); }
 
 void report_exit(int code) {
   const auto dir = env("SIAMESE_EXIT_DIR");

@@ -208,6 +208,18 @@ void refuse_a_thin_ladder(const std::set<const RunSummary*>& ladder, size_t budg
 
 }  // namespace
 
+size_t baseline_budgets(const std::vector<RunSummary>& runs, const std::string& baseline) {
+  // A ladder's other budgets are models of their own (pre+250): the baseline's topology counts.
+  const auto ref =
+      std::find_if(runs.begin(), runs.end(), [&](const RunSummary& r) { return r.model == baseline; });
+  if (ref == runs.end()) return 0;
+  std::set<double> budgets;
+  for (const auto& r : runs)
+    if (r.topology == ref->topology && r.learning_rate == ref->learning_rate)
+      budgets.insert(r.flops_per_token * double(r.tokens));
+  return budgets.size();
+}
+
 SpeedupTable effective_speedup(const std::vector<RunSummary>& runs, const SpeedupOptions& options) {
   SpeedupTable t;
   t.baseline = options.baseline;

@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "siamese/common/error.h"
 #include "siamese/common/metrics_row.h"
@@ -20,6 +21,7 @@
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
 #include "siamese/model/accounting.h"
+#include "siamese/runs/stats.h"
 #include "siamese/runs/sweep.h"
 #include "siamese/train/save_folder.h"
 
@@ -185,8 +187,8 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
     // The saved config is the resolved one: read it through the schema like any config.
     const config::TrainConfig c = config::load_config(cfg->string(), {});
     // Runs written before run.json existed: a max_duration in plain steps is the plan too.
-    const config::Duration planned = config::parse_duration(c.max_duration);
-    if (!s.max_steps && planned.unit == config::Duration::Unit::Steps) s.max_steps = planned.value;
+    const config::Duration& planned = c.max_duration;
+    if (!s.max_steps && planned.unit() == config::Duration::Steps) s.max_steps = planned.value();
     s.topology = c.model.residual;
     s.flops_per_token = model::flops_per_token(c.model, c.model.max_sequence_length);
     for (const auto& field : config::schema::train_fields())
@@ -392,30 +394,15 @@ std::string markdown_table(const std::vector<RunSummary>& runs) {
 
 namespace {
 
-struct Spread {
-  double mean = NAN, sd = NAN;
-  int n = 0;
-};
+using Spread = MeanInterval;
 
-Spread spread(const std::vector<double>& v) {
-  Spread s;
-  s.n = static_cast<int>(v.size());
-  if (v.empty()) return s;
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean = sum / s.n;
-  if (s.n > 1) {
-    double sq = 0;
-    for (double x : v) sq += (x - s.mean) * (x - s.mean);
-    s.sd = std::sqrt(sq / (s.n - 1));
-  }
-  return s;
-}
+Spread spread(const std::vector<double>& v) { return mean_interval(v, 0.95); }
 
+// "2.000 [1.122, 2.878]": the mean and its 95% t-interval; the mean alone for one run.
 std::string spread_text(const Spread& s, const char* f, double scale = 1.0) {
   if (s.n == 0) return "-";
-  const std::string mean = fmt::format(fmt::runtime(f), scale * s.mean);
-  return s.n > 1 ? mean + " ± " + fmt::format(fmt::runtime(f), scale * s.sd) : mean;
+  auto number = [&](double v) { return fmt::format(fmt::runtime(f), scale * v); };
+  return s.low ? fmt::format("{} [{}, {}]", number(s.mean), number(*s.low), number(*s.high)) : number(s.mean);
 }
 
 }  // namespace
@@ -501,19 +488,59 @@ std::string markdown_seed_table(const std::vector<RunSummary>& runs) {
   return out;
 }
 
+std::string markdown_paired_table(const std::vector<RunSummary>& runs, const std::string& baseline) {
+  // The baseline's final losses by learning rate, seed and tokens trained (a ladder's shorter
+  // rungs pair with nothing), from the runs that did not diverge.
+  std::map<std::tuple<std::optional<double>, int64_t, int64_t>, double> base;
+  for (const auto& r : runs)
+    if (r.model == baseline && r.seed && !r.diverged && std::isfinite(r.final_loss))
+      base[{r.learning_rate, *r.seed, r.tokens}] = r.final_loss;
+  std::vector<std::pair<std::string, std::optional<double>>> keys;
+  std::map<std::pair<std::string, std::optional<double>>, std::map<int64_t, double>> diffs;
+  for (const auto& r : runs) {
+    if (r.model == baseline || !r.seed || r.diverged || !std::isfinite(r.final_loss)) continue;
+    const auto b = base.find({r.learning_rate, *r.seed, r.tokens});
+    if (b == base.end()) continue;
+    const auto key = std::make_pair(r.model, r.learning_rate);
+    if (!diffs.count(key)) keys.push_back(key);
+    diffs[key][*r.seed] = r.final_loss - b->second;
+  }
+  if (keys.empty()) return "";
+  std::string out = fmt::format(
+      "Against {}, paired over seeds (final train loss minus {}'s at the same learning rate, seed and "
+      "tokens; mean "
+      "[95% t-interval]; below 0: lower loss):\n\n| Model | LR | pairs | difference | seeds "
+      "|\n|---|---:|---:|---:|---|\n",
+      baseline, baseline);
+  for (const auto& key : keys) {
+    std::vector<double> d;
+    std::vector<int64_t> seeds;
+    for (const auto& [seed, v] : diffs[key]) {
+      seeds.push_back(seed);
+      d.push_back(v);
+    }
+    out += fmt::format("| {} | {} | {} | {} | {} |\n", key.first, lr_cell(key.second), d.size(),
+                       spread_text(spread(d), "{:+.4f}"), fmt::join(seeds, ", "));
+  }
+  return out;
+}
+
 std::string seed_csv(const std::vector<RunSummary>& runs) {
   const SeedGroups all = seed_groups(runs);
   std::string out = "model,learning_rate,runs,diverged";
   auto columns = [&](const std::string& metric) {
-    for (const char* part : {"_mean", "_sd", "_n"}) out += "," + csv_cell(metric + part);
+    for (const char* part : {"_mean", "_sd", "_ci95_low", "_ci95_high", "_n"})
+      out += "," + csv_cell(metric + part);
   };
   columns("final_loss");
   for (const auto& e : all.evals) columns("perplexity:" + e);
   for (const auto& e : all.exact) columns("exact_match:" + e);
   out += "\n";
   auto cells = [](const Spread& s) {
-    return "," + csv_cell(finite_or_null(s.mean)) + "," + csv_cell(finite_or_null(s.sd)) + "," +
-           std::to_string(s.n);
+    auto optional = [](const std::optional<double>& v) { return csv_cell(finite_or_null(v.value_or(NAN))); };
+    return "," + csv_cell(finite_or_null(s.n ? s.mean : NAN)) + "," +
+           csv_cell(finite_or_null(s.n > 1 ? s.sd : NAN)) + "," + optional(s.low) + "," + optional(s.high) +
+           "," + std::to_string(s.n);
   };
   for (const auto& g : all.groups) {
     out += csv_cell(g.model) + "," +

@@ -31,14 +31,13 @@ double parent_position(const fs::path& checkpoint, config::ScheduleUnits units) 
 }
 
 // The parent run's length in its scheduler's units (its t_max, else its max_duration).
-double parent_t_max(const config::SchedulerConfig& scheduler, const std::string& max_duration) {
+double parent_t_max(const config::SchedulerConfig& scheduler, const config::Duration& d) {
   if (scheduler.t_max) return *scheduler.t_max;
-  const config::Duration d = config::parse_duration(max_duration);
   const bool tokens = scheduler.units == config::ScheduleUnits::Tokens;
-  if (d.unit == config::Duration::Tokens && tokens) return double(d.value);
-  if (d.unit == config::Duration::Steps && !tokens) return double(d.value);
-  throw Error("the parent's max_duration " + max_duration + " is not in its scheduler's units",
-              "scheduler.t_max", "branch from a run whose t_max or max_duration is in scheduler.units");
+  if (d.unit() == config::Duration::Tokens && tokens) return double(d.value());
+  if (d.unit() == config::Duration::Steps && !tokens) return double(d.value());
+  throw Error("the parent's max_duration " + d.text() + " is not in its scheduler's units", "scheduler.t_max",
+              "branch from a run whose t_max or max_duration is in scheduler.units");
 }
 
 }  // namespace

@@ -45,10 +45,9 @@ void configure_cuda_runtime(torch::Device device, bool allow_tf32) {
   at::globalContext().setAllowTF32CuDNN(allow_tf32);
 }
 
-void check_device_choice(const std::string& device_setting, const config::ModelConfig& model,
+void check_device_choice(const config::DeviceSetting& setting, const config::ModelConfig& model,
                          torch::Device device) {
-  const auto setting = config::parse_device(device_setting);
-  if (device.is_cuda() || !setting || setting->kind != config::DeviceSetting::Kind::Auto) return;
+  if (device.is_cuda() || setting.kind() != config::DeviceSetting::Kind::Auto) return;
   // 16 bytes of weights, gradients and AdamW state per parameter (accounting.h), in doubles.
   const double parameters = model::training_state_bytes(model) / 16.0;
   if (parameters < kCpuFallbackParameters) return;
@@ -60,20 +59,16 @@ void check_device_choice(const std::string& device_setting, const config::ModelC
               "to train on the CPU anyway");
 }
 
-torch::Device resolve_device(const std::string& device, int local_rank) {
-  const auto setting = config::parse_device(device);
-  if (!setting)
-    throw Error("device \"" + device + "\" is not one of: auto, cpu, cuda, cuda:N", "device",
-                "use auto, cpu, cuda or cuda:N");
+torch::Device resolve_device(const config::DeviceSetting& setting, int local_rank) {
   const auto cuda = [&] {
-    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(setting->index.value_or(local_rank)));
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(setting.index().value_or(local_rank)));
   };
-  switch (setting->kind) {
+  switch (setting.kind()) {
     case config::DeviceSetting::Kind::Cpu:
       return torch::kCPU;
     case config::DeviceSetting::Kind::Cuda:
       if (!torch::cuda::is_available())
-        throw Error("device is " + device + " but no CUDA device is available", "device",
+        throw Error("device is " + setting.text() + " but no CUDA device is available", "device",
                     "use device: cpu (or auto), or build against a CUDA LibTorch");
       return cuda();
     case config::DeviceSetting::Kind::Auto:

@@ -45,15 +45,15 @@ struct TrainData {
   TrainData(const config::TrainConfig& cfg, const dist::Collectives& ranks)
       : batches(config::data_section(cfg), ranks.rank(), ranks.world_size()),
         tokens_per_step(cfg.global_train_batch_size * cfg.model.max_sequence_length) {
-    const config::Duration d = config::parse_duration(cfg.max_duration);
+    const config::Duration& d = cfg.max_duration;
     // max_duration in steps, or tokens rounded up to whole global batches (OLMo), or epochs.
-    max_steps = d.unit == config::Duration::Steps    ? d.value
-                : d.unit == config::Duration::Tokens ? (d.value + tokens_per_step - 1) / tokens_per_step
-                                                     : d.value * batches.steps_per_epoch();
+    max_steps = d.unit() == config::Duration::Steps    ? d.value()
+                : d.unit() == config::Duration::Tokens ? (d.value() + tokens_per_step - 1) / tokens_per_step
+                                                       : d.value() * batches.steps_per_epoch();
     token_units = cfg.scheduler.units == config::ScheduleUnits::Tokens;
-    schedule_max = !token_units                         ? double(max_steps)
-                   : d.unit == config::Duration::Tokens ? double(d.value)
-                                                        : double(max_steps) * double(tokens_per_step);
+    schedule_max = !token_units                           ? double(max_steps)
+                   : d.unit() == config::Duration::Tokens ? double(d.value())
+                                                          : double(max_steps) * double(tokens_per_step);
   }
 
   // The schedule's position after `state`'s step.

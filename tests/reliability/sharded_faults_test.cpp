@@ -321,6 +321,7 @@ TEST(Launcher, RanksDieWithAKilledTorchrun) {
 // torchrun turns every non-zero exit of a rank into its own 1 and "FAILED", so a job script
 // could not tell a stopped run (resume it) from bad input or a crash. Through scripts/torchrun
 // the launch exits with the ranks' code: 2 for a bad config, 4 for SIGTERM after a checkpoint.
+// A bad config is reported once, by rank 0.
 TEST(Launcher, ScriptsTorchrunGivesBackTheRanksExitCode) {
   const auto root = scratch("launcher_codes");
   config::TrainConfig bad = tiny(root / "bad");
@@ -328,6 +329,12 @@ TEST(Launcher, ScriptsTorchrunGivesBackTheRanksExitCode) {
   const Outcome refused = run_siamese(train_args(bad), root / "bad.log", under_torchrun(2, free_port()));
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_NE(refused.output.find("optimizer.learning_rate"), std::string::npos) << refused.output;
+  // Both ranks refuse the same config before they join: the refusal is printed once, by rank 0.
+  size_t refusals = 0;
+  for (size_t at = refused.output.find("error: "); at != std::string::npos;
+       at = refused.output.find("error: ", at + 1))
+    ++refusals;
+  EXPECT_EQ(refusals, 1u) << refused.output;
 
   config::TrainConfig c = tiny(root / "run");
   c.save_interval = 1000;  // the only checkpoint is the one the stop writes

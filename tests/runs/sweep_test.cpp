@@ -514,7 +514,7 @@ TEST(RunSummary, AFolderWithoutTrainingStepsNeverStartedAndAMissingOneIsAnError)
 }
 
 // Three seeds of one topology and learning rate become one row: mean, standard deviation
-// (n - 1) and n; a diverged seed is counted, not averaged. CSV and JSON carry every run.
+// (n - 1), the 95% t-interval and n; a diverged seed is counted, not averaged. CSV and JSON carry every run.
 TEST(RunSummary, SeedsAggregateAndEveryRunExportsAsCsvAndJson) {
   TempDir dir;
   std::vector<RunSummary> runs;
@@ -533,11 +533,18 @@ TEST(RunSummary, SeedsAggregateAndEveryRunExportsAsCsvAndJson) {
     runs.push_back(r);
   }
   const std::string table = markdown_seed_table(runs);
-  EXPECT_NE(table.find("| pre | 0.001 | 4 | 1 | 2.000 ± 1.000 | 50.0 ± 25.0 |"), std::string::npos) << table;
+  // Three seeds: mean ± t(0.975, 2) sd / sqrt(3), t = 4.3027 (Stats.StudentTMatchesScipy).
+  EXPECT_NE(table.find("| pre | 0.001 | 4 | 1 | 2.000 [-0.484, 4.484] | 50.0 [-12.1, 112.1] |"),
+            std::string::npos)
+      << table;
+  const std::string csv_seeds = seed_csv(runs);
   EXPECT_EQ(
-      seed_csv(runs),
-      "model,learning_rate,runs,diverged,final_loss_mean,final_loss_sd,final_loss_n,exact_match:sums_mean,"
-      "exact_match:sums_sd,exact_match:sums_n\npre,0.001,4,1,2.0,1.0,3,0.5,0.25,3\n");
+      csv_seeds.substr(0, csv_seeds.find('\n')),
+      "model,learning_rate,runs,diverged,final_loss_mean,final_loss_sd,final_loss_ci95_low,final_loss_ci95_"
+      "high,final_loss_n,exact_match:sums_mean,exact_match:sums_sd,exact_match:sums_ci95_low,exact_match:"
+      "sums_ci95_high,exact_match:sums_n");
+  EXPECT_EQ(csv_seeds.substr(csv_seeds.find('\n') + 1, 22), "pre,0.001,4,1,2.0,1.0,") << csv_seeds;
+  EXPECT_NE(csv_seeds.find(",4.48413771175"), std::string::npos) << csv_seeds;
 
   const auto json = nlohmann::json::parse(runs_json(runs));
   ASSERT_EQ(json.size(), 4u);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "siamese/config/device.h"
+#include "siamese/config/duration.h"
 #include "siamese/config/enums.h"
 
 namespace siamese::config {
@@ -232,8 +234,8 @@ struct TrainConfig {
   std::string load_path = "";
   // A stable WSD run's checkpoint this run branches its decay from (train/decay_branch.h).
   std::string decay_from = "";
-  std::string max_duration = "10000";  // steps "1000", tokens "2e9T", epochs "1ep"
-  std::optional<double> time_limit;    // seconds from start-up; then a checkpoint and a clean stop
+  Duration max_duration{"10000"};    // steps "1000", tokens "2e9T", epochs "1ep" (duration.h)
+  std::optional<double> time_limit;  // seconds from start-up; then a checkpoint and a clean stop
   int64_t global_train_batch_size = 512;
   int64_t device_train_microbatch_size = 16;
   int64_t device_eval_batch_size = 16;
@@ -246,7 +248,7 @@ struct TrainConfig {
   int64_t eval_interval = 1000;
   int64_t eval_subset_num_batches = -1;
   int64_t console_log_interval = 1;
-  std::string device = "auto";  // ours: auto | cpu | cuda
+  DeviceSetting device{"auto"};  // ours: auto | cpu | cuda | cuda:N (device.h)
   // ours (trainer): hardware peak for MFU in TFLOP/s per rank (unset: MFU not reported),
   // how many non-finite steps to skip before stopping, and the loss-spike threshold as a
   // multiple of the running median loss.

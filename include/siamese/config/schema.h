@@ -23,6 +23,7 @@ enum class Kind {
   Double,
   Bool,
   String,
+  Parsed,  // a value read from its text and written back as it (duration.h, device.h)
   Enum,
   OptInt,
   OptDouble,
@@ -57,6 +58,9 @@ struct Field {
   // Enum keys: the member's index in `choices`, and setting it from one.
   std::function<size_t(const Root&)> choice = {};
   std::function<void(Root&, size_t)> choose = {};
+  // Parsed keys: the member's text, and setting it from text (throws siamese::Error).
+  std::function<std::string(const Root&)> text = {};
+  std::function<void(Root&, const std::string&)> parse = {};
 
   Field positive() && { return std::move(*this).within(0, std::nullopt, true); }
   Field at_least(double min) && { return std::move(*this).within(min, std::nullopt); }

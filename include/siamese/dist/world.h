@@ -40,4 +40,10 @@ void die_with_launcher();
 // dies without returning from main writes nothing, which the wrapper reads as a crash.
 void report_exit(int code);
 
+// Whether this process has joined the ranks (a Communicator connected). Before that every rank
+// reads the same config and command line and refuses them alike, so main prints a refusal from
+// rank 0 only (8 ranks used to print the same one 8 times).
+bool joined_ranks();
+void mark_joined_ranks();
+
 }  // namespace siamese::dist

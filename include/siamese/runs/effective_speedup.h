@@ -84,6 +84,11 @@ struct SpeedupTable {
   std::vector<SpeedupRow> rows;  // the baseline first, then the other models in report order
 };
 
+// The distinct compute budgets (FLOPs per token x tokens) that runs of `baseline`'s topology
+// and learning rate trained at (its ladder's rungs are models of their own, pre+250): an
+// effective speedup needs two or more.
+size_t baseline_budgets(const std::vector<RunSummary>& runs, const std::string& baseline);
+
 // The ladder is every run of the baseline's topology and learning rate whose settings equal
 // the baseline's apart from the seed, its name and folder, and the settings that set compute
 // (max_duration and the model's width, depth, heads and MLP size); each budget's seed-mean loss

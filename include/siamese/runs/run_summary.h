@@ -118,6 +118,10 @@ std::string markdown_table(const std::vector<RunSummary>& runs);
 std::string markdown_seed_table(const std::vector<RunSummary>& runs);
 // The same groups as CSV: mean, sd and n columns per metric.
 std::string seed_csv(const std::vector<RunSummary>& runs);
+// Every other model against `baseline` at the same learning rate and tokens, paired over the
+// seeds both ran without diverging: the mean difference of their final training losses with its 95%
+// t-interval (n - 1 degrees of freedom over the pairs), and the seeds. Empty when no run pairs.
+std::string markdown_paired_table(const std::vector<RunSummary>& runs, const std::string& baseline);
 
 // Every run's fields as a JSON array (for plots) and as CSV (one row per run).
 std::string runs_json(const std::vector<RunSummary>& runs);

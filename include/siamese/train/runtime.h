@@ -36,13 +36,13 @@ void configure_cuda_runtime(torch::Device device, bool allow_tf32);
 
 // "auto" picks CUDA when available; "cpu", "cuda" and "cuda:N" as given (config/device.h). A
 // CUDA device without an index gets `local_rank` (one GPU per rank on a node).
-torch::Device resolve_device(const std::string& device, int local_rank = 0);
+torch::Device resolve_device(const config::DeviceSetting& setting, int local_rank = 0);
 
 // `device: auto` takes the CPU where no GPU is visible, which a small model trains on in
 // minutes and OLMo-1B (1.18B parameters) in weeks. Above kCpuFallbackParameters parameters
 // that silent fallback is refused, naming the key: `device: cpu` asks for the CPU knowingly.
 inline constexpr double kCpuFallbackParameters = 2.5e8;
-void check_device_choice(const std::string& device_setting, const config::ModelConfig& model,
+void check_device_choice(const config::DeviceSetting& setting, const config::ModelConfig& model,
                          torch::Device device);
 
 }  // namespace siamese::train
