@@ -9,10 +9,13 @@ each evaluator's validation perplexity and, where one was logged, exact match), 
 model (the report's "Model": the topology and the settings that set runs of it apart). The
 line is the mean over the model's seeds at each logged step, the band their minimum to maximum
 (--band std: mean ± one standard deviation); training losses are moving averages over --smooth
-logged steps. Runs the report marked diverged are left out of the mean and counted in the
-legend. <out>_lr.png: final training loss against learning rate, one line per model (the paper's
-stability figure; seeds averaged, error bar: standard deviation; diverged runs drawn as crosses
-at the top). <out>_speedup.png, when `siamese report --baseline` wrote <report>_speedup.json
+logged steps. The x axis is --x: steps (default), tokens, wall-clock seconds (the runs'
+`elapsed`, seeds averaged) or training FLOPs (tokens x flops_per_token, which charges a
+topology's extra work per token). Runs the report marked diverged are left out of the mean and
+counted in the legend. <out>_lr.png: final training loss, and each evaluator's final validation
+perplexity, against learning rate, one line per model (the paper's stability figure; seeds
+averaged, error bar: standard deviation; diverged runs drawn as crosses at the top).
+--formats png,pdf,svg writes each figure in each format (PDF and SVG are vector, for a paper). <out>_speedup.png, when `siamese report --baseline` wrote <report>_speedup.json
 beside the report: the baseline's loss against compute with the fitted power law and each
 model's loss at its compute (an arrow to the compute the baseline needs for it), and each
 model's effective speedup with the range of its seeds. Models keep the report's order, so
@@ -87,8 +90,13 @@ def number_or_none(value):
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
+# What each --x reads off a run's training rows, and its axis label.
+X_AXES = {"step": "step", "tokens": "tokens", "time": "wall-clock seconds (elapsed)", "flops": "training FLOPs"}
+
+
 def read_curves(folder):
-    """{"train loss": {step: loss}, "<label> PPL": {...}, "<label> exact %": {...}} of one run.
+    """{"train loss": {step: loss}, "<label> PPL": {...}, "<label> exact %": {...}} of one run,
+    and under "x" each training step's {"tokens", "time", "flops"}.
     Rows whose values have the wrong type are skipped, counted and named, as `siamese report`
     skips them; a last line cut short (by a kill) is skipped too."""
     curves = defaultdict(dict)
@@ -121,6 +129,12 @@ def read_curves(folder):
                 curves[f"{j['label']} exact %"][j["step"]] = 100 * j["exact_match"]
         elif "event" not in j and "loss" in j and "lr" in j:
             curves["train loss"][j["step"]] = j["loss"] if j["loss"] is not None else math.nan
+            tokens = j.get("tokens")
+            flops = j.get("flops_per_token")
+            curves["x"][j["step"]] = {
+                "tokens": tokens, "time": j.get("elapsed"),
+                "flops": tokens * flops if number_or_none(tokens) and number_or_none(flops) and tokens and flops
+                else None}
     if damaged:
         more = f", {len(damaged) - 5} more" if len(damaged) > 5 else ""
         print(f"warning: skipped {len(damaged)} damaged row(s) (a value of the wrong type): "
@@ -146,7 +160,25 @@ def seed_band(series, band):
     return steps, mean, low, high
 
 
-def draw_curves(runs, report, out, band, window):
+def x_values(steps, runs_x, axis):
+    """The x of each step: itself, or the seeds' mean of what --x reads at it (an evaluation at
+    step s is after training step s)."""
+    if axis == "step":
+        return steps
+    xs = []
+    for step in steps:
+        values = [x[step][axis] for x in runs_x if step in x and x[step].get(axis) is not None]
+        xs.append(statistics.fmean(values) if values else math.nan)
+    return xs
+
+
+def save(fig, out, suffix, formats):
+    for fmt in formats:
+        fig.savefig(f"{out}{suffix}.{fmt}", dpi=120)
+        print(f"wrote {out}{suffix}.{fmt}")
+
+
+def draw_curves(runs, report, out, band, window, axis, formats):
     models = list(dict.fromkeys(r["model"] for r in runs))
     lrs = sorted({r["learning_rate"] for r in runs})
     kept, dropped = defaultdict(list), defaultdict(int)  # (model, lr) -> curves, diverged count
@@ -155,7 +187,7 @@ def draw_curves(runs, report, out, band, window):
             dropped[(r["model"], r["learning_rate"])] += 1
         else:
             kept[(r["model"], r["learning_rate"])].append(read_curves(run_folder(r["run"], report)))
-    names = list(dict.fromkeys(name for cs in kept.values() for c in cs for name in c))
+    names = list(dict.fromkeys(name for cs in kept.values() for c in cs for name in c if name != "x"))
     columns = ["train loss"] + sorted(n for n in names if n.endswith(" PPL")) + sorted(
         n for n in names if n.endswith(" exact %"))
     fig, axes = plt.subplots(len(lrs), len(columns), figsize=(4.6 * len(columns), 3.4 * len(lrs)), squeeze=False)
@@ -170,6 +202,7 @@ def draw_curves(runs, report, out, band, window):
                 if not series:
                     continue
                 steps, mean, low, high = seed_band(series, band)
+                steps = x_values(steps, [c["x"] for c in kept[(model, lr)]], axis)
                 left_out = dropped[(model, lr)]
                 label = f"{model} (n={len(series)}" + (f", {left_out} diverged left out)" if left_out else ")")
                 color = cmap(i % cmap.N)
@@ -177,7 +210,9 @@ def draw_curves(runs, report, out, band, window):
                 ax.fill_between(steps, low, high, color=color, alpha=0.2, lw=0)
             if name.endswith(" PPL"):
                 ax.set_yscale("log")
-            ax.set_xlabel("step")
+            ax.set_xlabel(X_AXES[axis])
+            if axis == "flops":
+                ax.set_xscale("log")
             ax.set_ylabel(name + (f" (moving average of {window})" if name == "train loss" else ""))
             ax.set_title(f"{name}, learning rate {lr:g}", fontsize=10)
             ax.grid(alpha=0.3, which="both")
@@ -186,41 +221,54 @@ def draw_curves(runs, report, out, band, window):
     spread = "min to max" if band == "minmax" else "± one standard deviation"
     fig.suptitle(f"Mean over seeds, band: {spread} over seeds", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out + "_curves.png", dpi=120)
-    print(f"wrote {out}_curves.png")
+    save(fig, out, "_curves", formats)
 
 
-def draw_final_loss_vs_lr(runs, out):
-    ok, diverged = defaultdict(lambda: defaultdict(list)), defaultdict(set)
-    for r in runs:
-        if r["diverged"] or r["final_loss"] is None:
-            diverged[r["model"]].add(r["learning_rate"])
-        else:
-            ok[r["model"]][r["learning_rate"]].append(r["final_loss"])
-    finite = [v for by_lr in ok.values() for vs in by_lr.values() for v in vs]
-    top = max(finite) * 1.05 if finite else 1.0
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def final_value(run, metric):
+    """The run's final training loss, or its last perplexity of an evaluator ("<label> PPL")."""
+    if metric == "train loss":
+        return run["final_loss"]
+    value = (run.get("perplexity") or {}).get(metric[:-len(" PPL")])
+    return value if number_or_none(value) else None
+
+
+def draw_final_loss_vs_lr(runs, out, formats):
+    labels = sorted({k for r in runs for k in (r.get("perplexity") or {})})
+    metrics = ["train loss"] + [f"{k} PPL" for k in labels]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(7 * len(metrics), 4.5), squeeze=False)
     cmap = plt.get_cmap("tab10")
-    for i, model in enumerate(dict.fromkeys(r["model"] for r in runs)):
-        lrs = sorted(ok[model])
-        means = [statistics.mean(ok[model][lr]) for lr in lrs]
-        sds = [statistics.stdev(ok[model][lr]) if len(ok[model][lr]) > 1 else 0.0 for lr in lrs]
-        color = cmap(i % cmap.N)
-        ax.errorbar(lrs, means, yerr=sds, marker="o", capsize=3, color=color, label=model)
-        bad = sorted(diverged[model])
-        if bad:
-            ax.scatter(bad, [top] * len(bad), marker="x", s=60, color=color)
-    ax.set_xscale("log")
-    ax.set_xlabel("peak learning rate")
-    ax.set_ylabel("final training loss (x: diverged)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    for ax, metric in zip(axes[0], metrics):
+        ok, diverged = defaultdict(lambda: defaultdict(list)), defaultdict(set)
+        for r in runs:
+            value = final_value(r, metric)
+            if r["diverged"] or value is None:
+                diverged[r["model"]].add(r["learning_rate"])
+            else:
+                ok[r["model"]][r["learning_rate"]].append(value)
+        finite = [v for by_lr in ok.values() for vs in by_lr.values() for v in vs]
+        top = max(finite) * 1.05 if finite else 1.0
+        for i, model in enumerate(dict.fromkeys(r["model"] for r in runs)):
+            lrs = sorted(ok[model])
+            means = [statistics.mean(ok[model][lr]) for lr in lrs]
+            sds = [statistics.stdev(ok[model][lr]) if len(ok[model][lr]) > 1 else 0.0 for lr in lrs]
+            color = cmap(i % cmap.N)
+            ax.errorbar(lrs, means, yerr=sds, marker="o", capsize=3, color=color, label=model)
+            bad = sorted(diverged[model])
+            if bad:
+                ax.scatter(bad, [top] * len(bad), marker="x", s=60, color=color)
+        ax.set_xscale("log")
+        if metric != "train loss":
+            ax.set_yscale("log")
+        ax.set_xlabel("peak learning rate")
+        ax.set_ylabel(("final training loss" if metric == "train loss" else f"final validation {metric}")
+                      + " (x: diverged)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out + "_lr.png", dpi=120)
-    print(f"wrote {out}_lr.png")
+    save(fig, out, "_lr", formats)
 
 
-def draw_speedup(parser, path, out):
+def draw_speedup(parser, path, out, formats):
     t = read_json(parser, path, "--baseline")
     keys = {"baseline": t, "loss": t, "fit": t, "rows": t, "ladder": t} if isinstance(t, dict) else {}
     if isinstance(t, dict) and isinstance(t.get("fit"), dict):
@@ -287,27 +335,35 @@ def draw_speedup(parser, path, out):
     right.set_title("effective speedup = compute multiplier x tokens/s ratio", fontsize=10)
     right.grid(alpha=0.3, axis="x")
     fig.tight_layout()
-    fig.savefig(out + "_speedup.png", dpi=120)
-    print(f"wrote {out}_speedup.png")
+    save(fig, out, "_speedup", formats)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("report", help="JSON written by siamese report (--json, or report.json of a sweep folder)")
-    p.add_argument("--out", required=True, help="output prefix: <out>_curves.png, <out>_lr.png (and <out>_speedup.png)")
+    p.add_argument("--out", required=True,
+                   help="output prefix: <out>_curves.png, <out>_lr.png (and <out>_speedup.png), each in --formats")
     p.add_argument("--band", choices=["minmax", "std"], default="minmax",
                    help="band around the seed mean: min to max over seeds (default) or ± one standard deviation")
     p.add_argument("--smooth", type=int, default=10, help="moving-average window of training losses, in logged steps")
+    p.add_argument("--x", choices=list(X_AXES), default="step",
+                   help="x axis of the curves: step (default), tokens, time (wall-clock seconds) or flops")
+    p.add_argument("--formats", default="png",
+                   help="comma-separated figure formats, any of png, pdf, svg (default png)")
     a = p.parse_args()
+    formats = [f.strip() for f in a.formats.split(",") if f.strip()]
+    unknown = [f for f in formats if f not in ("png", "pdf", "svg")]
+    if unknown or not formats:
+        p.error(f"--formats {a.formats}: use png, pdf and svg, comma-separated")
     make_out_folder(p, a.out)
     runs = [r for r in read_report(p, a.report) if r["learning_rate"] is not None and r["state"] != "never started"]
     if not runs:
         p.error(f"{a.report}: no run that started with a known learning rate")
-    draw_curves(runs, a.report, a.out, a.band, max(1, a.smooth))
-    draw_final_loss_vs_lr(runs, a.out)
+    draw_curves(runs, a.report, a.out, a.band, max(1, a.smooth), a.x, formats)
+    draw_final_loss_vs_lr(runs, a.out, formats)
     speedup = os.path.splitext(a.report)[0] + "_speedup.json"
     if os.path.exists(speedup):
-        draw_speedup(p, speedup, a.out)
+        draw_speedup(p, speedup, a.out, formats)
 
 
 if __name__ == "__main__":

@@ -132,8 +132,9 @@ torch::Tensor MoeMlpImpl::forward(const torch::Tensor& x, AuxLosses* aux) {
 void MoeMlpImpl::record(const MoeOutput& r, AuxLosses& aux) const {
   auto& v = aux.values;
   const double weight = aux.share / double(blocks_);
-  v.add(kMoeLoadBalancingLoss, r.load_balancing * weight);
-  v.add(kMoeZLoss, r.z_loss * weight);
+  // Weighed in float64: the record's precision, not the routing's.
+  v.add(kMoeLoadBalancingLoss, r.load_balancing.to(torch::kFloat64) * weight);
+  v.add(kMoeZLoss, r.z_loss.to(torch::kFloat64) * weight);
   // This block's row of the [blocks, experts] counts; the others stay 0.
   const auto counts = r.tokens_per_expert.to(torch::kFloat64);
   auto row = torch::zeros({blocks_, counts.size(0)}, counts.options());

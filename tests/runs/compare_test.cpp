@@ -43,10 +43,11 @@ siamese::testing::Outcome sweep_tiny(const TempDir& dir, const std::string& grid
 }
 
 // scripts/plot_report.py of a report's JSON; its exit status (output in plot.log).
-int plot_report(const TempDir& dir, const std::string& report_json, const std::string& figures) {
-  return siamese::testing::run_python(
-             std::string(SIAMESE_SOURCE_DIR) + "/scripts/plot_report.py " + report_json + " --out " + figures,
-             dir.file("plot.log"))
+int plot_report(const TempDir& dir, const std::string& report_json, const std::string& figures,
+                const std::string& options = "") {
+  return siamese::testing::run_python(std::string(SIAMESE_SOURCE_DIR) + "/scripts/plot_report.py " +
+                                          report_json + " --out " + figures + options,
+                                      dir.file("plot.log"))
       .exit_code;
 }
 
@@ -89,6 +90,19 @@ TEST(Compare, SweepOnTheCommandLineThenReportThenFiguresInThreeCommands) {
       << read_all(dir.file("plot.log"));
   for (const char* png : {"cmp_curves.png", "cmp_lr.png"})
     EXPECT_GT(fs::file_size(dir.file(std::string("figures/") + png)), 1000u) << png;
+  // Against training FLOPs, as vector figures for a paper.
+  ASSERT_EQ(plot_report(dir, out + "/report.json", dir.file("figures/flops"), " --x flops --formats pdf,svg"),
+            0)
+      << read_all(dir.file("plot.log"));
+  for (const char* name : {"flops_curves", "flops_lr"}) {
+    EXPECT_EQ(read_all(dir.file(std::string("figures/") + name + ".pdf")).rfind("%PDF", 0), 0u) << name;
+    EXPECT_NE(read_all(dir.file(std::string("figures/") + name + ".svg")).find("<svg"), std::string::npos)
+        << name;
+    EXPECT_FALSE(fs::exists(dir.file(std::string("figures/") + name + ".png"))) << name;
+  }
+  EXPECT_NE(plot_report(dir, out + "/report.json", dir.file("figures/bad"), " --formats jpg"), 0);
+  EXPECT_NE(read_all(dir.file("plot.log")).find("--formats jpg: use png, pdf and svg"), std::string::npos)
+      << read_all(dir.file("plot.log"));
 }
 
 // A setting no config has, or a sweep file's key the sweep does not know, fails before the
