@@ -212,6 +212,15 @@ RunSummary summarize_run(const std::string& run_dir, const SummaryOptions& optio
   return s;
 }
 
+namespace {
+
+// A setting as a model's label names it: its key without the "model." every model key has.
+std::string model_label_key(const std::string& key) {
+  return key.rfind("model.", 0) == 0 ? key.substr(std::string("model.").size()) : key;
+}
+
+}  // namespace
+
 void name_models(std::vector<RunSummary>& runs) {
   static const std::set<std::string> per_run = {"seed",     "data.seed",   "optimizer.learning_rate",
                                                 "run_name", "save_folder", "model.residual"};
@@ -239,7 +248,7 @@ void name_models(std::vector<RunSummary>& runs) {
     for (const auto& field : config::schema::train_fields())
       if (telling.count(field.key) && r.settings.count(field.key) &&
           r.settings[field.key] != baseline[field.key])
-        r.model += "+" + r.settings[field.key];
+        r.model += " " + model_label_key(field.key) + "=" + r.settings[field.key];
   }
 }
 

@@ -143,7 +143,7 @@ TEST(Compare, EffectiveSpeedupFromABaselineLadderInTheReportAndItsFigure) {
   EXPECT_NE(r.output.find("pure power law"), std::string::npos) << r.output;  // 3 budgets
   const auto t = nlohmann::json::parse(read_all(fs::path(out) / "report_speedup.json"));
   ASSERT_EQ(t["ladder"].size(), 3u) << t.dump(2);
-  EXPECT_EQ(t["ladder"][0]["model"], "pre+4");
+  EXPECT_EQ(t["ladder"][0]["model"], "pre max_duration=4");
   ASSERT_EQ(t["rows"].size(), 2u) << t.dump(2);
   EXPECT_EQ(t["rows"][0]["model"], "pre");
   EXPECT_DOUBLE_EQ(t["rows"][0]["throughput_ratio"].get<double>(), 1.0);

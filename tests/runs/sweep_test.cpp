@@ -562,8 +562,8 @@ TEST(RunSummary, SeedsAggregateAndEveryRunExportsAsCsvAndJson) {
 }
 
 // The report's models: a setting that differs between runs of one topology names them apart
-// (its non-default values appended); one that differs only across topologies (HybridNorm's
-// Q/K/V norms, turned on by the topology) or per run (seed, learning rate) does not.
+// (its key and non-default value appended, "model." left out); one that differs only across topologies
+// (HybridNorm's Q/K/V norms, turned on by the topology) or per run (seed, learning rate) does not.
 TEST(RunSummary, SettingsThatTellRunsOfATopologyApartNameTheirModels) {
   struct Made {
     std::string topology, norm, optimizer;
@@ -590,8 +590,12 @@ TEST(RunSummary, SettingsThatTellRunsOfATopologyApartNameTheirModels) {
     runs.push_back(r);
   }
   name_models(runs);
-  const std::vector<std::string> models = {"pre",           "pre",        "pre+dyt",
-                                           "pre+derf+muon", "hybrid_pre", "hybrid_pre+muon"};
+  const std::vector<std::string> models = {"pre",
+                                           "pre",
+                                           "pre layer_norm_type=dyt",
+                                           "pre layer_norm_type=derf optimizer.name=muon",
+                                           "hybrid_pre",
+                                           "hybrid_pre optimizer.name=muon"};
   for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].model, models[i]) << i;
 }
 

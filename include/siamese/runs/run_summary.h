@@ -28,8 +28,9 @@ namespace siamese::runs {
 struct RunSummary {
   std::string run;  // folder
   std::string topology;
-  // What the tables call the run's model: the topology, then "+value" for each setting that
-  // tells runs of one topology apart in the same report (name_models), e.g. "pre+dyt".
+  // What the tables call the run's model: the topology, then " key=value" for each setting
+  // that tells runs of one topology apart in the same report (name_models), e.g.
+  // "pre layer_norm_type=dyt".
   std::string model;
   std::map<std::string, std::string> settings;  // every schema key of the config read below
   std::optional<double> learning_rate;
@@ -102,7 +103,8 @@ double tokens_per_second(const RunSummary& run);
 // Names each run's model among `runs`: a setting that differs between two runs of the same
 // topology (other than seed, learning rate, run name and folder) is part of the model, so
 // pre and pre with DyT norms, or AdamW and Muon, get rows and seed groups of their own. A
-// run's value of such a setting is appended unless it is the one most of `runs` share.
+// run's key=value of such a setting is appended unless the value is the one most of `runs`
+// share.
 void name_models(std::vector<RunSummary>& runs);
 
 // Table 1 of the paper as markdown: one row per run, columns for final training loss /
