@@ -83,9 +83,8 @@ StepSplit timed_step(Subject& s, TrainStep& step, dist::ParallelPlan& plan, data
   return t;
 }
 
-// The achievable matmul rate on `device` in this run (FLOP/s), the yardstick for MFU when
-// no peak_tflops is configured: fp32 n=2048 on CPU; on CUDA bf16 (amp) or fp32 (TF32 when
-// allowed) n=8192. Best of several repeats.
+}  // namespace
+
 double measured_matmul_flops(torch::Device device, config::Precision precision) {
   const int64_t n = device.is_cuda() ? 8192 : 2048;
   const auto dtype = device.is_cuda() ? autocast_dtype(precision).value_or(torch::kFloat) : torch::kFloat;
@@ -101,8 +100,6 @@ double measured_matmul_flops(torch::Device device, config::Precision precision) 
   }
   return best;
 }
-
-}  // namespace
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());

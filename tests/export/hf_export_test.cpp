@@ -341,6 +341,9 @@ TEST_P(HfImportStock, ComputesTheSameLogitsAndTrainsOnFromTheSameLoss) {
   const std::string made = read_all(log);
   const double hf_loss = std::stod(made.substr(made.rfind("loss ") + 5));
   ASSERT_EQ(run_cli("import " + dir.file("hf") + " --out " + dir.file("run"), log), 0) << read_all(log);
+  // The import says what a step of its config's full-scale training defaults costs here.
+  EXPECT_NE(read_all(log).find("tokens a step"), std::string::npos) << read_all(log);
+  EXPECT_NE(read_all(log).find("a step takes at least"), std::string::npos) << read_all(log);
   const auto cfg = config::load_config(dir.file("run") + "/step0/config.yaml", {});
   EXPECT_EQ(cfg.model.residual, GetParam() == "olmo2" || GetParam() == "olmo3" ? "reordered" : "pre");
   // hf_make_stock.py's Olmo3: a sliding layer of window 8, then a full one.

@@ -44,6 +44,11 @@ struct TopologyTiming {
   int profiled_steps = 0;
 };
 
+// The achievable matmul rate on `device` in this run (FLOP/s), the yardstick for MFU when
+// no peak_tflops is configured: fp32 n=2048 on CPU; on CUDA bf16 (amp) or fp32 (TF32 when
+// allowed) n=8192. Best of several repeats (about 2 s on a 2-core CPU).
+double measured_matmul_flops(torch::Device device, config::Precision precision);
+
 struct TopologyBench {
   double matmul_flops = 0;  // achievable matmul rate measured in this run (MFU's yardstick)
   int rounds = 1;
