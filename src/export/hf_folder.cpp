@@ -82,6 +82,10 @@ std::string export_model(const config::TrainConfig& config, model::TransformerIm
       throw Error(fmt::format("tokenizer file \"{}\" not found", options.tokenizer), "tokenizer",
                   "pass --tokenizer PATH/tokenizer.json (the one the run was trained with)");
     tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_file(options.tokenizer));
+    if (tok->max_token_id() >= c.vocab_size)
+      throw Error(fmt::format("the tokenizer produces ids up to {} but the model's vocab_size is {}",
+                              tok->max_token_id(), c.vocab_size),
+                  options.tokenizer, "pass --tokenizer the tokenizer.json the run was trained with");
   }
   NamedTensors ours;
   for (const auto& p : model.named_parameters()) ours.emplace_back(p.key(), p.value().detach().contiguous());
@@ -113,8 +117,13 @@ std::string export_model(const config::TrainConfig& config, model::TransformerIm
       std::ifstream in(options.tokenizer, std::ios::binary);
       write_file_atomically(tmp / "tokenizer.json", std::string(std::istreambuf_iterator<char>(in), {}),
                             kExportFix);
-      json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"}, {"model_max_length", c.max_sequence_length}};
+      // A stock class with the ids' tokens named, so that transformers needs no code of ours to
+      // build it; decoding keeps spaces as they are, as siamese's decode does.
+      json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                 {"model_max_length", c.max_sequence_length},
+                 {"clean_up_tokenization_spaces", false}};
       if (const auto eos = tok->id_to_token(int32_t(c.eos_token_id))) tc["eos_token"] = *eos;
+      if (const auto pad = tok->id_to_token(int32_t(c.pad_token_id))) tc["pad_token"] = *pad;
       write_json(tmp / "tokenizer_config.json", tc);
     }
     // Last: a folder with config.json is a complete export.

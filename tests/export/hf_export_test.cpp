@@ -25,6 +25,7 @@
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/save_folder.h"
 #include "support/file_size_limit.h"
+#include "support/files.h"
 #include "support/process.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
@@ -167,6 +168,49 @@ TEST(HfExport, TransformersComputesTheSameLogitsAndGreedyTokensForEveryTopology)
     EXPECT_NE(text.find("case " + dir.file(case_label(spec)) + ": ok"), std::string::npos)
         << spec << " (its lines are in the output above)";
   EXPECT_EQ(status, 0);
+}
+
+// An export of a stock class and of a siamese one, each with OLMo-1B's tokenizer, loaded by
+// AutoTokenizer as a user would: transformers' own class, no prompt for remote code, and
+// every reference encoding of that tokenizer.json reproduced.
+TEST(HfExportTokenizer, AutoTokenizerLoadsTheShippedTokenizerWithoutRemoteCode) {
+  TempDir dir;
+  const std::string tokenizer = siamese::testing::tokenizer_path("olmo-gpt-neox-20b-pii-special");
+  std::string folders;
+  for (const std::string residual : {"pre", "hybrid_pre"}) {
+    auto cfg = tiny(residual);
+    cfg.model.vocab_size = 50280;
+    cfg.model.embedding_size = 50304;
+    cfg.model.eos_token_id = 50279;
+    cfg.model.pad_token_id = 1;
+    save_run(cfg, dir.file(residual));
+    const std::string log = dir.file(residual + ".log"), out = dir.file(residual + "-hf");
+    ASSERT_EQ(run_cli("export " + dir.file(residual) + " --out " + out + " --tokenizer " + tokenizer, log), 0)
+        << read_all(log);
+    EXPECT_EQ(fs::exists(out + "/modeling_siamese.py"), residual != "pre");
+    folders += " " + out;
+  }
+  const std::string golden = siamese::shared_dir() + "/tokenizers/olmo-gpt-neox-20b-pii-special.golden.jsonl";
+  const std::string log = dir.file("tokenizer.log");
+  const int status =
+      run_python(std::string(SIAMESE_SOURCE_DIR) + "/tests/export/hf_tokenizer.py " + golden + folders, log)
+          .exit_code;
+  EXPECT_EQ(status, 0) << read_all(log);
+  EXPECT_EQ(read_all(log).find("FAILED"), std::string::npos) << read_all(log);
+}
+
+// A tokenizer whose ids do not fit the model's vocabulary is refused, and nothing is written.
+TEST(HfExportTokenizer, ATokenizerLargerThanTheVocabularyIsRefused) {
+  TempDir dir;
+  save_run(tiny("pre"), dir.file("run"));
+  const std::string log = dir.file("log");
+  EXPECT_NE(run_cli("export " + dir.file("run") + " --out " + dir.file("hf") + " --tokenizer " +
+                        siamese::testing::tokenizer_path("gpt2"),
+                    log),
+            0);
+  EXPECT_NE(read_all(log).find("ids up to 50256 but the model's vocab_size is 256"), std::string::npos)
+      << read_all(log);
+  EXPECT_FALSE(fs::exists(dir.file("hf")));
 }
 
 std::map<std::string, torch::Tensor> weights(const std::string& run) {
