@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Installs and builds (scripts/setup.sh), then trains one deep, narrow model on the built-in
-# arithmetic corpus three times, as Post-Norm, Pre-Norm and SiameseNorm (hybrid_pre), and
-# shows how they differ: a table (siamese report), one figure (loss curves, per-layer
-# gradient norms and held-out exact match) and answers each model gives to held-out problems.
+# Installs and builds the binary alone (scripts/setup.sh siamese; scripts/test.sh builds the
+# tests), then trains one deep, narrow model on the built-in arithmetic corpus three times,
+# as Post-Norm, Pre-Norm and SiameseNorm (hybrid_pre), and shows how they differ: a table
+# (siamese report), one figure (loss curves, per-layer gradient norms and held-out exact
+# match) and answers each model gives to held-out problems.
 # Needs no data files. Runs go to $SIAMESE_RUNS (default runs/); a finished run is reused
 # (delete runs/quickstart-* to train again). QUICKSTART_TOPOLOGIES picks other topologies;
 # QUICKSTART_STEPS=N trains N steps instead of 1000 (a quick look at every piece).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh siamese
 # shellcheck source=python_env.sh
 source scripts/python_env.sh
 siamese="${SIAMESE_BUILD_DIR:-build}/siamese"

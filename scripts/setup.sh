@@ -2,6 +2,8 @@
 # Installs what is missing (Debian packages, the pinned PyPI packages into a virtual
 # environment outside the clone), then configures and builds Release into build/ against
 # LibTorch 2.11 with CUDA. Safe to re-run: a ready machine finishes in seconds.
+# Arguments name the CMake targets to build (scripts/quickstart.sh builds only `siamese`,
+# the binary and its libraries); none builds every target, the tests included.
 #
 # Environment: SIAMESE_BUILD_DIR (build), SIAMESE_JOBS (nproc), SIAMESE_CMAKE_ARGS,
 # SIAMESE_VENV (~/.cache/siamese/venv), SIAMESE_PYTHON (a python with torch 2.11 to use
@@ -78,4 +80,6 @@ if [ ! -f "$build_dir/build.ninja" ]; then
     -DSIAMESE_CUDA_ARCHS="${SIAMESE_CUDA_ARCHS:-8.0;9.0}" -DCMAKE_UNITY_BUILD="${SIAMESE_UNITY:-ON}" \
     "${extra_cmake_args[@]}"
 fi
-cmake --build "$build_dir" -j "$jobs"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
