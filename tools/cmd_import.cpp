@@ -16,10 +16,9 @@
 #include "siamese/eval/run_tokenizer.h"
 #include "siamese/export/hf_folder.h"
 #include "siamese/export/hf_stock.h"
-#include "siamese/model/accounting.h"
-#include "siamese/train/bench.h"
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/console_log.h"
+#include "siamese/train/cost_estimate.h"
 #include "siamese/train/runtime.h"
 #include "siamese/train/save_folder.h"
 
@@ -57,19 +56,17 @@ void refuse_used_out(const fs::path& out, bool overwrite) {
 // them costs here, said before anyone trains on them (a 3.5M-parameter model's 20 steps took
 // 8 minutes on a 2-core CPU with no word before).
 std::string training_cost_note(const config::TrainConfig& cfg) {
-  const int64_t T = cfg.model.max_sequence_length;
-  const double tokens = double(cfg.global_train_batch_size) * double(T);
-  const double flops = model::flops_per_token(cfg.model, T) * tokens;
   const torch::Device device = train::resolve_device(cfg.device);
-  const double rate = train::measured_matmul_flops(device, cfg.precision);
-  const double seconds = flops / rate;
+  const train::FlopsBound b = train::flops_bound(cfg, device);
+  const double seconds = b.seconds_per_step;
   return fmt::format(
       "the checkpoint's config.yaml keeps OLMo's training defaults: global_train_batch_size {} x "
       "max_sequence_length {} = {:.3g} tokens a step, {:.3g} training FLOPs; max_duration {}, "
       "scheduler.t_warmup "
       "{:g}. At this machine's measured matmul rate ({:.3g} GFLOP/s on {}) a step takes at least {}{}",
-      cfg.global_train_batch_size, T, tokens, flops, cfg.max_duration.text(), cfg.scheduler.t_warmup,
-      rate / 1e9, device.str(), seconds < 60 ? fmt::format("{:.2g} s", seconds) : train::format_eta(seconds),
+      cfg.global_train_batch_size, cfg.model.max_sequence_length, b.tokens_per_step, b.flops_per_step,
+      cfg.max_duration.text(), cfg.scheduler.t_warmup, b.matmul_flops / 1e9, device.str(),
+      seconds < 60 ? fmt::format("{:.2g} s", seconds) : train::format_eta(seconds),
       seconds < 1 ? ""
                   : "; for a first run here pass a smaller --global_train_batch_size and "
                     "--device_train_microbatch_size (e.g. 8) and a shorter --max_duration");

@@ -33,6 +33,9 @@
 #include "siamese/dist/world.h"
 #include "siamese/runs/run_summary.h"
 #include "siamese/runs/sweep.h"
+#include "siamese/train/console_log.h"
+#include "siamese/train/cost_estimate.h"
+#include "siamese/train/lr_schedule.h"
 #include "siamese/train/provenance.h"
 #include "siamese/train/stop_policy.h"
 #include "siamese/train/trainer.h"
@@ -59,6 +62,7 @@ struct SweepArgs {
   std::string torchrun;  // empty: the clone's scripts/torchrun (default_torchrun)
   std::vector<std::string> only;
   bool resume_changed = false;
+  bool estimate = true;  // measure a step of each model and say what the sweep costs
   int jobs = 1;
   int nodes = 1;
   int nproc = 1;
@@ -396,6 +400,53 @@ Plan plan_runs(const SweepArgs& a, const runs::Sweep& sweep, const std::vector<c
   return plan;
 }
 
+// Runs that end inside their warmup compare learning rates they never train at: said once for
+// the sweep, before any starts, with the first such run's numbers.
+void warn_short_runs(const Plan& plan) {
+  std::vector<std::string> names;
+  std::string first;
+  for (size_t i = 0; i < plan.todo.size(); ++i) {
+    const auto& c = plan.configs[i];
+    const std::string why =
+        train::short_of_peak(c.scheduler, c.optimizer.learning_rate, train::planned_length(c).schedule_max);
+    if (why.empty()) continue;
+    if (first.empty()) first = plan.todo[i]->name + ": " + why;
+    names.push_back(plan.todo[i]->name);
+  }
+  if (names.empty()) return;
+  spdlog::warn(
+      "sweep: {} of {} runs end inside their warmup and never train at the learning rate they are "
+      "named for ({}); {}",
+      names.size(), plan.todo.size(), fmt::join(names, ", "), first);
+}
+
+// What the sweep will cost, from one short measured step of each distinct model, before the
+// first run starts (a README comparison once said 2 hours and took 5).
+double log_cost(const Plan& plan, int jobs) {
+  std::vector<std::string> names;
+  for (const auto* r : plan.todo) names.push_back(r->name);
+  spdlog::info(
+      "sweep: measuring a step of each distinct model of the {} runs to train (--no-estimate skips this)",
+      plan.todo.size());
+  const train::SweepCost cost = train::sweep_cost(plan.configs, names);
+  for (const auto& m : cost.models)
+    spdlog::info(
+        "sweep:   {}{}: {:.3g} s a step, {} steps, about {}", m.first_run,
+        m.runs > 1 ? fmt::format(" and {} more run{} of its model", m.runs - 1, m.runs > 2 ? "s" : "") : "",
+        m.seconds_per_step, m.steps, train::format_eta(m.seconds_per_step * double(m.steps)));
+  const int threads = static_cast<int>(std::thread::hardware_concurrency());
+  spdlog::info(
+      "sweep: estimated {} of training steps for {} runs of {} model{}, one after another with {} threads "
+      "(evaluations and saves come on top){}",
+      train::format_eta(cost.seconds()), plan.todo.size(), cost.models.size(),
+      cost.models.size() > 1 ? "s" : "", threads,
+      jobs > 1 ? fmt::format("; --jobs {} trains {} at a time with {} threads each, which on a CPU's shared "
+                             "cores takes about as long",
+                             jobs, jobs, std::max(1, threads / jobs))
+               : "");
+  return cost.seconds();
+}
+
 // SIGTERM / SIGINT stop the sweep: the running runs save and stop, none starts after.
 int stopped_by_signal() {
   spdlog::warn(
@@ -505,13 +556,15 @@ int run_sweep(const SweepArgs& a) {
   std::vector<std::string> names, trained;
   for (const auto& r : sweep.runs) names.push_back(r.name);
   for (const auto* r : plan.todo) trained.push_back(r->name);
+  warn_short_runs(plan);
+  const double estimated = a.estimate && !plan.todo.empty() ? log_cost(plan, a.jobs) : 0;
   runs::record_sweep(sweep.save_root, names, trained, a.jobs);
   const auto start = std::chrono::steady_clock::now();
   int done = 0, stopped = 0;  // runs of `todo` that ended (for the time left), non-finite ones
   const Progress progress = [&](const runs::SweepRun* r, const char* what) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return fmt::format("run {} of {}: {}{} ({})", position[r], runs.size(), what, r->name,
-                       runs::time_left_text(done, static_cast<int>(plan.todo.size()), elapsed));
+                       runs::time_left_text(done, static_cast<int>(plan.todo.size()), elapsed, estimated));
   };
   train::install_stop_handlers();
   const int rc = a.jobs == 1 ? train_here(plan, progress, done, stopped)
@@ -565,6 +618,10 @@ void add_sweep_command(CLI::App& app, Handler& run) {
                   "build folder holds this binary)");
   cmd->add_option("--only", args->only, "only runs whose name contains one of these")->delimiter(',');
   cmd->add_option("--seeds", args->seeds, "seeds, e.g. 1,2,3 (default: the config's seed)")->delimiter(',');
+  cmd->add_flag(
+      "--no-estimate", [args](int64_t) { args->estimate = false; },
+      "start training at once, without first measuring a step of each model to say what the "
+      "sweep costs");
   cmd->add_flag("--resume-changed", args->resume_changed,
                 "train on in a run folder whose run was trained with other settings than the sweep's (each "
                 "change is logged and recorded); without it such a folder is refused");

@@ -353,7 +353,10 @@ std::vector<std::string> report_folders(const std::string& argument) {
   return out.empty() ? std::vector<std::string>{argument} : out;
 }
 
-std::string time_left_text(int finished, int total, double elapsed_seconds) {
+std::string time_left_text(int finished, int total, double elapsed_seconds, double estimated_seconds) {
+  if (finished <= 0 && estimated_seconds > 0)
+    return fmt::format("about {} left by the measured steps",
+                       train::format_eta(std::max(0.0, estimated_seconds - elapsed_seconds)));
   if (finished <= 0) return "time left known after the first run";
   const double left = elapsed_seconds / finished * (total - finished);
   return fmt::format("about {} left", train::format_eta(left));

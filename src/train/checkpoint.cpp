@@ -369,8 +369,13 @@ void TrainState::load_state_dict(const StateDict& state) {
 
 TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Optimizer* optim,
                            const config::ModelConfig* same_model, dist::ParallelPlan* plan,
-                           const std::vector<Stateful*>& tracked) {
-  if (const auto problem = checkpoint_problem(folder))
+                           const std::vector<Stateful*>& tracked, ManifestCheck check) {
+  std::optional<std::string> problem;
+  if (check == ManifestCheck::Verify)
+    problem = checkpoint_problem(folder);
+  else if (!fs::exists(folder / kCheckpointManifest))
+    problem = "no manifest.json";
+  if (problem)
     throw Error("not an intact checkpoint: " + *problem, folder.string(),
                 "point load_path at another save_folder/step<N> folder (an older one)");
   if (same_model) check_same_model(folder, *same_model);

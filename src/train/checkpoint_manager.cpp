@@ -53,7 +53,9 @@ TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& opt
                 "another save_folder, or set save_overwrite: true to write over them");
   TrainState state;
   if (from) {
-    state = load_checkpoint(*from, model, &optim, &cfg_.model, &plan_, tracked_);
+    // latest_checkpoint hashed what it returns; a load_path given by hand is hashed here.
+    state = load_checkpoint(*from, model, &optim, &cfg_.model, &plan_, tracked_,
+                            cfg_.load_path.empty() ? ManifestCheck::VerifiedAlready : ManifestCheck::Verify);
     spdlog::info("resumed from {} at step {} ({} tokens)", from->string(), state.step, state.tokens);
     changes = config::schema::changed_settings(saved_settings(*from), cfg_);
     for (const auto& c : changes)

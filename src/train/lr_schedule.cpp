@@ -31,6 +31,20 @@ double decay_curve(config::DecayShape shape, double progress) {
 
 }  // namespace
 
+RunLength run_length(const config::TrainConfig& cfg, int64_t steps_per_epoch) {
+  const config::Duration& d = cfg.max_duration;
+  const int64_t tokens_per_step = cfg.global_train_batch_size * cfg.model.max_sequence_length;
+  RunLength r;
+  r.steps = d.unit() == config::Duration::Steps    ? d.value()
+            : d.unit() == config::Duration::Tokens ? (d.value() + tokens_per_step - 1) / tokens_per_step
+                                                   : d.value() * steps_per_epoch;
+  r.token_units = cfg.scheduler.units == config::ScheduleUnits::Tokens;
+  r.schedule_max = !r.token_units                         ? double(r.steps)
+                   : d.unit() == config::Duration::Tokens ? double(d.value())
+                                                          : double(r.steps) * double(tokens_per_step);
+  return r;
+}
+
 std::string short_of_peak(const config::SchedulerConfig& cfg, double initial_lr, double t_end) {
   if (cfg.name == config::SchedulerName::Constant || t_end >= cfg.t_warmup) return "";
   const double reached = learning_rate(cfg, initial_lr, t_end, t_end);

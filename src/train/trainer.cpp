@@ -21,6 +21,7 @@
 #include "siamese/model/transformer.h"
 #include "siamese/train/attention_kernels.h"
 #include "siamese/train/checkpoint_manager.h"
+#include "siamese/train/cost_estimate.h"
 #include "siamese/train/lr_schedule.h"
 #include "siamese/train/memory_plan.h"
 #include "siamese/train/runtime.h"
@@ -45,15 +46,10 @@ struct TrainData {
   TrainData(const config::TrainConfig& cfg, const dist::Collectives& ranks)
       : batches(config::data_section(cfg), ranks.rank(), ranks.world_size()),
         tokens_per_step(cfg.global_train_batch_size * cfg.model.max_sequence_length) {
-    const config::Duration& d = cfg.max_duration;
-    // max_duration in steps, or tokens rounded up to whole global batches (OLMo), or epochs.
-    max_steps = d.unit() == config::Duration::Steps    ? d.value()
-                : d.unit() == config::Duration::Tokens ? (d.value() + tokens_per_step - 1) / tokens_per_step
-                                                       : d.value() * batches.steps_per_epoch();
-    token_units = cfg.scheduler.units == config::ScheduleUnits::Tokens;
-    schedule_max = !token_units                           ? double(max_steps)
-                   : d.unit() == config::Duration::Tokens ? double(d.value())
-                                                          : double(max_steps) * double(tokens_per_step);
+    const RunLength length = run_length(cfg, batches.steps_per_epoch());
+    max_steps = length.steps;
+    token_units = length.token_units;
+    schedule_max = length.schedule_max;
   }
 
   // The schedule's position after `state`'s step.
@@ -68,7 +64,7 @@ struct TrainData {
 };
 
 void log_start(const config::TrainConfig& cfg, const Trainee& t, const dist::ParallelPlan& plan,
-               torch::Device device, const TrainData& data) {
+               torch::Device device, const TrainData& data, int64_t first_step) {
   if (cfg.model.init_device == config::InitDevice::Meta)
     spdlog::info(
         "model.init_device meta: parameters initialised on the CPU from the seed and moved to {}, the state "
@@ -93,6 +89,10 @@ void log_start(const config::TrainConfig& cfg, const Trainee& t, const dist::Par
       cfg.model.residual, model::count_parameters(cfg.model).total(), device.str(), data.max_steps,
       data.batches.num_instances(), cfg.model.max_sequence_length, cfg.global_train_batch_size, t.micro_batch,
       plan.collectives().world_size());
+  // Before the first step, which at full scale can take minutes; the console corrects it.
+  if (plan.collectives().rank() == 0 && data.max_steps > first_step)
+    spdlog::info("expected duration: {}",
+                 flops_bound_note(flops_bound(cfg, device), data.max_steps - first_step, device));
 }
 
 MetricsRow resume_row(int64_t step, const std::vector<SettingChange>& changes) {
@@ -149,7 +149,7 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
     }
   };
   TrainStep step = t.step(config::step_section(cfg), plan, device);
-  log_start(cfg, t, plan, device, data);
+  log_start(cfg, t, plan, device, data, first_step);
 
   // ---- loop --------------------------------------------------------------------------
   data.batches.start(state.step, data.max_steps, device.is_cuda() && cfg.data.pin_memory);

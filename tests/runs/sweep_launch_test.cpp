@@ -32,11 +32,12 @@ namespace {
 int port(int offset) { return 21000 + static_cast<int>(::getpid() % 20000) + offset; }
 
 // One or two tiny runs of the quickstart config (2 layers, 6 steps).
-std::string write_sweep(const TempDir& dir, const std::string& learning_rates, int steps = 6) {
+std::string write_sweep(const TempDir& dir, const std::string& learning_rates, int steps = 6,
+                        const std::string& topologies = "[hybrid_pre]") {
   return dir.write("sweep.yaml",
                    "base: " + std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/quickstart.yaml\n" +
-                       "save_root: " + dir.file("runs") + "\n" +
-                       "topologies: [hybrid_pre]\n"
+                       "save_root: " + dir.file("runs") + "\n" + "topologies: " + topologies +
+                       "\n"
                        "learning_rates: " +
                        learning_rates +
                        "\n"
@@ -176,6 +177,35 @@ TEST(SweepLaunch, JobsTrainRunsSideBySideAndARerunSkipsWhatFinished) {
   EXPECT_NE(again.find("hybrid_pre-lr0.001 finished already, skipped"), std::string::npos) << again;
   EXPECT_NE(again.find("hybrid_pre-lr0.003 finished already, skipped"), std::string::npos) << again;
   EXPECT_EQ(again.find("started"), std::string::npos) << again;
+}
+
+// Before the first run: one measured step of each distinct model (runs of one topology at
+// two learning rates share it), the steps and total, and one warning for the runs that end
+// inside their warmup (6 steps of the quickstart's 50). --no-estimate starts at once.
+TEST(SweepLaunch, ASweepSaysWhatItCostsAndWhichRunsEndInsideTheirWarmupBeforeTheFirstRun) {
+  TempDir dir;
+  write_sweep(dir, "[1.0e-3, 3.0e-3]", 6, "[pre, hybrid_pre]");
+  ASSERT_EQ(run_sweep(dir, ""), 0) << read_all(dir.file("sweep.log"));
+  const std::string log = read_all(dir.file("sweep.log"));
+  const auto first_run = log.find("run 1 of 4");
+  ASSERT_NE(first_run, std::string::npos) << log;
+  for (const std::string expected :
+       {"measuring a step of each distinct model of the 4 runs to train",
+        "pre-lr0.001 and 1 more run of its model: ", "hybrid_pre-lr0.001 and 1 more run of its model: ",
+        " s a step, 12 steps, about ", "of training steps for 4 runs of 2 models",
+        "4 of 4 runs end inside their warmup and never train at the learning rate they are named for "
+        "(pre-lr0.001, pre-lr0.003, hybrid_pre-lr0.001, hybrid_pre-lr0.003); pre-lr0.001: the run ends at 6 "
+        "steps, inside scheduler.t_warmup 50"}) {
+    const auto at = log.find(expected);
+    EXPECT_NE(at, std::string::npos) << expected << "\n" << log;
+    EXPECT_LT(at, first_run) << expected;
+  }
+  ASSERT_EQ(run_sweep(dir, "--no-estimate --set scheduler.t_warmup=2 --out " + dir.file("again")), 0)
+      << read_all(dir.file("sweep.log"));
+  const std::string again = read_all(dir.file("sweep.log"));
+  EXPECT_EQ(again.find("measuring"), std::string::npos) << again;
+  EXPECT_EQ(again.find("inside their warmup"), std::string::npos) << again;
+  EXPECT_NE(again.find("run 4 of 4"), std::string::npos) << again;
 }
 
 TEST(SweepLaunch, ASweepUnderALauncherIsRefused) {

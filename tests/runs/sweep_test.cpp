@@ -109,7 +109,9 @@ TEST(Sweep, UnknownKeysAreRefusedWithTheFileLineAndTheKeyMeant) {
 
 TEST(Sweep, TimeLeftComesFromTheRunsFinishedSoFar) {
   EXPECT_EQ(time_left_text(0, 18, 100.0), "time left known after the first run");
-  EXPECT_EQ(time_left_text(2, 18, 120.0), "about 16m00s left");  // 60 s a run, 16 to go
+  EXPECT_EQ(time_left_text(0, 18, 100.0, 700.0), "about 10m00s left by the measured steps");
+  EXPECT_EQ(time_left_text(1, 18, 100.0, 700.0), "about 28m20s left");  // measured runs replace it
+  EXPECT_EQ(time_left_text(2, 18, 120.0), "about 16m00s left");         // 60 s a run, 16 to go
   EXPECT_EQ(time_left_text(6, 18, 3600.0), "about 2h00m left");
   EXPECT_EQ(time_left_text(18, 18, 3600.0), "about 0m00s left");
 }

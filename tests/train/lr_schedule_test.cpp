@@ -169,3 +169,22 @@ TEST(LrSchedule, ARunThatEndsInsideItsWarmupIsNamed) {
   EXPECT_EQ(siamese::train::short_of_peak(c, 1e-3, 50), "");
   EXPECT_EQ(siamese::train::short_of_peak(sched("constant"), 1e-3, 5), "");
 }
+
+// A run's length in steps and in the scheduler's units: tokens round up to whole global
+// batches as OLMo's do, epochs count whole global batches of the data.
+TEST(RunLength, StepsTokensAndEpochsInEitherUnit) {
+  config::TrainConfig c;
+  c.global_train_batch_size = 4;
+  c.model.max_sequence_length = 8;  // 32 tokens a step
+  c.max_duration = "10";
+  EXPECT_EQ(siamese::train::run_length(c, 0).steps, 10);
+  EXPECT_EQ(siamese::train::run_length(c, 0).schedule_max, 10.0);
+  c.max_duration = "33T";
+  EXPECT_EQ(siamese::train::run_length(c, 0).steps, 2);
+  c.scheduler.units = config::ScheduleUnits::Tokens;
+  EXPECT_EQ(siamese::train::run_length(c, 0).schedule_max, 33.0);  // the tokens asked for, not 64
+  EXPECT_TRUE(siamese::train::run_length(c, 0).token_units);
+  c.max_duration = "3ep";
+  EXPECT_EQ(siamese::train::run_length(c, 7).steps, 21);
+  EXPECT_EQ(siamese::train::run_length(c, 7).schedule_max, 21.0 * 32);
+}

@@ -437,8 +437,9 @@ TEST(Trainer, SaveFolderHoldingTheUsersConfigLeavesItAlone) {
   EXPECT_NE(r.err.find("left as it is"), std::string::npos) << r.err;
 }
 
-// The duration estimate: one after the first step, which carries the warm-up, then one from the
-// steps after it, and an ETA that leaves the first step out.
+// The duration estimate: a lower bound from the FLOPs before the first step, one after the
+// first step, which carries the warm-up, then one from the steps after it, and an ETA that
+// leaves the first step out.
 TEST(Trainer, ConsoleEstimatesTheDurationAfterWarmUp) {
   siamese::testing::TempDir dir;
   const auto r = siamese::testing::run_siamese(
@@ -448,8 +449,12 @@ TEST(Trainer, ConsoleEstimatesTheDurationAfterWarmUp) {
       dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string log = r.output + r.err;
+  const auto before = log.find("expected duration: at least ");
   const auto first = log.find("expected duration at the first step's speed: ");
   const auto warm = log.find("expected duration after warm-up: ");
+  ASSERT_NE(before, std::string::npos) << log;
+  EXPECT_LT(before, log.find("[1/4]")) << "said before the first step";
+  EXPECT_NE(log.find(" for 4 steps (", before), std::string::npos) << log;
   ASSERT_NE(first, std::string::npos) << log;
   ASSERT_NE(warm, std::string::npos) << log;
   EXPECT_LT(first, warm);

@@ -97,6 +97,7 @@ std::vector<std::string> report_folders(const std::string& argument);
 
 // "run 3 of 18" progress: the time left after `finished` of `total` runs took `elapsed_seconds`
 // (with --jobs N the runs overlap, so this is wall time per finished run, not a run's length).
-std::string time_left_text(int finished, int total, double elapsed_seconds);
+// Before the first run ends it is the sweep's estimate from measured steps, when there is one.
+std::string time_left_text(int finished, int total, double elapsed_seconds, double estimated_seconds = 0);
 
 }  // namespace siamese::runs

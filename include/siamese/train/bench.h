@@ -19,6 +19,7 @@ struct BenchOptions {
   // After the timed rounds, `steps` more steps per subject under the op profiler
   // (op_profile.h), which slows them: they are not part of the timings.
   bool profile = false;
+  bool matmul_rate = true;  // measure TopologyBench::matmul_flops (about 2 s on a 2-core CPU)
 };
 
 struct StepSplit {
@@ -46,8 +47,9 @@ struct TopologyTiming {
 
 // The achievable matmul rate on `device` in this run (FLOP/s), the yardstick for MFU when
 // no peak_tflops is configured: fp32 n=2048 on CPU; on CUDA bf16 (amp) or fp32 (TF32 when
-// allowed) n=8192. Best of several repeats (about 2 s on a 2-core CPU).
-double measured_matmul_flops(torch::Device device, config::Precision precision);
+// allowed) n=8192. Best of several repeats (about 2 s on a 2-core CPU); `quick` halves n and
+// repeats less (about 0.1 s), for an estimate rather than a yardstick.
+double measured_matmul_flops(torch::Device device, config::Precision precision, bool quick = false);
 
 struct TopologyBench {
   double matmul_flops = 0;  // achievable matmul rate measured in this run (MFU's yardstick)

@@ -70,7 +70,13 @@ std::string optimizer_shard_name(int rank, int shards);
 // when it is one. Reads every file whole to hash it.
 std::optional<std::string> checkpoint_problem(const std::filesystem::path& folder);
 
-// Verifies the manifest (checkpoint_problem), then restores the model, the optimizer (when
+// Whether load_checkpoint hashes the files against the manifest, or trusts the check this
+// process has just made of the same folder (latest_checkpoint's), so that a resume reads each
+// file's bytes to hash them once, not twice (at OLMo-1B 14 GB of them).
+enum class ManifestCheck { Verify, VerifiedAlready };
+
+// Verifies the manifest (checkpoint_problem; with VerifiedAlready only that it is there), then
+// restores the model, the optimizer (when
 // `optim` is not null), each of `tracked` and the CPU and CUDA RNG states; returns the train
 // state. Throws
 // siamese::Error naming the folder when it is not an intact checkpoint or does not match the
@@ -84,7 +90,8 @@ std::optional<std::string> checkpoint_problem(const std::filesystem::path& folde
 // shards of `plan` (null: one process), so a run may resume on another world size.
 TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, Optimizer* optim,
                            const config::ModelConfig* same_model = nullptr,
-                           dist::ParallelPlan* plan = nullptr, const std::vector<Stateful*>& tracked = {});
+                           dist::ParallelPlan* plan = nullptr, const std::vector<Stateful*>& tracked = {},
+                           ManifestCheck check = ManifestCheck::Verify);
 
 using SettingChange = config::schema::SettingChange;
 // The training settings of the config the checkpoint in `folder` was trained with (learning

@@ -13,6 +13,16 @@
 
 namespace siamese::train {
 
+// A run's length: max_duration in steps, or in tokens rounded up to whole global batches
+// (OLMo), or in epochs of `steps_per_epoch` (only read for those); and the same length in the
+// scheduler's units, the `t_max_default` below.
+struct RunLength {
+  int64_t steps = 0;
+  double schedule_max = 0;
+  bool token_units = false;  // scheduler.units tokens
+};
+RunLength run_length(const config::TrainConfig& cfg, int64_t steps_per_epoch);
+
 // The learning rate at `t` for peak `initial_lr`; `t_max_default` is the run length in
 // the scheduler's units, used when scheduler.t_max is unset.
 double learning_rate(const config::SchedulerConfig& cfg, double initial_lr, double t, double t_max_default);
