@@ -17,6 +17,7 @@
 #include "siamese/dist/world.h"
 #include "siamese/model/accounting.h"
 #include "siamese/train/bench.h"
+#include "siamese/train/device_peaks.h"
 #include "siamese/train/runtime.h"
 
 namespace siamese::cli {
@@ -30,8 +31,8 @@ struct BenchArgs {
   int profile_top = 0;
 };
 
-// MFU against the configured hardware peak (peak_tflops) when set, and always against the
-// matmul rate measured in this run.
+// MFU against the hardware peak (peak_tflops, else the GPU's from train/device_peaks.h) where
+// there is one, and always against the matmul rate measured in this run.
 void print_timing(const train::TopologyTiming& t, torch::Device device, double matmul_flops) {
   const config::TrainConfig& cfg = t.config;
   const int64_t T = cfg.model.max_sequence_length;
@@ -47,9 +48,9 @@ void print_timing(const train::TopologyTiming& t, torch::Device device, double m
   const double achieved = tokens / step * fpt;
   std::string mfu =
       fmt::format("{:.1f}% of measured matmul", 100 * model::mfu(tokens / step, fpt, matmul_flops));
-  if (cfg.peak_tflops)
-    mfu += fmt::format(", {:.1f}% of peak_tflops {}",
-                       100 * model::mfu(tokens / step, fpt, *cfg.peak_tflops * 1e12), *cfg.peak_tflops);
+  if (const auto peak = train::mfu_peak(cfg.peak_tflops, device, cfg.precision, cfg.allow_tf32); peak.tflops)
+    mfu += fmt::format(", {:.1f}% of the {} TFLOP/s peak",
+                       100 * model::mfu(tokens / step, fpt, *peak.tflops * 1e12), *peak.tflops);
   fmt::print(
       "{:<12} step {:.6f} s  tokens/s {:.0f}  {:.1f} GFLOP/s  data {:.1f}%  forward {:.1f}%  "
       "backward {:.1f}%  optimizer {:.1f}%  MFU {}  peak memory {:.0f} MiB{}  ({} params, "
@@ -166,7 +167,10 @@ int run_bench(const BenchArgs& a) {
   });
   for (const auto& t : bench.timings) print_timing(t, device, bench.matmul_flops);
   if (a.profile_top > 0)
-    for (const auto& t : bench.timings) print_ops(t, a.profile_top);
+    for (const auto& t : bench.timings) {
+      print_ops(t, a.profile_top);
+      if (!t.trace_path.empty()) fmt::print("trace of {}'s profiled steps: {}\n", t.topology, t.trace_path);
+    }
   auto step_times = [](const train::TopologyTiming& t) {
     std::vector<double> v;
     for (const auto& x : t.steps) v.push_back(x.total());
@@ -184,6 +188,7 @@ int run_bench(const BenchArgs& a) {
 void add_bench_command(CLI::App& app, Handler& run) {
   auto* cmd = app.add_subcommand("bench", "Time training steps: tokens/s, step split, memory, MFU");
   auto a = std::make_shared<BenchArgs>();
+  a->options.trace_dir = ".";
   cmd->add_option("--steps", a->options.steps, "Timed steps per topology and round")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", a->options.warmup, "Untimed steps first")->check(CLI::NonNegativeNumber);
@@ -197,6 +202,10 @@ void add_bench_command(CLI::App& app, Handler& run) {
                   "After timing, profile --steps more steps per entry and print the N ops with the "
                   "most self time per step")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--trace-dir", a->options.trace_dir,
+                  "With --profile: write each entry's profiled steps there as a Chrome trace, "
+                  "<entry>.trace.json (Perfetto, TensorBoard's profiler); \"\" for none")
+      ->capture_default_str();
   add_config_args(cmd, a->config);
   cmd->callback([&run, a] {
     a->options.profile = a->profile_top > 0;

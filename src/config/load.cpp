@@ -294,7 +294,12 @@ class Loader {
       if (const auto raw = value_of(f.key)) {
         located_[f.key] = raw->where;
         if (f.kind == Kind::Evaluators)
-          read_evaluators(*raw, f.ref<std::vector<EvaluatorConfig>>(config));
+          read_entries(*raw, f.key, f.ref<std::vector<EvaluatorConfig>>(config), schema::evaluator_fields(),
+                       schema::ignored_evaluator_keys(), "`- label: piqa` then `  type: downstream`");
+        else if (f.kind == Kind::GroupOverrides)
+          read_entries(*raw, f.key, f.ref<std::vector<GroupOverrideConfig>>(config),
+                       schema::group_override_fields(), {},
+                       "`- params: [wte.weight]` then `  opts: {lr: 1e-3}`");
         else
           parse(f, config, *raw, f.key);
       }
@@ -439,7 +444,7 @@ class Loader {
   static YAML::Node value_node(Kind kind, const std::string& text, const std::string& where) {
     if (text.empty() || text == "null" || text == "~") return YAML::Node(YAML::NodeType::Null);
     if (kind != Kind::StringList && kind != Kind::IntList && kind != Kind::DoubleList &&
-        kind != Kind::Evaluators)
+        kind != Kind::Evaluators && kind != Kind::GroupOverrides)
       return YAML::Node(text);
     try {
       return YAML::Load(text);
@@ -645,39 +650,45 @@ class Loader {
         return;
       }
       case Kind::Evaluators:
+      case Kind::GroupOverrides:
         return;
     }
   }
 
-  void read_evaluators(const Raw& raw, std::vector<EvaluatorConfig>& out) {
+  // A list-of-maps key (`key`: evaluators, optimizer.group_overrides): each entry a map of
+  // `fields`, located by its own file line.
+  template <class Entry>
+  void read_entries(const Raw& raw, const std::string& key, std::vector<Entry>& out,
+                    const std::vector<Field<Entry>>& fields, const std::vector<IgnoredKey>& ignored_keys,
+                    const std::string& example) {
     out.clear();
     if (raw.node.IsNull()) return;
+    const std::string kind = schema::kind_name(schema::train_field(key).kind);
     if (!raw.node.IsSequence())
-      throw Error("expected " + schema::kind_name(Kind::Evaluators) + ", got " + describe(raw.node),
-                  raw.where + " (evaluators)",
-                  "write evaluators as a list: `- label: piqa` then `  type: downstream`");
+      throw Error("expected " + kind + ", got " + describe(raw.node), raw.where + " (" + key + ")",
+                  "write " + key + " as a list: " + example);
     for (size_t i = 0; i < raw.node.size(); ++i) {
       const YAML::Node entry = raw.node[i];
-      const std::string shown = "evaluators[" + std::to_string(i) + "]";
+      const std::string shown = key + "[" + std::to_string(i) + "]";
       if (!entry.IsMap())
-        throw Error("expected an evaluator mapping, got " + describe(entry),
+        throw Error("expected a mapping, got " + describe(entry),
                     file_line(path_, entry.Mark()) + " (" + shown + ")",
-                    "write `- label: NAME` and `type: lm|downstream`");
-      check_keys(entry, "", shown + ".", schema::evaluator_fields(), schema::ignored_evaluator_keys());
-      EvaluatorConfig ev;
-      for (const auto& f : schema::evaluator_fields()) {
+                    "write each entry of " + key + " as " + example);
+      check_keys(entry, "", shown + ".", fields, ignored_keys);
+      Entry e;
+      for (const auto& f : fields) {
         const auto found = find_dotted(entry, f.key);
         if (!found) continue;
         const YAML::Node& node = found->first;
         const YAML::Mark& mark = found->second;
-        const std::string key = shown + "." + f.key;
+        const std::string dotted = shown + "." + f.key;
         const bool from_command_line = raw.where.rfind("command line", 0) == 0;
         const Raw value{node,
                         from_command_line ? raw.where : file_line(path_, node.IsNull() ? mark : node.Mark())};
-        located_[key] = value.where;
-        parse(f, ev, value, key);
+        located_[dotted] = value.where;
+        parse(f, e, value, dotted);
       }
-      out.push_back(std::move(ev));
+      out.push_back(std::move(e));
     }
   }
 

@@ -42,9 +42,11 @@ constexpr Kind kind_of() {
     return Kind::IntList;
   else if constexpr (std::is_same_v<T, std::vector<double>>)
     return Kind::DoubleList;
-  else {
-    static_assert(std::is_same_v<T, std::vector<EvaluatorConfig>>, "type without a schema kind");
+  else if constexpr (std::is_same_v<T, std::vector<EvaluatorConfig>>)
     return Kind::Evaluators;
+  else {
+    static_assert(std::is_same_v<T, std::vector<GroupOverrideConfig>>, "type without a schema kind");
+    return Kind::GroupOverrides;
   }
 }
 
@@ -99,6 +101,7 @@ using D = DataConfig;
 using If = InstanceFilterConfig;
 using Tk = TokenizerConfig;
 using E = EvaluatorConfig;
+using G = GroupOverrideConfig;
 
 // Run, batch, precision, evaluation and logging keys.
 std::vector<Field<T>> run_fields() {
@@ -175,7 +178,13 @@ std::vector<Field<T>> run_fields() {
                &T::console_log_interval)
           .positive(),
       ours<T>("device", "auto (CUDA when available), cpu, cuda or cuda:N.", &T::device),
-      ours<T>("peak_tflops", "Hardware peak TFLOP/s per rank for MFU (null: MFU not reported).",
+      field<T>("torch_profiling",
+               "Trace steps 7-9 of the process (OLMo-core's profiler schedule: 1 wait, 5 warm-up, 3 "
+               "traced) to save_folder/profiler/step<A>-<B>.rank<R>.chrome_trace.json.",
+               &T::torch_profiling),
+      ours<T>("peak_tflops",
+              "Hardware peak TFLOP/s per rank for MFU (null: the GPU's dense peak from the table in "
+              "docs/configuration.md; none on CPUs or unknown GPUs).",
               &T::peak_tflops)
           .positive(),
       ours<T>("max_bad_steps",
@@ -529,6 +538,19 @@ std::vector<Field<T>> optimizer_fields() {
           "muon: a [A, B] matrix's step size: original lr * sqrt(max(1, A/B)), match_rms_adamw lr * 0.2 * "
           "sqrt(max(A, B)) (the update's RMS of AdamW's, so AdamW's learning rate carries over).",
           &T::optimizer, &O::muon, &Mu::adjust_lr),
+      ours<T>("optimizer.topology_lr_multiplier",
+              "The topology's own tensors (mixing weights, gains, lambdas; its norms are norms) take "
+              "learning_rate * this.",
+              &T::optimizer, &O::topology_lr_multiplier)
+          .positive(),
+      ours<T>("optimizer.topology_weight_decay",
+              "Weight decay of the topology's own tensors (0: decay would pull the mixing toward none).",
+              &T::optimizer, &O::topology_weight_decay)
+          .at_least(0),
+      field<T>("optimizer.group_overrides",
+               "Parameter groups of their own (OLMo-core's form): a list of maps `params` (name globs) and "
+               "`opts` (below); AdamW's parameters only.",
+               &T::optimizer, &O::group_overrides),
   };
 }
 
@@ -647,6 +669,30 @@ const std::vector<Field<EvaluatorConfig>>& evaluator_fields() {
   return fields;
 }
 
+const std::vector<Field<GroupOverrideConfig>>& group_override_fields() {
+  static const std::vector<Field<G>> fields = {
+      field<G>("params",
+               "Parameter names or globs (fnmatch: * and ? match dots too), e.g. wte.weight, "
+               "topology.blocks.*.c1; each must match a parameter.",
+               &G::params),
+      field<G>("opts.lr", "Peak learning rate of the group, scaled by the schedule as learning_rate is.",
+               &G::lr)
+          .at_least(0),
+      ours<G>("opts.lr_multiplier", "The group's peak learning rate times this (instead of opts.lr).",
+              &G::lr_multiplier)
+          .at_least(0),
+      field<G>("opts.weight_decay", "Decoupled weight decay of the group.", &G::weight_decay).at_least(0),
+      ours<G>("opts.weight_decay_multiplier",
+              "The group's weight decay times this (instead of opts.weight_decay).",
+              &G::weight_decay_multiplier)
+          .at_least(0),
+      field<G>("opts.betas", "Adam betas [beta1, beta2] of the group ([]: optimizer.betas).", &G::betas)
+          .within(0, 1, false, true),
+      field<G>("opts.eps", "Adam epsilon of the group.", &G::eps).positive(),
+  };
+  return fields;
+}
+
 const std::vector<IgnoredKey>& ignored_train_keys() {
   static const std::vector<IgnoredKey> keys = {
       {"dry_run", "not supported"},
@@ -667,7 +713,6 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"stop_at", "use max_duration, or `siamese train --stop-at`", {"null"}},
       {"stop_after", "use max_duration, or `siamese train --stop-at`", {"null"}},
       {"python_profiling", "not supported"},
-      {"torch_profiling", "not supported"},
       {"save_data_indices", "not supported"},
       {"try_load_latest_save", "not supported"},
       {"model.alibi", "positions are RoPE or learned", {"false", "null"}},
@@ -751,6 +796,8 @@ std::string kind_name(Kind kind) {
       return "a list of numbers";
     case Kind::Evaluators:
       return "a list of evaluator maps";
+    case Kind::GroupOverrides:
+      return "a list of group override maps";
   }
   return "?";
 }
@@ -792,6 +839,18 @@ std::string text_of(const Field<Root>& f, const Root& root) {
       return fmt::format("[{}]", fmt::join(f.template ref<std::vector<double>>(root), ", "));
     case Kind::Evaluators:
       return f.template ref<std::vector<EvaluatorConfig>>(root).empty() ? "[]" : "[...]";
+    case Kind::GroupOverrides: {
+      // In full, so that a resume that changes a group names it (training_settings).
+      std::vector<std::string> entries;
+      for (const auto& entry : f.template ref<std::vector<GroupOverrideConfig>>(root)) {
+        std::vector<std::string> parts;
+        for (const auto& g : group_override_fields())
+          if (const std::string v = text_of(g, entry); v != "null" && v != "[]")
+            parts.push_back(g.key + ": " + v);
+        entries.push_back(fmt::format("{{{}}}", fmt::join(parts, ", ")));
+      }
+      return fmt::format("[{}]", fmt::join(entries, ", "));
+    }
   }
   return "";
 }
@@ -833,10 +892,16 @@ std::string value_text(const Field<EvaluatorConfig>& field, const EvaluatorConfi
   return text_of(field, root);
 }
 
+std::string value_text(const Field<GroupOverrideConfig>& field, const GroupOverrideConfig& root) {
+  return text_of(field, root);
+}
+
 std::string markdown() {
   return "### Run keys\n\n" + table(train_fields(), "") +
          "\n### Evaluator keys (each entry of `evaluators`)\n\n" +
          table(evaluator_fields(), "evaluators[i].") +
+         "\n### Group override keys (each entry of `optimizer.group_overrides`)\n\n" +
+         table(group_override_fields(), "optimizer.group_overrides[i].") +
          "\n### OLMo keys accepted and ignored (a warning names each)\n\n" +
          ignored_list(ignored_train_keys(), "") + ignored_list(ignored_evaluator_keys(), "evaluators[i].");
 }

@@ -25,6 +25,8 @@ ReportSection report_section(const TrainConfig& c) {
   s.global_batch = c.global_train_batch_size;
   s.console_log_interval = c.console_log_interval;
   s.peak_tflops = c.peak_tflops;
+  s.precision = c.precision;
+  s.allow_tf32 = c.allow_tf32;
   s.loss_spike_factor = c.loss_spike_factor;
   s.max_bad_steps = c.max_bad_steps;
   s.auxiliary_loss_multiplier = c.auxiliary_loss_multiplier;

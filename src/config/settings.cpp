@@ -22,39 +22,60 @@ std::vector<SettingChange> changed_settings(const std::map<std::string, std::str
   return out;
 }
 
-nlohmann::ordered_json value_json(const Field<TrainConfig>& f, const TrainConfig& c) {
+namespace {
+
+template <class Root>
+nlohmann::ordered_json json_of(const Field<Root>& f, const Root& c) {
   using json = nlohmann::ordered_json;
   const auto optional = [](const auto& value) { return value ? json(*value) : json(nullptr); };
   switch (f.kind) {
     case Kind::Int:
-      return f.ref<int64_t>(c);
+      return f.template ref<int64_t>(c);
     case Kind::Double:
-      return f.ref<double>(c);
+      return f.template ref<double>(c);
     case Kind::Bool:
-      return f.ref<bool>(c);
+      return f.template ref<bool>(c);
     case Kind::String:
-      return f.ref<std::string>(c);
+      return f.template ref<std::string>(c);
     case Kind::Parsed:
       return f.text(c);
     case Kind::Enum:
       return value_text(f, c);
     case Kind::OptInt:
-      return optional(f.ref<std::optional<int64_t>>(c));
+      return optional(f.template ref<std::optional<int64_t>>(c));
     case Kind::OptDouble:
-      return optional(f.ref<std::optional<double>>(c));
+      return optional(f.template ref<std::optional<double>>(c));
     case Kind::OptBool:
-      return optional(f.ref<std::optional<bool>>(c));
+      return optional(f.template ref<std::optional<bool>>(c));
     case Kind::StringList:
-      return f.ref<std::vector<std::string>>(c);
+      return f.template ref<std::vector<std::string>>(c);
     case Kind::IntList:
-      return f.ref<std::vector<int64_t>>(c);
+      return f.template ref<std::vector<int64_t>>(c);
     case Kind::DoubleList:
-      return f.ref<std::vector<double>>(c);
+      return f.template ref<std::vector<double>>(c);
     case Kind::Evaluators:
       break;
+    case Kind::GroupOverrides: {
+      json entries = json::array();
+      for (const auto& entry : f.template ref<std::vector<GroupOverrideConfig>>(c)) {
+        json one = json::object();
+        for (const auto& g : group_override_fields()) {
+          json* at = &one;
+          for (size_t start = 0, dot; (dot = g.key.find('.', start)) != std::string::npos; start = dot + 1)
+            at = &(*at)[g.key.substr(start, dot - start)];
+          (*at)[g.key.substr(g.key.rfind('.') + 1)] = json_of(g, entry);
+        }
+        entries.push_back(std::move(one));
+      }
+      return entries;
+    }
   }
   return nullptr;
 }
+
+}  // namespace
+
+nlohmann::ordered_json value_json(const Field<TrainConfig>& f, const TrainConfig& c) { return json_of(f, c); }
 
 nlohmann::ordered_json nested_json(const TrainConfig& c, const std::string& prefix) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();

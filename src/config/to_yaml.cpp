@@ -30,13 +30,16 @@ void emit_string(YAML::Emitter& out, const std::string& s) {
 template <class Root>
 void emit_fields(YAML::Emitter& out, const std::vector<Field<Root>>& fields, const Root& root);
 
-void emit_evaluators(YAML::Emitter& out, const std::vector<EvaluatorConfig>& evaluators) {
-  if (evaluators.empty()) {
+// A list-of-maps key (evaluators, optimizer.group_overrides): one map of `fields` per entry.
+template <class Entry>
+void emit_entries(YAML::Emitter& out, const std::vector<Entry>& entries,
+                  const std::vector<Field<Entry>>& fields) {
+  if (entries.empty()) {
     out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
     return;
   }
   out << YAML::BeginSeq;
-  for (const auto& e : evaluators) emit_fields(out, schema::evaluator_fields(), e);
+  for (const auto& e : entries) emit_fields(out, fields, e);
   out << YAML::EndSeq;
 }
 
@@ -61,7 +64,13 @@ void emit_value(YAML::Emitter& out, const Field<Root>& f, const Root& root) {
       return;
     }
     case Kind::Evaluators:
-      if constexpr (std::is_same_v<Root, TrainConfig>) emit_evaluators(out, root.evaluators);
+      if constexpr (std::is_same_v<Root, TrainConfig>)
+        emit_entries(out, f.template ref<std::vector<EvaluatorConfig>>(root), schema::evaluator_fields());
+      return;
+    case Kind::GroupOverrides:
+      if constexpr (std::is_same_v<Root, TrainConfig>)
+        emit_entries(out, f.template ref<std::vector<GroupOverrideConfig>>(root),
+                     schema::group_override_fields());
       return;
     default:
       // Numbers, booleans, null and number lists: their YAML text, flow style.

@@ -184,6 +184,20 @@ void validate_optimizer(const OptimizerConfig& o, const Rules& r) {
                         "3.4e38)",
                         muon_decay),
             "use a learning rate such as 1e-3");
+  for (size_t i = 0; i < o.group_overrides.size(); ++i) {
+    const GroupOverrideConfig& g = o.group_overrides[i];
+    const std::string p = "optimizer.group_overrides[" + std::to_string(i) + "].";
+    check_values(schema::group_override_fields(), g, p, r);
+    r.require(!g.params.empty(), p + "params", p + "params is empty",
+              "name the parameters, e.g. params: [wte.weight] (globs such as blocks.*.attn.* too)");
+    r.require(!(g.lr && g.lr_multiplier), p + "opts.lr", p + "opts.lr and opts.lr_multiplier are both set",
+              "set one of the two");
+    r.require(!(g.weight_decay && g.weight_decay_multiplier), p + "opts.weight_decay",
+              p + "opts.weight_decay and opts.weight_decay_multiplier are both set", "set one of the two");
+    r.require(g.betas.empty() || g.betas.size() == 2, p + "opts.betas",
+              fmt::format("{}opts.betas needs two values, got {}", p, g.betas.size()),
+              "write betas: [0.9, 0.95]");
+  }
 }
 
 void validate_data(const TrainConfig& c, const Rules& r) {

@@ -27,6 +27,11 @@ ParamKind param_kind(const std::string& name) {
   return ParamKind::Norm;
 }
 
+bool is_topology_tensor(const std::string& name) {
+  const ParamName p = parse_param_name(name);
+  return p.owner == ParamName::Owner::Topology && p.local.find('.') == std::string::npos;
+}
+
 // From the shapes the modules create (attention.cpp, mlp.cpp, norm.cpp), so counting builds
 // no block and leaves the generator as it found it: a resumed run logs the count after
 // restoring it. The topology's own parameters come from building it, since each topology

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -30,6 +32,13 @@
 namespace siamese::train {
 
 namespace {
+
+// A subject's label as a file name: "pre:model.layer_norm_type=dyt" -> "pre_model.layer_norm_type_dyt".
+std::string file_label(std::string label) {
+  for (char& c : label)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return label;
+}
 
 // One model under test with its optimizer, loss scaler and position in the data.
 struct Subject {
@@ -143,7 +152,15 @@ TopologyBench bench_topologies(const std::vector<BenchSubject>& compared, const 
     for (size_t k = 0; k < subjects.size(); ++k) {
       OpProfile profile(device.is_cuda());
       for (int i = 0; i < options.steps; ++i) timed_step(*subjects[k], steps[k], alone, ds, order, device);
-      auto [host, kernels] = profile.stop();
+      std::string trace;
+      if (!options.trace_dir.empty()) {
+        std::filesystem::create_directories(options.trace_dir);
+        trace = (std::filesystem::path(options.trace_dir) /
+                 (file_label(subjects[k]->timing.topology) + ".trace.json"))
+                    .string();
+      }
+      auto [host, kernels] = profile.stop(trace);
+      subjects[k]->timing.trace_path = trace;
       subjects[k]->timing.ops = std::move(host);
       subjects[k]->timing.kernels = std::move(kernels);
       subjects[k]->timing.profiled_steps = options.steps;

@@ -45,9 +45,10 @@ OpProfile::~OpProfile() {
   if (running_) torch::autograd::profiler::disableProfiler();
 }
 
-OpProfile::Result OpProfile::stop() {
+OpProfile::Result OpProfile::stop(const std::string& trace_path) {
   running_ = false;
   const auto result = torch::autograd::profiler::disableProfiler();
+  if (!trace_path.empty()) result->save(trace_path);
   std::vector<OpInterval> host;
   std::map<std::string, OpTime> device;  // device work does not nest: self time is duration
   for (const auto& e : result->events()) {

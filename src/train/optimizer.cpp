@@ -1,8 +1,13 @@
 #include "siamese/train/optimizer.h"
 #include "siamese/model/accounting.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "siamese/common/error.h"
 #include "siamese/model/olmo_names.h"
@@ -10,63 +15,195 @@
 
 namespace siamese::train {
 
+namespace {
+
+// A parameter's settings before the overrides: its OLMo group, the topology's, or Muon's.
+ParamGroup default_group(const config::OptimizerConfig& cfg, const std::string& name,
+                         const torch::Tensor& p) {
+  using model::ParamKind;
+  ParamGroup g;
+  g.beta1 = cfg.betas[0];
+  g.beta2 = cfg.betas[1];
+  g.eps = cfg.eps;
+  const ParamKind kind = model::param_kind(name);
+  // Muon's matrices are the hidden layers' (MoE experts' stacks and routers included): the
+  // LM head (untied; tied, it is the embedding) maps to the vocabulary and stays with
+  // AdamW, as in Keller Jordan's setup.
+  if (cfg.name == config::OptimizerName::Muon && kind == ParamKind::Linear && p.dim() >= 2 &&
+      model::parse_param_name(name).owner != model::ParamName::Owner::Head) {
+    g.label = "muon";
+    g.muon = true;
+    g.lr_ratio = cfg.muon.learning_rate.value_or(cfg.learning_rate) / cfg.learning_rate;
+    g.weight_decay = cfg.muon.weight_decay.value_or(cfg.weight_decay);
+    return g;
+  }
+  if (model::is_topology_tensor(name)) {
+    g.label = "topology";
+    g.lr_ratio = cfg.topology_lr_multiplier;
+    g.weight_decay = cfg.topology_weight_decay;
+    return g;
+  }
+  bool decay = false;
+  switch (kind) {
+    case ParamKind::Linear:
+      decay = true;
+      break;
+    case ParamKind::Bias:
+    case ParamKind::Norm:
+      decay = cfg.decay_norm_and_bias;
+      break;
+    case ParamKind::Embedding:
+      decay = cfg.decay_embeddings;
+      break;
+  }
+  g.label = decay ? "decay" : "no_decay";
+  g.weight_decay = decay ? cfg.weight_decay : 0.0;
+  return g;
+}
+
+void apply_override(const config::OptimizerConfig& cfg, const config::GroupOverrideConfig& o, size_t index,
+                    ParamGroup& g) {
+  g.label = "group_overrides[" + std::to_string(index) + "]";
+  if (o.lr) g.lr_ratio = *o.lr / cfg.learning_rate;
+  if (o.lr_multiplier) g.lr_ratio *= *o.lr_multiplier;
+  if (o.weight_decay) g.weight_decay = *o.weight_decay;
+  if (o.weight_decay_multiplier) g.weight_decay *= *o.weight_decay_multiplier;
+  if (!o.betas.empty()) {
+    g.beta1 = o.betas[0];
+    g.beta2 = o.betas[1];
+  }
+  if (o.eps) g.eps = *o.eps;
+}
+
+bool same_settings(const ParamGroup& a, const ParamGroup& b) {
+  return a.label == b.label && a.muon == b.muon && a.lr_ratio == b.lr_ratio &&
+         a.weight_decay == b.weight_decay && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps;
+}
+
+}  // namespace
+
+std::vector<std::string> ParamGroups::names(const std::string& label) const {
+  std::vector<std::string> out;
+  for (const auto& g : groups)
+    if (g.label == label) out.insert(out.end(), g.names.begin(), g.names.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 ParamGroups param_groups(const config::OptimizerConfig& cfg,
                          const torch::OrderedDict<std::string, torch::Tensor>& params) {
-  using model::ParamKind;
-  ParamGroups g;
+  // Which override takes each parameter; globs follow Python's fnmatch (OLMo-core's), where
+  // * also matches dots: fnmatch(3) without FNM_PATHNAME.
+  std::map<std::string, size_t> taken;
+  for (size_t i = 0; i < cfg.group_overrides.size(); ++i) {
+    const std::string key = "optimizer.group_overrides[" + std::to_string(i) + "].params";
+    for (const auto& pattern : cfg.group_overrides[i].params) {
+      int matches = 0;
+      for (const auto& item : params) {
+        if (!item.value().requires_grad() || ::fnmatch(pattern.c_str(), item.key().c_str(), 0) != 0) continue;
+        ++matches;
+        if (default_group(cfg, item.key(), item.value()).muon)
+          throw Error("'" + pattern + "' matches " + item.key() + ", one of Muon's matrices", key,
+                      "narrow the pattern to AdamW's parameters (embeddings, the head, norms, biases, the "
+                      "topology's tensors); Muon's matrices take optimizer.muon.*");
+        const auto [at, fresh] = taken.emplace(item.key(), i);
+        if (!fresh && at->second != i)
+          throw Error(fmt::format("{} is matched by optimizer.group_overrides[{}] and [{}]", item.key(),
+                                  at->second, i),
+                      key, "let one override name each parameter");
+      }
+      if (matches == 0)
+        throw Error("'" + pattern + "' matches no parameter", key,
+                    "use a name or glob from the groups the trainer logs at start (run.json's param_groups), "
+                    "e.g. wte.weight or topology.blocks.*");
+    }
+  }
+  ParamGroups out;
   for (const auto& item : params) {
     if (!item.value().requires_grad()) continue;
-    const ParamKind kind = model::param_kind(item.key());
-    // Muon's matrices are the hidden layers' (MoE experts' stacks and routers included): the
-    // LM head (untied; tied, it is the embedding) maps to the vocabulary and stays with
-    // AdamW, as in Keller Jordan's setup.
-    if (cfg.name == config::OptimizerName::Muon && kind == ParamKind::Linear && item.value().dim() >= 2 &&
-        model::parse_param_name(item.key()).owner != model::ParamName::Owner::Head) {
-      g.muon.push_back(item.key());
-      continue;
+    ParamGroup g = default_group(cfg, item.key(), item.value());
+    if (const auto it = taken.find(item.key()); it != taken.end())
+      apply_override(cfg, cfg.group_overrides[it->second], it->second, g);
+    const auto same = std::find_if(out.groups.begin(), out.groups.end(),
+                                   [&](const ParamGroup& have) { return same_settings(have, g); });
+    if (same != out.groups.end()) {
+      same->names.push_back(item.key());
+    } else {
+      g.names = {item.key()};
+      out.groups.push_back(std::move(g));
     }
-    bool decay = false;
-    switch (kind) {
-      case ParamKind::Linear:
-        decay = true;
-        break;
-      case ParamKind::Bias:
-      case ParamKind::Norm:
-        decay = cfg.decay_norm_and_bias;
-        break;
-      case ParamKind::Embedding:
-        decay = cfg.decay_embeddings;
-        break;
-    }
-    (decay ? g.decay : g.no_decay).push_back(item.key());
   }
-  std::sort(g.decay.begin(), g.decay.end());
-  std::sort(g.no_decay.begin(), g.no_decay.end());
-  std::sort(g.muon.begin(), g.muon.end());
-  return g;
+  // OLMo's order: decayed, not decayed; then ours, then the overrides in config order.
+  const auto rank = [](const ParamGroup& g) {
+    return g.label == "decay" ? 0 : g.label == "no_decay" ? 1 : g.label == "topology" ? 2 : g.muon ? 4 : 3;
+  };
+  std::stable_sort(out.groups.begin(), out.groups.end(), [&](const ParamGroup& a, const ParamGroup& b) {
+    return rank(a) != rank(b) ? rank(a) < rank(b) : a.label < b.label;
+  });
+  for (auto& g : out.groups) std::sort(g.names.begin(), g.names.end());
+  return out;
+}
+
+std::vector<std::string> describe_groups(const ParamGroups& g, double learning_rate) {
+  std::vector<std::string> lines;
+  for (const auto& group : g.groups) {
+    const size_t shown = std::min<size_t>(group.names.size(), 3);
+    std::vector<std::string> names(group.names.begin(), group.names.begin() + shown);
+    const std::string more =
+        group.names.size() > shown ? fmt::format(", +{}", group.names.size() - shown) : "";
+    lines.push_back(fmt::format(
+        "optimizer group {} ({}): {} tensors, lr {:.4g}, weight_decay {:.4g}{} ({}{})", group.label,
+        group.muon ? "muon" : "adamw", group.names.size(), learning_rate * group.lr_ratio, group.weight_decay,
+        group.muon ? ""
+                   : fmt::format(", betas [{:.4g}, {:.4g}], eps {:.4g}", group.beta1, group.beta2, group.eps),
+        fmt::join(names, ", "), more));
+  }
+  return lines;
+}
+
+nlohmann::json groups_json(const ParamGroups& g, double learning_rate) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& group : g.groups) {
+    nlohmann::json one = {{"label", group.label},
+                          {"optimizer", group.muon ? "muon" : "adamw"},
+                          {"lr", learning_rate * group.lr_ratio},
+                          {"weight_decay", group.weight_decay}};
+    if (!group.muon) {
+      one["betas"] = {group.beta1, group.beta2};
+      one["eps"] = group.eps;
+    }
+    one["params"] = group.names;
+    out.push_back(std::move(one));
+  }
+  return out;
 }
 
 Optimizer::Optimizer(const config::OptimizerConfig& cfg,
                      const torch::OrderedDict<std::string, torch::Tensor>& params,
                      const WholeParamsOf* whole) {
   if (cfg.betas.size() != 2) throw Error("betas needs two values", "optimizer.betas", "e.g. [0.9, 0.95]");
-  auto options = [&](double weight_decay) {
-    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(cfg.learning_rate)
-                                                            .betas({cfg.betas[0], cfg.betas[1]})
-                                                            .eps(cfg.eps)
-                                                            .weight_decay(weight_decay));
-  };
-  const ParamGroups g = param_groups(cfg, whole ? whole->params : params);
+  groups_ = param_groups(cfg, whole ? whole->params : params);
   auto tensors = [&](const std::vector<std::string>& names) {
     std::vector<torch::Tensor> out;
     for (const auto& n : names) out.push_back(params[n]);
     return out;
   };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  if (!g.decay.empty()) groups.emplace_back(tensors(g.decay), options(cfg.weight_decay));
-  if (!g.no_decay.empty()) groups.emplace_back(tensors(g.no_decay), options(0.0));
-  adamw_ = std::make_unique<AdamW>(std::move(groups), torch::optim::AdamWOptions(cfg.learning_rate));
-  if (!g.muon.empty()) {
+  std::vector<torch::optim::OptimizerParamGroup> adam_groups;
+  std::vector<std::string> muon_names;
+  for (const auto& g : groups_.groups) {
+    if (g.muon) {
+      muon_names.insert(muon_names.end(), g.names.begin(), g.names.end());
+      continue;
+    }
+    adam_groups.emplace_back(tensors(g.names), std::make_unique<torch::optim::AdamWOptions>(
+                                                   torch::optim::AdamWOptions(cfg.learning_rate * g.lr_ratio)
+                                                       .betas({g.beta1, g.beta2})
+                                                       .eps(g.eps)
+                                                       .weight_decay(g.weight_decay)));
+    adamw_lr_ratios_.push_back(g.lr_ratio);
+  }
+  adamw_ = std::make_unique<AdamW>(std::move(adam_groups), torch::optim::AdamWOptions(cfg.learning_rate));
+  if (!muon_names.empty()) {
     const config::MuonConfig& m = cfg.muon;
     MuonOptions o;
     o.lr = m.learning_rate.value_or(cfg.learning_rate);
@@ -77,8 +214,9 @@ Optimizer::Optimizer(const config::OptimizerConfig& cfg,
     o.adjust_lr = m.adjust_lr;
     muon_lr_ratio_ = o.lr / cfg.learning_rate;
     std::vector<std::vector<int64_t>> shapes;
-    for (const auto& n : g.muon) shapes.push_back((whole ? whole->params[n] : params[n]).sizes().vec());
-    muon_ = std::make_unique<Muon>(tensors(g.muon), o, std::move(shapes), whole ? whole->layout : nullptr);
+    for (const auto& n : muon_names) shapes.push_back((whole ? whole->params[n] : params[n]).sizes().vec());
+    muon_ =
+        std::make_unique<Muon>(tensors(muon_names), o, std::move(shapes), whole ? whole->layout : nullptr);
   }
   for (const auto& item : params)
     if (item.value().requires_grad()) {
@@ -109,7 +247,8 @@ void Optimizer::zero_grad() {
 }
 
 void Optimizer::set_learning_rate(double lr) {
-  train::set_learning_rate(*adamw_, lr);
+  auto& groups = adamw_->param_groups();
+  for (size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(lr * adamw_lr_ratios_[i]);
   if (muon_) muon_->set_lr(lr * muon_lr_ratio_);
 }
 

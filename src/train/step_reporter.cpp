@@ -47,12 +47,13 @@ StepReporter::StepReporter(const config::ReportSection& cfg, torch::Device devic
       read_interval_(device.is_cuda() ? cfg.console_log_interval : 1),
       tokens_per_step_(cfg.global_batch * cfg.model.max_sequence_length),
       flops_per_token_(model::flops_per_token(cfg.model, cfg.model.max_sequence_length)),
-      peak_flops_(cfg.peak_tflops ? std::optional<double>(*cfg.peak_tflops * 1e12 * world_size)
-                                  : std::nullopt),
+      peak_(mfu_peak(cfg.peak_tflops, device, cfg.precision, cfg.allow_tf32)),
+      peak_flops_(peak_.tflops ? std::optional<double>(*peak_.tflops * 1e12 * world_size) : std::nullopt),
       bad_steps_(cfg.max_bad_steps),
       clock_(device),
       spikes_(cfg.loss_spike_factor) {
   if (main_rank) {
+    spdlog::info("{}", peak_.said);
     sinks_.push_back(std::make_unique<MetricsLog>(run_dir / "metrics.jsonl", first_step));
     sinks_.push_back(std::make_unique<TensorBoardWriter>(run_dir / "tensorboard"));
   }

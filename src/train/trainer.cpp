@@ -27,6 +27,7 @@
 #include "siamese/train/runtime.h"
 #include "siamese/train/save_folder.h"
 #include "siamese/train/setup.h"
+#include "siamese/train/step_profiler.h"
 #include "siamese/train/step_reporter.h"
 #include "siamese/train/stop_policy.h"
 #include "siamese/train/train_step.h"
@@ -80,6 +81,9 @@ void log_start(const config::TrainConfig& cfg, const Trainee& t, const dist::Par
       "bytes of optimizer state",
       plan.gradients().name(), plan.collectives().world_size(), param_bytes,
       plan.gradients().gradient_bytes(param_bytes), t.optim->state_bytes());
+  if (plan.collectives().rank() == 0)
+    for (const auto& line : describe_groups(t.optim->groups(), cfg.optimizer.learning_rate))
+      spdlog::info("{}", line);
   if (t.micro_batch < cfg.device_train_microbatch_size)
     spdlog::info("device_train_microbatch_size {} capped at each rank's share of the global batch, {}",
                  cfg.device_train_microbatch_size, t.micro_batch);
@@ -126,7 +130,7 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
   std::vector<SettingChange> changes;
   checkpoints.track(*t.scaler);
   TrainState state = checkpoints.load(*t.model, *t.optim, data.max_steps, changes);
-  checkpoints.record_run(data.max_steps, state);
+  checkpoints.record_run(data.max_steps, state, *t.optim);
   const int64_t first_step = state.step;
   StepReporter reporter(config::report_section(cfg), device, ranks.rank() == 0, ranks.world_size(),
                         checkpoints.folder(), first_step, data.max_steps);
@@ -149,6 +153,11 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
     }
   };
   TrainStep step = t.step(config::step_section(cfg), plan, device);
+  StepProfiler profiler(cfg.torch_profiling, checkpoints.folder(), ranks.rank(), first_step,
+                        device.is_cuda());
+  if (cfg.torch_profiling && profiler.last() > data.max_steps && ranks.rank() == 0)
+    spdlog::warn("torch_profiling traces steps {}-{}, and the run ends at step {}: no trace",
+                 profiler.first(), profiler.last(), data.max_steps);
   log_start(cfg, t, plan, device, data, first_step);
 
   // ---- loop --------------------------------------------------------------------------
@@ -186,7 +195,9 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
     state.tokens += data.tokens_per_step;
     const double lr = learning_rate(cfg.scheduler, cfg.optimizer.learning_rate, data.schedule_position(state),
                                     data.schedule_max);
+    profiler.step_begins(state.step);
     StepResult r = step.run(batch, lr, {layer_grads_every > 0 && state.step % layer_grads_every == 0});
+    profiler.step_ends(state.step);
     reporter.add({state.step, state.tokens, lr, seconds_since(loop_start),
                   plan.gradients().take_comm_seconds(), filtered, std::move(r), start_mark,
                   reporter.clock().mark()});

@@ -70,11 +70,13 @@ MuonDifferences muon_differences_from_torch(const config::OptimizerConfig& cfg,
     name_of[kv.value().unsafeGetTensorImpl()] = kv.key();
     write_npy(dir.file("init/" + kv.key() + ".npy"), kv.value().detach());
   }
-  std::vector<double> adamw_lrs, muon_lrs;
+  std::vector<double> muon_lrs;
+  std::vector<std::vector<double>> adamw_lrs(opt->adamw().param_groups().size());
   for (int step = 0; step < kMuonSteps; ++step) {
     const double lr = cfg.learning_rate * (1 - 0.07 * step);
     opt->set_learning_rate(lr);
-    adamw_lrs.push_back(lr);
+    for (size_t i = 0; i < adamw_lrs.size(); ++i)
+      adamw_lrs[i].push_back(opt->adamw().param_groups()[i].options().get_lr());
     muon_lrs.push_back(opt->muon()->options().lr);
     EXPECT_DOUBLE_EQ(muon_lrs.back(), cfg.muon.learning_rate.value_or(cfg.learning_rate) * (1 - 0.07 * step));
     torch::manual_seed(100 + step);
@@ -103,11 +105,12 @@ MuonDifferences muon_differences_from_torch(const config::OptimizerConfig& cfg,
                     {"nesterov", mo.nesterov},
                     {"ns_steps", mo.ns_steps},
                     {"adjust_lr_fn", config::name_of(mo.adjust_lr)}});
-  for (auto& g : opt->adamw().param_groups()) {
+  for (size_t i = 0; i < adamw_lrs.size(); ++i) {
+    auto& g = opt->adamw().param_groups()[i];
     const auto& o = static_cast<const torch::optim::AdamWOptions&>(g.options());
     groups.push_back({{"kind", "adamw"},
                       {"names", names(g.params())},
-                      {"lrs", adamw_lrs},
+                      {"lrs", adamw_lrs[i]},
                       {"weight_decay", o.weight_decay()},
                       {"betas", {std::get<0>(o.betas()), std::get<1>(o.betas())}},
                       {"eps", o.eps()}});
@@ -155,6 +158,39 @@ TEST(Muon, MatchesTorchMuonAndAdamWWithItsDefaults) {
   expect_matches_torch(cfg, "muon defaults");
 }
 
+// optimizer.group_overrides and the topology's group: AdamW groups of their own learning
+// rates (the schedule's fraction of each peak), weight decays, betas and epsilons, each the
+// update torch.optim.AdamW makes with those settings.
+TEST(Muon, MatchesTorchWithGroupOverrides) {
+  auto cfg = muon_config();
+  cfg.topology_lr_multiplier = 0.5;
+  config::GroupOverrideConfig embed, biases;
+  embed.params = {"wte.weight"};
+  embed.lr = 3e-3;
+  biases.params = {"blocks.*.bias", "topology.*.bias"};
+  biases.weight_decay = 0.05;
+  biases.betas = {0.8, 0.99};
+  biases.eps = 1e-7;
+  cfg.group_overrides = {embed, biases};
+  auto model_cfg = muon_test_model();
+  model_cfg.residual = "hybrid_pre";  // SiameseNorm's c1 gains: the topology's group
+  model::apply_required_settings(model_cfg);
+  model::Transformer m(model_cfg);
+  const auto g = param_groups(cfg, m->named_parameters());
+  ASSERT_EQ(g.names("group_overrides[0]"), std::vector<std::string>{"wte.weight"});
+  ASSERT_FALSE(g.names("group_overrides[1]").empty());
+  ASSERT_FALSE(g.names("topology").empty());
+  expect_matches_torch(cfg, "muon, AdamW group overrides", model_cfg);
+  // The override's peak is its own, scaled by the schedule's fraction.
+  auto opt = build_optimizer(cfg, m->named_parameters());
+  opt->set_learning_rate(cfg.learning_rate * 0.3);
+  const auto wte = m->named_parameters()["wte.weight"];
+  for (auto& group : opt->adamw().param_groups())
+    if (group.params()[0].is_same(wte)) {
+      EXPECT_DOUBLE_EQ(group.options().get_lr(), 3e-3 * 0.3);
+    }
+}
+
 TEST(Muon, MatchesTorchMuonWithOriginalAdjustmentAndPlainMomentum) {
   auto cfg = muon_config();
   cfg.muon.adjust_lr = config::MuonLrAdjust::Original;
@@ -173,10 +209,10 @@ TEST(Muon, OrthogonalisesEachExpertOfAStackAsTorchMuonDoesEachMatrix) {
   cfg.muon.adjust_lr = config::MuonLrAdjust::Original;
   expect_matches_torch(cfg, "muon original, MoE experts", muon_moe_test_model());
   model::Transformer m(muon_moe_test_model());
-  const auto g = param_groups(cfg, m->named_parameters());
+  const auto muon = param_groups(cfg, m->named_parameters()).names("muon");
   for (const char* name :
        {"blocks.0.mlp.experts.ff_proj", "blocks.0.mlp.experts.ff_out", "blocks.1.mlp.router.weight"})
-    EXPECT_NE(std::find(g.muon.begin(), g.muon.end(), name), g.muon.end()) << name;
+    EXPECT_NE(std::find(muon.begin(), muon.end(), name), muon.end()) << name;
 }
 
 // Muon's matrices are the blocks' attention and MLP weights; embeddings, the untied head,
@@ -188,8 +224,8 @@ TEST(Muon, TakesTheHiddenMatricesAndLeavesTheRestToAdamW) {
                                              "blocks.0.mlp.ff_out.weight",    "blocks.0.mlp.ff_proj.weight",
                                              "blocks.1.attn.att_proj.weight", "blocks.1.attn.attn_out.weight",
                                              "blocks.1.mlp.ff_out.weight",    "blocks.1.mlp.ff_proj.weight"};
-  EXPECT_EQ(g.muon, expected);
-  EXPECT_EQ(g.decay, std::vector<std::string>{"ff_out.weight"});  // the head
+  EXPECT_EQ(g.names("muon"), expected);
+  EXPECT_EQ(g.names("decay"), std::vector<std::string>{"ff_out.weight"});  // the head
   std::vector<std::string> others = {"ff_out.bias", "topology.ln_f.bias", "topology.ln_f.weight",
                                      "wpe.weight", "wte.weight"};
   for (const char* layer : {"blocks.0.", "blocks.1."})
@@ -200,7 +236,7 @@ TEST(Muon, TakesTheHiddenMatricesAndLeavesTheRestToAdamW) {
     for (const char* local : {"attn_norm.bias", "attn_norm.weight", "ff_norm.bias", "ff_norm.weight"})
       others.push_back(std::string(layer) + local);
   std::sort(others.begin(), others.end());
-  EXPECT_EQ(g.no_decay, others);
+  EXPECT_EQ(g.names("no_decay"), others);
 }
 
 // A skipped step (non-finite loss or gradient) changes neither weights nor momentum.

@@ -8,7 +8,12 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "support/temp_dir.h"
 
 namespace siamese::train {
 namespace {
@@ -56,6 +61,24 @@ TEST(OpProfile, RecordsEveryOpOfAForwardAndBackwardWithinTheWallTime) {
   }
   EXPECT_GT(self, 0);
   EXPECT_LE(self, wall);  // one thread's nested events cannot add up to more than the time
+}
+
+// The trace file holds the events the tables are folded from: Chrome's trace format, with
+// each op's complete events ("ph": "X") as many as the profile counted calls.
+TEST(OpProfile, TheTraceFileIsAChromeTraceOfTheSameOps) {
+  siamese::testing::TempDir dir;
+  auto w = torch::randn({64, 64}, torch::requires_grad());
+  auto x = torch::randn({32, 64});
+  OpProfile profile;
+  for (int i = 0; i < 3; ++i) torch::mm(x, w).relu().sum().backward();
+  const auto result = profile.stop(dir.file("trace.json"));
+  const auto trace = nlohmann::json::parse(std::ifstream(dir.file("trace.json")));
+  ASSERT_TRUE(trace.contains("traceEvents")) << trace.dump().substr(0, 400);
+  std::map<std::string, int64_t> complete;
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("ph", "") == "X" && e.contains("name") && e["name"].is_string()) ++complete[e["name"]];
+  const auto ops = by_op_name(result.host);
+  for (const char* name : {"aten::mm", "aten::relu"}) EXPECT_EQ(complete[name], ops.at(name).calls) << name;
 }
 
 // On a GPU the profile also holds the device's work: the kernels of a known amount of

@@ -133,18 +133,18 @@ TEST(Optimizer, OlmoParamGroups) {
   model::Transformer m(c);
   config::OptimizerConfig oc;
   auto g = train::param_groups(oc, m->named_parameters());
-  for (const auto& n : g.decay) EXPECT_NE(n.find("weight"), std::string::npos) << n;
+  for (const auto& n : g.names("decay")) EXPECT_NE(n.find("weight"), std::string::npos) << n;
   auto has = [](const std::vector<std::string>& v, const std::string& s) {
     return std::find(v.begin(), v.end(), s) != v.end();
   };
-  EXPECT_TRUE(has(g.no_decay, "wte.weight"));
-  EXPECT_TRUE(has(g.decay, "blocks.0.attn.att_proj.weight"));
-  EXPECT_TRUE(has(g.decay, "blocks.0.mlp.ff_out.weight"));
+  EXPECT_TRUE(has(g.names("no_decay"), "wte.weight"));
+  EXPECT_TRUE(has(g.names("decay"), "blocks.0.attn.att_proj.weight"));
+  EXPECT_TRUE(has(g.names("decay"), "blocks.0.mlp.ff_out.weight"));
   oc.decay_embeddings = true;
-  EXPECT_TRUE(has(train::param_groups(oc, m->named_parameters()).decay, "wte.weight"));
+  EXPECT_TRUE(has(train::param_groups(oc, m->named_parameters()).names("decay"), "wte.weight"));
   oc.decay_norm_and_bias = true;
   auto all = train::param_groups(oc, m->named_parameters());
-  EXPECT_TRUE(all.no_decay.empty());
+  EXPECT_TRUE(all.names("no_decay").empty());
   auto opt = train::build_optimizer(config::OptimizerConfig{}, m->named_parameters());
   ASSERT_EQ(opt->adamw().param_groups().size(), 2u);
   EXPECT_EQ(static_cast<torch::optim::AdamWOptions&>(opt->adamw().param_groups()[1].options()).weight_decay(),

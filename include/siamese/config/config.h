@@ -140,6 +140,17 @@ struct MuonConfig {
   MuonLrAdjust adjust_lr = MuonLrAdjust::MatchRmsAdamW;
 };
 
+// One entry of optimizer.group_overrides, OLMo-core's OptimGroupOverride: the parameters whose
+// names match any glob of `params` (Python fnmatch rules) take these settings in place of
+// their group's. Unset values keep the group's; a multiplier scales it (ours).
+struct GroupOverrideConfig {
+  std::vector<std::string> params;
+  std::optional<double> lr, lr_multiplier;
+  std::optional<double> weight_decay, weight_decay_multiplier;
+  std::vector<double> betas;  // empty: the group's
+  std::optional<double> eps;
+};
+
 struct OptimizerConfig {
   OptimizerName name = OptimizerName::AdamW;
   double learning_rate = 1e-4;
@@ -150,6 +161,11 @@ struct OptimizerConfig {
   bool decay_embeddings = false;
   std::optional<int64_t> metrics_log_interval;
   MuonConfig muon;  // ours
+  // ours: the topology's own tensors (mixing weights, gains, lambdas; not its norms) form a
+  // group of their own, with learning_rate * this and this weight decay.
+  double topology_lr_multiplier = 1.0;
+  double topology_weight_decay = 0.0;
+  std::vector<GroupOverrideConfig> group_overrides;
 };
 
 struct SchedulerConfig {
@@ -248,6 +264,7 @@ struct TrainConfig {
   int64_t eval_interval = 1000;
   int64_t eval_subset_num_batches = -1;
   int64_t console_log_interval = 1;
+  bool torch_profiling = false;  // a few steps as a Chrome trace per rank (train/step_profiler.h)
   DeviceSetting device{"auto"};  // ours: auto | cpu | cuda | cuda:N (device.h)
   // ours (trainer): hardware peak for MFU in TFLOP/s per rank (unset: MFU not reported),
   // how many non-finite steps to skip before stopping, and the loss-spike threshold as a

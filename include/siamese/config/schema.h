@@ -31,7 +31,8 @@ enum class Kind {
   StringList,
   IntList,
   DoubleList,
-  Evaluators
+  Evaluators,     // a list of EvaluatorConfig maps
+  GroupOverrides  // a list of GroupOverrideConfig maps
 };
 
 // The numbers a key accepts (each element, for a list); null passes.
@@ -104,6 +105,7 @@ struct IgnoredKey {
 
 const std::vector<Field<TrainConfig>>& train_fields();
 const std::vector<Field<EvaluatorConfig>>& evaluator_fields();
+const std::vector<Field<GroupOverrideConfig>>& group_override_fields();
 const std::vector<IgnoredKey>& ignored_train_keys();
 const std::vector<IgnoredKey>& ignored_evaluator_keys();
 
@@ -121,6 +123,7 @@ std::string accepted_text(const Bounds& bounds, const std::vector<std::string>& 
 // Doubles print in the shortest form that reads back to the same value.
 std::string value_text(const Field<TrainConfig>& field, const TrainConfig& root);
 std::string value_text(const Field<EvaluatorConfig>& field, const EvaluatorConfig& root);
+std::string value_text(const Field<GroupOverrideConfig>& field, const GroupOverrideConfig& root);
 // The same as a JSON value (numbers, booleans, null, lists; enums as their text).
 nlohmann::ordered_json value_json(const Field<TrainConfig>& field, const TrainConfig& root);
 // Every key under `prefix` ("model.") with its value, nested as in the YAML.

@@ -39,7 +39,9 @@ struct ReportSection {
   ModelConfig model;  // the FLOPs per token, MoE's logging
   int64_t global_batch = 0;
   int64_t console_log_interval = 1;
-  std::optional<double> peak_tflops;
+  std::optional<double> peak_tflops;      // null: the device's from train/device_peaks.h
+  Precision precision = Precision::Fp32;  // with allow_tf32, the peak's number format
+  bool allow_tf32 = true;
   double loss_spike_factor = 2.0;
   int64_t max_bad_steps = 0;
   double auxiliary_loss_multiplier = 0;  // named in the fix for a non-finite z-loss

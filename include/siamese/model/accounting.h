@@ -14,6 +14,9 @@ namespace siamese::model {
 //   topology-owned vectors such as hybrid_pre's c1).
 enum class ParamKind { Embedding, Linear, Norm, Bias };
 ParamKind param_kind(const std::string& name);
+// A tensor the topology registers itself (TopologyImpl::block_param and the like: mixing
+// weights, gains, lambdas), not one of its norms' weights.
+bool is_topology_tensor(const std::string& name);
 
 // Parameter counts per component, for `siamese inspect` and the trainer's start-up line.
 // Blocks are counted from their shapes (none is built); only the topology is built, since

@@ -19,6 +19,8 @@ struct BenchOptions {
   // After the timed rounds, `steps` more steps per subject under the op profiler
   // (op_profile.h), which slows them: they are not part of the timings.
   bool profile = false;
+  // With profile: a folder for each subject's trace, <label>.trace.json (empty: none).
+  std::string trace_dir;
   bool matmul_rate = true;  // measure TopologyBench::matmul_flops (about 2 s on a 2-core CPU)
 };
 
@@ -43,6 +45,7 @@ struct TopologyTiming {
   std::vector<OpTime> ops;      // with BenchOptions::profile, over `profiled_steps` steps
   std::vector<OpTime> kernels;  // the same on a GPU: device time of kernels, copies, memsets
   int profiled_steps = 0;
+  std::string trace_path;  // the profiled steps' Chrome trace, when BenchOptions::trace_dir is set
 };
 
 // The achievable matmul rate on `device` in this run (FLOP/s), the yardstick for MFU when

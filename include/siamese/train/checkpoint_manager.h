@@ -38,8 +38,8 @@ class CheckpointManager {
                   std::vector<SettingChange>& changes);
 
   // Rank 0 records the run beside its checkpoints: the resolved config, the tokenizer and
-  // the launch's provenance.
-  void record_run(int64_t max_steps, const TrainState& state);
+  // the launch's provenance (with the optimizer's groups).
+  void record_run(int64_t max_steps, const TrainState& state, const Optimizer& optim);
 
   // Saves step<state.step> (every rank calls it). False, and nothing written, when the
   // weights are no longer finite.

@@ -31,8 +31,9 @@ class OpProfile {
     std::vector<OpTime> host;    // by self time, largest first
     std::vector<OpTime> device;  // GPU activity by duration (device work does not nest)
   };
-  // Stops recording.
-  Result stop();
+  // Stops recording; with `trace_path`, also writes every event there as a Chrome trace (JSON
+  // that Perfetto, chrome://tracing and TensorBoard's profiler open).
+  Result stop(const std::string& trace_path = "");
 
  private:
   bool running_ = true;

@@ -4,8 +4,11 @@
 //
 // AdamW keeps OLMo's two parameter groups (olmo/optim.py get_param_groups): Linear weights
 // decay; biases and norm weights decay only with decay_norm_and_bias, embeddings only with
-// decay_embeddings. Names are sorted within each group, as OLMo does, so the optimizer
-// state lines up across runs and resumes.
+// decay_embeddings. The topology's own tensors (mixing weights, gains) are a third group,
+// with optimizer.topology_lr_multiplier and topology_weight_decay. optimizer.group_overrides
+// (OLMo-core's form) then moves the parameters its globs match into groups of their own.
+// Names are sorted within each group, as OLMo does, so the optimizer state lines up across
+// runs and resumes.
 //
 // The AdamW update is at::_fused_adamw_, one kernel for every parameter of a group on CPU and
 // CUDA: the kernel of torch.optim.AdamW(fused=True), bit for bit (tests/train/muon_test.cpp),
@@ -16,6 +19,7 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,14 +30,29 @@
 
 namespace siamese::train {
 
-// Parameter names by group: AdamW's decayed and not decayed ones, and Muon's matrices
-// (optimizer.name muon: the attention and MLP weight matrices of the blocks).
-struct ParamGroups {
-  std::vector<std::string> decay, no_decay, muon;
+// One group of parameters and its settings. `lr_ratio` is its peak learning rate over
+// optimizer.learning_rate: the schedule scales every group alike.
+struct ParamGroup {
+  std::string label;  // decay, no_decay, topology, muon, group_overrides[i]
+  bool muon = false;
+  std::vector<std::string> names;
+  double lr_ratio = 1, weight_decay = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-5;
 };
 
+struct ParamGroups {
+  std::vector<ParamGroup> groups;
+  // The names of every group labelled `label` (an override may make two, decayed or not).
+  std::vector<std::string> names(const std::string& label) const;
+};
+
+// Throws siamese::Error, naming the key, for an override glob that matches no parameter, a
+// parameter two overrides match, or (with muon) one of Muon's matrices.
 ParamGroups param_groups(const config::OptimizerConfig& cfg,
                          const torch::OrderedDict<std::string, torch::Tensor>& params);
+
+// One line per group for the start-up log, and the groups as run.json records them.
+std::vector<std::string> describe_groups(const ParamGroups& g, double learning_rate);
+nlohmann::json groups_json(const ParamGroups& g, double learning_rate);
 
 // A parameter's AdamW state; `step_count` is a float32 scalar on the parameter's device.
 struct AdamWState : torch::optim::AdamWParamState {
@@ -84,6 +103,7 @@ class Optimizer {
 
   AdamW& adamw() { return *adamw_; }
   Muon* muon() { return muon_.get(); }  // null unless optimizer.name is muon
+  const ParamGroups& groups() const { return groups_; }
   // What it updates, by parameter name: the parameters, or a sharded strategy's shards of
   // them (ShardLayout::optimizer_params).
   const torch::OrderedDict<std::string, torch::Tensor>& named_params() const { return named_; }
@@ -99,7 +119,9 @@ class Optimizer {
   std::vector<torch::Tensor> params_;
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<Muon> muon_;
-  double muon_lr_ratio_ = 1;  // optimizer.muon.learning_rate / optimizer.learning_rate
+  ParamGroups groups_;
+  std::vector<double> adamw_lr_ratios_;  // per AdamW param group
+  double muon_lr_ratio_ = 1;             // optimizer.muon.learning_rate / optimizer.learning_rate
   std::vector<std::function<void()>> pre_step_, post_step_;
 };
 

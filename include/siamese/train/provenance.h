@@ -1,11 +1,12 @@
 #pragma once
 // What produced a run, written by rank 0 to <save_folder>/run.json at every (re)start: the
 // code (git commit, -dirty for uncommitted changes), the command line, LibTorch / CUDA / NCCL
-// versions, the world (size, launcher, hosts), the parent of a decay branch and the planned
-// length in steps, which `siamese report` uses to tell a finished run from one that stopped
-// early.
+// versions, the world (size, launcher, hosts), the optimizer's parameter groups, the parent of
+// a decay branch and the planned length in steps, which `siamese report` uses to tell a
+// finished run from one that stopped early.
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct LaunchFacts {
   int64_t start_step = 0;  // > 0 when resumed
   int world_size = 1;
   std::string decay_from;  // the stable run's checkpoint a decay branch starts from, or empty
+  nlohmann::json param_groups = nlohmann::json::array();  // train::groups_json
 };
 
 void write_provenance(const std::filesystem::path& save_folder, const LaunchFacts& facts);

@@ -21,6 +21,7 @@
 #include "siamese/train/checkpoint.h"
 #include "siamese/train/console_log.h"
 #include "siamese/train/device_clock.h"
+#include "siamese/train/device_peaks.h"
 #include "siamese/train/loss_scale.h"
 #include "siamese/train/metrics.h"
 #include "siamese/train/tensorboard.h"
@@ -63,6 +64,7 @@ class StepReporter {
   std::filesystem::path run_dir_;
   int64_t read_interval_, tokens_per_step_;
   double flops_per_token_;
+  MfuPeak peak_;
   std::optional<double> peak_flops_;
   // metrics.jsonl and TensorBoard's events (for TensorBoard and W&B) on the main rank, then
   // the console's progress lines.
