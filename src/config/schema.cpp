@@ -402,6 +402,17 @@ std::vector<Field<T>> model_topology_fields() {
               "block_type moe: rescale the top-k routing weights to sum to 1 (transformers' norm_topk_prob; "
               "OLMoE keeps the raw softmax weights).",
               &T::model, &M::moe_norm_topk_prob),
+      ours<T>("model.moe_router_bias_rate",
+              "block_type moe: DeepSeek-V3's auxiliary-loss-free balancing (OLMo-core's bias_gamma): a "
+              "per-expert bias added to the scores for the top-k choice only, moved by this much after each "
+              "step toward the mean load, rate * sign(mean - load); e.g. 1e-3 (null: none).",
+              &T::model, &M::moe_router_bias_rate)
+          .positive(),
+      ours<T>("model.moe_lb_loss_granularity",
+              "block_type moe: the load-balancing loss over the micro-batch's tokens (local_batch) or per "
+              "sequence, averaged (instance: DeepSeek-V3's sequence-wise balance loss), as OLMo-core's.",
+              &T::model, &M::moe_lb_loss_granularity)
+          .changeable_on_resume(),
       ours<T>("model.residual", "Residual topology, the MODEL_TYPE values (see Topologies below).", &T::model,
               &M::residual),
       ours<T>("model.siamese.depth_scaling", "SiameseNorm: divide X-stream updates by c_l = sqrt(2(l+1)).",

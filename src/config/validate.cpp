@@ -117,6 +117,9 @@ void model_rules(const ModelConfig& m, const Rules& r) {
       !m.is_moe() || m.moe_top_k <= m.moe_num_experts, "model.moe_top_k",
       fmt::format("model.moe_top_k {} exceeds model.moe_num_experts {}", m.moe_top_k, m.moe_num_experts),
       "route each token to at most moe_num_experts experts");
+  r.require(m.is_moe() || !m.moe_router_bias_rate, "model.moe_router_bias_rate",
+            "model.moe_router_bias_rate is set, but block_type is not moe: there is no router to bias",
+            "set model.block_type: moe, or remove moe_router_bias_rate");
   r.require(!m.is_moe() || m.activation_type == Activation::SwiGLU, "model.activation_type",
             fmt::format("block_type moe builds SwiGLU experts, but activation_type is {}",
                         name_of(m.activation_type)),

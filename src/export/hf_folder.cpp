@@ -76,6 +76,12 @@ std::string export_model(const config::TrainConfig& config, model::TransformerIm
   const config::ModelConfig& c = config.model;
   const fs::path out = out_path.filename().empty() ? out_path.parent_path() : out_path;
   check_replaceable(out);
+  if (c.moe_router_bias_rate)
+    throw Error(
+        "the model's routers carry a score bias (model.moe_router_bias_rate), which neither OLMoE nor "
+        "modeling_siamese.py applies: the export would route tokens to other experts",
+        "model.moe_router_bias_rate",
+        "evaluate it with `siamese eval` and `siamese generate`, which apply the bias");
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (!options.tokenizer.empty()) {
     if (!fs::exists(options.tokenizer))

@@ -50,7 +50,9 @@ MoeMlpImpl::MoeMlpImpl(const config::ModelConfig& cfg, SublayerHooks hooks, int6
       log_counts_(cfg.moe_log_expert_assignment),
       capacity_factor_(cfg.moe_capacity_factor),
       load_balancing_weight_(cfg.moe_loss_weight),
-      z_loss_weight_(cfg.moe_zloss_weight.value_or(0.0)) {
+      z_loss_weight_(cfg.moe_zloss_weight.value_or(0.0)),
+      bias_rate_(cfg.moe_router_bias_rate.value_or(0.0)),
+      per_sequence_lb_(cfg.moe_lb_loss_granularity == config::LbLossGranularity::Instance) {
   if (cfg.moe_shared_expert) {
     ff_proj = register_module(
         "ff_proj", torch::nn::Linear(
@@ -63,6 +65,7 @@ MoeMlpImpl::MoeMlpImpl(const config::ModelConfig& cfg, SublayerHooks hooks, int6
   router = register_module("router",
                            torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, experts).bias(false)));
   // Values are drawn by TransformerImpl::reset_parameters, like every other matrix.
+  if (cfg.moe_router_bias_rate) score_bias = register_buffer("score_bias", torch::zeros({experts}));
   auto holder = register_module("experts", std::make_shared<torch::nn::Module>("Experts"));
   expert_ff_proj =
       holder->register_parameter("ff_proj", torch::empty({experts, mlp_hidden_size(cfg), cfg.d_model}));
@@ -143,6 +146,16 @@ void MoeMlpImpl::record(const MoeOutput& r, AuxLosses& aux) const {
   v.add(kAssignments, torch::full({}, double(r.assignments), counts.options()));
   v.add(kDropped, r.dropped);
   v.on_reduced("moe_routing", [keep = log_counts_](StepValues& values) { finish_routing(values, keep); });
+  if (!score_bias.defined() || !torch::GradMode::is_enabled()) return;
+  // The bias follows the step's loads, every rank's: its own entry, reduced with the rest.
+  const std::string loads = fmt::format("moe_router_bias_loads.{}", layer_);
+  v.add(loads, counts);
+  v.on_reduced(loads, [loads, bias = score_bias, rate = bias_rate_](StepValues& values) {
+    torch::NoGradGuard no_grad;
+    const auto load = values[loads];
+    bias.add_((rate * (load.mean() - load).sign()).to(bias.scalar_type()));
+    values.remove(loads);
+  });
 }
 
 MoeOutput MoeMlpImpl::route(const torch::Tensor& x) {
@@ -156,8 +169,17 @@ MoeOutput MoeMlpImpl::route(const torch::Tensor& x) {
   const auto routing = at::promote_types(logits.scalar_type(), torch::kFloat);
   const auto probs = torch::softmax(logits, -1, routing);
   auto [top_p, top_e] = probs.topk(top_k_, -1);
+  if (score_bias.defined()) {
+    {
+      torch::NoGradGuard no_grad;
+      top_e = std::get<1>((probs + score_bias).topk(top_k_, -1));
+    }
+    top_p = probs.gather(-1, top_e);
+  }
   if (norm_topk_) top_p = top_p / top_p.sum(-1, true);
   top_p = top_p.to(logits.scalar_type());
+  r.experts = top_e;
+  r.weights = top_p;
 
   // Assignment a = token * top_k + slot; sorted stably by expert, tokens stay in order.
   const auto expert_of = top_e.reshape(-1);
@@ -198,9 +220,20 @@ MoeOutput MoeMlpImpl::route(const torch::Tensor& x) {
 
   // A rank with no rows this micro-batch still runs it (gradient sync): its losses are 0.
   const double per_token = 1.0 / double(std::max<int64_t>(tokens, 1));
-  const auto share = counts.to(routing) * (per_token / double(top_k_));
-  const auto mean_p = (lbl_in_fp32_ ? probs : probs.to(logits.scalar_type())).sum(0) * per_token;
-  r.load_balancing = double(experts) * (share.to(mean_p.scalar_type()) * mean_p).sum();
+  const auto lb_probs = lbl_in_fp32_ ? probs : probs.to(logits.scalar_type());
+  if (per_sequence_lb_ && x.dim() == 3 && tokens > 0) {
+    // Per sequence b: experts / top_k * sum_e P_be * n_be, over all tokens (OLMo-core's instance).
+    const int64_t B = x.size(0);
+    const auto seq_counts = torch::zeros({B, experts}, lb_probs.options())
+                                .scatter_add_(1, top_e.reshape({B, -1}),
+                                              torch::ones_like(top_e.reshape({B, -1}), lb_probs.options()));
+    const auto seq_p = lb_probs.reshape({B, -1, experts}).mean(1);
+    r.load_balancing = (double(experts) / double(top_k_)) * (seq_p * seq_counts).sum() * per_token;
+  } else {
+    const auto share = counts.to(routing) * (per_token / double(top_k_));
+    const auto mean_p = lb_probs.sum(0) * per_token;
+    r.load_balancing = double(experts) * (share.to(mean_p.scalar_type()) * mean_p).sum();
+  }
   r.z_loss = torch::logsumexp(logits.to(routing), -1).square().sum() * per_token;
   r.out = out.reshape(x.sizes());
   return r;

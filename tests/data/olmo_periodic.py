@@ -9,18 +9,16 @@ repetition_max_count. OLMo-core lives in $SIAMESE_OLMO_CORE (default
 ~/.cache/siamese/olmo-core), ahead of the project's environment on sys.path. Exits non-zero
 when it does not import: a skip would hide a broken install.
 """
-import os
 import sys
+from pathlib import Path
 
 import numpy as np
 
-olmo_core_dir = os.environ.get("SIAMESE_OLMO_CORE") or os.path.expanduser("~/.cache/siamese/olmo-core")
-sys.path.insert(0, olmo_core_dir)
-try:
-    from olmo_core.data.utils import find_periodic_sequences
-except ImportError as e:
-    sys.exit(f"olmo_periodic: OLMo-core does not import from {olmo_core_dir}: {e}\n"
-             "fix: run scripts/setup.sh (it installs scripts/requirements-olmo-core.txt there)")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from olmo_core_import import olmo_core
+
+(data_utils,) = olmo_core("olmo_periodic", "olmo_core.data.utils")
+find_periodic_sequences = data_utils.find_periodic_sequences
 
 with open(sys.argv[1]) as f, open(sys.argv[2], "w") as out:
     for line in f:

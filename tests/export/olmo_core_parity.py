@@ -25,6 +25,7 @@ broken install.
 """
 import os
 import sys
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -33,17 +34,15 @@ TOLERANCE = 1e-5
 BLOCKS = {"pre": "default", "lns": "default_scaled", "reordered": "reordered_norm", "peri": "peri_norm",
           "ngpt": "normalized"}
 
-olmo_core_dir = os.environ.get("SIAMESE_OLMO_CORE") or os.path.expanduser("~/.cache/siamese/olmo-core")
-sys.path.insert(0, olmo_core_dir)
-try:
-    import olmo_core
-    from olmo_core.nn.feed_forward import FeedForwardConfig
-    from olmo_core.nn.transformer import TransformerConfig
-    from olmo_core.version import VERSION
-except ImportError as e:
-    sys.exit(f"olmo_core_parity: OLMo-core does not import from {olmo_core_dir}: {e}\n"
-             "fix: run scripts/setup.sh (it installs scripts/requirements-olmo-core.txt there)")
-print(f"OLMo-core {VERSION} from {os.path.dirname(olmo_core.__file__)}")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from olmo_core_import import olmo_core
+
+olmo_core_package, feed_forward, transformer, version = olmo_core(
+    "olmo_core_parity", "olmo_core", "olmo_core.nn.feed_forward", "olmo_core.nn.transformer", "olmo_core.version")
+FeedForwardConfig = feed_forward.FeedForwardConfig
+TransformerConfig = transformer.TransformerConfig
+VERSION = version.VERSION
+print(f"OLMo-core {VERSION} from {os.path.dirname(olmo_core_package.__file__)}")
 
 
 class Mismatch(Exception):

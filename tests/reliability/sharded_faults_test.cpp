@@ -369,15 +369,19 @@ TEST(Launcher, AKilledRankIsACrashNotBadInput) {
 
 // scripts/torchrun --max-restarts: kill -9 of one of 2 ranks after the step-4 checkpoint, and
 // the launcher starts the ranks again by itself; they resume from the newest intact checkpoint
-// and end with an uninterrupted run's losses at every step, bit for bit. Bad input is not
-// retried: a bad config under --max-restarts 3 exits 2 once. (torchrun's own --max-restarts
-// retried every failure alike, bad configs included.)
-TEST(Launcher, ACrashedRankRestartsAndResumesButBadInputIsNotRetried) {
-  const auto root = scratch("launcher_restarts");
+// and end with an uninterrupted run's losses at every step, bit for bit, under ddp and under
+// FULL_SHARD (whose ranks resume their optimizer shards). Bad input is not retried: a bad
+// config under --max-restarts 3 exits 2 once. (torchrun's own --max-restarts retried every
+// failure alike, bad configs included.)
+void expect_a_killed_rank_restarts_and_resumes(const std::string& name,
+                                               config::DistributedStrategy strategy) {
+  SCOPED_TRACE(name);
+  const auto root = scratch("launcher_restarts_" + name);
   config::TrainConfig ref = tiny(root / "uninterrupted");
   ref.max_duration = "40";
   ref.save_interval = 2;
   ref.distributed.timeout_seconds = 20;
+  ref.distributed_strategy = strategy;
   ASSERT_EQ(
       run_siamese(train_args(ref), root / "uninterrupted.log", under_torchrun(2, free_port())).exit_code, 0)
       << read_all(root / "uninterrupted.log");
@@ -399,7 +403,13 @@ TEST(Launcher, ACrashedRankRestartsAndResumesButBadInputIsNotRetried) {
   EXPECT_NE(done.output.find("restart 1 of 1 after the crash"), std::string::npos) << done.output;
   EXPECT_NE(done.output.find("resumed from"), std::string::npos) << done.output;
   EXPECT_EQ(losses(c.save_folder), losses(ref.save_folder)) << done.output;
+}
 
+TEST(Launcher, ACrashedRankRestartsAndResumesButBadInputIsNotRetried) {
+  expect_a_killed_rank_restarts_and_resumes("ddp", config::DistributedStrategy::Ddp);
+  expect_a_killed_rank_restarts_and_resumes("full_shard", config::DistributedStrategy::Fsdp);
+
+  const auto root = scratch("launcher_restarts_bad");
   config::TrainConfig bad = tiny(root / "bad");
   bad.optimizer.learning_rate = -1;
   Limits bad_limits = under_torchrun(2, free_port());

@@ -1,26 +1,22 @@
 """OLMo-core's parameter groups for a list of parameter names and group overrides, the reference
-for Optimizer.GroupOverridesMatchTheParametersOlmoCoresGlobsMatch (tests/train/optimizer_test.cpp).
+for GroupOverrides.TakeTheParametersOlmoCoresGlobsGiveThem (tests/train/group_overrides_test.cpp).
 
 usage: olmo_core_groups.py SPEC.json OUT.json
 SPEC.json: {"names": [...], "overrides": [{"params": [...], "opts": {...}}, ...]}.
 OUT.json: {"groups": [{"params": [names], "opts": {...}}, ...]} in OLMo-core's order (the
 overrides, then the rest), or {"error": "..."} when OLMo-core refuses the overrides.
-OLMo-core comes from $SIAMESE_OLMO_CORE (default ~/.cache/siamese/olmo-core).
+OLMo-core comes from tests/support/olmo_core_import.py's folder.
 """
 import json
-import os
 import sys
 from pathlib import Path
 
-olmo_core_dir = os.environ.get("SIAMESE_OLMO_CORE") or os.path.expanduser("~/.cache/siamese/olmo-core")
-sys.path.insert(0, olmo_core_dir)
-try:
-    import torch
-    from olmo_core.exceptions import OLMoConfigurationError
-    from olmo_core.optim import AdamWConfig, OptimGroupOverride
-except ImportError as e:
-    sys.exit(f"olmo_core_groups: OLMo-core does not import from {olmo_core_dir}: {e}\n"
-             "fix: run scripts/setup.sh (it installs scripts/requirements-olmo-core.txt there)")
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from olmo_core_import import olmo_core
+
+exceptions, optim = olmo_core("olmo_core_groups", "olmo_core.exceptions", "olmo_core.optim")
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 
@@ -36,13 +32,13 @@ for name in spec["names"]:
     at.register_parameter(leaf, torch.nn.Parameter(torch.zeros(1)))
 assert [n for n, _ in model.named_parameters()] == spec["names"]
 
-config = AdamWConfig(group_overrides=[OptimGroupOverride(params=o["params"], opts=o["opts"])
+config = optim.AdamWConfig(group_overrides=[optim.OptimGroupOverride(params=o["params"], opts=o["opts"])
                                       for o in spec["overrides"]])
 name_of = {id(p): n for n, p in model.named_parameters()}
 try:
     groups = config.build_groups(model)
     out = {"groups": [{"params": [name_of[id(p)] for p in g["params"]],
                        "opts": {k: v for k, v in g.items() if k != "params"}} for g in groups]}
-except OLMoConfigurationError as e:
+except exceptions.OLMoConfigurationError as e:
     out = {"error": str(e)}
 Path(sys.argv[2]).write_text(json.dumps(out))

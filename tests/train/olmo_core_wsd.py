@@ -4,18 +4,16 @@ LrSchedule.WsdIsOlmoCoresAtEveryStep (tests/train/lr_schedule_test.cpp).
 usage: olmo_core_wsd.py PEAK WARMUP T_MAX WARMUP_MIN_LR DECAY_MIN_LR (decay=N | fraction=F)
 
 Prints one line per t = 0 .. T_MAX: "t lr" with lr as repr of a Python float. OLMo-core comes
-from $SIAMESE_OLMO_CORE (default ~/.cache/siamese/olmo-core), as tests/export/olmo_core_parity.py.
+from tests/support/olmo_core_import.py's folder.
 """
-import os
 import sys
+from pathlib import Path
 
-olmo_core_dir = os.environ.get("SIAMESE_OLMO_CORE") or os.path.expanduser("~/.cache/siamese/olmo-core")
-sys.path.insert(0, olmo_core_dir)
-try:
-    from olmo_core.optim.scheduler import WSD
-except ImportError as e:
-    sys.exit(f"olmo_core_wsd: OLMo-core does not import from {olmo_core_dir}: {e}\n"
-             "fix: run scripts/setup.sh (it installs scripts/requirements-olmo-core.txt there)")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from olmo_core_import import olmo_core
+
+(scheduler,) = olmo_core("olmo_core_wsd", "olmo_core.optim.scheduler")
+WSD = scheduler.WSD
 
 peak, warmup, t_max, warmup_min_lr, decay_min_lr = (float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                                     float(sys.argv[4]), float(sys.argv[5]))

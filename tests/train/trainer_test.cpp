@@ -126,6 +126,15 @@ TEST(Trainer, StoppedAndResumedMoeRunMatchesBitForBit) {
                       "_moe", {"pre", "hybrid_pre"});
 }
 
+// DeepSeek-V3's router bias lives in the checkpoint (score_bias buffers): a resume that lost
+// it would route the next steps differently. With the sequence-wise balance loss.
+TEST(Trainer, StoppedAndResumedMoeRunWithRouterBiasMatchesBitForBit) {
+  expect_exact_resume("0",
+                      "--model.block_type=moe --model.moe_num_experts=4 --model.moe_top_k=2 "
+                      "--model.moe_router_bias_rate=0.01 --model.moe_lb_loss_granularity=instance",
+                      "_moe_bias", {"pre"});
+}
+
 // block_type moe with Muon (each expert orthogonalised on its own) trains the same with every
 // block checkpointed: the auxiliary losses keep their gradients through the recomputation.
 //

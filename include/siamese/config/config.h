@@ -103,6 +103,11 @@ struct ModelConfig {
   bool moe_dropless = true;
   double moe_capacity_factor = 1.25;
   bool moe_norm_topk_prob = false;  // ours: transformers' norm_topk_prob (OLMoE: false)
+  // ours: DeepSeek-V3's auxiliary-loss-free balancing (OLMo-core's bias_gamma): a per-expert
+  // bias on the scores for the top-k choice only, moved by this after each step toward the
+  // mean load (unset: no bias).
+  std::optional<double> moe_router_bias_rate;
+  LbLossGranularity moe_lb_loss_granularity = LbLossGranularity::LocalBatch;  // ours
 
   // ours
   std::string residual = "pre";  // the topology; MODEL_TYPE values (src/model/topologies)

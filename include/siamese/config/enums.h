@@ -110,6 +110,11 @@ SIAMESE_ENUM_NAMES(InitFn, FullMegatron, Spelling("normal"), Spelling("mitchell"
 enum class MoeImpl { Sparse, Grouped, Loop };
 SIAMESE_ENUM_NAMES(MoeImpl, Loop, Spelling("sparse"), Spelling("grouped"), Spelling("loop"));
 
+// Over what an MoE block's load-balancing loss counts its shares (OLMo-core's
+// MoELoadBalancingLossGranularity): the micro-batch's tokens together, or each sequence.
+enum class LbLossGranularity { LocalBatch, Instance };
+SIAMESE_ENUM_NAMES(LbLossGranularity, Instance, Spelling("local_batch"), Spelling("instance"));
+
 enum class OptimizerName { AdamW, Muon };
 SIAMESE_ENUM_NAMES(OptimizerName, Muon, Spelling("adamw"), Spelling("muon"));
 

@@ -16,6 +16,12 @@
 // device: the expert counts stay there.
 // moe_dropless false keeps at most int(moe_capacity_factor * tokens * top_k /
 // num_experts) tokens per expert, the earliest ones (megablocks' rule), and drops the rest.
+// With moe_router_bias_rate (DeepSeek-V3's auxiliary-loss-free balancing, OLMo-core's
+// bias_gamma), the top-k choice ranks probs + score_bias while the weights stay the probs; the
+// float32 buffer score_bias (in every checkpoint) moves after each step by rate * sign(mean
+// load - load), the loads being every rank's and micro-batch's assignments of the step.
+// moe_lb_loss_granularity instance counts the load-balancing loss per sequence (OLMo-core's
+// instance granularity, DeepSeek-V3's sequence-wise balance loss).
 //
 // What it leaves in the step's record (step_values.h), all ranks' tokens together: its two
 // auxiliary losses, and the routing as moe_load_min / moe_load_max (an expert's share of a
@@ -41,6 +47,7 @@ struct MoeOutput {
   // Router z-loss (ST-MoE): mean over tokens of logsumexp(router logits)^2.
   torch::Tensor z_loss;
   torch::Tensor tokens_per_expert;  // int64 [experts] on the device: assignments, before dropping
+  torch::Tensor experts, weights;   // [tokens, top_k]: each token's chosen experts and their weights
   torch::Tensor dropped;            // int64 scalar on the device: assignments over an expert's capacity
   int64_t assignments = 0;          // tokens * top_k
 };
@@ -68,6 +75,8 @@ class MoeMlpImpl : public FeedForwardImpl {
   // Router weight [num_experts, d]; the experts' stacked SwiGLU weights.
   torch::nn::Linear router{nullptr};
   torch::Tensor expert_ff_proj, expert_ff_out;
+  // float32 [experts] with moe_router_bias_rate, else undefined.
+  torch::Tensor score_bias;
 
  private:
   void record(const MoeOutput& r, AuxLosses& aux) const;
@@ -85,6 +94,8 @@ class MoeMlpImpl : public FeedForwardImpl {
   bool norm_topk_ = false, dropless_ = true, lbl_in_fp32_ = false, loop_ = false, log_counts_ = false;
   double capacity_factor_ = 1.0;
   double load_balancing_weight_ = 0, z_loss_weight_ = 0;  // moe_loss_weight, moe_zloss_weight
+  double bias_rate_ = 0;                                  // moe_router_bias_rate
+  bool per_sequence_lb_ = false;                          // moe_lb_loss_granularity instance
 };
 TORCH_MODULE(MoeMlp);
 
