@@ -8,7 +8,10 @@ gradient norm before clipping, log scale) and, when the runs logged per-layer gr
 norms, <out>_layer_grad_norms.png (paper Fig. 5: per-layer norm by depth, averaged over
 the logged steps); with --overview also <out>_overview.png, the loss and the per-layer
 norms side by side, and, when the runs' evaluations scored held-out answers (the arithmetic
-corpus), their exact match over steps beside them (the quickstart's figure). Values are read as the trainer logged them; nothing is re-derived
+corpus), their exact match over steps beside them (the quickstart's figure). When the runs
+logged residual-stream statistics (stream_stats_interval), <out>_streams.png: each stream's
+RMS by depth and each sublayer's output RMS by depth at the last logged step, and the
+largest attention logit over steps. Values are read as the trainer logged them; nothing is re-derived
 except a moving average for readability.
 """
 import argparse
@@ -24,7 +27,7 @@ from plot_style import log_axes, make_out_folder
 
 
 def read_run(run):
-    steps, loss, gnorm, layer, exact = [], [], [], [], []
+    steps, loss, gnorm, layer, exact, streams = [], [], [], [], [], []
     with open(os.path.join(run, "metrics.jsonl")) as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
@@ -34,7 +37,9 @@ def read_run(run):
                 j = json.loads(line)
             except json.JSONDecodeError as e:
                 raise SystemExit(f"{run}/metrics.jsonl:{n}: not valid JSON ({e})")
-            if j.get("event") == "eval" and j.get("exact_match") is not None:
+            if j.get("event") == "stream_stats":
+                streams.append(j)
+            elif j.get("event") == "eval" and j.get("exact_match") is not None:
                 exact.append((j["step"], j["exact_match"]))
             elif "layer_grad_norms" in j:
                 layer.append(j["layer_grad_norms"])
@@ -42,7 +47,7 @@ def read_run(run):
                 steps.append(j["step"])
                 loss.append(j["loss"] if j["loss"] is not None else math.nan)
                 gnorm.append(j["grad_norm"] if j.get("grad_norm") is not None else math.nan)
-    return steps, loss, gnorm, layer, exact
+    return steps, loss, gnorm, layer, exact, streams
 
 
 def label_of(run):
@@ -61,7 +66,7 @@ def smooth(values, window):
 
 
 def draw_loss(ax, data, cmap, window, ymax):
-    for i, (r, (s, l, _, _, _)) in enumerate(data.items()):
+    for i, (r, (s, l, *_)) in enumerate(data.items()):
         ax.plot(s, smooth(l, window), label=label_of(r), color=cmap(i % cmap.N), lw=1.3)
     ax.set_xlabel("step")
     ax.set_ylabel(f"training loss (moving average of {window})")
@@ -95,6 +100,35 @@ def draw_exact_match(ax, scored, cmap, names):
     ax.set_title("Held-out exact match")
 
 
+def draw_streams(streamed, cmap, names, out):
+    # What the normalization papers argue from, as the run trained: a Post-Norm-like stream
+    # stays bounded over depth, a Pre-Norm-like one grows.
+    fig, axes = plt.subplots(1, 3, figsize=(18, 4.8))
+    for r, rows in streamed.items():
+        color = cmap(names.index(r) % cmap.N)
+        last = rows[-1]
+        for k, key in enumerate(sorted(key for key in last if key.startswith("rms."))):
+            axes[0].plot(range(len(last[key])), last[key], marker="o", ms=3, ls=["-", "--", ":", "-."][k % 4],
+                         color=color, label=f"{label_of(r)} {key[4:]}")
+        for key, style in (("sublayer_rms.attn", "-"), ("sublayer_rms.ffn", "--")):
+            if key in last:
+                axes[1].plot(range(len(last[key])), last[key], marker="o", ms=3, ls=style, color=color,
+                             label=f"{label_of(r)} {key.split('.')[1]}")
+        axes[2].plot([row["step"] for row in rows], [max(row["max_attn_logit"]) for row in rows], marker="o",
+                     ms=3, color=color, label=label_of(r))
+    step = max(rows[-1]["step"] for rows in streamed.values())
+    log_axes(axes[0], "depth (0: embeddings, i: after block i)", "stream RMS",
+             f"Residual streams by depth (step {step})", legend_columns=2)
+    log_axes(axes[1], "layer", "sublayer output RMS", f"Sublayer outputs by depth (step {step})", legend_columns=2)
+    axes[2].set_xlabel("step")
+    axes[2].set_ylabel("largest attention logit (over layers)")
+    axes[2].grid(alpha=0.3)
+    axes[2].legend(fontsize=7, ncol=2)
+    axes[2].set_title("Attention logit growth")
+    fig.tight_layout()
+    fig.savefig(out + "_streams.png", dpi=120)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+")
@@ -115,7 +149,7 @@ def main():
     fig.savefig(a.out + "_loss.png", dpi=120)
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for i, (r, (s, _, g, _, _)) in enumerate(data.items()):
+    for i, (r, (s, _, g, *_)) in enumerate(data.items()):
         ax.plot(s, g, label=label_of(r), color=cmap(i % cmap.N), lw=0.9)
     log_axes(ax, "step", "global gradient norm (before clipping)", "Gradient norm", legend_columns=2)
     fig.tight_layout()
@@ -126,6 +160,10 @@ def main():
         draw_layer_grad_norms(ax, layered, cmap)
         fig.tight_layout()
         fig.savefig(a.out + "_layer_grad_norms.png", dpi=120)
+
+    streamed = {r: d[5] for r, d in data.items() if d[5]}
+    if streamed:
+        draw_streams(streamed, cmap, list(data), a.out)
 
     if a.overview:
         scored = {r: d[4] for r, d in data.items() if d[4]}

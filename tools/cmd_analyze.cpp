@@ -15,9 +15,11 @@
 #include "siamese/analysis/logit_lens.h"
 #include "siamese/analysis/magnitude.h"
 #include "siamese/analysis/stream_mixing.h"
+#include "siamese/analysis/stream_stats.h"
 #include "siamese/data/token_dataset.h"
 #include "siamese/train/checkpoint_model.h"
 #include "siamese/train/runtime.h"
+#include "siamese/train/stream_stats_log.h"
 
 namespace siamese::cli {
 
@@ -51,14 +53,9 @@ int run_analyze(const AnalyzeArgs& a) {
       a.dtype.empty() ? ck.config.data.memmap_dtype : *config::enum_named<config::TokenDtype>(a.dtype);
   data::TokenDataset ds(a.data, dtype, mc.max_sequence_length, mc.embedding_size);
   // Instances spread evenly over the files, the same ones for every checkpoint.
-  const int64_t wanted = std::min(ds.size(), a.batches * a.batch_size);
-  std::vector<torch::Tensor> batches;
-  for (int64_t start = 0; start < wanted; start += a.batch_size) {
-    std::vector<int64_t> idx;
-    for (int64_t i = start; i < std::min(wanted, start + a.batch_size); ++i)
-      idx.push_back(i * ds.size() / wanted);
-    batches.push_back(ds.batch(idx).to(device));
-  }
+  const auto sample = data::spread_sample(ds, a.batches * a.batch_size).to(device);
+  const int64_t wanted = sample.size(0);
+  const std::vector<torch::Tensor> batches = sample.split(a.batch_size);
   spdlog::info("analyzing {} (step {}, {}) on {} sequences of {} tokens", ck.dir.string(), ck.step,
                mc.residual, wanted, mc.max_sequence_length);
 
@@ -72,6 +69,10 @@ int run_analyze(const AnalyzeArgs& a) {
   for (const auto& [stream, v] : mag.by_stream) m[stream] = v;
   doc["magnitude"] = {
       {"layers", "index 0 = embeddings, i = after block i-1"}, {"streams", m}, {"final", mag.final_norm}};
+
+  // The trainer's stream_stats rows, here on the first batch: with --batches 1 --batch-size
+  // of the run's micro-batch over its data.paths, the trainer's own sample.
+  doc["stream_stats"] = train::stream_stats_row(ck.step, analysis::stream_stats(*ck.model, batches.front()));
 
   const auto mix = analysis::stream_mixing(*ck.model);
   nlohmann::ordered_json sites = nlohmann::ordered_json::array();

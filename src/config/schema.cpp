@@ -182,6 +182,13 @@ std::vector<Field<T>> run_fields() {
                "Trace steps 7-9 of the process (OLMo-core's profiler schedule: 1 wait, 5 warm-up, 3 "
                "traced) to save_folder/profiler/step<A>-<B>.rank<R>.chrome_trace.json.",
                &T::torch_profiling),
+      ours<T>(
+          "stream_stats_interval",
+          "Every N steps, per layer and stream: the stream's RMS, each sublayer's output RMS, the largest "
+          "attention logit and multi-stream mixing weights, on a fixed micro-batch of the training data "
+          "(metrics.jsonl event stream_stats, TensorBoard; null: off).",
+          &T::stream_stats_interval)
+          .positive(),
       ours<T>("peak_tflops",
               "Hardware peak TFLOP/s per rank for MFU (null: the GPU's dense peak from the table in "
               "docs/configuration.md; none on CPUs or unknown GPUs).",

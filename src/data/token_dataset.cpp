@@ -84,4 +84,11 @@ TokenDataset train_dataset(const config::DataSection& d) {
               "list token files, or set data.synthetic: arithmetic");
 }
 
+torch::Tensor spread_sample(const TokenDataset& ds, int64_t n) {
+  n = std::min(n, ds.size());
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < n; ++i) idx.push_back(i * ds.size() / n);
+  return ds.batch(idx);
+}
+
 }  // namespace siamese::data

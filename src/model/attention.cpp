@@ -1,7 +1,10 @@
 #include "siamese/model/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "siamese/model/attention_call.h"
 
 namespace siamese::model {
 
@@ -210,6 +213,27 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> AttentionImpl::prepare_h
   else if (rope_)
     std::tie(q, k) = rope_->apply(q, k, past);
   return {q, k, v};
+}
+
+torch::Tensor AttentionImpl::max_logit(const torch::Tensor& x) {
+  torch::NoGradGuard no_grad;
+  auto qkv = project(x);
+  if (clip_qkv_) qkv = qkv.clamp(-*clip_qkv_, *clip_qkv_);
+  auto [q, k, v] = prepare_heads(qkv, 0, nullptr, nullptr);
+  if (n_kv_heads_ != n_heads_) k = k.repeat_interleave(n_heads_ / n_kv_heads_, 1);
+  const double scale = hooks_.softmax_scale.value_or(1.0 / std::sqrt(double(head_dim_)));
+  const int64_t T = q.size(2), chunk = 256;
+  const auto keys = k.to(torch::kFloat).transpose(-1, -2);
+  const auto positions = torch::arange(T, q.options().dtype(torch::kLong));
+  auto best = torch::full({}, -std::numeric_limits<float>::infinity(), q.options().dtype(torch::kFloat));
+  for (int64_t start = 0; start < T; start += chunk) {
+    const int64_t n = std::min(chunk, T - start);
+    const auto scores = torch::matmul(q.narrow(2, start, n).to(torch::kFloat), keys) * scale;
+    const auto ok = readable(positions.narrow(0, start, n), positions, window_);
+    best = torch::maximum(
+        best, scores.masked_fill(ok.logical_not(), -std::numeric_limits<float>::infinity()).max());
+  }
+  return best;
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, LayerCache* cache, const Documents* docs) {

@@ -6,10 +6,7 @@
 #include "siamese/common/autocast.h"
 
 namespace siamese::model {
-namespace {
 
-// [T, S] bool: the key at key_pos[j] is readable from the query at query_pos[i]: not after
-// it, and with a window fewer than `window` positions before it.
 torch::Tensor readable(const torch::Tensor& query_pos, const torch::Tensor& key_pos,
                        std::optional<int64_t> window) {
   const auto q = query_pos.unsqueeze(1), k = key_pos.unsqueeze(0);
@@ -17,6 +14,8 @@ torch::Tensor readable(const torch::Tensor& query_pos, const torch::Tensor& key_
   if (window) ok = ok.logical_and(k.gt(q - *window));
   return ok;
 }
+
+namespace {
 
 int64_t queries(const AttentionCall& c) { return c.q.size(2); }
 

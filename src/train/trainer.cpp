@@ -30,6 +30,7 @@
 #include "siamese/train/step_profiler.h"
 #include "siamese/train/step_reporter.h"
 #include "siamese/train/stop_policy.h"
+#include "siamese/train/stream_stats_log.h"
 #include "siamese/train/train_step.h"
 
 namespace siamese::train {
@@ -155,6 +156,7 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
   TrainStep step = t.step(config::step_section(cfg), plan, device);
   StepProfiler profiler(cfg.torch_profiling, checkpoints.folder(), ranks.rank(), first_step,
                         device.is_cuda());
+  StreamStatsLog stream_stats(cfg.stream_stats_interval, data.batches.dataset(), t.micro_batch, device);
   if (cfg.torch_profiling && profiler.last() > data.max_steps && ranks.rank() == 0)
     spdlog::warn("torch_profiling traces steps {}-{}, and the run ends at step {}: no trace",
                  profiler.first(), profiler.last(), data.max_steps);
@@ -201,6 +203,7 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
     reporter.add({state.step, state.tokens, lr, seconds_since(loop_start),
                   plan.gradients().take_comm_seconds(), filtered, std::move(r), start_mark,
                   reporter.clock().mark()});
+    if (stream_stats.due(state.step)) reporter.event(stream_stats.row(state.step, *t.model));
 
     // Read points, evaluation, checkpoints, stops.
     const bool eval_due =

@@ -269,8 +269,10 @@ struct TrainConfig {
   int64_t eval_interval = 1000;
   int64_t eval_subset_num_batches = -1;
   int64_t console_log_interval = 1;
-  bool torch_profiling = false;  // a few steps as a Chrome trace per rank (train/step_profiler.h)
-  DeviceSetting device{"auto"};  // ours: auto | cpu | cuda | cuda:N (device.h)
+  bool torch_profiling = false;
+  std::optional<int64_t> stream_stats_interval;  // ours: train/stream_stats_log.h (unset: off)  // a few
+                                                 // steps as a Chrome trace per rank (train/step_profiler.h)
+  DeviceSetting device{"auto"};                  // ours: auto | cpu | cuda | cuda:N (device.h)
   // ours (trainer): hardware peak for MFU in TFLOP/s per rank (unset: MFU not reported),
   // how many non-finite steps to skip before stopping, and the loss-spike threshold as a
   // multiple of the running median loss.

@@ -23,6 +23,7 @@ class RankBatches {
   RankBatches(const config::DataSection& data, int rank, int world_size);
 
   int64_t num_instances() const { return dataset_.size(); }
+  const TokenDataset& dataset() const { return dataset_; }
   int64_t steps_per_epoch() const { return order_.steps_per_epoch(); }
 
   // Starts loading the batches of 0-based steps first_step .. end_step - 1, in page-locked

@@ -56,4 +56,8 @@ namespace siamese::data {
 // data.synthetic when paths is empty.
 TokenDataset train_dataset(const config::DataSection& data);
 
+// `n` instances (at most the dataset's) spread evenly over it, index i * size / n: the same
+// ones at every call, the sample `siamese analyze` and the trainer's stream statistics read.
+torch::Tensor spread_sample(const TokenDataset& ds, int64_t n);
+
 }  // namespace siamese::data

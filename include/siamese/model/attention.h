@@ -54,6 +54,11 @@ class AttentionImpl : public torch::nn::Module {
   // it.
   torch::Tensor forward(const torch::Tensor& x, LayerCache* cache = nullptr, const Documents* docs = nullptr);
 
+  // The largest score scale * q.k that a query of x gives a key it may read (causal, within
+  // its window): the attention logit growth that QK-norm and QK-clip are about. A float32
+  // scalar on x's device; chunked over queries, so it never holds [T, T] for every head.
+  torch::Tensor max_logit(const torch::Tensor& x);
+
   // The rows of att_proj's weight that make queries, keys and values: views, so scaling them
   // in place scales the projection (topologies' init gains).
   std::vector<torch::Tensor> qkv_weights() const;

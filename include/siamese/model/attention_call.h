@@ -20,6 +20,11 @@
 
 namespace siamese::model {
 
+// [T, S] bool: the key at key_pos[j] is readable from the query at query_pos[i]: not after
+// it, and with a window fewer than `window` positions before it.
+torch::Tensor readable(const torch::Tensor& query_pos, const torch::Tensor& key_pos,
+                       std::optional<int64_t> window);
+
 // What every kernel reads: the heads after their norms and RoPE, and where they sit.
 struct AttentionCall {
   torch::Tensor q;                  // [B, H, T, hd]
