@@ -161,6 +161,75 @@ TEST(SweepLaunch, SlurmScriptTrainsOnTwoRanksWithSlurmsVariablesSetByHand) {
   EXPECT_EQ(record["slurm_job_nodelist"], "localhost");
 }
 
+// --max-restarts in a Slurm script: srun has no restart loop, so after a crash the job requeues
+// itself (scontrol requeue, as Slurm's --requeue jobs do), and the requeued job, run again with
+// SLURM_RESTART_COUNT 1, resumes from the newest intact checkpoint to the losses of a run that
+// never crashed. The srun and scontrol here do what Slurm documents and no more: srun starts
+// SLURM_NTASKS copies (and on its first call kills them all with SIGKILL once step4 exists, a
+// lost node), scontrol writes down what it was asked.
+TEST(SweepLaunch, ACrashedSlurmJobRequeuesItselfAndResumes) {
+  const std::string srun =
+      "#!/bin/sh\nwhile [ \"${1#--}\" != \"$1\" ]; do shift; done\ni=0; pids=\"\"\n"
+      "while [ $i -lt \"$SLURM_NTASKS\" ]; do SLURM_PROCID=$i SLURM_LOCALID=$i \"$@\" & pids=\"$pids $!\"; "
+      "i=$((i+1)); done\n"
+      "if [ ! -e \"$CRASH_MARK\" ]; then touch \"$CRASH_MARK\"; "
+      "while [ ! -d \"$CRASH_AFTER\" ]; do sleep 0.05; done; kill -9 $pids; fi\n"
+      "rc=0; for p in $pids; do wait $p || rc=$?; done; exit $rc\n";
+  const auto slurm_run = [&](TempDir& dir, bool crash) {
+    dir.write("sweep.yaml",
+              "base: " + std::string(SIAMESE_SOURCE_DIR) + "/configs/tiny/quickstart.yaml\n" +
+                  "save_root: " + dir.file("runs") +
+                  "\ntopologies: [hybrid_pre]\nlearning_rates: [3.0e-3]\n"
+                  "overrides: [--model.d_model=32, --model.n_heads=2, --model.n_layers=2,\n"
+                  "  --model.max_sequence_length=32, --global_train_batch_size=4,\n"
+                  "  --device_train_microbatch_size=2, --max_duration=16, --eval_interval=1000,\n"
+                  "  --eval_subset_num_batches=1, --save_interval=2]\n");
+    EXPECT_EQ(run_sweep(dir,
+                        "--scripts scripts --launcher slurm --nodes 1 --nproc 2 --gpus-per-node 0 "
+                        "--max-restarts 2"),
+              0)
+        << read_all(dir.file("sweep.log"));
+    fs::create_directories(dir.file("bin"));
+    dir.write("bin/srun", srun);
+    dir.write("bin/scontrol", "#!/bin/sh\necho \"$@\" >> \"$SCONTROL_LOG\"\n");
+    fs::permissions(dir.file("bin/srun"), fs::perms::owner_all);
+    fs::permissions(dir.file("bin/scontrol"), fs::perms::owner_all);
+    if (!crash) dir.write("crashed", "");
+    return std::map<std::string, std::optional<std::string>>{
+        {"PATH", dir.file("bin") + ":" + std::getenv("PATH")},
+        {"SLURM_JOB_ID", std::to_string(port(0) - 20000)},
+        {"SLURM_JOB_NODELIST", "localhost"},
+        {"SLURM_NNODES", "1"},
+        {"SLURM_NTASKS", "2"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"CRASH_MARK", dir.file("crashed")},
+        {"CRASH_AFTER", dir.file("runs/hybrid_pre-lr0.003/step4")},
+        {"SCONTROL_LOG", dir.file("scontrol.log")}};
+  };
+  TempDir clean, crashed;
+  const fs::path script = "scripts/hybrid_pre-lr0.003.sh";
+  auto env = slurm_run(clean, false);
+  const std::string text = read_all(clean.file(script.string()));
+  for (const char* line : {"#SBATCH --requeue\n", "#SBATCH --open-mode=append\n", "scontrol requeue"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  ASSERT_EQ(run_script(clean, {"bash", clean.file(script.string())}, env), 0)
+      << read_all(clean.file("run.log"));
+  EXPECT_FALSE(fs::exists(clean.file("scontrol.log")));
+
+  env = slurm_run(crashed, true);
+  EXPECT_EQ(run_script(crashed, {"bash", crashed.file(script.string())}, env), 137)
+      << read_all(crashed.file("run.log"));
+  EXPECT_EQ(read_all(crashed.file("scontrol.log")), "requeue " + *env["SLURM_JOB_ID"] + "\n");
+  EXPECT_NE(read_all(crashed.file("run.log")).find("requeueing job"), std::string::npos);
+  env["SLURM_RESTART_COUNT"] = "1";
+  ASSERT_EQ(run_script(crashed, {"bash", crashed.file(script.string())}, env), 0)
+      << read_all(crashed.file("run.log"));
+  EXPECT_NE(read_all(crashed.file("run.log")).find("resumed from"), std::string::npos);
+  const auto resumed = losses(crashed.file("runs/hybrid_pre-lr0.003"));
+  EXPECT_EQ(resumed.size(), 16u);
+  EXPECT_EQ(resumed, losses(clean.file("runs/hybrid_pre-lr0.003")));
+}
+
 TEST(SweepLaunch, JobsTrainRunsSideBySideAndARerunSkipsWhatFinished) {
   TempDir dir;
   write_sweep(dir, "[1.0e-3, 3.0e-3]");
