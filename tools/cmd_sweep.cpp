@@ -216,8 +216,9 @@ std::string launch_script(const SweepArgs& a, const runs::SweepRun& r, const fs:
     // srun has no restart loop: the job requeues itself after a crash and the ranks resume
     // from the newest intact checkpoint. Exit codes as the trainer defines them
     // (docs/reliability.md): bad input (2), a divergence (3) and a stop (0; 4, a checkpoint
-    // to resume from) are not retried.
-    s += "rc=0\nsrun --kill-on-bad-exit=1 " + train + " || rc=$?\n";
+    // to resume from) are not retried. No --kill-on-bad-exit: it would SIGKILL the ranks still
+    // running when the first exits with 2, and srun would return 137, a crash's code.
+    s += "rc=0\nsrun " + train + " || rc=$?\n";
     s += "case $rc in 0 | 2 | 3 | 4) exit \"$rc\" ;; esac\n";
     s += fmt::format(
         "if [ \"${{SLURM_RESTART_COUNT:-0}}\" -lt {0} ]; then\n"

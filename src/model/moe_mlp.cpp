@@ -146,7 +146,9 @@ void MoeMlpImpl::record(const MoeOutput& r, AuxLosses& aux) const {
   v.add(kAssignments, torch::full({}, double(r.assignments), counts.options()));
   v.add(kDropped, r.dropped);
   v.on_reduced("moe_routing", [keep = log_counts_](StepValues& values) { finish_routing(values, keep); });
-  if (!score_bias.defined() || !torch::GradMode::is_enabled()) return;
+  // Training only; not grad mode: activation checkpointing's first pass, the one that records,
+  // runs without gradients.
+  if (!score_bias.defined() || !is_training()) return;
   // The bias follows the step's loads, every rank's: its own entry, reduced with the rest.
   const std::string loads = fmt::format("moe_router_bias_loads.{}", layer_);
   v.add(loads, counts);
@@ -224,10 +226,12 @@ MoeOutput MoeMlpImpl::route(const torch::Tensor& x) {
   if (per_sequence_lb_ && x.dim() == 3 && tokens > 0) {
     // Per sequence b: experts / top_k * sum_e P_be * n_be, over all tokens (OLMo-core's instance).
     const int64_t B = x.size(0);
-    const auto seq_counts = torch::zeros({B, experts}, lb_probs.options())
-                                .scatter_add_(1, top_e.reshape({B, -1}),
-                                              torch::ones_like(top_e.reshape({B, -1}), lb_probs.options()));
-    const auto seq_p = lb_probs.reshape({B, -1, experts}).mean(1);
+    // Counted in float32: a sequence's hundreds of assignments to an expert are not exact in bf16.
+    const auto f32 = lb_probs.options().dtype(torch::kFloat);
+    const auto seq_counts =
+        torch::zeros({B, experts}, f32)
+            .scatter_add_(1, top_e.reshape({B, -1}), torch::ones_like(top_e.reshape({B, -1}), f32));
+    const auto seq_p = lb_probs.to(torch::kFloat).reshape({B, -1, experts}).mean(1);
     r.load_balancing = (double(experts) / double(top_k_)) * (seq_p * seq_counts).sum() * per_token;
   } else {
     const auto share = counts.to(routing) * (per_token / double(top_k_));

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "siamese/common/error.h"
@@ -134,12 +135,15 @@ ParamGroups param_groups(const config::OptimizerConfig& cfg,
     }
   }
   // OLMo's order: decayed, not decayed; then ours, then the overrides in config order.
-  const auto rank = [](const ParamGroup& g) {
-    return g.label == "decay" ? 0 : g.label == "no_decay" ? 1 : g.label == "topology" ? 2 : g.muon ? 4 : 3;
+  const auto rank = [](const ParamGroup& g) -> int64_t {
+    if (g.label == "decay") return -4;
+    if (g.label == "no_decay") return -3;
+    if (g.label == "topology") return -2;
+    if (g.muon) return std::numeric_limits<int64_t>::max();
+    return std::stoll(g.label.substr(g.label.find('[') + 1));  // group_overrides[i]
   };
-  std::stable_sort(out.groups.begin(), out.groups.end(), [&](const ParamGroup& a, const ParamGroup& b) {
-    return rank(a) != rank(b) ? rank(a) < rank(b) : a.label < b.label;
-  });
+  std::stable_sort(out.groups.begin(), out.groups.end(),
+                   [&](const ParamGroup& a, const ParamGroup& b) { return rank(a) < rank(b); });
   for (auto& g : out.groups) std::sort(g.names.begin(), g.names.end());
   return out;
 }

@@ -212,6 +212,8 @@ TEST(SweepLaunch, ACrashedSlurmJobRequeuesItselfAndResumes) {
   const std::string text = read_all(clean.file(script.string()));
   for (const char* line : {"#SBATCH --requeue\n", "#SBATCH --open-mode=append\n", "scontrol requeue"})
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  // srun returns 137 when --kill-on-bad-exit kills the ranks still running: a crash's code.
+  EXPECT_EQ(text.find("--kill-on-bad-exit"), std::string::npos) << text;
   ASSERT_EQ(run_script(clean, {"bash", clean.file(script.string())}, env), 0)
       << read_all(clean.file("run.log"));
   EXPECT_FALSE(fs::exists(clean.file("scontrol.log")));
@@ -228,6 +230,14 @@ TEST(SweepLaunch, ACrashedSlurmJobRequeuesItselfAndResumes) {
   const auto resumed = losses(crashed.file("runs/hybrid_pre-lr0.003"));
   EXPECT_EQ(resumed.size(), 16u);
   EXPECT_EQ(resumed, losses(clean.file("runs/hybrid_pre-lr0.003")));
+
+  // Bad input is not requeued: 3 tasks do not divide the global batch of 4, and every rank
+  // refuses it (exit 2).
+  TempDir bad;
+  env = slurm_run(bad, false);
+  env["SLURM_NTASKS"] = "3";
+  EXPECT_EQ(run_script(bad, {"bash", bad.file(script.string())}, env), 2) << read_all(bad.file("run.log"));
+  EXPECT_FALSE(fs::exists(bad.file("scontrol.log"))) << read_all(bad.file("scontrol.log"));
 }
 
 TEST(SweepLaunch, JobsTrainRunsSideBySideAndARerunSkipsWhatFinished) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cfloat>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +19,7 @@
 #include "siamese/data/token_dataset.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
+#include "siamese/train/checkpoint_model.h"
 #include "siamese/train/save_folder.h"
 #include "siamese/train/trainer.h"
 #include "support/process.h"
@@ -133,6 +135,35 @@ TEST(Trainer, StoppedAndResumedMoeRunWithRouterBiasMatchesBitForBit) {
                       "--model.block_type=moe --model.moe_num_experts=4 --model.moe_top_k=2 "
                       "--model.moe_router_bias_rate=0.01 --model.moe_lb_loss_granularity=instance",
                       "_moe_bias", {"pre"});
+}
+
+// The bias moves in blocks under activation checkpointing too, whose recording pass runs
+// without gradients: the same biases, bit for bit, as without checkpointing, and the losses
+// within float32 rounding (the recomputed backward adds in another order).
+TEST(Trainer, TheRouterBiasMovesTheSameWithActivationCheckpointing) {
+  std::map<std::string, torch::Tensor> biases;
+  std::map<std::string, std::map<int64_t, std::string>> run_losses;
+  for (const char* ac : {"", "whole_layer"}) {
+    const auto folder = fresh_dir("trainer_test", std::string("moe_bias_ac_") + ac);
+    auto c = tiny(folder);
+    c.model.attention_dropout = c.model.residual_dropout = 0.0;
+    c.model.block_type = config::BlockType::Moe;
+    c.model.moe_num_experts = 4;
+    c.model.moe_router_bias_rate = 0.01;
+    c.model.activation_checkpointing = *config::enum_named<config::ActivationCheckpointing>(ac);
+    ASSERT_EQ(train::train(c), 0);
+    const auto ck = train::load_checkpoint_model(folder.string(), torch::kCPU);
+    biases[ac] = ck.model->named_buffers()["blocks.1.mlp.score_bias"].clone();
+    run_losses[ac] = losses(folder);
+  }
+  EXPECT_GT(biases[""].abs().max().item<double>(), 0) << "the bias moved";
+  EXPECT_TRUE(torch::equal(biases[""], biases["whole_layer"])) << biases[""] << biases["whole_layer"];
+  ASSERT_EQ(run_losses[""].size(), 8u);
+  EXPECT_EQ(run_losses[""].at(1), run_losses["whole_layer"].at(1));  // the same first forward
+  for (const auto& [step, value] : run_losses[""]) {
+    const double a = std::stod(value), b = std::stod(run_losses["whole_layer"].at(step));
+    EXPECT_LE(std::abs(a - b), 8 * FLT_EPSILON * std::abs(a)) << "step " << step;
+  }
 }
 
 // block_type moe with Muon (each expert orthogonalised on its own) trains the same with every
