@@ -166,14 +166,16 @@ TEST(SweepLaunch, SlurmScriptTrainsOnTwoRanksWithSlurmsVariablesSetByHand) {
 // SLURM_RESTART_COUNT 1, resumes from the newest intact checkpoint to the losses of a run that
 // never crashed. The srun and scontrol here do what Slurm documents and no more: srun starts
 // SLURM_NTASKS copies (and on its first call kills them all with SIGKILL once step4 exists, a
-// lost node), scontrol writes down what it was asked.
+// lost node), scontrol writes down what it was asked. Every checkpoint is kept: with the
+// quickstart's one, step4 lived two steps, and a loaded CI machine polled past it and hung.
 TEST(SweepLaunch, ACrashedSlurmJobRequeuesItselfAndResumes) {
   const std::string srun =
       "#!/bin/sh\nwhile [ \"${1#--}\" != \"$1\" ]; do shift; done\ni=0; pids=\"\"\n"
       "while [ $i -lt \"$SLURM_NTASKS\" ]; do SLURM_PROCID=$i SLURM_LOCALID=$i \"$@\" & pids=\"$pids $!\"; "
       "i=$((i+1)); done\n"
       "if [ ! -e \"$CRASH_MARK\" ]; then touch \"$CRASH_MARK\"; "
-      "while [ ! -d \"$CRASH_AFTER\" ]; do sleep 0.05; done; kill -9 $pids; fi\n"
+      "n=0; while [ ! -d \"$CRASH_AFTER\" ] && [ $n -lt 6000 ]; do sleep 0.05; n=$((n+1)); done; "
+      "kill -9 $pids; fi\n"
       "rc=0; for p in $pids; do wait $p || rc=$?; done; exit $rc\n";
   const auto slurm_run = [&](TempDir& dir, bool crash) {
     dir.write("sweep.yaml",
@@ -183,7 +185,8 @@ TEST(SweepLaunch, ACrashedSlurmJobRequeuesItselfAndResumes) {
                   "overrides: [--model.d_model=32, --model.n_heads=2, --model.n_layers=2,\n"
                   "  --model.max_sequence_length=32, --global_train_batch_size=4,\n"
                   "  --device_train_microbatch_size=2, --max_duration=16, --eval_interval=1000,\n"
-                  "  --eval_subset_num_batches=1, --save_interval=2]\n");
+                  "  --eval_subset_num_batches=1, --save_interval=2,\n"
+                  "  --save_num_checkpoints_to_keep=-1]\n");
     EXPECT_EQ(run_sweep(dir,
                         "--scripts scripts --launcher slurm --nodes 1 --nproc 2 --gpus-per-node 0 "
                         "--max-restarts 2"),
