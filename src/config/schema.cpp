@@ -116,6 +116,11 @@ std::vector<Field<T>> run_fields() {
           .fixed_by("use -1 to keep every checkpoint"),
       field<T>("save_overwrite", "Allow writing into a save_folder that already has checkpoints.",
                &T::save_overwrite),
+      ours<T>("save_async",
+              "Write checkpoints on a background thread of every rank while training goes on (OLMo-core's "
+              "save_async); the step loop stops only to copy its part to host memory. A save due while the "
+              "previous one still writes waits for it.",
+              &T::save_async),
       field<T>("load_path", "Checkpoint to resume from (empty or null: start fresh).", &T::load_path),
       ours<T>(
           "decay_from",
@@ -724,7 +729,8 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"save_num_unsharded_checkpoints_to_keep", "save_num_checkpoints_to_keep counts every checkpoint"},
       {"save_interval_ephemeral", "not supported"},
       {"sharded_checkpointer",
-       "one layout: model.pt whole, optimizer state in per-rank shards under a sharded strategy"},
+       "one layout: every rank writes its part of the model and of the optimizer state "
+       "(docs/distributed.md)"},
       {"remote_save_folder", "not supported"},
       {"max_grad_norm_ratio", "adaptive clipping is not supported", {"null"}},
       {"gen1_gc_interval", "no Python garbage collector"},

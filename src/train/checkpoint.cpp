@@ -3,9 +3,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "siamese/common/durable_file.h"
@@ -15,6 +20,7 @@
 #include "siamese/config/load.h"
 #include "siamese/config/schema.h"
 #include "siamese/dist/sharded.h"
+#include "siamese/train/checkpoint_writer.h"
 
 namespace siamese::train {
 
@@ -22,36 +28,95 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kDiskFullFix =
-    "free disk space or point save_folder at a disk with room; the earlier checkpoints are untouched and "
-    "the run resumes from the newest of them";
-
 torch::Tensor scalar(int64_t v) { return torch::tensor(v, torch::kInt64); }
 
-void save_archive(torch::serialize::OutputArchive& a, FileSink& sink) {
-  a.save_to([&sink](const void* data, size_t n) { return sink.write(data, n); });
+// A copy in host memory that training cannot change while it is written.
+torch::Tensor host_copy(const torch::Tensor& t, HostCopy how) {
+  return t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/how == HostCopy::Always);
+}
+
+// The layout fields of a manifest; older manifests lack the parts, written by one process.
+struct SavedLayout {
+  int64_t model_parts = 1, optimizer_shards = 1, optimizer_parts = 1;
+  explicit SavedLayout(const nlohmann::json& manifest)
+      : model_parts(manifest.value("model_parts", int64_t(1))),
+        optimizer_shards(manifest.value("optimizer_shards", int64_t(1))),
+        optimizer_parts(manifest.value("optimizer_parts", int64_t(1))) {}
+};
+
+nlohmann::json read_manifest(const fs::path& folder) {
+  std::ifstream in(folder / kCheckpointManifest);
+  return nlohmann::json::parse(in);
+}
+
+std::vector<std::string> model_file_names(const SavedLayout& l) {
+  if (l.model_parts == 1) return {"model.pt"};
+  std::vector<std::string> names;
+  for (int64_t r = 0; r < l.model_parts; ++r) names.push_back(model_part_name(int(r), int(l.model_parts)));
+  return names;
+}
+
+// optim.pt (state of whole parameters), one optim_shard<r>of<N>.pt per rank of a sharded
+// run, or one optim_part<r>of<N>.pt per ddp rank, in rank order.
+std::vector<std::string> optimizer_file_names(const SavedLayout& l) {
+  std::vector<std::string> names;
+  if (l.optimizer_shards > 1)
+    for (int64_t r = 0; r < l.optimizer_shards; ++r)
+      names.push_back(optimizer_shard_name(int(r), int(l.optimizer_shards)));
+  else if (l.optimizer_parts > 1)
+    for (int64_t r = 0; r < l.optimizer_parts; ++r)
+      names.push_back(optimizer_part_name(int(r), int(l.optimizer_parts)));
+  else
+    names.push_back("optim.pt");
+  return names;
+}
+
+std::vector<torch::serialize::InputArchive> open_archives(const fs::path& folder,
+                                                          const std::vector<std::string>& names) {
+  std::vector<torch::serialize::InputArchive> archives(names.size());
+  for (size_t i = 0; i < names.size(); ++i) archives[i].load_from((folder / names[i]).string());
+  return archives;
+}
+
+// The writer of each model tensor: the largest first, each to the writer with the fewest
+// bytes so far, so that every rank writes about 1/parts of the model. Names and sizes alone
+// decide it, so every rank computes the same owners.
+std::map<std::string, int> part_owners(torch::nn::Module& model, int parts) {
+  std::vector<std::pair<int64_t, std::string>> sizes;
+  for (const auto& kv : model.named_parameters()) sizes.emplace_back(kv.value().nbytes(), kv.key());
+  for (const auto& kv : model.named_buffers()) sizes.emplace_back(kv.value().nbytes(), kv.key());
+  std::sort(sizes.begin(), sizes.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<int64_t> load(size_t(parts), 0);
+  std::map<std::string, int> owner;
+  for (const auto& [bytes, name] : sizes) {
+    const int r = int(std::min_element(load.begin(), load.end()) - load.begin());
+    load[size_t(r)] += bytes;
+    owner[name] = r;
+  }
+  return owner;
 }
 
 // Parameters and buffers by name. Module::load would set_() each tensor to the stored one,
 // which fails for tensors that share or view storage; copying in place keeps every alias.
-void save_tensors(torch::nn::Module& model, FileSink& file) {
-  torch::serialize::OutputArchive a;
-  for (const auto& kv : model.named_parameters()) a.write(kv.key(), kv.value().detach());
-  for (const auto& kv : model.named_buffers()) a.write(kv.key(), kv.value(), /*is_buffer=*/true);
-  save_archive(a, file);
-}
-
-void load_tensors(torch::nn::Module& model, const fs::path& file) {
-  torch::serialize::InputArchive a;
-  a.load_from(file.string());
+// Each tensor is read from the one file that holds it.
+void load_tensors(torch::nn::Module& model, const fs::path& folder, const SavedLayout& layout) {
+  const auto names = model_file_names(layout);
+  auto archives = open_archives(folder, names);
   torch::NoGradGuard no_grad;
   auto restore = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
     torch::Tensor stored;
-    a.read(name, stored, is_buffer);
+    size_t i = 0;
+    while (i < archives.size() && !archives[i].try_read(name, stored, is_buffer)) ++i;
+    if (i == archives.size())
+      throw Error(name + " is in none of the checkpoint's model files", folder.string(),
+                  "load it with the config it was saved with (config.yaml there)");
     if (stored.sizes() != target.sizes())
       throw Error(fmt::format("{} has shape {} in the checkpoint but {} in the model", name,
                               fmt::join(stored.sizes(), "x"), fmt::join(target.sizes(), "x")),
-                  file.string(), "load it with the config it was saved with (config.yaml there)");
+                  (folder / names[i]).string(),
+                  "load it with the config it was saved with (config.yaml there)");
     target.copy_(stored);
   };
   for (auto& kv : model.named_parameters()) restore(kv.key(), kv.value(), false);
@@ -60,56 +125,52 @@ void load_tensors(torch::nn::Module& model, const fs::path& file) {
 
 // Optimizer state by parameter name: AdamW's step and moments, Muon's momentum buffer, of
 // what the optimizer updates (Optimizer::named_params): the parameters, or under a sharded
-// strategy this rank's flat shard of each. LibTorch's own optimizer archive keys state by
-// tensor addresses and did not restore a run bit for bit here; names also keep the file
-// readable.
-void save_optimizer(Optimizer& optim, FileSink& file) {
-  torch::serialize::OutputArchive a;
+// strategy this rank's flat shard of each; `mine` picks the names this file holds.
+// LibTorch's own optimizer archive keys state by tensor addresses and did not restore a run
+// bit for bit here; names also keep the file readable.
+std::vector<ArchiveEntry> optimizer_entries(Optimizer& optim,
+                                            const std::function<bool(const std::string&)>& mine,
+                                            HostCopy how) {
+  std::vector<ArchiveEntry> out;
   auto& state = optim.adamw().state();
   Muon* muon = optim.muon();
   for (const auto& kv : optim.named_params()) {
+    if (!mine(kv.key())) continue;
     if (muon && muon->owns(kv.value())) {
       const torch::Tensor& buffer = muon->momentum_buffer(kv.value());
-      if (buffer.defined()) a.write(kv.key() + ".momentum_buffer", buffer, true);
+      if (buffer.defined()) out.push_back({kv.key() + ".momentum_buffer", host_copy(buffer, how), true});
       continue;
     }
     auto it = state.find(kv.value().unsafeGetTensorImpl());
     if (it == state.end()) continue;
     const auto& s = static_cast<const AdamWState&>(*it->second);
-    a.write(kv.key() + ".step", scalar(static_cast<int64_t>(s.step_count.item<double>())));
-    a.write(kv.key() + ".exp_avg", s.exp_avg(), true);
-    a.write(kv.key() + ".exp_avg_sq", s.exp_avg_sq(), true);
+    out.push_back({kv.key() + ".step", scalar(static_cast<int64_t>(s.step_count.item<double>()))});
+    out.push_back({kv.key() + ".exp_avg", host_copy(s.exp_avg(), how), true});
+    out.push_back({kv.key() + ".exp_avg_sq", host_copy(s.exp_avg_sq(), how), true});
   }
-  save_archive(a, file);
-}
-
-// The optimizer files of a checkpoint: optim.pt (state of whole parameters), or one
-// optim_shard<r>of<N>.pt per rank of a sharded run, in rank order.
-std::vector<fs::path> optimizer_files(const fs::path& folder) {
-  std::ifstream in(folder / kCheckpointManifest);
-  const nlohmann::json manifest = nlohmann::json::parse(in);
-  const int64_t shards = manifest.value("optimizer_shards", int64_t(1));
-  if (shards == 1) return {folder / "optim.pt"};
-  std::vector<fs::path> files;
-  for (int64_t r = 0; r < shards; ++r) files.push_back(folder / optimizer_shard_name(int(r), int(shards)));
-  return files;
+  return out;
 }
 
 // A parameter without state in the files (never updated, or updated by the other optimizer
 // before optimizer.name changed) starts afresh. State saved by N ranks is put together
 // whole, then cut into this run's shards (`layout`), so the world size may change on resume.
-void load_optimizer(torch::nn::Module& model, Optimizer& optim, const std::vector<fs::path>& files,
-                    dist::ShardLayout& layout) {
-  std::vector<torch::serialize::InputArchive> archives(files.size());
-  for (size_t i = 0; i < files.size(); ++i) archives[i].load_from(files[i].string());
+// Flat shards hold a piece of every entry; parts (and optim.pt) hold each entry whole, once.
+void load_optimizer(torch::nn::Module& model, Optimizer& optim, const fs::path& folder,
+                    const SavedLayout& saved, dist::ShardLayout& layout) {
+  auto archives = open_archives(folder, optimizer_file_names(saved));
+  const bool sharded = saved.optimizer_shards > 1;
   const auto params = model.named_parameters();
-  auto whole = [&](const std::string& key, const torch::Tensor& param) -> std::optional<torch::Tensor> {
+  auto pieces_of = [&](const std::string& key, bool is_buffer) {
     std::vector<torch::Tensor> pieces;
     for (auto& a : archives) {
       torch::Tensor t;
-      if (!a.try_read(key, t, true)) return std::nullopt;
-      pieces.push_back(t.reshape(-1));
+      if (a.try_read(key, t, is_buffer)) pieces.push_back(t.reshape(-1));
     }
+    return pieces;
+  };
+  auto whole = [&](const std::string& key, const torch::Tensor& param) -> std::optional<torch::Tensor> {
+    const auto pieces = pieces_of(key, true);
+    if (pieces.size() != (sharded ? archives.size() : 1)) return std::nullopt;
     return layout.shard_of(dist::unshard(pieces, param.sizes())).to(param.device());
   };
   auto& state = optim.adamw().state();
@@ -122,12 +183,13 @@ void load_optimizer(torch::nn::Module& model, Optimizer& optim, const std::vecto
           whole(kv.key() + ".momentum_buffer", param).value_or(torch::Tensor());
       continue;
     }
-    torch::Tensor step;
-    if (!archives.front().try_read(kv.key() + ".step", step)) continue;
+    const auto steps = pieces_of(kv.key() + ".step", false);
+    if (steps.empty()) continue;
+    const torch::Tensor step = steps.front();
     auto exp_avg = whole(kv.key() + ".exp_avg", param), exp_avg_sq = whole(kv.key() + ".exp_avg_sq", param);
     if (!exp_avg || !exp_avg_sq)
-      throw Error("the optimizer state of " + kv.key() + " is incomplete",
-                  files.front().parent_path().string(), "resume from another checkpoint");
+      throw Error("the optimizer state of " + kv.key() + " is incomplete", folder.string(),
+                  "resume from another checkpoint");
     auto& s = optim.adamw().state_of(kv.value());
     s.step_count.fill_(static_cast<double>(step.item<int64_t>()));
     s.exp_avg(*exp_avg);
@@ -140,148 +202,131 @@ void load_optimizer(torch::nn::Module& model, Optimizer& optim, const std::vecto
 std::string optimizer_shard_name(int rank, int shards) {
   return fmt::format("optim_shard{}of{}.pt", rank, shards);
 }
+std::string optimizer_part_name(int rank, int parts) {
+  return fmt::format("optim_part{}of{}.pt", rank, parts);
+}
+std::string model_part_name(int rank, int parts) { return fmt::format("model_part{}of{}.pt", rank, parts); }
 
-fs::path optimizer_shard_folder(const fs::path& save_folder, int64_t step, int shards) {
-  return save_folder / fmt::format(".{}.shards-{}", step_folder_name(step), shards);
+nlohmann::ordered_json manifest_head(int64_t step, const PartLayout& layout, const std::string& config_yaml) {
+  return {{"step", step},
+          {"model_parts", layout.parts},
+          {"optimizer_shards", layout.optimizer_shards},
+          {"optimizer_parts", layout.optimizer_shards > 1 ? 1 : layout.parts},
+          {"config", config_yaml}};
 }
 
-void save_optimizer_shard(const fs::path& save_folder, int64_t step, Optimizer& optim, int rank, int shards) {
-  if (shards == 1 || rank < 0) return;
-  const fs::path folder = optimizer_shard_folder(save_folder, step, shards);
-  const std::string name = optimizer_shard_name(rank, shards);
-  try {
-    fs::create_directories(folder);
-    FileSink sink(folder / name, kDiskFullFix);
-    save_optimizer(optim, sink);
-    sink.close();
-    // The shard's own manifest: rank 0 checks the shard against it before it counts.
-    FileSink manifest(folder / (name + ".json"), kDiskFullFix);
-    manifest.write(
-        nlohmann::ordered_json{{"file", name}, {"bytes", sink.bytes()}, {"sha256", sink.sha256()}}.dump(2) +
-        "\n");
-    manifest.close();
-  } catch (const fs::filesystem_error& e) {
-    throw write_error(e.path1().empty() ? folder : e.path1(), e.code().value(), kDiskFullFix);
+std::vector<CheckpointFile> snapshot_checkpoint(torch::nn::Module& model, Optimizer& optim,
+                                                const TrainState& state, const std::string& config_yaml,
+                                                const PartLayout& layout, HostCopy how,
+                                                const std::vector<const Stateful*>& tracked) {
+  std::vector<CheckpointFile> files;
+  const bool whole = layout.parts == 1;
+  const auto owner = part_owners(model, layout.parts);
+  const auto mine = [&](const std::string& name) { return owner.at(name) == layout.rank; };
+  auto tensors = CheckpointFile::of_tensors(whole ? "model.pt" : model_part_name(layout.rank, layout.parts));
+  for (const auto& kv : model.named_parameters())
+    if (mine(kv.key())) tensors.tensors.push_back({kv.key(), host_copy(kv.value(), how)});
+  for (const auto& kv : model.named_buffers())
+    if (mine(kv.key())) tensors.tensors.push_back({kv.key(), host_copy(kv.value(), how), true});
+  files.push_back(std::move(tensors));
+  if (layout.optimizer_shards > 1) {
+    if (layout.optimizer_shard_rank >= 0)
+      files.push_back(CheckpointFile::of_tensors(
+          optimizer_shard_name(layout.optimizer_shard_rank, layout.optimizer_shards),
+          optimizer_entries(
+              optim, [](const std::string&) { return true; }, how)));
+  } else {
+    files.push_back(
+        CheckpointFile::of_tensors(whole ? "optim.pt" : optimizer_part_name(layout.rank, layout.parts),
+                                   optimizer_entries(optim, mine, how)));
   }
-}
+  if (layout.rank != 0) return files;
 
-fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, Optimizer& optim,
-                         const TrainState& state, const std::string& config_yaml, int optimizer_shards,
-                         const std::vector<const Stateful*>& tracked) {
   StateDict entries = state.state_dict();
   for (const Stateful* component : tracked) {
     for (auto& entry : component->state_dict()) {
       TORCH_CHECK(!state_entry(entries, entry.first).defined(), "two checkpointed components name ",
                   entry.first);
-      entries.push_back(std::move(entry));
+      entries.push_back({entry.first, host_copy(entry.second, how)});
     }
   }
-  const fs::path final_dir = save_folder / step_folder_name(state.step);
-  const fs::path tmp = scratch_path(final_dir, "tmp");
-  try {
-    fs::create_directories(save_folder);
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
-    nlohmann::ordered_json files;
-    auto write_file = [&](const std::string& name, auto&& body) {
-      FileSink sink(tmp / name, kDiskFullFix);
-      body(sink);
-      sink.close();
-      files[name] = {{"bytes", sink.bytes()}, {"sha256", sink.sha256()}};
-    };
-    write_file("model.pt", [&](FileSink& f) { save_tensors(model, f); });
-    if (optimizer_shards == 1) {
-      write_file("optim.pt", [&](FileSink& f) { save_optimizer(optim, f); });
-    } else {
-      // Every rank's shard, each checked against its own manifest, joins the checkpoint.
-      const fs::path staged = optimizer_shard_folder(save_folder, state.step, optimizer_shards);
-      for (int r = 0; r < optimizer_shards; ++r) {
-        const std::string name = optimizer_shard_name(r, optimizer_shards);
-        std::ifstream in(staged / (name + ".json"));
-        if (!in) throw Error("rank " + std::to_string(r) + " wrote no optimizer shard", staged.string());
-        const nlohmann::json shard = nlohmann::json::parse(in);
-        std::error_code ec;
-        const auto bytes = fs::file_size(staged / name, ec);
-        if (ec || bytes != shard.at("bytes").get<uintmax_t>() ||
-            sha256_file((staged / name).string()) != shard.at("sha256").get<std::string>())
-          throw Error(name + " does not match its manifest", staged.string(), kDiskFullFix);
-        fs::rename(staged / name, tmp / name);
-        files[name] = {{"bytes", bytes}, {"sha256", shard.at("sha256")}};
-      }
-      fs::remove_all(staged);
+  auto train_state = CheckpointFile::of_tensors("train_state.pt");
+  for (const auto& [name, value] : entries) train_state.tensors.push_back({name, value});
+  train_state.tensors.push_back({"rng_cpu", at::detail::getDefaultCPUGenerator().get_state()});
+  if (torch::cuda::is_available())
+    // The current device's generator: the rank's own GPU (runtime.h).
+    train_state.tensors.push_back(
+        {"rng_cuda", at::globalContext().defaultGenerator(torch::kCUDA).get_state()});
+  files.push_back(std::move(train_state));
+  nlohmann::ordered_json scalars;
+  for (const auto& [name, value] : entries)
+    if (value.numel() == 1) {
+      if (value.is_floating_point())
+        scalars[name] = value.item<double>();
+      else
+        scalars[name] = value.item<int64_t>();
     }
-    write_file("train_state.pt", [&](FileSink& f) {
-      torch::serialize::OutputArchive a;
-      for (const auto& [name, value] : entries) a.write(name, value);
-      a.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
-      if (torch::cuda::is_available())
-        // The current device's generator: the rank's own GPU (runtime.h).
-        a.write("rng_cuda", at::globalContext().defaultGenerator(torch::kCUDA).get_state());
-      save_archive(a, f);
-    });
-    write_file("train_state.json", [&](FileSink& f) {
-      nlohmann::ordered_json scalars;
-      for (const auto& [name, value] : entries)
-        if (value.numel() == 1) {
-          if (value.is_floating_point())
-            scalars[name] = value.item<double>();
-          else
-            scalars[name] = value.item<int64_t>();
-        }
-      f.write(scalars.dump() + "\n");
-    });
-    write_file("config.yaml", [&](FileSink& f) { f.write(config_yaml); });
-    // Last: its presence says every file above is complete.
-    FileSink manifest(tmp / kCheckpointManifest, kDiskFullFix);
-    manifest.write(nlohmann::ordered_json{{"step", state.step},
-                                          {"optimizer_shards", optimizer_shards},
-                                          {"files", files},
-                                          {"config", config_yaml}}
-                       .dump(2) +
-                   "\n");
-    manifest.close();
-    fsync_path(tmp);
+  files.push_back(CheckpointFile::of_text("train_state.json", scalars.dump() + "\n"));
+  files.push_back(CheckpointFile::of_text("config.yaml", config_yaml));
+  return files;
+}
 
-    // Replacing an existing step<N> (a resumed run saving the same step again) goes through
-    // a second rename so that some complete copy exists at every moment.
-    const fs::path old = scratch_path(final_dir, "old");
-    if (fs::exists(final_dir)) fs::rename(final_dir, old);
-    fs::rename(tmp, final_dir);
-    fsync_path(save_folder);
-    fs::remove_all(old);
-  } catch (const fs::filesystem_error& e) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-    throw write_error(e.path1().empty() ? tmp : e.path1(), e.code().value(), kDiskFullFix);
+fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, Optimizer& optim,
+                         const TrainState& state, const std::string& config_yaml,
+                         const std::vector<const Stateful*>& tracked) {
+  const PartLayout one;
+  CheckpointWriter writer;
+  writer.start({save_folder, state.step, one,
+                snapshot_checkpoint(model, optim, state, config_yaml, one, HostCopy::OffHostOnly, tracked),
+                config_yaml, long(::getpid())});
+  try {
+    writer.wait_written();
+    writer.wait_sealed();
   } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
+    writer.discard();
     throw;
   }
-  return final_dir;
+  return save_folder / step_folder_name(state.step);
 }
 
 namespace {
 
-// The loader opens the optimizer files that optimizer_shards names: they must be the ones
-// the manifest lists (and so verified), or a resume would read past them (0 shards) or open
-// a file that is not there.
-std::optional<std::string> optimizer_files_problem(const nlohmann::json& manifest) {
-  std::set<std::string> listed;
-  for (const auto& [name, entry] : manifest.at("files").items())
-    if (name.rfind("optim", 0) == 0) listed.insert(name);
-  const nlohmann::json shards = manifest.value("optimizer_shards", nlohmann::json(1));
-  std::set<std::string> expected;
-  // More shards than listed files cannot match; the bound keeps a huge count from looping.
-  if (shards.is_number_integer() && shards.get<int64_t>() >= 1 &&
-      shards.get<int64_t>() <= int64_t(listed.size())) {
-    const int64_t n = shards.get<int64_t>();
-    if (n == 1) expected.insert("optim.pt");
-    for (int64_t r = 0; n > 1 && r < n; ++r) expected.insert(optimizer_shard_name(int(r), int(n)));
+// The loader opens the files that the layout fields name: they must be the ones the manifest
+// lists (and so verified), or a resume would read past them (0 shards) or open a file that is
+// not there.
+std::optional<std::string> layout_problem(const nlohmann::json& manifest) {
+  std::set<std::string> model_listed, optim_listed;
+  for (const auto& [name, entry] : manifest.at("files").items()) {
+    if (name.rfind("model", 0) == 0) model_listed.insert(name);
+    if (name.rfind("optim", 0) == 0) optim_listed.insert(name);
   }
-  if (!expected.empty() && expected == listed) return std::nullopt;
-  return fmt::format("manifest.json says optimizer_shards {} but lists the optimizer files {}", shards.dump(),
-                     listed.empty() ? "(none)" : fmt::format("{}", fmt::join(listed, ", ")));
+  const auto listing = [](const std::set<std::string>& names) {
+    return names.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(names, ", "));
+  };
+  // More parts than listed files cannot match; the bound keeps a huge count from looping.
+  const auto count_problem = [&](const char* key, const std::set<std::string>& listed,
+                                 const char* what) -> std::optional<std::string> {
+    const nlohmann::json n = manifest.value(key, nlohmann::json(1));
+    if (n.is_number_integer() && n.get<int64_t>() >= 1 && n.get<int64_t>() <= int64_t(listed.size()))
+      return std::nullopt;
+    return fmt::format("manifest.json says {} {} but lists the {} files {}", key, n.dump(), what,
+                       listing(listed));
+  };
+  for (const auto& [key, listed, what] : {std::tuple{"model_parts", &model_listed, "model"},
+                                          std::tuple{"optimizer_shards", &optim_listed, "optimizer"},
+                                          std::tuple{"optimizer_parts", &optim_listed, "optimizer"}})
+    if (const auto problem = count_problem(key, *listed, what)) return problem;
+  const SavedLayout layout(manifest);
+  const auto model_names = model_file_names(layout), optim_names = optimizer_file_names(layout);
+  if (std::set<std::string>(model_names.begin(), model_names.end()) != model_listed)
+    return fmt::format("manifest.json says model_parts {} but lists the model files {}", layout.model_parts,
+                       listing(model_listed));
+  if (std::set<std::string>(optim_names.begin(), optim_names.end()) != optim_listed)
+    return fmt::format(
+        "manifest.json says optimizer_shards {} and optimizer_parts {} but lists the optimizer "
+        "files {}",
+        layout.optimizer_shards, layout.optimizer_parts, listing(optim_listed));
+  return std::nullopt;
 }
 
 }  // namespace
@@ -294,7 +339,7 @@ std::optional<std::string> checkpoint_problem(const fs::path& folder) {
   try {
     std::ifstream in(manifest_path);
     manifest = nlohmann::json::parse(in);
-    if (const auto problem = optimizer_files_problem(manifest)) return problem;
+    if (const auto problem = layout_problem(manifest)) return problem;
     for (const auto& [name, entry] : manifest.at("files").items()) {
       const fs::path file = folder / name;
       std::error_code ec;
@@ -305,7 +350,7 @@ std::optional<std::string> checkpoint_problem(const fs::path& folder) {
       if (sha256_file(file.string()) != entry.at("sha256").get<std::string>())
         return fmt::format("{} does not match its sha256 in the manifest (its bytes changed)", name);
     }
-    for (const char* required : {"model.pt", "train_state.pt", "config.yaml"})
+    for (const char* required : {"train_state.pt", "config.yaml"})
       if (!manifest["files"].contains(required)) return fmt::format("the manifest lists no {}", required);
     std::ifstream config(folder / "config.yaml", std::ios::binary);
     if (manifest.at("config").get<std::string>() != std::string(std::istreambuf_iterator<char>(config), {}))
@@ -380,11 +425,12 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Opt
                 "point load_path at another save_folder/step<N> folder (an older one)");
   if (same_model) check_same_model(folder, *same_model);
   try {
-    load_tensors(model, folder / "model.pt");
+    const SavedLayout saved(read_manifest(folder));
+    load_tensors(model, folder, saved);
     dist::ParallelPlan one_process;
     dist::ParallelPlan& ranks = plan ? *plan : one_process;
     ranks.gradients().params_changed();
-    if (optim) load_optimizer(model, *optim, optimizer_files(folder), ranks.layout());
+    if (optim) load_optimizer(model, *optim, folder, saved, ranks.layout());
     torch::serialize::InputArchive a;
     a.load_from((folder / "train_state.pt").string());
     // read() into a defined tensor would set_() it, so every read gets a fresh one.

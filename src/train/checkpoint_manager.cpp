@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,10 +32,13 @@ CheckpointManager::CheckpointManager(const config::TrainConfig& cfg, dist::Paral
       failure = std::current_exception();
     }
   }
-  if (ranks_.sum(failure ? 1.0 : 0.0) > 0) {
+  // The sum is also rank 0's pid on every rank (pids are far below 2^53).
+  const double pid_or_failure = ranks_.sum(ranks_.rank() == 0 ? (failure ? -1.0 : double(::getpid())) : 0.0);
+  if (pid_or_failure < 0) {
     if (failure) std::rethrow_exception(failure);
     throw Error("rank 0 could not take the save_folder (its log says why)", run_dir_.string());
   }
+  staging_id_ = long(pid_or_failure);
 }
 
 TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& optim, int64_t max_steps,
@@ -77,30 +81,68 @@ void CheckpointManager::record_run(int64_t max_steps, const TrainState& state, c
 }
 
 bool CheckpointManager::save(const TrainState& state, model::TransformerImpl& model, Optimizer& optim) {
+  // The stall counts the wait for a save still writing: the step loop stops for both.
   const auto start = std::chrono::steady_clock::now();
+  finish();
+  const PartLayout layout{ranks_.rank(), ranks_.world_size(), plan_.layout().optimizer_shards(),
+                          plan_.layout().optimizer_shard_rank()};
+  // A synchronous save writes from the weights themselves, so they stay whole until it ends.
   const dist::WholeParams whole(plan_.gradients());
   // Every rank sees the same weights, so all stop alike.
   std::vector<torch::Tensor> finite;
   for (const auto& p : model.parameters()) finite.push_back(torch::isfinite(p).all());
   if (!torch::stack(finite).all().item<bool>()) return false;
-  // A sharded strategy's ranks each write their optimizer shard first; rank 0 writes the
-  // rest and the manifest, the index that makes the shards a checkpoint, last.
-  save_optimizer_shard(run_dir_, state.step, optim, plan_.layout().optimizer_shard_rank(),
-                       plan_.layout().optimizer_shards());
-  ranks_.barrier();
-  if (ranks_.rank() == 0) {
-    const std::vector<const Stateful*> tracked(tracked_.begin(), tracked_.end());
-    auto dir = save_checkpoint(run_dir_, model, optim, state, config_yaml_, plan_.layout().optimizer_shards(),
-                               tracked);
-    written_.insert(state.step);
-    prune_checkpoints(run_dir_, cfg_.save_num_checkpoints_to_keep, resumed_step_, written_);
-    spdlog::info("saved checkpoint {}", dir.string());
-  }
-  ranks_.barrier();
+  const std::vector<const Stateful*> tracked(tracked_.begin(), tracked_.end());
+  auto files = snapshot_checkpoint(model, optim, state, config_yaml_, layout,
+                                   cfg_.save_async ? HostCopy::Always : HostCopy::OffHostOnly, tracked);
+  stall_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  written_.insert(state.step);
+  CheckpointWriter::Sealed sealed;
+  if (ranks_.rank() == 0)
+    sealed = [this, keep = cfg_.save_num_checkpoints_to_keep, resumed = resumed_step_, written = written_,
+              stall = stall_seconds_, async = cfg_.save_async](const fs::path& dir, double seconds) {
+      prune_checkpoints(run_dir_, keep, resumed, written);
+      if (async)
+        spdlog::info("saved checkpoint {} in {:.2f} s (the step loop stopped {:.2f} s for it)", dir.string(),
+                     stall + seconds, stall);
+      else
+        spdlog::info("saved checkpoint {} in {:.2f} s", dir.string(), stall + seconds);
+    };
+  writer_.start({run_dir_, state.step, layout, std::move(files), config_yaml_, staging_id_},
+                std::move(sealed));
   last_saved_ = state.step;
-  longest_save_seconds_ = std::max(
-      longest_save_seconds_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (!cfg_.save_async) finish();
   return true;
+}
+
+void CheckpointManager::finish() {
+  if (!writer_.in_flight()) return;
+  std::exception_ptr error;
+  try {
+    writer_.wait_written();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // Every rank's files are written (or failed) once all are here: rank 0 may seal, or discard.
+  bool failed = ranks_.sum(error ? 1.0 : 0.0) > 0;
+  if (!failed && ranks_.rank() == 0) {
+    try {
+      writer_.wait_sealed();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (!failed && ranks_.world_size() > 1) failed = ranks_.sum(error ? 1.0 : 0.0) > 0;
+  if (failed) {
+    if (ranks_.rank() == 0) writer_.discard();
+    if (error) std::rethrow_exception(error);
+    throw Error(fmt::format("another rank could not write its part of checkpoint step{} (its log says why)",
+                            last_saved_),
+                run_dir_.string(),
+                "free disk space or point save_folder at a disk with room; the earlier checkpoints are "
+                "untouched and the run resumes from the newest of them");
+  }
+  longest_save_seconds_ = std::max(longest_save_seconds_, stall_seconds_ + writer_.seconds());
 }
 
 }  // namespace siamese::train

@@ -32,8 +32,9 @@ std::optional<int64_t> step_of(const fs::path& dir) {
   return step;
 }
 
-// Folders a save or prune in progress uses: .step<N>.tmp-<pid> (being written),
-// .step<N>.old-<pid> (the copy being replaced), .step<N>.del-<pid> (being pruned).
+// Folders a save or prune in progress uses: .step<N>.tmp-<pid> (being written by every rank),
+// .step<N>.old-<pid> (the copy being replaced), .step<N>.del-<pid> (being pruned), and
+// .step<N>.shards-<n> (optimizer shards staged by versions before every rank wrote its part).
 const std::regex& scratch_pattern() {
   static const std::regex pattern("\\.(step[0-9]+)\\.(tmp|old|del|shards)-[0-9]+");
   return pattern;

@@ -145,6 +145,11 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
     reporter.event(metrics_row(state.step, metric::kNonfiniteEvent, {{"cause", "weights"}}));
     return kExitNonFinite;
   };
+  // Every exit waits for a save still writing in the background, and agrees on it.
+  auto finished = [&](int rc) {
+    checkpoints.finish();
+    return rc;
+  };
   auto evaluate = [&] {
     for (const auto& r : evaluators.run(*t.model)) {
       spdlog::info("eval {} at step {}: loss {:.4f} nats/token, ppl {:.3f}{}", r.label, state.step, r.loss,
@@ -180,8 +185,9 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
       // nothing. What this run trained so far is kept, to resume from with another filter.
       const bool trained = state.step > first_step && state.step != checkpoints.last_saved();
       if (trained) {
-        if (const int rc = reporter.flush(state, *t.scaler); rc != 0) return rc;
-        if (const int rc = save(); rc != 0) return rc;
+        if (const int rc = reporter.flush(state, *t.scaler); rc != 0) return finished(rc);
+        if (const int rc = save(); rc != 0) return finished(rc);
+        checkpoints.finish();
       }
       throw Error(
           fmt::format("step {}: the instance filter left out all {} instances of the global batch, so "
@@ -211,30 +217,31 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
     const bool save_due =
         (cfg.save_interval > 0 && state.step % cfg.save_interval == 0) || stops.requested(state.step);
     if (reporter.read_due(state.step) || eval_due || save_due || state.step == data.max_steps) {
-      if (const int rc = reporter.flush(state, *t.scaler); rc != 0) return rc;
+      if (const int rc = reporter.flush(state, *t.scaler); rc != 0) return finished(rc);
       const auto stop = stops.check(state.step, first_step, loop_start, reporter.read_interval(),
                                     checkpoints.longest_save_seconds());
       if (stop == StopPolicy::Stop::TimeLimit)
         reporter.event(metrics_row(state.step, metric::kTimeLimitEvent, {{"time_limit", *cfg.time_limit}}));
       if (stop != StopPolicy::Stop::None) {
         if (state.step != checkpoints.last_saved())
-          if (const int rc = save(); rc != 0) return rc;
-        return stop == StopPolicy::Stop::Signal ? kExitStopped : 0;
+          if (const int rc = save(); rc != 0) return finished(rc);
+        return finished(stop == StopPolicy::Stop::Signal ? kExitStopped : 0);
       }
     }
     if (eval_due) evaluate();
     if (save_due)
-      if (const int rc = save(); rc != 0) return rc;
+      if (const int rc = save(); rc != 0) return finished(rc);
     if (stops.requested(state.step)) {
       spdlog::info("stopping at step {} as requested", state.step);
-      return 0;
+      return finished(0);
     }
   }
 
   // ---- end ---------------------------------------------------------------------------
   if (!evaluators.empty()) evaluate();
   if (state.step != checkpoints.last_saved())
-    if (const int rc = save(); rc != 0) return rc;
+    if (const int rc = save(); rc != 0) return finished(rc);
+  checkpoints.finish();
   spdlog::info("done: {} steps, {} tokens in {}", state.step, state.tokens,
                format_eta(seconds_since(loop_start)));
   return 0;

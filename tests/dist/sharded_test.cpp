@@ -18,6 +18,7 @@
 #include "siamese/model/topology_table.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
+#include "siamese/train/checkpoint_writer.h"
 #include "siamese/train/memory_plan.h"
 #include "siamese/train/parallelize.h"
 #include "siamese/train/save_folder.h"
@@ -378,9 +379,10 @@ TEST(Sharded, ShardGradOpOnTwoRanksMatchesOneProcessAndReshardsOnResume) {
   ASSERT_TRUE(problem.has_value());
   EXPECT_NE(problem->find(train::optimizer_shard_name(1, 2)), std::string::npos) << *problem;
   EXPECT_EQ(train::latest_checkpoint(two), two / "step10");
-  const fs::path staged = two / ".step30.shards-2";
+  const fs::path staged = train::staging_folder(two, 30, 12345);
   fs::create_directories(staged);
   std::ofstream(staged / train::optimizer_shard_name(0, 2)) << "partial";
+  std::ofstream(staged / train::model_part_name(1, 2)) << "partial";
   {
     train::SaveFolderLock lock(two, "a test");
     train::clean_save_folder(two, lock);

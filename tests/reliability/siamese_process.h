@@ -180,10 +180,12 @@ inline std::pair<Outcome, bool> run_killed_at(const std::vector<std::string>& ar
 }
 
 // The ranks of a data-parallel run of `c`, started as torchrun starts them (RANK, WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT), each logging to `log`.r<rank>.
+// MASTER_ADDR, MASTER_PORT), each logging to `log`.r<rank>; `file_size_limits` gives some
+// ranks a full disk (rank -> bytes).
 inline std::vector<std::unique_ptr<Child>> start_sharded(const config::TrainConfig& c, int ranks,
                                                          const std::string& log,
-                                                         const std::vector<std::string>& extra = {}) {
+                                                         const std::vector<std::string>& extra = {},
+                                                         const std::map<int, long>& file_size_limits = {}) {
   const std::string port = std::to_string(free_port());
   std::vector<std::unique_ptr<Child>> children;
   for (int r = 0; r < ranks; ++r) {
@@ -193,6 +195,7 @@ inline std::vector<std::unique_ptr<Child>> start_sharded(const config::TrainConf
                   {"WORLD_SIZE", std::to_string(ranks)},
                   {"MASTER_ADDR", "127.0.0.1"},
                   {"MASTER_PORT", port}};
+    if (file_size_limits.count(r)) limits.file_size_bytes = file_size_limits.at(r);
     children.push_back(std::make_unique<Child>(train_args(c, extra), log + ".r" + std::to_string(r), limits));
   }
   return children;

@@ -113,7 +113,7 @@ TEST(Checkpoint, TrackedComponentsSaveAndRestoreTheirOwnState) {
   auto opt = train::build_optimizer({}, m->named_parameters());
   Counter mixture("mixture_position");
   mixture.count = 41;
-  train::save_checkpoint(dir, *m, *opt, {3, 48, 0}, "", 1, {&mixture});
+  train::save_checkpoint(dir, *m, *opt, {3, 48, 0}, "", {&mixture});
   train::save_checkpoint(dir, *m, *opt, {2, 32, 0}, "");  // before the component existed
   EXPECT_NE(siamese::testing::read_all((dir / "step3" / "train_state.json").string())
                 .find("\"mixture_position\":41"),
@@ -128,6 +128,6 @@ TEST(Checkpoint, TrackedComponentsSaveAndRestoreTheirOwnState) {
   EXPECT_EQ(fresh.count, 7);
 
   Counter clash("step");
-  EXPECT_THROW(train::save_checkpoint(dir, *m, *opt, {4, 64, 0}, "", 1, {&clash}), c10::Error);
+  EXPECT_THROW(train::save_checkpoint(dir, *m, *opt, {4, 64, 0}, "", {&clash}), c10::Error);
   EXPECT_FALSE(fs::exists(dir / "step4"));
 }

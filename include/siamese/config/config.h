@@ -252,6 +252,7 @@ struct TrainConfig {
   int64_t save_interval = 1000;
   int64_t save_num_checkpoints_to_keep = -1;
   bool save_overwrite = false;
+  bool save_async = false;
   std::string load_path = "";
   // A stable WSD run's checkpoint this run branches its decay from (train/decay_branch.h).
   std::string decay_from = "";

@@ -1,18 +1,23 @@
 #pragma once
-// The format of one checkpoint: save_folder/step<N>/ holding model.pt, optim.pt,
-// train_state.pt (the entries of every tracked component, stateful.h: step, tokens, skipped
-// bad steps, amp_fp16's loss scale, ..., then the RNG states), train_state.json (its
-// scalars, for people), config.yaml (the resolved
-// config) and, written last, manifest.json (the step, the config and each file's size and
-// sha256). The files are written into .step<N>.tmp-<pid>/ (scratch_path, durable_file.h),
-// each fsynced, then the folder is fsynced and renamed into place: a save cut short never
-// leaves a folder named step<N>, nor does a pruning (save_folder.h renames before deleting),
-// and loading verifies the manifest, so bytes that changed on disk are refused. The folder
-// that holds checkpoints (lock, clean-up, pruning, the newest one) is save_folder.h.
+// The format of one checkpoint: save_folder/step<N>/ holding the model's tensors, the
+// optimizer's state, train_state.pt (the entries of every tracked component, stateful.h:
+// step, tokens, skipped bad steps, amp_fp16's loss scale, ..., then the RNG states),
+// train_state.json (its scalars, for people), config.yaml (the resolved config) and, written
+// last, manifest.json (the step, the layout, the config and each file's size and sha256).
+// One process writes model.pt and optim.pt. N ranks write one part each: model_part<r>of<N>.pt
+// (each rank about 1/N of the tensors, whole), and optim_shard<s>of<M>.pt (its flat shard,
+// under a sharded strategy) or optim_part<r>of<N>.pt (the state of its tensors, under ddp).
+// Every rank writes into .step<N>.tmp-<pid of rank 0>/ (durable_file.h), each file fsynced;
+// rank 0 writes the manifest once every rank has reported, fsyncs the folder and renames it
+// into place: a save cut short never leaves a folder named step<N>, nor does a pruning
+// (save_folder.h renames before deleting), and loading verifies the manifest, so bytes that
+// changed on disk are refused. The folder that holds checkpoints (lock, clean-up, pruning,
+// the newest one) is save_folder.h; the background writer is checkpoint_writer.h.
 #include <torch/torch.h>
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,30 +44,70 @@ struct TrainState : Stateful {
   void load_state_dict(const StateDict& state) override;
 };
 
-// Writes step<state.step> under save_folder; config_yaml is the resolved config (to_yaml).
-// train_state.pt holds `state`'s entries, then those of each of `tracked` (the loss scaler,
-// ...), then the CPU and CUDA RNG states; two components naming one entry is an error.
-// A step<N> that already exists (a resumed run saving the same step again) is renamed to
-// .step<N>.old-<pid> first and removed once the new one is in place, so a complete copy
-// exists at every moment. Any write error (a full disk) throws siamese::Error naming the
-// file and the free space, after removing the temporary folder; the other checkpoints are
-// untouched. Called on rank 0 only: every rank holds the same weights.
-// With optimizer_shards N > 1 (a sharded strategy), each of the N ranks has first written its
-// shard of the optimizer state with save_optimizer_shard; this checks each against the
-// shard's manifest and moves it into the checkpoint, whose manifest then lists them all.
+// A tensor of a checkpoint file, by the name it is written under.
+struct ArchiveEntry {
+  std::string key;
+  torch::Tensor value;
+  bool buffer = false;
+};
+
+// One file of a checkpoint, held in host memory until it is written: a torch archive of
+// `tensors`, or `text`.
+struct CheckpointFile {
+  static CheckpointFile of_tensors(std::string name, std::vector<ArchiveEntry> tensors = {}) {
+    return {std::move(name), std::move(tensors), {}, true};
+  }
+  static CheckpointFile of_text(std::string name, std::string text) {
+    return {std::move(name), {}, std::move(text), false};
+  }
+  std::string name;
+  std::vector<ArchiveEntry> tensors;
+  std::string text;
+  bool archive;
+};
+
+// Who writes what: writer `rank` of `parts` (the world size), and the optimizer's layout
+// (optimizer_shards > 1: a sharded strategy, whose shard `optimizer_shard_rank` this rank
+// writes, -1 for a replica whose twin in the first replica writes it).
+struct PartLayout {
+  int rank = 0;
+  int parts = 1;
+  int optimizer_shards = 1;
+  int optimizer_shard_rank = 0;
+};
+
+// Always: copies, so that training may go on while they are written (save_async).
+// OffHostOnly: host memory is referenced as it is (a save the caller waits for, which would
+// otherwise hold a second copy of the model and the optimizer state).
+enum class HostCopy { Always, OffHostOnly };
+
+// This rank's files of checkpoint step<state.step>, in host memory. Rank 0's also hold
+// `state`'s entries, then those of each of `tracked` (two components naming one entry is an
+// error), the CPU and CUDA RNG states, and the config. Parameters must be whole
+// (dist::WholeParams) until the files are written, unless copied.
+std::vector<CheckpointFile> snapshot_checkpoint(torch::nn::Module& model, Optimizer& optim,
+                                                const TrainState& state, const std::string& config_yaml,
+                                                const PartLayout& layout, HostCopy how,
+                                                const std::vector<const Stateful*>& tracked = {});
+
+// The manifest of step<step> without its files: what the loader needs to find them.
+nlohmann::ordered_json manifest_head(int64_t step, const PartLayout& layout, const std::string& config_yaml);
+
+// The names of a layout's files (tests and the checker use them).
+std::string model_part_name(int rank, int parts);
+std::string optimizer_part_name(int rank, int parts);
+std::string optimizer_shard_name(int rank, int shards);
+
+// Writes step<state.step> under save_folder as one process, before it returns (the import,
+// tests); config_yaml is the resolved config (to_yaml). A step<N> that already exists (a
+// resumed run saving the same step again) is renamed to .step<N>.old-<pid> first and removed
+// once the new one is in place, so a complete copy exists at every moment. Any write error
+// (a full disk) throws siamese::Error naming the file and the free space, after removing the
+// temporary folder; the other checkpoints are untouched.
 std::filesystem::path save_checkpoint(const std::filesystem::path& save_folder, torch::nn::Module& model,
                                       Optimizer& optim, const TrainState& state,
-                                      const std::string& config_yaml, int optimizer_shards = 1,
+                                      const std::string& config_yaml,
                                       const std::vector<const Stateful*>& tracked = {});
-
-// Called on every rank of a sharded strategy before rank 0's save_checkpoint: writes this
-// rank's optimizer state, optim_shard<rank>of<shards>.pt, and its manifest (bytes, sha256)
-// into save_folder/.step<N>.shards-<shards>/, which a save cut short leaves for
-// clean_save_folder. Nothing with one shard (rank 0 writes optim.pt whole) or with rank -1
-// (a replica whose twin in the first replica writes the same shard).
-void save_optimizer_shard(const std::filesystem::path& save_folder, int64_t step, Optimizer& optim, int rank,
-                          int shards);
-std::string optimizer_shard_name(int rank, int shards);
 
 // Why `folder` is not a complete, intact checkpoint (no manifest or one that does not parse,
 // a file missing, of another size or another sha256, no model.pt / train_state.pt /
@@ -86,8 +131,9 @@ enum class ManifestCheck { Verify, VerifiedAlready };
 // values, except the keys marked changeable_on_resume() in schema.cpp (dropout,
 // initialisation, flash_attention, init_device), which change how the weights are trained
 // or computed, not what they mean.
-// Optimizer state saved by any number of ranks is put together whole, then cut into the
-// shards of `plan` (null: one process), so a run may resume on another world size.
+// Tensors and optimizer state saved by any number of ranks are put together whole, then
+// cut into the shards of `plan` (null: one process), so a run may resume on another world
+// size or strategy.
 TrainState load_checkpoint(const std::filesystem::path& folder, torch::nn::Module& model, Optimizer* optim,
                            const config::ModelConfig* same_model = nullptr,
                            dist::ParallelPlan* plan = nullptr, const std::vector<Stateful*>& tracked = {},

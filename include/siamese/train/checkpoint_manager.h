@@ -2,9 +2,10 @@
 // The save folder's lifecycle for one run (torchtitan's CheckpointManager): one writer per
 // folder (rank 0 takes its lock and clears what interrupted saves left; every rank learns
 // whether it could), the resume (an explicit load_path, else the newest intact checkpoint of
-// this run; never over a foreign run's checkpoints), the save (each rank's optimizer shard,
-// then rank 0's model, state and manifest, with barriers so no rank runs ahead of a save)
-// and the pruning of older checkpoints.
+// this run; never over a foreign run's checkpoints), the save (each rank copies its part to
+// host memory and writes it on a background thread, checkpoint_writer.h; rank 0 seals it) and
+// the pruning of older checkpoints. Every rank agrees whether a save held at the next save or
+// at finish(), so a failed one stops every rank alike.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "siamese/dist/parallel_plan.h"
 #include "siamese/model/transformer.h"
 #include "siamese/train/checkpoint.h"
+#include "siamese/train/checkpoint_writer.h"
 #include "siamese/train/optimizer.h"
 #include "siamese/train/save_folder.h"
 #include "siamese/train/stateful.h"
@@ -41,12 +43,17 @@ class CheckpointManager {
   // the launch's provenance (with the optimizer's groups).
   void record_run(int64_t max_steps, const TrainState& state, const Optimizer& optim);
 
-  // Saves step<state.step> (every rank calls it). False, and nothing written, when the
-  // weights are no longer finite.
+  // Saves step<state.step> (every rank calls it), after the previous save is sealed. With
+  // save_async it returns once this rank's part is copied to host memory, else once the
+  // checkpoint is in place. False, and nothing written, when the weights are no longer finite.
+  // Throws on every rank when a rank's write or the seal failed (a full disk).
   bool save(const TrainState& state, model::TransformerImpl& model, Optimizer& optim);
+  // Waits for the save in flight and agrees on it as save() does: before the run exits.
+  void finish();
 
   int64_t last_saved() const { return last_saved_; }
-  // The longest save so far: what a time limit keeps in hand for the final one.
+  // The longest save so far, from the loop's stop to the seal: what a time limit keeps in
+  // hand for the final one.
   double longest_save_seconds() const { return longest_save_seconds_; }
   const std::filesystem::path& folder() const { return run_dir_; }
 
@@ -60,7 +67,9 @@ class CheckpointManager {
   std::vector<Stateful*> tracked_;
   int64_t resumed_step_ = 0, last_saved_ = 0;
   std::set<int64_t> written_;  // steps this run saved: with the older ones, the prunable
-  double longest_save_seconds_ = 0;
+  double longest_save_seconds_ = 0, stall_seconds_ = 0;
+  long staging_id_ = 0;  // rank 0's pid, which names every save's staging folder
+  CheckpointWriter writer_;
 };
 
 }  // namespace siamese::train
