@@ -182,6 +182,19 @@ std::vector<Field<T>> run_fields() {
       field<T>("console_log_interval", "Log training metrics to the console every this many steps.",
                &T::console_log_interval)
           .positive(),
+      field<T>("wandb.project",
+               "Weights & Biases project that rank 0 streams every metrics row to as the run trains, from a "
+               "python of the venv (docs/analysis.md); \"\" (null): off. WANDB_MODE=offline and W&B's other "
+               "variables apply.",
+               &T::wandb, &WandbConfig::project),
+      field<T>("wandb.entity", "W&B entity (user or team); \"\": W&B's default.", &T::wandb,
+               &WandbConfig::entity),
+      field<T>("wandb.group", "W&B run group; \"\": none.", &T::wandb, &WandbConfig::group),
+      field<T>("wandb.name", "W&B run name; \"\": the run folder's name.", &T::wandb, &WandbConfig::name),
+      field<T>("wandb.tags", "W&B run tags.", &T::wandb, &WandbConfig::tags),
+      field<T>("wandb.log_interval", "Stream every this many steps' rows (evaluations and events always).",
+               &T::wandb, &WandbConfig::log_interval)
+          .positive(),
       ours<T>("device", "auto (CUDA when available), cpu, cuda or cuda:N.", &T::device),
       field<T>("torch_profiling",
                "Trace steps 7-9 of the process (OLMo-core's profiler schedule: 1 wait, 5 warm-up, 3 "
@@ -720,7 +733,8 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
   static const std::vector<IgnoredKey> keys = {
       {"dry_run", "not supported"},
       {"no_pre_train_checkpoint", "no checkpoint is written before the first step"},
-      {"wandb", "metrics go to metrics.jsonl in save_folder"},
+      {"wandb.log_artifacts", "checkpoints stay in save_folder", {"false", "null"}},
+      {"wandb.rank_zero_only", "rank 0 streams; its rows hold every rank's values"},
       {"compile", "no torch.compile in LibTorch"},
       {"fsdp.use_orig_params", "shards are kept apart from the parameters, which keep their names"},
       {"ddp", "gradients are summed once per step; parameters without a gradient contribute zeros"},

@@ -31,6 +31,7 @@ ReportSection report_section(const TrainConfig& c) {
   s.max_bad_steps = c.max_bad_steps;
   s.auxiliary_loss_multiplier = c.auxiliary_loss_multiplier;
   s.instance_filter = c.data.instance_filter.enabled();
+  s.wandb = c.wandb;
   return s;
 }
 

@@ -30,9 +30,10 @@ namespace {
 
 torch::Tensor scalar(int64_t v) { return torch::tensor(v, torch::kInt64); }
 
-// A copy in host memory that training cannot change while it is written.
-torch::Tensor host_copy(const torch::Tensor& t, HostCopy how) {
-  return t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/how == HostCopy::Always);
+// Host memory that training cannot change while it is written, or `t` itself on the host.
+torch::Tensor host_copy(const std::string& name, const torch::Tensor& t, HostStaging* staging) {
+  if (staging) return staging->copy(name, t);
+  return t.detach().to(torch::kCPU);
 }
 
 // The layout fields of a manifest; older manifests lack the parts, written by one process.
@@ -130,7 +131,7 @@ void load_tensors(torch::nn::Module& model, const fs::path& folder, const SavedL
 // bit for bit here; names also keep the file readable.
 std::vector<ArchiveEntry> optimizer_entries(Optimizer& optim,
                                             const std::function<bool(const std::string&)>& mine,
-                                            HostCopy how) {
+                                            HostStaging* staging) {
   std::vector<ArchiveEntry> out;
   auto& state = optim.adamw().state();
   Muon* muon = optim.muon();
@@ -138,15 +139,17 @@ std::vector<ArchiveEntry> optimizer_entries(Optimizer& optim,
     if (!mine(kv.key())) continue;
     if (muon && muon->owns(kv.value())) {
       const torch::Tensor& buffer = muon->momentum_buffer(kv.value());
-      if (buffer.defined()) out.push_back({kv.key() + ".momentum_buffer", host_copy(buffer, how), true});
+      const std::string key = kv.key() + ".momentum_buffer";
+      if (buffer.defined()) out.push_back({key, host_copy("optim." + key, buffer, staging), true});
       continue;
     }
     auto it = state.find(kv.value().unsafeGetTensorImpl());
     if (it == state.end()) continue;
     const auto& s = static_cast<const AdamWState&>(*it->second);
     out.push_back({kv.key() + ".step", scalar(static_cast<int64_t>(s.step_count.item<double>()))});
-    out.push_back({kv.key() + ".exp_avg", host_copy(s.exp_avg(), how), true});
-    out.push_back({kv.key() + ".exp_avg_sq", host_copy(s.exp_avg_sq(), how), true});
+    for (const auto& [key, value] : {std::pair{kv.key() + ".exp_avg", &s.exp_avg()},
+                                     std::pair{kv.key() + ".exp_avg_sq", &s.exp_avg_sq()}})
+      out.push_back({key, host_copy("optim." + key, *value, staging), true});
   }
   return out;
 }
@@ -199,6 +202,20 @@ void load_optimizer(torch::nn::Module& model, Optimizer& optim, const fs::path& 
 
 }  // namespace
 
+torch::Tensor HostStaging::copy(const std::string& name, const torch::Tensor& t) {
+  auto& buffer = buffers_[name];
+  if (!buffer.defined() || buffer.sizes() != t.sizes() || buffer.dtype() != t.dtype())
+    buffer = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(t.is_cuda()));
+  buffer.copy_(t.detach(), /*non_blocking=*/t.is_cuda());
+  pending_ = pending_ || t.is_cuda();
+  return buffer;
+}
+
+void HostStaging::synchronize() {
+  if (pending_) torch::cuda::synchronize();
+  pending_ = false;
+}
+
 std::string optimizer_shard_name(int rank, int shards) {
   return fmt::format("optim_shard{}of{}.pt", rank, shards);
 }
@@ -217,7 +234,7 @@ nlohmann::ordered_json manifest_head(int64_t step, const PartLayout& layout, con
 
 std::vector<CheckpointFile> snapshot_checkpoint(torch::nn::Module& model, Optimizer& optim,
                                                 const TrainState& state, const std::string& config_yaml,
-                                                const PartLayout& layout, HostCopy how,
+                                                const PartLayout& layout, HostStaging* staging,
                                                 const std::vector<const Stateful*>& tracked) {
   std::vector<CheckpointFile> files;
   const bool whole = layout.parts == 1;
@@ -225,21 +242,24 @@ std::vector<CheckpointFile> snapshot_checkpoint(torch::nn::Module& model, Optimi
   const auto mine = [&](const std::string& name) { return owner.at(name) == layout.rank; };
   auto tensors = CheckpointFile::of_tensors(whole ? "model.pt" : model_part_name(layout.rank, layout.parts));
   for (const auto& kv : model.named_parameters())
-    if (mine(kv.key())) tensors.tensors.push_back({kv.key(), host_copy(kv.value(), how)});
+    if (mine(kv.key()))
+      tensors.tensors.push_back({kv.key(), host_copy("model." + kv.key(), kv.value(), staging)});
   for (const auto& kv : model.named_buffers())
-    if (mine(kv.key())) tensors.tensors.push_back({kv.key(), host_copy(kv.value(), how), true});
+    if (mine(kv.key()))
+      tensors.tensors.push_back({kv.key(), host_copy("model." + kv.key(), kv.value(), staging), true});
   files.push_back(std::move(tensors));
   if (layout.optimizer_shards > 1) {
     if (layout.optimizer_shard_rank >= 0)
       files.push_back(CheckpointFile::of_tensors(
           optimizer_shard_name(layout.optimizer_shard_rank, layout.optimizer_shards),
           optimizer_entries(
-              optim, [](const std::string&) { return true; }, how)));
+              optim, [](const std::string&) { return true; }, staging)));
   } else {
     files.push_back(
         CheckpointFile::of_tensors(whole ? "optim.pt" : optimizer_part_name(layout.rank, layout.parts),
-                                   optimizer_entries(optim, mine, how)));
+                                   optimizer_entries(optim, mine, staging)));
   }
+  if (staging) staging->synchronize();
   if (layout.rank != 0) return files;
 
   StateDict entries = state.state_dict();
@@ -247,7 +267,8 @@ std::vector<CheckpointFile> snapshot_checkpoint(torch::nn::Module& model, Optimi
     for (auto& entry : component->state_dict()) {
       TORCH_CHECK(!state_entry(entries, entry.first).defined(), "two checkpointed components name ",
                   entry.first);
-      entries.push_back({entry.first, host_copy(entry.second, how)});
+      // Small, and of a component's choosing: a copy of its own (state_dict() may hand out views).
+      entries.push_back({entry.first, entry.second.detach().to(torch::kCPU, false, /*copy=*/true)});
     }
   }
   auto train_state = CheckpointFile::of_tensors("train_state.pt");
@@ -277,8 +298,8 @@ fs::path save_checkpoint(const fs::path& save_folder, torch::nn::Module& model, 
   const PartLayout one;
   CheckpointWriter writer;
   writer.start({save_folder, state.step, one,
-                snapshot_checkpoint(model, optim, state, config_yaml, one, HostCopy::OffHostOnly, tracked),
-                config_yaml, long(::getpid())});
+                snapshot_checkpoint(model, optim, state, config_yaml, one, nullptr, tracked), config_yaml,
+                long(::getpid())});
   try {
     writer.wait_written();
     writer.wait_sealed();

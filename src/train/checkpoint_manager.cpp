@@ -94,7 +94,7 @@ bool CheckpointManager::save(const TrainState& state, model::TransformerImpl& mo
   if (!torch::stack(finite).all().item<bool>()) return false;
   const std::vector<const Stateful*> tracked(tracked_.begin(), tracked_.end());
   auto files = snapshot_checkpoint(model, optim, state, config_yaml_, layout,
-                                   cfg_.save_async ? HostCopy::Always : HostCopy::OffHostOnly, tracked);
+                                   cfg_.save_async ? &staging_ : nullptr, tracked);
   stall_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   written_.insert(state.step);
   CheckpointWriter::Sealed sealed;

@@ -10,6 +10,7 @@
 #include "siamese/model/accounting.h"
 #include "siamese/train/save_folder.h"
 #include "siamese/train/trainer.h"
+#include "siamese/train/wandb_stream.h"
 
 namespace siamese::train {
 namespace {
@@ -56,6 +57,9 @@ StepReporter::StepReporter(const config::ReportSection& cfg, torch::Device devic
     spdlog::info("{}", peak_.said);
     sinks_.push_back(std::make_unique<MetricsLog>(run_dir / "metrics.jsonl", first_step));
     sinks_.push_back(std::make_unique<TensorBoardWriter>(run_dir / "tensorboard"));
+    if (cfg.wandb.enabled())
+      sinks_.push_back(std::make_unique<WandbStream>(
+          cfg.wandb, run_dir, run_config_path(run_dir).value_or(run_dir / "config.yaml")));
   }
   sinks_.push_back(std::make_unique<ConsoleLog>(cfg.console_log_interval, first_step, max_steps));
 }

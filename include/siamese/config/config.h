@@ -245,6 +245,18 @@ struct FsdpConfig {
   std::optional<int64_t> hybrid_sharding_num_model_replicas;
 };
 
+// OLMo's wandb section: metrics streamed to Weights & Biases as the run trains
+// (train/wandb_stream.h), on when project is set.
+struct WandbConfig {
+  std::string project = "";
+  std::string entity = "";
+  std::string group = "";
+  std::string name = "";  // "": the run folder's name
+  std::vector<std::string> tags;
+  int64_t log_interval = 1;
+  bool enabled() const { return !project.empty(); }
+};
+
 struct TrainConfig {
   std::string run_name = "";
   int64_t seed = 6198;
@@ -270,6 +282,7 @@ struct TrainConfig {
   int64_t eval_interval = 1000;
   int64_t eval_subset_num_batches = -1;
   int64_t console_log_interval = 1;
+  WandbConfig wandb;
   bool torch_profiling = false;
   std::optional<int64_t> stream_stats_interval;  // ours: train/stream_stats_log.h (unset: off)  // a few
                                                  // steps as a Chrome trace per rank (train/step_profiler.h)

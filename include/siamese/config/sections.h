@@ -46,6 +46,7 @@ struct ReportSection {
   int64_t max_bad_steps = 0;
   double auxiliary_loss_multiplier = 0;  // named in the fix for a non-finite z-loss
   bool instance_filter = false;          // rows carry filtered_instances
+  WandbConfig wandb;                     // streams the rows when enabled
 };
 ReportSection report_section(const TrainConfig& c);
 

@@ -76,18 +76,31 @@ struct PartLayout {
   int optimizer_shard_rank = 0;
 };
 
-// Always: copies, so that training may go on while they are written (save_async).
-// OffHostOnly: host memory is referenced as it is (a save the caller waits for, which would
-// otherwise hold a second copy of the model and the optimizer state).
-enum class HostCopy { Always, OffHostOnly };
+// The host memory a background save (save_async) copies into, so that training may go on
+// while it is written. Each tensor keeps its buffer from save to save: a fresh copy faulted in
+// every page again, which made the measured stall several times longer (docs/reliability.md,
+// "Costs"). A GPU tensor's buffer is pinned, so its copy is a DMA the step waits for once.
+// A buffer is reused only by the next save, which starts after the previous one is written.
+class HostStaging {
+ public:
+  // `t`'s values in `name`'s buffer; the copies of GPU tensors are done after synchronize().
+  torch::Tensor copy(const std::string& name, const torch::Tensor& t);
+  void synchronize();
+
+ private:
+  std::map<std::string, torch::Tensor> buffers_;
+  bool pending_ = false;
+};
 
 // This rank's files of checkpoint step<state.step>, in host memory. Rank 0's also hold
 // `state`'s entries, then those of each of `tracked` (two components naming one entry is an
-// error), the CPU and CUDA RNG states, and the config. Parameters must be whole
-// (dist::WholeParams) until the files are written, unless copied.
+// error), the CPU and CUDA RNG states, and the config. Tensors are copied into `staging`;
+// without it, host memory is referenced as it is (a save the caller waits for, which would
+// otherwise hold a second copy of the model and the optimizer state), and the parameters must
+// stay whole (dist::WholeParams) until the files are written.
 std::vector<CheckpointFile> snapshot_checkpoint(torch::nn::Module& model, Optimizer& optim,
                                                 const TrainState& state, const std::string& config_yaml,
-                                                const PartLayout& layout, HostCopy how,
+                                                const PartLayout& layout, HostStaging* staging,
                                                 const std::vector<const Stateful*>& tracked = {});
 
 // The manifest of step<step> without its files: what the loader needs to find them.

@@ -69,6 +69,7 @@ class CheckpointManager {
   std::set<int64_t> written_;  // steps this run saved: with the older ones, the prunable
   double longest_save_seconds_ = 0, stall_seconds_ = 0;
   long staging_id_ = 0;  // rank 0's pid, which names every save's staging folder
+  HostStaging staging_;  // save_async: the host copies, reused from save to save
   CheckpointWriter writer_;
 };
 

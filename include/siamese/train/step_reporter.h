@@ -66,8 +66,8 @@ class StepReporter {
   double flops_per_token_;
   MfuPeak peak_;
   std::optional<double> peak_flops_;
-  // metrics.jsonl and TensorBoard's events (for TensorBoard and W&B) on the main rank, then
-  // the console's progress lines.
+  // metrics.jsonl, TensorBoard's events and the W&B streamer (which reads metrics.jsonl) on
+  // the main rank, then the console's progress lines.
   std::vector<std::unique_ptr<MetricsSink>> sinks_;
   BadStepPolicy bad_steps_;
   DeviceClock clock_;
