@@ -300,6 +300,10 @@ class Loader {
           read_entries(*raw, f.key, f.ref<std::vector<GroupOverrideConfig>>(config),
                        schema::group_override_fields(), {},
                        "`- params: [wte.weight]` then `  opts: {lr: 1e-3}`");
+        else if (f.kind == Kind::Sources)
+          read_entries(*raw, f.key, f.ref<std::vector<MixtureSourceConfig>>(config),
+                       schema::mixture_source_fields(), {},
+                       "`- source_name: web` then `  target_ratio: 0.7` and `  paths: [web.npy]`");
         else
           parse(f, config, *raw, f.key);
       }
@@ -444,7 +448,7 @@ class Loader {
   static YAML::Node value_node(Kind kind, const std::string& text, const std::string& where) {
     if (text.empty() || text == "null" || text == "~") return YAML::Node(YAML::NodeType::Null);
     if (kind != Kind::StringList && kind != Kind::IntList && kind != Kind::DoubleList &&
-        kind != Kind::Evaluators && kind != Kind::GroupOverrides)
+        kind != Kind::Evaluators && kind != Kind::GroupOverrides && kind != Kind::Sources)
       return YAML::Node(text);
     try {
       return YAML::Load(text);
@@ -651,6 +655,7 @@ class Loader {
       }
       case Kind::Evaluators:
       case Kind::GroupOverrides:
+      case Kind::Sources:
         return;
     }
   }

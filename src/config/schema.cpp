@@ -44,9 +44,11 @@ constexpr Kind kind_of() {
     return Kind::DoubleList;
   else if constexpr (std::is_same_v<T, std::vector<EvaluatorConfig>>)
     return Kind::Evaluators;
-  else {
-    static_assert(std::is_same_v<T, std::vector<GroupOverrideConfig>>, "type without a schema kind");
+  else if constexpr (std::is_same_v<T, std::vector<GroupOverrideConfig>>)
     return Kind::GroupOverrides;
+  else {
+    static_assert(std::is_same_v<T, std::vector<MixtureSourceConfig>>, "type without a schema kind");
+    return Kind::Sources;
   }
 }
 
@@ -102,6 +104,7 @@ using If = InstanceFilterConfig;
 using Tk = TokenizerConfig;
 using E = EvaluatorConfig;
 using G = GroupOverrideConfig;
+using Mx = MixtureSourceConfig;
 
 // Run, batch, precision, evaluation and logging keys.
 std::vector<Field<T>> run_fields() {
@@ -629,6 +632,11 @@ std::vector<Field<T>> scheduler_fields() {
 std::vector<Field<T>> data_fields() {
   return {
       field<T>("data.paths", "Token files (numpy memmaps of memmap_dtype) to train on.", &T::data, &D::paths),
+      ours<T>("data.source_mixture",
+              "Instead of paths: weighted sources, each a map of the keys below (OLMo-core's "
+              "SourceMixtureConfig); the run's tokens are drawn from them in their target ratios "
+              "(docs/data.md).",
+              &T::data, &D::source_mixture),
       field<T>("data.memmap_dtype", "Token file element type.", &T::data, &D::memmap_dtype),
       field<T>("data.pad_direction", "Side sequences are padded on.", &T::data, &D::pad_direction),
       field<T>("data.drop_last", "Drop the final incomplete batch.", &T::data, &D::drop_last),
@@ -729,6 +737,25 @@ const std::vector<Field<GroupOverrideConfig>>& group_override_fields() {
   return fields;
 }
 
+const std::vector<Field<MixtureSourceConfig>>& mixture_source_fields() {
+  static const std::vector<Field<Mx>> fields = {
+      field<Mx>("source_name", "The source's name, in logs, metrics (mixture/share.<name>) and run.json.",
+                &Mx::source_name),
+      field<Mx>("target_ratio", "Its share of the run's tokens; the sources' ratios sum to 1.",
+                &Mx::target_ratio)
+          .within(0, 1, true, false),
+      field<Mx>("paths", "Its token files (numpy memmaps of data.memmap_dtype).", &Mx::paths),
+      field<Mx>("max_repetition_ratio",
+                "Its tokens may be used up to this many times (> 1 upsamples a small source).",
+                &Mx::max_repetition_ratio)
+          .at_least(1),
+      field<Mx>("max_source_fraction", "At most this share of its tokens is used (before repetition).",
+                &Mx::max_source_fraction)
+          .within(0, 1, true, false),
+  };
+  return fields;
+}
+
 const std::vector<IgnoredKey>& ignored_train_keys() {
   static const std::vector<IgnoredKey> keys = {
       {"dry_run", "not supported"},
@@ -765,7 +792,9 @@ const std::vector<IgnoredKey>& ignored_train_keys() {
       {"optimizer.no_decay_norm_and_bias", "deprecated in OLMo; use decay_norm_and_bias"},
       {"optimizer.record_update_metrics", "not supported"},
       {"optimizer.selective_updates", "not supported", {"false", "null"}},
-      {"data.datasets", "list token files in data.paths", {"null", "{}"}},
+      {"data.datasets",
+       "list token files in data.paths, or weighted sources in data.source_mixture",
+       {"null", "{}"}},
       {"data.prefetch_factor", "each loader thread holds up to two batches"},
       {"data.persistent_workers", "loader threads always persist"},
       {"data.timeout", "not supported"},
@@ -836,11 +865,29 @@ std::string kind_name(Kind kind) {
       return "a list of evaluator maps";
     case Kind::GroupOverrides:
       return "a list of group override maps";
+    case Kind::Sources:
+      return "a list of mixture source maps";
   }
   return "?";
 }
 
 namespace {
+
+template <class Root>
+std::string text_of(const Field<Root>& f, const Root& root);
+
+template <class Entry>
+std::string entries_text(const std::vector<Entry>& list, const std::vector<Field<Entry>>& fields) {
+  std::vector<std::string> entries;
+  for (const auto& entry : list) {
+    std::vector<std::string> parts;
+    for (const auto& g : fields)
+      if (const std::string v = text_of(g, entry); v != "null" && v != "[]")
+        parts.push_back(g.key + ": " + v);
+    entries.push_back(fmt::format("{{{}}}", fmt::join(parts, ", ")));
+  }
+  return fmt::format("[{}]", fmt::join(entries, ", "));
+}
 
 template <class Root>
 std::string text_of(const Field<Root>& f, const Root& root) {
@@ -877,18 +924,11 @@ std::string text_of(const Field<Root>& f, const Root& root) {
       return fmt::format("[{}]", fmt::join(f.template ref<std::vector<double>>(root), ", "));
     case Kind::Evaluators:
       return f.template ref<std::vector<EvaluatorConfig>>(root).empty() ? "[]" : "[...]";
-    case Kind::GroupOverrides: {
-      // In full, so that a resume that changes a group names it (training_settings).
-      std::vector<std::string> entries;
-      for (const auto& entry : f.template ref<std::vector<GroupOverrideConfig>>(root)) {
-        std::vector<std::string> parts;
-        for (const auto& g : group_override_fields())
-          if (const std::string v = text_of(g, entry); v != "null" && v != "[]")
-            parts.push_back(g.key + ": " + v);
-        entries.push_back(fmt::format("{{{}}}", fmt::join(parts, ", ")));
-      }
-      return fmt::format("[{}]", fmt::join(entries, ", "));
-    }
+    // In full, so that a resume that changes an entry names it (training_settings).
+    case Kind::GroupOverrides:
+      return entries_text(f.template ref<std::vector<GroupOverrideConfig>>(root), group_override_fields());
+    case Kind::Sources:
+      return entries_text(f.template ref<std::vector<MixtureSourceConfig>>(root), mixture_source_fields());
   }
   return "";
 }
@@ -934,12 +974,18 @@ std::string value_text(const Field<GroupOverrideConfig>& field, const GroupOverr
   return text_of(field, root);
 }
 
+std::string value_text(const Field<MixtureSourceConfig>& field, const MixtureSourceConfig& root) {
+  return text_of(field, root);
+}
+
 std::string markdown() {
   return "### Run keys\n\n" + table(train_fields(), "") +
          "\n### Evaluator keys (each entry of `evaluators`)\n\n" +
          table(evaluator_fields(), "evaluators[i].") +
          "\n### Group override keys (each entry of `optimizer.group_overrides`)\n\n" +
          table(group_override_fields(), "optimizer.group_overrides[i].") +
+         "\n### Mixture source keys (each entry of `data.source_mixture`)\n\n" +
+         table(mixture_source_fields(), "data.source_mixture[i].") +
          "\n### OLMo keys accepted and ignored (a warning names each)\n\n" +
          ignored_list(ignored_train_keys(), "") + ignored_list(ignored_evaluator_keys(), "evaluators[i].");
 }

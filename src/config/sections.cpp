@@ -3,8 +3,21 @@
 namespace siamese::config {
 
 DataSection data_section(const TrainConfig& c) {
-  return {c.data, c.model.max_sequence_length, c.model.vocab_size,
-          static_cast<uint64_t>(c.data.seed.value_or(c.seed)), c.global_train_batch_size};
+  const int64_t tokens_per_step = c.global_train_batch_size * c.model.max_sequence_length;
+  return {c.data,
+          c.model.max_sequence_length,
+          c.model.vocab_size,
+          static_cast<uint64_t>(c.data.seed.value_or(c.seed)),
+          c.global_train_batch_size,
+          c.data.source_mixture.empty() ? 0 : run_steps(c, 0) * tokens_per_step};
+}
+
+int64_t run_steps(const TrainConfig& c, int64_t steps_per_epoch) {
+  const Duration& d = c.max_duration;
+  const int64_t tokens_per_step = c.global_train_batch_size * c.model.max_sequence_length;
+  return d.unit() == Duration::Steps    ? d.value()
+         : d.unit() == Duration::Tokens ? (d.value() + tokens_per_step - 1) / tokens_per_step
+                                        : d.value() * steps_per_epoch;
 }
 
 StepSection step_section(const TrainConfig& c) {

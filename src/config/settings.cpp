@@ -25,6 +25,26 @@ std::vector<SettingChange> changed_settings(const std::map<std::string, std::str
 namespace {
 
 template <class Root>
+nlohmann::ordered_json json_of(const Field<Root>& f, const Root& c);
+
+// A list-of-maps key: one object per entry, dotted keys nested.
+template <class Entry>
+nlohmann::ordered_json entries_json(const std::vector<Entry>& list, const std::vector<Field<Entry>>& fields) {
+  auto entries = nlohmann::ordered_json::array();
+  for (const auto& entry : list) {
+    auto one = nlohmann::ordered_json::object();
+    for (const auto& g : fields) {
+      auto* at = &one;
+      for (size_t start = 0, dot; (dot = g.key.find('.', start)) != std::string::npos; start = dot + 1)
+        at = &(*at)[g.key.substr(start, dot - start)];
+      (*at)[g.key.substr(g.key.rfind('.') + 1)] = json_of(g, entry);
+    }
+    entries.push_back(std::move(one));
+  }
+  return entries;
+}
+
+template <class Root>
 nlohmann::ordered_json json_of(const Field<Root>& f, const Root& c) {
   using json = nlohmann::ordered_json;
   const auto optional = [](const auto& value) { return value ? json(*value) : json(nullptr); };
@@ -55,20 +75,10 @@ nlohmann::ordered_json json_of(const Field<Root>& f, const Root& c) {
       return f.template ref<std::vector<double>>(c);
     case Kind::Evaluators:
       break;
-    case Kind::GroupOverrides: {
-      json entries = json::array();
-      for (const auto& entry : f.template ref<std::vector<GroupOverrideConfig>>(c)) {
-        json one = json::object();
-        for (const auto& g : group_override_fields()) {
-          json* at = &one;
-          for (size_t start = 0, dot; (dot = g.key.find('.', start)) != std::string::npos; start = dot + 1)
-            at = &(*at)[g.key.substr(start, dot - start)];
-          (*at)[g.key.substr(g.key.rfind('.') + 1)] = json_of(g, entry);
-        }
-        entries.push_back(std::move(one));
-      }
-      return entries;
-    }
+    case Kind::GroupOverrides:
+      return entries_json(f.template ref<std::vector<GroupOverrideConfig>>(c), group_override_fields());
+    case Kind::Sources:
+      return entries_json(f.template ref<std::vector<MixtureSourceConfig>>(c), mixture_source_fields());
   }
   return nullptr;
 }

@@ -72,6 +72,11 @@ void emit_value(YAML::Emitter& out, const Field<Root>& f, const Root& root) {
         emit_entries(out, f.template ref<std::vector<GroupOverrideConfig>>(root),
                      schema::group_override_fields());
       return;
+    case Kind::Sources:
+      if constexpr (std::is_same_v<Root, TrainConfig>)
+        emit_entries(out, f.template ref<std::vector<MixtureSourceConfig>>(root),
+                     schema::mixture_source_fields());
+      return;
     default:
       // Numbers, booleans, null and number lists: their YAML text, flow style.
       out << YAML::Load(schema::value_text(f, root));

@@ -203,7 +203,40 @@ void validate_optimizer(const OptimizerConfig& o, const Rules& r) {
   }
 }
 
+// OLMo-core's SourceMixtureConfig and SourceMixtureList checks, plus what the mixture needs
+// from the run: no data.paths beside it and a length that is not in epochs of itself.
+void validate_mixture(const TrainConfig& c, const Rules& r) {
+  const auto& sources = c.data.source_mixture;
+  if (sources.empty()) return;
+  double sum = 0;
+  std::set<std::string> names;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const MixtureSourceConfig& s = sources[i];
+    const std::string p = "data.source_mixture[" + std::to_string(i) + "].";
+    check_values(schema::mixture_source_fields(), s, p, r);
+    r.require(!s.source_name.empty(), p + "source_name", p + "source_name is empty",
+              "name the source, e.g. web");
+    r.require(names.insert(s.source_name).second, p + "source_name",
+              fmt::format("two sources are named {}", s.source_name), "give each source its own name");
+    r.require(!s.paths.empty(), p + "paths", p + "paths is empty", "list the source's token files");
+    sum += s.target_ratio;
+  }
+  // numpy.allclose(sum, 1.0), as OLMo-core tests it.
+  r.require(std::abs(sum - 1.0) <= 1e-8 + 1e-5, "data.source_mixture",
+            fmt::format("the target_ratio of the sources sum to {:.6g}, not 1", sum),
+            "make the target ratios add up to 1");
+  r.require(c.data.paths.empty(), "data.paths", "data.paths and data.source_mixture are both set",
+            "list the files under one of the sources, or drop data.source_mixture");
+  r.require(c.data.synthetic == SyntheticCorpus::None, "data.synthetic",
+            "data.synthetic and data.source_mixture are both set",
+            "drop one of the two (data.synthetic: \"\")");
+  r.require(c.max_duration.unit() != Duration::Epochs, "max_duration",
+            fmt::format("max_duration {} is in epochs, which a mixture is sized from", c.max_duration.text()),
+            "give max_duration in steps or tokens (e.g. 2e9T)");
+}
+
 void validate_data(const TrainConfig& c, const Rules& r) {
+  validate_mixture(c, r);
   r.require(!c.data.rope_restart_per_document || (c.data.generate_doc_lengths && c.model.rope),
             "data.rope_restart_per_document",
             "data.rope_restart_per_document needs data.generate_doc_lengths: true and model.rope: true",

@@ -72,12 +72,13 @@ TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& opt
   return state;
 }
 
-void CheckpointManager::record_run(int64_t max_steps, const TrainState& state, const Optimizer& optim) {
+void CheckpointManager::record_run(int64_t max_steps, const TrainState& state, const Optimizer& optim,
+                                   const nlohmann::json& mixture) {
   if (ranks_.rank() != 0) return;
   write_run_config(run_dir_, config_yaml_);
   eval::keep_run_tokenizer(run_dir_, cfg_.data, cfg_.tokenizer);
   write_provenance(run_dir_, {max_steps, state.step, ranks_.world_size(), cfg_.decay_from,
-                              groups_json(optim.groups(), cfg_.optimizer.learning_rate)});
+                              groups_json(optim.groups(), cfg_.optimizer.learning_rate), mixture});
 }
 
 bool CheckpointManager::save(const TrainState& state, model::TransformerImpl& model, Optimizer& optim) {

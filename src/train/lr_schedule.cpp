@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "siamese/config/sections.h"
 
 namespace siamese::train {
 
@@ -35,9 +38,7 @@ RunLength run_length(const config::TrainConfig& cfg, int64_t steps_per_epoch) {
   const config::Duration& d = cfg.max_duration;
   const int64_t tokens_per_step = cfg.global_train_batch_size * cfg.model.max_sequence_length;
   RunLength r;
-  r.steps = d.unit() == config::Duration::Steps    ? d.value()
-            : d.unit() == config::Duration::Tokens ? (d.value() + tokens_per_step - 1) / tokens_per_step
-                                                   : d.value() * steps_per_epoch;
+  r.steps = config::run_steps(cfg, steps_per_epoch);
   r.token_units = cfg.scheduler.units == config::ScheduleUnits::Tokens;
   r.schedule_max = !r.token_units                         ? double(r.steps)
                    : d.unit() == config::Duration::Tokens ? double(d.value())

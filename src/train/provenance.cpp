@@ -68,6 +68,7 @@ void write_provenance(const fs::path& save_folder, const LaunchFacts& facts) {
       {"start_step", facts.start_step},
       {"decay_from", facts.decay_from},
       {"param_groups", facts.param_groups},
+      {"mixture", facts.mixture},
       {"command_line", command_line()},
       {"working_directory", fs::current_path().string()},
       {"git_commit", b.git_commit},

@@ -15,6 +15,7 @@
 #include "siamese/common/error.h"
 #include "siamese/config/duration.h"
 #include "siamese/config/load.h"
+#include "siamese/data/mixture_tally.h"
 #include "siamese/data/rank_batches.h"
 #include "siamese/eval/evaluators.h"
 #include "siamese/model/kernel_choice.h"
@@ -47,7 +48,9 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 struct TrainData {
   TrainData(const config::TrainConfig& cfg, const dist::Collectives& ranks)
       : batches(config::data_section(cfg), ranks.rank(), ranks.world_size()),
-        tokens_per_step(cfg.global_train_batch_size * cfg.model.max_sequence_length) {
+        mixture(batches.dataset(), cfg.global_train_batch_size, config::data_section(cfg).seed),
+        tokens_per_step(cfg.global_train_batch_size * cfg.model.max_sequence_length),
+        mixture_interval(ranks.rank() == 0 ? cfg.console_log_interval : 0) {
     const RunLength length = run_length(cfg, batches.steps_per_epoch());
     max_steps = length.steps;
     token_units = length.token_units;
@@ -59,8 +62,18 @@ struct TrainData {
     return token_units ? double(state.tokens) : double(state.step);
   }
 
+  // A mixture's tokens per source, logged by rank 0 at the console's interval and at the end.
+  bool mixture_due(int64_t step) const {
+    return mixture.active() && mixture_interval > 0 && (step % mixture_interval == 0 || step == max_steps);
+  }
+  nlohmann::json mixture_plan() const {
+    const auto* plan = batches.dataset().mixture();
+    return plan ? nlohmann::json(plan->to_json()) : nlohmann::json(nullptr);
+  }
+
   data::RankBatches batches;
-  int64_t tokens_per_step, max_steps = 0;
+  data::MixtureTally mixture;
+  int64_t tokens_per_step, mixture_interval, max_steps = 0;
   bool token_units = false;
   double schedule_max = 0;
 };
@@ -85,6 +98,12 @@ void log_start(const config::TrainConfig& cfg, const Trainee& t, const dist::Par
   if (plan.collectives().rank() == 0)
     for (const auto& line : describe_groups(t.optim->groups(), cfg.optimizer.learning_rate))
       spdlog::info("{}", line);
+  if (plan.collectives().rank() == 0)
+    for (const auto& s : data.mixture_plan())
+      spdlog::info(
+          "mixture: {} (target_ratio {}) gives {} instances, {:.2f}% of the run's, from its {} tokens",
+          s["source_name"].get<std::string>(), s["target_ratio"].get<double>(), s["instances"].get<int64_t>(),
+          100 * s["share"].get<double>(), s["population_tokens"].get<int64_t>());
   if (t.micro_batch < cfg.device_train_microbatch_size)
     spdlog::info("device_train_microbatch_size {} capped at each rank's share of the global batch, {}",
                  cfg.device_train_microbatch_size, t.micro_batch);
@@ -131,7 +150,7 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
   std::vector<SettingChange> changes;
   checkpoints.track(*t.scaler);
   TrainState state = checkpoints.load(*t.model, *t.optim, data.max_steps, changes);
-  checkpoints.record_run(data.max_steps, state, *t.optim);
+  checkpoints.record_run(data.max_steps, state, *t.optim, data.mixture_plan());
   const int64_t first_step = state.step;
   StepReporter reporter(config::report_section(cfg), device, ranks.rank() == 0, ranks.world_size(),
                         checkpoints.folder(), first_step, data.max_steps);
@@ -210,6 +229,7 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
                   plan.gradients().take_comm_seconds(), filtered, std::move(r), start_mark,
                   reporter.clock().mark()});
     if (stream_stats.due(state.step)) reporter.event(stream_stats.row(state.step, *t.model));
+    if (data.mixture_due(state.step)) reporter.event(data.mixture.row(state.step));
 
     // Read points, evaluation, checkpoints, stops.
     const bool eval_due =

@@ -433,5 +433,42 @@ TEST_F(LoadConfig, EvaluatorsAreAListOfMapsWithTheirOwnKeys) {
                   {"expected a list of evaluator maps, got a mapping"});
 }
 
+// data.source_mixture: OLMo-core's fields per source, its checks, and what the run needs.
+TEST_F(LoadConfig, AMixtureIsAListOfSourcesCheckedAsOlmoCoreChecksThem) {
+  const std::string mixture =
+      "data:\n  source_mixture:\n"
+      "    - source_name: web\n      target_ratio: 0.7\n      paths: [w.npy]\n"
+      "    - source_name: code\n      target_ratio: 0.3\n      paths: [c.npy]\n      max_repetition_ratio: "
+      "2\n";
+  const auto path = write("mix.yaml", kBase + mixture);
+  const config::TrainConfig c = config::load_config(path, {});
+  ASSERT_EQ(c.data.source_mixture.size(), 2u);
+  EXPECT_EQ(c.data.source_mixture[1].source_name, "code");
+  EXPECT_EQ(c.data.source_mixture[1].max_repetition_ratio, 2.0);
+  EXPECT_EQ(c.data.source_mixture[0].max_source_fraction, 1.0);
+  const std::vector<Combination> cases = {
+      {"--data.source_mixture=[{source_name: a, target_ratio: 0.7, paths: [a.npy]}, "
+       "{source_name: b, target_ratio: 0.2, paths: [b.npy]}]",
+       {"the target_ratio of the sources sum to 0.9", "(data.source_mixture)", "add up to 1"}},
+      {"--data.source_mixture=[{source_name: a, target_ratio: 1.5, paths: [a.npy]}]",
+       {"data.source_mixture[0].target_ratio must be in (0, 1]"}},
+      {"--data.source_mixture=[{source_name: a, target_ratio: 1, paths: [a.npy], max_repetition_ratio: 0.5}]",
+       {"data.source_mixture[0].max_repetition_ratio must be >= 1"}},
+      {"--data.source_mixture=[{source_name: a, target_ratio: 0.5, paths: [a.npy]}, "
+       "{source_name: a, target_ratio: 0.5, paths: [b.npy]}]",
+       {"two sources are named a"}},
+      {"--data.source_mixture=[{source_name: a, target_ratio: 1, paths: []}]",
+       {"data.source_mixture[0].paths is empty"}},
+      {"--data.paths=[x.npy]", {"data.paths and data.source_mixture are both set"}},
+      {"--max_duration=2ep", {"max_duration 2ep is in epochs", "steps or tokens"}},
+      {"--data.source_mixture=[{source: a}]", {"unknown key data.source_mixture[0].source"}},
+  };
+  for (const auto& k : cases) {
+    SCOPED_TRACE(k.extra);
+    const std::string msg = error_of([&] { config::load_config(path, {k.extra}); });
+    expect_contains(msg, k.expected);
+  }
+}
+
 }  // namespace
 }  // namespace siamese

@@ -36,6 +36,8 @@ inline constexpr const char* kNonfiniteEvent = "nonfinite";
 inline constexpr const char* kResumeEvent = "resume";
 // The residual streams every stream_stats_interval steps (train/stream_stats_log.h).
 inline constexpr const char* kStreamStatsEvent = "stream_stats";
+// A mixture's tokens per source so far (data/mixture_tally.h).
+inline constexpr const char* kMixtureEvent = "mixture";
 // A run that stopped with a checkpoint before its time_limit: {"time_limit": seconds}.
 inline constexpr const char* kTimeLimitEvent = "time_limit";
 // OLMo's downstream keys: eval/downstream/<label>_<metric>, and <label>_documents.

@@ -199,8 +199,19 @@ struct InstanceFilterConfig {
   int64_t max_count() const { return repetition_max_count.value_or(32); }
 };
 
+// One source of a weighted mixture (data.source_mixture), as OLMo-core's SourceMixtureConfig
+// (data/source_mixture.h).
+struct MixtureSourceConfig {
+  std::string source_name;
+  double target_ratio = 0;  // its share of the run's tokens; the sources' sum to 1
+  std::vector<std::string> paths;
+  double max_repetition_ratio = 1;  // its tokens may be used up to this many times
+  double max_source_fraction = 1;   // at most this share of its tokens (before repetition)
+};
+
 struct DataConfig {
   std::vector<std::string> paths;
+  std::vector<MixtureSourceConfig> source_mixture;  // instead of paths
   TokenDtype memmap_dtype = TokenDtype::Uint16;
   Side pad_direction = Side::Right;
   bool drop_last = false;

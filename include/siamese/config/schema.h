@@ -31,8 +31,9 @@ enum class Kind {
   StringList,
   IntList,
   DoubleList,
-  Evaluators,     // a list of EvaluatorConfig maps
-  GroupOverrides  // a list of GroupOverrideConfig maps
+  Evaluators,      // a list of EvaluatorConfig maps
+  GroupOverrides,  // a list of GroupOverrideConfig maps
+  Sources          // a list of MixtureSourceConfig maps
 };
 
 // The numbers a key accepts (each element, for a list); null passes.
@@ -106,6 +107,7 @@ struct IgnoredKey {
 const std::vector<Field<TrainConfig>>& train_fields();
 const std::vector<Field<EvaluatorConfig>>& evaluator_fields();
 const std::vector<Field<GroupOverrideConfig>>& group_override_fields();
+const std::vector<Field<MixtureSourceConfig>>& mixture_source_fields();
 const std::vector<IgnoredKey>& ignored_train_keys();
 const std::vector<IgnoredKey>& ignored_evaluator_keys();
 
@@ -124,6 +126,7 @@ std::string accepted_text(const Bounds& bounds, const std::vector<std::string>& 
 std::string value_text(const Field<TrainConfig>& field, const TrainConfig& root);
 std::string value_text(const Field<EvaluatorConfig>& field, const EvaluatorConfig& root);
 std::string value_text(const Field<GroupOverrideConfig>& field, const GroupOverrideConfig& root);
+std::string value_text(const Field<MixtureSourceConfig>& field, const MixtureSourceConfig& root);
 // The same as a JSON value (numbers, booleans, null, lists; enums as their text).
 nlohmann::ordered_json value_json(const Field<TrainConfig>& field, const TrainConfig& root);
 // Every key under `prefix` ("model.") with its value, nested as in the YAML.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "siamese/config/config.h"
+#include "siamese/config/duration.h"
 
 namespace siamese::config {
 
@@ -19,8 +20,14 @@ struct DataSection {
   int64_t vocab_size = 0;       // model.vocab_size: token ids stay below it
   uint64_t seed = 0;            // data.seed, else seed: the batch order, the synthetic corpus
   int64_t global_batch = 0;     // global_train_batch_size
+  // data.source_mixture: the run's tokens, whole global batches of max_duration.
+  int64_t requested_tokens = 0;
 };
 DataSection data_section(const TrainConfig& c);
+
+// max_duration in steps: as given, tokens rounded up to whole global batches (OLMo), or
+// epochs of `steps_per_epoch` (only read for those).
+int64_t run_steps(const TrainConfig& c, int64_t steps_per_epoch);
 
 // One optimizer step (train/train_step.h); the model's own settings come from the model.
 struct StepSection {

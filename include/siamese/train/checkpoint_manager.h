@@ -41,7 +41,8 @@ class CheckpointManager {
 
   // Rank 0 records the run beside its checkpoints: the resolved config, the tokenizer and
   // the launch's provenance (with the optimizer's groups).
-  void record_run(int64_t max_steps, const TrainState& state, const Optimizer& optim);
+  void record_run(int64_t max_steps, const TrainState& state, const Optimizer& optim,
+                  const nlohmann::json& mixture);
 
   // Saves step<state.step> (every rank calls it), after the previous save is sealed. With
   // save_async it returns once this rank's part is copied to host memory, else once the
