@@ -78,6 +78,7 @@ class Attention(nn.Module):
         self.window = window
         d, self.n_heads, self.n_kv = c["d_model"], c["n_heads"], c["n_kv_heads"]
         self.hd = d // self.n_heads
+        self.softmax_mult = 1.0  # model.parametrization's factor, set by the model
         kv = self.n_kv * self.hd
         self.att_proj = nn.Linear(d, d + 2 * kv, bias=c["include_bias"])
         self.attn_out = nn.Linear(d, d, bias=c["include_bias"])
@@ -139,6 +140,8 @@ class Attention(nn.Module):
             k = k.repeat_interleave(self.n_heads // self.n_kv, 1)
             v = v.repeat_interleave(self.n_heads // self.n_kv, 1)
         scale = self.hooks.softmax_scale if self.hooks is not None else None
+        if self.softmax_mult != 1.0:  # model.parametrization away from its base shape
+            scale = (scale if scale is not None else 1.0 / math.sqrt(self.hd)) * self.softmax_mult
         if self.window is None:
             ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
         else:
@@ -831,8 +834,10 @@ class SiameseForCausalLM(PreTrainedModel, GenerationMixin):
             self.emb_norm = make_norm(c, d)
         self.blocks = nn.ModuleList(Block(c, attention_window(c, l)) for l in range(c["n_layers"]))
         self.topology = TOPOLOGIES[c["residual"]](c)
+        self.mult = {"softmax": 1.0, "branch": 1.0, "logits": 1.0, **c.get("multipliers", {})}
         for l, block in enumerate(self.blocks):
             block.attn.hooks = block.mlp.hooks = self.topology.sublayer_hooks(l)
+            block.attn.softmax_mult = self.mult["softmax"]
         self.ff_out = None if c["weight_tying"] else nn.Linear(d, c["embedding_size"], bias=c["include_bias"])
         self.post_init()
 
@@ -858,11 +863,15 @@ class SiameseForCausalLM(PreTrainedModel, GenerationMixin):
         for s in range(2 * self.c["n_layers"]):
             block = self.blocks[s // 2]
             f = (block.attn if s % 2 == 0 else block.mlp)(topo.enter(st, s))
+            if self.mult["branch"] != 1.0:
+                f = f * self.mult["branch"]
             topo.leave(st, f, s)
         h = topo.finish(st)
         logits = F.linear(h, self.wte.weight) if self.ff_out is None else self.ff_out(h)
         if self.c["scale_logits"]:
             logits = logits / math.sqrt(self.c["d_model"])
+        if self.mult["logits"] != 1.0:
+            logits = logits * self.mult["logits"]
         logits = topo.scale_logits(logits)
         loss = None
         if labels is not None:

@@ -36,6 +36,13 @@ if [ "${SIAMESE_INSTALL:-0}" = 1 ] && [ "$SIAMESE_PYTHON" = "$SIAMESE_VENV/bin/p
     "$SIAMESE_VENV/bin/pip" install -q --disable-pip-version-check -r "$siamese_root/scripts/requirements.txt"
     cp "$siamese_root/scripts/requirements.txt" "$stamp"
   fi
+  stamp="$SIAMESE_VENV/.siamese-requirements-nodeps"
+  if ! cmp -s "$siamese_root/scripts/requirements-nodeps.txt" "$stamp"; then
+    echo "setup: installing scripts/requirements-nodeps.txt into $SIAMESE_VENV"
+    "$SIAMESE_VENV/bin/pip" install -q --disable-pip-version-check --no-deps \
+      -r "$siamese_root/scripts/requirements-nodeps.txt"
+    cp "$siamese_root/scripts/requirements-nodeps.txt" "$stamp"
+  fi
   # Without its dependencies: torch and the rest come from the environment (the file says which).
   stamp="$SIAMESE_OLMO_CORE/.siamese-requirements"
   if ! cmp -s "$siamese_root/scripts/requirements-olmo-core.txt" "$stamp"; then

@@ -80,7 +80,8 @@ int run_import(const std::string& folder, const std::string& out, bool overwrite
   cfg.save_folder = out;
   if (fs::exists(fs::path(folder) / "tokenizer.json"))
     cfg.tokenizer.identifier = fs::absolute(fs::path(folder) / "tokenizer.json").string();
-  const auto optim = train::build_optimizer(cfg.optimizer, imported.model->named_parameters());
+  const auto optim = train::build_optimizer(cfg.optimizer, imported.model->named_parameters(), nullptr,
+                                            &imported.model->shape());
   // The one writer of the folder, as a training run is; checked again under the lock, which a
   // run or another import may have taken since.
   const train::SaveFolderLock lock(out, "siamese import");

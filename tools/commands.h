@@ -33,6 +33,7 @@ void add_analyze_command(CLI::App& app, Handler& run);
 void add_sweep_command(CLI::App& app, Handler& run);
 void add_report_command(CLI::App& app, Handler& run);
 void add_kernels_command(CLI::App& app, Handler& run);
+void add_coord_check_command(CLI::App& app, Handler& run);
 
 // The `CONFIG [--dotted.key=value ...]` arguments shared by every subcommand that runs a
 // config (config, train, bench, inspect). `args` must outlive parsing and the handler (hold

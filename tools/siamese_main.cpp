@@ -60,6 +60,7 @@ int run_command(int argc, char** argv) {
   siamese::cli::add_sweep_command(app, run);
   siamese::cli::add_report_command(app, run);
   siamese::cli::add_kernels_command(app, run);
+  siamese::cli::add_coord_check_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -96,6 +96,7 @@ using T = TrainConfig;
 using M = ModelConfig;
 using S = SiameseConfig;
 using K = KernelsConfig;
+using P = MupConfig;
 using O = OptimizerConfig;
 using Mu = MuonConfig;
 using Sc = SchedulerConfig;
@@ -459,6 +460,28 @@ std::vector<Field<T>> model_topology_fields() {
                     "topologies (residual, hc, mhc, mhc_lite, the SiameseNorm ones), nGPT (its stream "
                     "lives on the unit sphere) and pre_embednorm (it changes the embeddings both "
                     "streams start from) cannot be X"),
+      ours<T>("model.parametrization",
+              "How init, learning rates and multipliers scale from the base shape (model.mup.*): standard "
+              "(as set), mup (width: Yang et al. 2022) or completep (width and depth: Dey et al. 2025); "
+              "docs/analysis.md, Parametrizations.",
+              &T::model, &M::parametrization),
+      ours<T>("model.mup.base_d_model",
+              "mup / completep: the d_model the config's learning rates and init are tuned at (null: "
+              "d_model).",
+              &T::model, &M::mup, &P::base_d_model)
+          .positive(),
+      ours<T>("model.mup.base_n_heads",
+              "mup / completep: the base shape's heads; its head width base_d_model / base_n_heads sets the "
+              "attention scale's rule (null: n_heads).",
+              &T::model, &M::mup, &P::base_n_heads)
+          .positive(),
+      ours<T>("model.mup.base_n_layers", "completep: the base shape's layers (null: n_layers).", &T::model,
+              &M::mup, &P::base_n_layers)
+          .positive(),
+      ours<T>("model.mup.depth_alpha",
+              "completep: residual branches times (n_layers / base_n_layers)^-alpha; 1 is CompleteP, 0.5 "
+              "depth-muP.",
+              &T::model, &M::mup, &P::depth_alpha),
       ours<T>("model.kernels.all",
               "The custom kernel families without a choice of their own: fused (our kernels) or aten "
               "(the ATen composition; docs/architecture.md, Kernels).",

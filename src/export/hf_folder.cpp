@@ -1,4 +1,5 @@
 #include "siamese/export/hf_folder.h"
+#include "siamese/model/parametrization.h"
 
 #include <unistd.h>
 
@@ -45,6 +46,10 @@ json siamese_config(const config::ModelConfig& c, json settings) {
   settings["n_kv_heads"] = model::kv_head_count(c);
   settings["mlp_hidden_size"] = model::mlp_hidden_size(c);
   settings["bias_for_layer_norm"] = c.bias_for_layer_norm.value_or(c.include_bias);
+  // model.parametrization's forward multipliers as numbers: the rules stay in the C++.
+  const model::Parametrization shape = model::parametrization(c);
+  settings["multipliers"] = {
+      {"softmax", shape.softmax()}, {"branch", shape.branch()}, {"logits", shape.logits()}};
   j["siamese"] = settings;
   return j;
 }

@@ -13,6 +13,7 @@
 #include "siamese/model/attention.h"
 #include "siamese/model/mlp.h"
 #include "siamese/model/olmo_names.h"
+#include "siamese/model/parametrization.h"
 
 namespace siamese::hf {
 
@@ -128,6 +129,9 @@ const StockClass* stock_class_of(const config::ModelConfig& c, std::string* why_
   if (c.attention_layer_norm != cls->qk_norm || (cls->qk_norm && !c.attention_layer_norm_with_affine))
     return no(cls->qk_norm ? cls->architecture + " needs full-width Q/K norms with weights" : "Q/K norms");
   if (c.embedding_layer_norm || c.scale_logits) return no("embedding norm or scaled logits");
+  const model::Parametrization shape = model::parametrization(c);
+  if (shape.softmax() != 1.0 || shape.branch() != 1.0 || shape.logits() != 1.0)
+    return no("model.parametrization's multipliers away from the base shape");
   return cls;
 }
 

@@ -9,6 +9,7 @@
 #include "siamese/common/error.h"
 #include "siamese/config/schema.h"
 #include "siamese/config/validate.h"
+#include "siamese/model/parametrization.h"
 
 namespace siamese::model {
 namespace {
@@ -162,6 +163,7 @@ void check_model_config(const config::ModelConfig& cfg, const config::ConfigOrig
                             origin ? " (from " + origin->topology + ")" : "", key),
                 where, "remove the setting (the topology turns it on), or choose another topology");
   }
+  check_parametrization(cfg, spec->no_width_rule, spec->no_depth_rule);
 }
 
 config::TrainConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,

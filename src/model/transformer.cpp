@@ -21,7 +21,7 @@ BlockImpl::BlockImpl(const config::ModelConfig& cfg, const SublayerHooks& hooks,
   mlp = register_module("mlp", make_feed_forward(cfg, hooks, layer));
 }
 
-TransformerImpl::TransformerImpl(const config::ModelConfig& cfg) : cfg_(cfg) {
+TransformerImpl::TransformerImpl(const config::ModelConfig& cfg) : cfg_(cfg), shape_(parametrization(cfg)) {
   check_model_config(cfg);
   wte = register_module("wte", torch::nn::Embedding(cfg.embedding_size, cfg.d_model));
   if (!cfg.rope) wpe = register_module("wpe", torch::nn::Embedding(cfg.max_sequence_length, cfg.d_model));
@@ -31,7 +31,11 @@ TransformerImpl::TransformerImpl(const config::ModelConfig& cfg) : cfg_(cfg) {
   auto topology = make_topology(cfg);
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    block_list_.emplace_back(cfg, topology->sublayer_hooks(i), i, attention_window(cfg, i));
+    SublayerHooks hooks = topology->sublayer_hooks(i);
+    if (shape_.softmax() != 1.0)
+      hooks.softmax_scale =
+          hooks.softmax_scale.value_or(1.0 / std::sqrt(double(cfg.d_model / cfg.n_heads))) * shape_.softmax();
+    block_list_.emplace_back(cfg, hooks, i, attention_window(cfg, i));
     blocks->push_back(block_list_.back());
   }
   topology_ = register_module("topology", topology);
@@ -121,6 +125,7 @@ void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_
       (*sublayer_probe)(layer, attention ? "attn_in" : "ffn_in", in);
       (*sublayer_probe)(layer, attention ? "attn_out" : "ffn_out", out);
     }
+    if (shape_.branch() != 1.0) out = out * shape_.branch();
     topology_->leave(st, torch::dropout(out, cfg_.residual_dropout, is_training()), s);
   }
 }
@@ -128,6 +133,7 @@ void TransformerImpl::run_block(State& st, int64_t layer, const Probe* sublayer_
 torch::Tensor TransformerImpl::head(const torch::Tensor& h) {
   auto logits = cfg_.weight_tying ? torch::linear(h, wte->weight) : ff_out(h);
   if (cfg_.scale_logits) logits = logits / std::sqrt(double(cfg_.d_model));
+  if (shape_.logits() != 1.0) logits = logits * shape_.logits();
   return topology_->scale_logits(logits);
 }
 
@@ -196,11 +202,12 @@ void TransformerImpl::reset_parameters() {
   if (wpe) init_normal(wpe->weight, mitchell ? inv_sqrt_d : c.init_std, cutoff);
   if (ff_out) init_linear(ff_out, normal ? c.init_std : inv_sqrt_d, cutoff);
 
-  const double in_std = mitchell ? inv_sqrt_d : c.init_std;
+  // model.parametrization's factor on the matrices whose fan-in grows with width (1 otherwise).
+  const double in_std = (mitchell ? inv_sqrt_d : c.init_std) * shape_.hidden_init();
   const double d_ff = double(mlp_inner_size(c));
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto& blk = block_list_[l];
-    double attn_out_std = c.init_std, ff_out_std = c.init_std;
+    double attn_out_std = c.init_std * shape_.hidden_init(), ff_out_std = attn_out_std;
     if (mitchell) {
       attn_out_std = 1.0 / std::sqrt(2.0 * d * (l + 1));
       ff_out_std = 1.0 / std::sqrt(2.0 * d_ff * (l + 1));

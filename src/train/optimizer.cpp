@@ -19,8 +19,8 @@ namespace siamese::train {
 namespace {
 
 // A parameter's settings before the overrides: its OLMo group, the topology's, or Muon's.
-ParamGroup default_group(const config::OptimizerConfig& cfg, const std::string& name,
-                         const torch::Tensor& p) {
+ParamGroup standard_group(const config::OptimizerConfig& cfg, const std::string& name,
+                          const torch::Tensor& p) {
   using model::ParamKind;
   ParamGroup g;
   g.beta1 = cfg.betas[0];
@@ -62,6 +62,21 @@ ParamGroup default_group(const config::OptimizerConfig& cfg, const std::string& 
   return g;
 }
 
+// The standard group with the parametrization's factors (model/parametrization.h).
+ParamGroup default_group(const config::OptimizerConfig& cfg, const std::string& name, const torch::Tensor& p,
+                         const model::Parametrization* shape) {
+  ParamGroup g = standard_group(cfg, name, p);
+  if (!shape || shape->standard()) return g;
+  const model::OptimizerScale s =
+      shape->optimizer(name, p, g.muon, cfg.muon.adjust_lr == config::MuonLrAdjust::MatchRmsAdamW);
+  if (s.lr == 1.0 && s.eps == 1.0) return g;
+  if (!g.muon) g.label = s.eps != 1.0 ? "hidden" : "vector";
+  g.lr_ratio *= s.lr;
+  g.weight_decay *= s.weight_decay;
+  g.eps *= s.eps;
+  return g;
+}
+
 void apply_override(const config::OptimizerConfig& cfg, const config::GroupOverrideConfig& o, size_t index,
                     ParamGroup& g) {
   g.label = "group_overrides[" + std::to_string(index) + "]";
@@ -92,7 +107,8 @@ std::vector<std::string> ParamGroups::names(const std::string& label) const {
 }
 
 ParamGroups param_groups(const config::OptimizerConfig& cfg,
-                         const torch::OrderedDict<std::string, torch::Tensor>& params) {
+                         const torch::OrderedDict<std::string, torch::Tensor>& params,
+                         const model::Parametrization* shape) {
   // Which override takes each parameter; globs follow Python's fnmatch (OLMo-core's), where
   // * also matches dots: fnmatch(3) without FNM_PATHNAME.
   std::map<std::string, size_t> taken;
@@ -103,7 +119,7 @@ ParamGroups param_groups(const config::OptimizerConfig& cfg,
       for (const auto& item : params) {
         if (!item.value().requires_grad() || ::fnmatch(pattern.c_str(), item.key().c_str(), 0) != 0) continue;
         ++matches;
-        if (default_group(cfg, item.key(), item.value()).muon)
+        if (standard_group(cfg, item.key(), item.value()).muon)
           throw Error("'" + pattern + "' matches " + item.key() + ", one of Muon's matrices", key,
                       "narrow the pattern to AdamW's parameters (embeddings, the head, norms, biases, the "
                       "topology's tensors); Muon's matrices take optimizer.muon.*");
@@ -122,7 +138,7 @@ ParamGroups param_groups(const config::OptimizerConfig& cfg,
   ParamGroups out;
   for (const auto& item : params) {
     if (!item.value().requires_grad()) continue;
-    ParamGroup g = default_group(cfg, item.key(), item.value());
+    ParamGroup g = default_group(cfg, item.key(), item.value(), shape);
     if (const auto it = taken.find(item.key()); it != taken.end())
       apply_override(cfg, cfg.group_overrides[it->second], it->second, g);
     const auto same = std::find_if(out.groups.begin(), out.groups.end(),
@@ -139,8 +155,10 @@ ParamGroups param_groups(const config::OptimizerConfig& cfg,
     if (g.label == "decay") return -4;
     if (g.label == "no_decay") return -3;
     if (g.label == "topology") return -2;
+    if (g.label == "hidden") return -1;
+    if (g.label == "vector") return 0;
     if (g.muon) return std::numeric_limits<int64_t>::max();
-    return std::stoll(g.label.substr(g.label.find('[') + 1));  // group_overrides[i]
+    return 1 + std::stoll(g.label.substr(g.label.find('[') + 1));  // group_overrides[i]
   };
   std::stable_sort(out.groups.begin(), out.groups.end(),
                    [&](const ParamGroup& a, const ParamGroup& b) { return rank(a) < rank(b); });
@@ -183,10 +201,10 @@ nlohmann::json groups_json(const ParamGroups& g, double learning_rate) {
 }
 
 Optimizer::Optimizer(const config::OptimizerConfig& cfg,
-                     const torch::OrderedDict<std::string, torch::Tensor>& params,
-                     const WholeParamsOf* whole) {
+                     const torch::OrderedDict<std::string, torch::Tensor>& params, const WholeParamsOf* whole,
+                     const model::Parametrization* shape) {
   if (cfg.betas.size() != 2) throw Error("betas needs two values", "optimizer.betas", "e.g. [0.9, 0.95]");
-  groups_ = param_groups(cfg, whole ? whole->params : params);
+  groups_ = param_groups(cfg, whole ? whole->params : params, shape);
   auto tensors = [&](const std::vector<std::string>& names) {
     std::vector<torch::Tensor> out;
     for (const auto& n : names) out.push_back(params[n]);
@@ -194,9 +212,11 @@ Optimizer::Optimizer(const config::OptimizerConfig& cfg,
   };
   std::vector<torch::optim::OptimizerParamGroup> adam_groups;
   std::vector<std::string> muon_names;
+  const ParamGroup* muon_group = nullptr;  // one: overrides never take Muon's matrices
   for (const auto& g : groups_.groups) {
     if (g.muon) {
       muon_names.insert(muon_names.end(), g.names.begin(), g.names.end());
+      muon_group = &g;
       continue;
     }
     adam_groups.emplace_back(tensors(g.names), std::make_unique<torch::optim::AdamWOptions>(
@@ -210,8 +230,8 @@ Optimizer::Optimizer(const config::OptimizerConfig& cfg,
   if (!muon_names.empty()) {
     const config::MuonConfig& m = cfg.muon;
     MuonOptions o;
-    o.lr = m.learning_rate.value_or(cfg.learning_rate);
-    o.weight_decay = m.weight_decay.value_or(cfg.weight_decay);
+    o.lr = cfg.learning_rate * muon_group->lr_ratio;
+    o.weight_decay = muon_group->weight_decay;
     o.momentum = m.momentum;
     o.nesterov = m.nesterov;
     o.ns_steps = m.ns_steps;
@@ -268,8 +288,8 @@ void Optimizer::update(const std::optional<torch::Tensor>& skip) {
 
 std::unique_ptr<Optimizer> build_optimizer(const config::OptimizerConfig& cfg,
                                            const torch::OrderedDict<std::string, torch::Tensor>& params,
-                                           const WholeParamsOf* whole) {
-  return std::make_unique<Optimizer>(cfg, params, whole);
+                                           const WholeParamsOf* whole, const model::Parametrization* shape) {
+  return std::make_unique<Optimizer>(cfg, params, whole, shape);
 }
 
 void set_learning_rate(torch::optim::Optimizer& optim, double lr) {

@@ -23,7 +23,8 @@ Trainee build_trainee(const config::TrainConfig& cfg, torch::Device device, dist
   t.model->to(device);
   parallelize(*t.model, plan);
   const WholeParamsOf whole{t.model->named_parameters(), &plan.layout()};
-  t.optim = build_optimizer(cfg.optimizer, plan.layout().optimizer_params(whole.params), &whole);
+  t.optim =
+      build_optimizer(cfg.optimizer, plan.layout().optimizer_params(whole.params), &whole, &t.model->shape());
   t.optim->allocate_state();
   hook_optimizer(*t.optim, *t.model, plan);
   t.scaler =

@@ -95,6 +95,8 @@ void log_start(const config::TrainConfig& cfg, const Trainee& t, const dist::Par
       "bytes of optimizer state",
       plan.gradients().name(), plan.collectives().world_size(), param_bytes,
       plan.gradients().gradient_bytes(param_bytes), t.optim->state_bytes());
+  if (plan.collectives().rank() == 0 && !t.model->shape().standard())
+    spdlog::info("parametrization {}", t.model->shape().describe());
   if (plan.collectives().rank() == 0)
     for (const auto& line : describe_groups(t.optim->groups(), cfg.optimizer.learning_rate))
       spdlog::info("{}", line);

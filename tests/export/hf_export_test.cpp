@@ -93,8 +93,15 @@ model::Transformer save_run(const config::TrainConfig& cfg, const std::string& r
 // OLMo-3's sliding windows (two layers of window 5, then a full one: reordered's is the stock
 // Olmo3ForCausalLM; siamese/reordered's is SiameseNorm on OLMo-3's block).
 config::TrainConfig tiny_of(const std::string& spec) {
-  const auto colon = spec.find(':'), plus = spec.find('+'), tilde = spec.find('~');
-  config::TrainConfig cfg = tiny(spec.substr(0, std::min({colon, plus, tilde})));
+  const auto colon = spec.find(':'), plus = spec.find('+'), tilde = spec.find('~'), caret = spec.find('^');
+  config::TrainConfig cfg = tiny(spec.substr(0, std::min({colon, plus, tilde, caret})));
+  if (caret != std::string::npos) {  // completep at twice its base width and depth: every multiplier 1/2
+    auto& m = cfg.model;
+    m.parametrization = config::Parametrization::CompleteP;
+    m.mup.base_d_model = m.d_model / 2;
+    m.mup.base_n_heads = m.n_heads;
+    m.mup.base_n_layers = m.n_layers / 2;
+  }
   if (tilde != std::string::npos) cfg.model.sliding_window_pattern = {5, 5, -1};
   if (colon != std::string::npos)
     cfg.model.layer_norm_type = *config::enum_named<config::LayerNormType>(spec.substr(colon + 1));
@@ -113,7 +120,7 @@ config::TrainConfig tiny_of(const std::string& spec) {
 std::vector<std::string> export_cases() {
   std::vector<std::string> cases = model::topology_names();
   for (const char* extra : {"pre:dyt", "hybrid_pre:derf", "pre+moe", "hybrid_pre+moe", "pre+moe_shared",
-                            "reordered~swa", "hybrid_pre~swa", "siamese/reordered~swa"})
+                            "reordered~swa", "hybrid_pre~swa", "siamese/reordered~swa", "pre^completep"})
     cases.push_back(extra);
   for (const auto& coupling : siamese::testing::kSiameseCouplings) cases.push_back(coupling);
   return cases;
@@ -122,7 +129,7 @@ std::vector<std::string> export_cases() {
 // A case's folder name: the spec with its punctuation made underscores.
 std::string case_label(std::string spec) {
   for (char& ch : spec)
-    if (ch == ':' || ch == '~' || ch == '/' || ch == '+') ch = '_';
+    if (ch == ':' || ch == '~' || ch == '/' || ch == '+' || ch == '^') ch = '_';
   return spec;
 }
 

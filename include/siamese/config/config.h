@@ -35,6 +35,15 @@ struct KernelsConfig {
   KernelChoice qkv_heads = KernelChoice::Unset;
 };
 
+// ours: the base shape of model.parametrization mup / completep: the size whose learning rates,
+// init and multipliers the config states. Unset: the model's own (every multiplier 1).
+struct MupConfig {
+  std::optional<int64_t> base_d_model;
+  std::optional<int64_t> base_n_heads;
+  std::optional<int64_t> base_n_layers;
+  double depth_alpha = 1.0;  // completep: residual branches times (n_layers / base)^-alpha
+};
+
 struct ModelConfig {
   int64_t d_model = 768;
   int64_t n_heads = 12;
@@ -113,6 +122,8 @@ struct ModelConfig {
   std::string residual = "pre";  // the topology; MODEL_TYPE values (src/model/topologies)
   SiameseConfig siamese;
   KernelsConfig kernels;
+  config::Parametrization parametrization = config::Parametrization::Standard;
+  MupConfig mup;
   double mixln_alpha = 0.25;  // Mix-LN: first floor(alpha*L) layers are Post-Norm
   int64_t hc_rate = 2;        // Hyper-Connections expansion rate n
   bool hc_dynamic = true;     // DHC (dynamic) vs SHC (static)

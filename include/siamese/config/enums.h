@@ -106,6 +106,12 @@ SIAMESE_ENUM_NAMES(InitDevice, Meta, Spelling("cpu"), Spelling("meta"));
 enum class InitFn { Normal, Mitchell, FullMegatron };
 SIAMESE_ENUM_NAMES(InitFn, FullMegatron, Spelling("normal"), Spelling("mitchell"), Spelling("full_megatron"));
 
+// How init, learning rates and multipliers scale with width and depth (model/parametrization.h):
+// as set (standard), μP (Yang et al. 2022, arXiv 2203.03466) or CompleteP (Dey et al. 2025,
+// arXiv 2505.01618: μP plus residual branches scaled by depth^-alpha).
+enum class Parametrization { Standard, Mup, CompleteP };
+SIAMESE_ENUM_NAMES(Parametrization, CompleteP, Spelling("standard"), Spelling("mup"), Spelling("completep"));
+
 // How the experts of an MoE block run (mlp.h).
 enum class MoeImpl { Sparse, Grouped, Loop };
 SIAMESE_ENUM_NAMES(MoeImpl, Loop, Spelling("sparse"), Spelling("grouped"), Spelling("loop"));

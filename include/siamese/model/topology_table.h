@@ -72,7 +72,27 @@ struct TopologySpec {
   // Its project_weights rewrites whole weight matrices after every step (nGPT): a plan that
   // holds parameter shards refuses it (train::check_plan_fits_model).
   bool projects_weights = false;
+  // Why model.parametrization completep (or any non-standard one) has no rule for this row;
+  // empty where it has one (model/parametrization.h).
+  std::string no_depth_rule = "";
+  std::string no_width_rule = "";
 };
+
+// A row whose residual path has no depth rule (completep), for the reason given.
+inline TopologySpec without_depth_rule(TopologySpec row, std::string why) {
+  row.no_depth_rule = std::move(why);
+  return row;
+}
+
+// Norms after the residual add reset the stream's scale at every such sublayer: no residual
+// sum grows with depth for a branch multiplier to bound (CompleteP's rule is derived for
+// Pre-LN).
+inline const std::string kPostNormDepth =
+    "a norm after the residual add resets the stream's scale, so no residual sum grows with depth for "
+    "depth^-alpha to bound (CompleteP's rule is derived for Pre-LN)";
+inline const std::string kSiameseDepth =
+    "stream X is normalized after each add and SiameseNorm divides its updates by c_l = sqrt(2(l+1)) "
+    "(model.siamese.depth_scaling), a depth rule of its own; none is derived for the pair";
 
 // HybridNorm (arXiv 2503.04598) normalizes Q, K and V per head inside attention in place of
 // a norm on the attention input; its variants keep that.
@@ -89,49 +109,61 @@ inline const std::vector<std::string> kSiameseSettings = {"model.siamese.depth_s
 inline const std::vector<TopologySpec>& topologies() {
   static const std::vector<TopologySpec> table = {
       {"pre", "Pre-Norm: x += F(LN(x)); out = LN_f(x)", make_pre, {}, {"x"}},
-      {"hybrid",
-       "HybridNorm: x += Attn_qkvnorm(x); x = LN(x); x += FFN(x); out = LN_f(x)",
-       make_hybrid,
-       kQkvNorms,
-       {"x"}},
-      {"hybrid_pre",
-       "SiameseNorm (HybridNorm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
-       make_hybrid_pre,
-       kQkvNorms,
-       {"x", "y"},
-       kSiameseSettings},
-      {"post", "Post-Norm: x = LN(x + F(x)); out = x", make_post, {}, {"x"}},
-      {"deepnorm",
-       "DeepNorm: x = LN(alpha x + F(x)), alpha=(2N)^1/4, init gain (8N)^-1/4",
-       make_deepnorm,
-       {},
-       {"x"}},
-      {"residual", "ResiDual: x = LN(x + F(x)); d += F(x); out = x + LN(d)", make_residual, {}, {"x", "d"}},
+      without_depth_rule({"hybrid",
+                          "HybridNorm: x += Attn_qkvnorm(x); x = LN(x); x += FFN(x); out = LN_f(x)",
+                          make_hybrid,
+                          kQkvNorms,
+                          {"x"}},
+                         kPostNormDepth),
+      without_depth_rule({"hybrid_pre",
+                          "SiameseNorm (HybridNorm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
+                          make_hybrid_pre,
+                          kQkvNorms,
+                          {"x", "y"},
+                          kSiameseSettings},
+                         kSiameseDepth),
+      without_depth_rule({"post", "Post-Norm: x = LN(x + F(x)); out = x", make_post, {}, {"x"}},
+                         kPostNormDepth),
+      without_depth_rule({"deepnorm",
+                          "DeepNorm: x = LN(alpha x + F(x)), alpha=(2N)^1/4, init gain (8N)^-1/4",
+                          make_deepnorm,
+                          {},
+                          {"x"}},
+                         kPostNormDepth),
+      without_depth_rule({"residual",
+                          "ResiDual: x = LN(x + F(x)); d += F(x); out = x + LN(d)",
+                          make_residual,
+                          {},
+                          {"x", "d"}},
+                         kPostNormDepth),
       {"peri", "Peri-LN: x += LN(F(LN(x))); out = LN_f(x)", make_peri, {}, {"x"}},
       {"pre_embednorm", "Pre-Norm on RMS-normalized embeddings", make_pre_embednorm, {}, {"x"}},
-      {"mixln",
-       "Mix-LN: Post-Norm for the first floor(mixln_alpha*L) layers, Pre-Norm after",
-       make_mixln,
-       {},
-       {"x"},
-       {"model.mixln_alpha"}},
-      {"hybrid_star",
-       "HybridNorm*: HybridNorm with a Pre-Norm first block",
-       make_hybrid_star,
-       kQkvNorms,
-       {"x"}},
+      without_depth_rule({"mixln",
+                          "Mix-LN: Post-Norm for the first floor(mixln_alpha*L) layers, Pre-Norm after",
+                          make_mixln,
+                          {},
+                          {"x"},
+                          {"model.mixln_alpha"}},
+                         kPostNormDepth),
+      without_depth_rule({"hybrid_star",
+                          "HybridNorm*: HybridNorm with a Pre-Norm first block",
+                          make_hybrid_star,
+                          kQkvNorms,
+                          {"x"}},
+                         kPostNormDepth),
       {"hc",
        "Hyper-Connections (dynamic, hc_rate streams): H = A_r^T H + B^T F(LN(A_m^T H))",
        make_hc,
        {},
        {"h0", "h1"},
        {"model.hc_rate", "model.hc_dynamic"}},
-      {"post_pre",
-       "SiameseNorm (Post-Norm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
-       make_post_pre,
-       {},
-       {"x", "y"},
-       kSiameseSettings},
+      without_depth_rule({"post_pre",
+                          "SiameseNorm (Post-Norm stream X + Pre-Norm stream Y); out = LN(LN(X) + LN(Y))",
+                          make_post_pre,
+                          {},
+                          {"x", "y"},
+                          kSiameseSettings},
+                         kSiameseDepth),
       {"reordered",
        "OLMo-2 reordered norm: x += LN(F_qknorm(x)); out = LN_f(x)",
        make_reordered,
@@ -146,7 +178,10 @@ inline const std::vector<TopologySpec>& topologies() {
        {},
        {},
        {},
-       true},
+       true,
+       "its stream stays on the unit sphere and moves by a learned interpolation, not a residual sum",
+       "its weight rows are renormalized after every step and its learned scales (s_qk, s_u, s_v, s_z, "
+       "alpha) are its own width rule"},
       {"mhc",
        "mHC (hc_rate streams): H = comb^T H + post^T F(LN(pre . H)), comb Sinkhorn-projected",
        make_mhc,
@@ -161,36 +196,44 @@ inline const std::vector<TopologySpec>& topologies() {
        {"h0", "h1", "h2", "h3"},
        {"model.hc_rate", "model.mhc_eps", "model.mhc_post_scale"},
        {{"model.hc_rate", &config::ModelConfig::hc_rate, 4}}},
-      {"siamese",
-       "SiameseNorm: Pre-Norm stream Y + stream X placed as model.siamese.x_stream; out = LN(LN(X) + LN(Y))",
-       make_siamese,
-       {},
-       {"x", "y"},
-       kSiameseSettings,
-       {},
-       [](const config::ModelConfig& c) { return config::name_of(c.siamese.x_stream); }},
-      {"attnres",
-       "Attention Residuals: F_s(LN(sum_i softmax_i(w_s . RMS(v_i)) v_i)) over v_0 = embeddings and earlier "
-       "outputs (or block sums: attnres_block_size)",
-       make_attnres,
-       {},
-       {"v0"},
-       {"model.attnres_block_size"}},
+      without_depth_rule({"siamese",
+                          "SiameseNorm: Pre-Norm stream Y + stream X placed as model.siamese.x_stream; out = "
+                          "LN(LN(X) + LN(Y))",
+                          make_siamese,
+                          {},
+                          {"x", "y"},
+                          kSiameseSettings,
+                          {},
+                          [](const config::ModelConfig& c) { return config::name_of(c.siamese.x_stream); }},
+                         kSiameseDepth),
+      without_depth_rule(
+          {"attnres",
+           "Attention Residuals: F_s(LN(sum_i softmax_i(w_s . RMS(v_i)) v_i)) over v_0 = embeddings and "
+           "earlier "
+           "outputs (or block sums: attnres_block_size)",
+           make_attnres,
+           {},
+           {"v0"},
+           {"model.attnres_block_size"}},
+          "a sublayer reads a softmax-weighted average of earlier outputs, not a residual sum"),
       {"speedrun",
        "Speedrun (nanochat): x0 = RMS(emb); per block x = r_l x + a_l x0, x += F(LN(x)); "
        "out = LN_f(x - b x_mid), x_mid after block L/2; r, a, b learned",
        make_speedrun,
        {},
        {"x", "x0"}},
-      {"dca",
-       "DeepCrossAttention: q, k, v = GRN_l(Y), GRN_o(Y) = sum_i y_i (relu(w_o . LN(y_i)) + b_o,i) over the "
-       "first and last dca_past_layers of y_0 = embeddings, y_j = Attn(LN q, LN k, LN v) + MLP(LN(Attn + "
-       "q)); "
-       "out = LN_f(GRN_f(Y))",
-       make_dca,
-       {},
-       {"y0"},
-       {"model.dca_past_layers"}},
+      without_depth_rule(
+          {"dca",
+           "DeepCrossAttention: q, k, v = GRN_l(Y), GRN_o(Y) = sum_i y_i (relu(w_o . LN(y_i)) + b_o,i) over "
+           "the "
+           "first and last dca_past_layers of y_0 = embeddings, y_j = Attn(LN q, LN k, LN v) + MLP(LN(Attn + "
+           "q)); "
+           "out = LN_f(GRN_f(Y))",
+           make_dca,
+           {},
+           {"y0"},
+           {"model.dca_past_layers"}},
+          "a block reads a learned combination of earlier block outputs, not a residual sum"),
   };
   return table;
 }

@@ -22,6 +22,7 @@
 #include "siamese/model/attention.h"
 #include "siamese/model/block_runner.h"
 #include "siamese/model/mlp.h"
+#include "siamese/model/parametrization.h"
 #include "siamese/model/topology.h"
 
 namespace siamese::model {
@@ -109,6 +110,8 @@ class TransformerImpl : public torch::nn::Module {
   void use_fused_heads_on_cpu(bool on);
 
   const config::ModelConfig& config() const { return cfg_; }
+  // model.parametrization's multipliers for this shape (parametrization.h).
+  const Parametrization& shape() const { return shape_; }
   // Installs what runs every block (nullptr: direct_blocks()); not owned.
   void set_block_runner(BlockRunner* runner) { block_runner_ = runner ? runner : &direct_blocks(); }
   TopologyImpl& topology() { return *topology_; }
@@ -128,6 +131,7 @@ class TransformerImpl : public torch::nn::Module {
                  LayerCache* cache, const Documents* documents, AuxLosses* aux);
 
   config::ModelConfig cfg_;
+  Parametrization shape_;
   std::shared_ptr<TopologyImpl> topology_;
   std::vector<Block> block_list_;
   BlockRunner* block_runner_ = &direct_blocks();

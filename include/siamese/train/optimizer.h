@@ -7,6 +7,10 @@
 // decay_embeddings. The topology's own tensors (mixing weights, gains) are a third group,
 // with optimizer.topology_lr_multiplier and topology_weight_decay. optimizer.group_overrides
 // (OLMo-core's form) then moves the parameters its globs match into groups of their own.
+// Under model.parametrization mup / completep (model/parametrization.h) the hidden layers'
+// matrices are a group of their own, "hidden", with their width's (and depth's) factors on
+// lr, eps and weight decay, and completep's depth factor moves the vectors to "vector"; an
+// override's lr / weight_decay values replace those factors, its multipliers multiply them.
 // Names are sorted within each group, as OLMo does, so the optimizer state lines up across
 // runs and resumes.
 //
@@ -26,6 +30,7 @@
 
 #include "siamese/config/config.h"
 #include "siamese/dist/shard_layout.h"
+#include "siamese/model/parametrization.h"
 #include "siamese/train/muon.h"
 
 namespace siamese::train {
@@ -33,7 +38,7 @@ namespace siamese::train {
 // One group of parameters and its settings. `lr_ratio` is its peak learning rate over
 // optimizer.learning_rate: the schedule scales every group alike.
 struct ParamGroup {
-  std::string label;  // decay, no_decay, topology, muon, group_overrides[i]
+  std::string label;  // decay, no_decay, topology, hidden, vector, muon, group_overrides[i]
   bool muon = false;
   std::vector<std::string> names;
   double lr_ratio = 1, weight_decay = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-5;
@@ -47,8 +52,10 @@ struct ParamGroups {
 
 // Throws siamese::Error, naming the key, for an override glob that matches no parameter, a
 // parameter two overrides match, or (with muon) one of Muon's matrices.
+// `shape` is the model's parametrization (none: standard).
 ParamGroups param_groups(const config::OptimizerConfig& cfg,
-                         const torch::OrderedDict<std::string, torch::Tensor>& params);
+                         const torch::OrderedDict<std::string, torch::Tensor>& params,
+                         const model::Parametrization* shape = nullptr);
 
 // One line per group for the start-up log, and the groups as run.json records them.
 std::vector<std::string> describe_groups(const ParamGroups& g, double learning_rate);
@@ -83,7 +90,7 @@ struct WholeParamsOf {
 class Optimizer {
  public:
   Optimizer(const config::OptimizerConfig& cfg, const torch::OrderedDict<std::string, torch::Tensor>& params,
-            const WholeParamsOf* whole = nullptr);
+            const WholeParamsOf* whole = nullptr, const model::Parametrization* shape = nullptr);
 
   void zero_grad();
   // `lr` is the schedule's value for optimizer.learning_rate: AdamW's groups take it, Muon's
@@ -127,7 +134,8 @@ class Optimizer {
 
 std::unique_ptr<Optimizer> build_optimizer(const config::OptimizerConfig& cfg,
                                            const torch::OrderedDict<std::string, torch::Tensor>& params,
-                                           const WholeParamsOf* whole = nullptr);
+                                           const WholeParamsOf* whole = nullptr,
+                                           const model::Parametrization* shape = nullptr);
 
 void set_learning_rate(torch::optim::Optimizer& optim, double lr);
 
