@@ -35,6 +35,7 @@
 #include "siamese/runs/sweep.h"
 #include "siamese/train/console_log.h"
 #include "siamese/train/cost_estimate.h"
+#include "siamese/train/decay_branch.h"
 #include "siamese/train/lr_schedule.h"
 #include "siamese/train/provenance.h"
 #include "siamese/train/stop_policy.h"
@@ -53,6 +54,7 @@ struct SweepArgs {
   std::vector<std::string> topologies;
   std::vector<double> learning_rates;
   std::vector<int64_t> seeds;
+  std::vector<std::string> decay_branches;
   std::vector<std::string> settings;  // --set key=value, after the file's overrides
   std::string out;                    // save_root
   bool print = false;
@@ -309,6 +311,12 @@ runs::Sweep sweep_of(const SweepArgs& a) {
     spec.seeds = a.seeds;
     spec.where["seeds"] = "--seeds";
   }
+  if (!a.decay_branches.empty()) {
+    spec.decay_branches.clear();
+    for (const auto& b : a.decay_branches)
+      spec.decay_branches.push_back(runs::parse_branch(b, "--decay-branches"));
+    spec.where["decay_branches"] = "--decay-branches";
+  }
   for (const auto& s : a.settings) {
     spec.overrides.push_back(runs::override_from_setting(s, "--set"));
     spec.where[spec.overrides.back()] = "--set " + s;
@@ -374,6 +382,34 @@ struct Plan {
   int skipped = 0;                           // finished already
 };
 
+// A branch needs its stable run earlier in the plan (or finished), on a wsd schedule, and that
+// run's checkpoint at the branch's step kept: refused before anything trains, not when the
+// stable run is done.
+void check_branch_parent(const runs::Sweep& sweep, const runs::SweepRun& branch) {
+  const runs::SweepRun* parent = nullptr;
+  for (const auto& r : sweep.runs)
+    if (r.name == branch.parent) parent = &r;
+  const config::TrainConfig c = load_run_config({parent->base, parent->overrides});
+  const std::string where = "--decay-branches (decay_branches) of " + sweep.path;
+  if (c.scheduler.name != config::SchedulerName::Wsd)
+    throw Error(fmt::format("run {} has decay branches, and its schedule is {}, not wsd", parent->name,
+                            config::name_of(c.scheduler.name)),
+                where, "--set scheduler.name=wsd: a branch continues a stable phase");
+  if (branch.branch_at % c.save_interval != 0 || c.save_num_checkpoints_to_keep != -1)
+    throw Error(
+        fmt::format("run {} must keep its checkpoint at step {} for branch {}, and it saves every {} "
+                    "steps keeping {}",
+                    parent->name, branch.branch_at, branch.name, c.save_interval,
+                    c.save_num_checkpoints_to_keep),
+        where,
+        "--set save_interval=<a divisor of every branch's step> --set save_num_checkpoints_to_keep=-1");
+  const int64_t steps = train::planned_length(c).steps;
+  if (branch.branch_at >= steps)
+    throw Error(fmt::format("branch {} starts at step {}, and run {} trains {} steps", branch.name,
+                            branch.branch_at, parent->name, steps),
+                where, "branch from a step inside the stable run");
+}
+
 // Every config is read before the first run starts: a typo in --set or the file fails now,
 // not hours into the sweep (children read theirs again). A run folder that holds a run
 // trained with other settings is refused, naming the keys, unless --resume-changed: reusing
@@ -388,6 +424,12 @@ Plan plan_runs(const SweepArgs& a, const runs::Sweep& sweep, const std::vector<c
       c = load_run_config({r->base, r->overrides});
     } catch (const Error& e) {
       throw Error(e.problem(), fmt::format("run {} of {}: {}", r->name, sweep.path, e.where()), e.fix());
+    }
+    if (!r->parent.empty()) {
+      check_branch_parent(sweep, *r);
+      // A branch that trained already holds its decayed settings; decay_branch needs the parent's
+      // checkpoint, there whenever the branch's folder is.
+      if (fs::is_directory(r->save_folder)) c = train::decay_branch(c);
     }
     std::vector<std::string> changes;
     bool finished = false;
@@ -488,7 +530,7 @@ int train_here(const Plan& plan, const Progress& progress, int& done, int& stopp
     if (train::stop_signal()) return stopped_by_signal();
     spdlog::info("sweep: {}", progress(r, ""));
     spdlog::debug("sweep: {} {}", r->base, fmt::join(r->overrides, " "));
-    const int rc = train::train(plan.configs[i]);
+    const int rc = train::train(r->parent.empty() ? plan.configs[i] : train::decay_branch(plan.configs[i]));
     ++done;
     if (rc == kExitStopped) return stopped_by_signal();
     if (rc == kExitNonFinite) {
@@ -510,8 +552,14 @@ int train_children(const Plan& plan, int jobs, const Progress& progress, int& do
   int failed_rc = 0;
   bool forwarded = false;
   while (next < plan.todo.size() || !running.empty()) {
+    // A branch starts once its stable run has ended (runs start in order).
+    const auto waits = [&](const runs::SweepRun* r) {
+      for (const auto& [pid, run] : running)
+        if (run->name == r->parent) return true;
+      return false;
+    };
     while (failed_rc == 0 && !train::stop_signal() && next < plan.todo.size() &&
-           static_cast<int>(running.size()) < jobs) {
+           static_cast<int>(running.size()) < jobs && !waits(plan.todo[next])) {
       const auto* r = plan.todo[next++];
       spdlog::info("sweep: {}, {} threads, log {}/train.log", progress(r, "started "), threads,
                    r->save_folder);
@@ -648,6 +696,11 @@ void add_sweep_command(CLI::App& app, Handler& run) {
                   "build folder holds this binary)");
   cmd->add_option("--only", args->only, "only runs whose name contains one of these")->delimiter(',');
   cmd->add_option("--seeds", args->seeds, "seeds, e.g. 1,2,3 (default: the config's seed)")->delimiter(',');
+  cmd->add_option(
+         "--decay-branches", args->decay_branches,
+         "decay branches of each run, STEP:STEPS, e.g. 250:50,500:100: from the run's checkpoint at "
+         "STEP a run that decays over STEPS (a wsd schedule's; docs/analysis.md, the cheaper ladder)")
+      ->delimiter(',');
   cmd->add_flag(
       "--no-estimate", [args](int64_t) { args->estimate = false; },
       "start training at once, without first measuring a step of each model to say what the "

@@ -24,11 +24,11 @@ double mean(const std::vector<double>& v) {
 
 // Settings that may differ between the baseline and its ladder: per-run identity, what sets
 // the compute of a run (its length and its shape), and where a decay branch of one stable
-// WSD run starts (each branch is a budget: train/decay_branch.h).
+// WSD run starts and how long it decays (each branch is a budget: train/decay_branch.h).
 const std::set<std::string> kLadderFree = {
-    "seed",          "data.seed",     "run_name",       "save_folder",     "max_duration",
-    "model.d_model", "model.n_heads", "model.n_layers", "model.mlp_ratio", "model.mlp_hidden_size",
-    "load_path",     "decay_from"};
+    "seed",          "data.seed",     "run_name",         "save_folder",     "max_duration",
+    "model.d_model", "model.n_heads", "model.n_layers",   "model.mlp_ratio", "model.mlp_hidden_size",
+    "load_path",     "decay_from",    "scheduler.t_decay"};
 
 // Least squares of L = e + a z over the points for fixed z, e >= 0; the squared error, or
 // infinity when the best a is not positive (a loss that does not fall with compute).

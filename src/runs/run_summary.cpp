@@ -224,10 +224,19 @@ std::string model_label_key(const std::string& key) {
 void name_models(std::vector<RunSummary>& runs) {
   static const std::set<std::string> per_run = {"seed",     "data.seed",   "optimizer.learning_rate",
                                                 "run_name", "save_folder", "model.residual"};
+  // A decay branch (train/decay_branch.h) differs from its stable run in these by construction:
+  // it is labelled by where it branched instead ("pre decay250+50"), and they name no model.
+  static const std::set<std::string> branch_keys = {"decay_from", "load_path", "max_duration",
+                                                    "scheduler.t_decay"};
+  const auto branch = [](const RunSummary& r) {
+    const auto it = r.settings.find("decay_from");
+    return it != r.settings.end() && !it->second.empty();
+  };
   std::map<std::string, std::map<std::string, std::set<std::string>>> values;  // topology -> key -> values
   for (const auto& r : runs)
     for (const auto& [key, value] : r.settings)
-      if (!per_run.count(key)) values[r.topology][key].insert(value);
+      if (!per_run.count(key) && !(branch(r) && branch_keys.count(key)))
+        values[r.topology][key].insert(value);
   std::set<std::string> telling;
   for (const auto& [topology, keys] : values)
     for (const auto& [key, seen] : keys)
@@ -247,8 +256,13 @@ void name_models(std::vector<RunSummary>& runs) {
     r.model = r.topology;
     for (const auto& field : config::schema::train_fields())
       if (telling.count(field.key) && r.settings.count(field.key) &&
-          r.settings[field.key] != baseline[field.key])
+          r.settings[field.key] != baseline[field.key] && !(branch(r) && branch_keys.count(field.key)))
         r.model += " " + model_label_key(field.key) + "=" + r.settings[field.key];
+    if (branch(r)) {
+      const std::string from = fs::path(r.settings["decay_from"]).lexically_normal().filename().string();
+      r.model += " decay" + (from.rfind("step", 0) == 0 ? from.substr(4) : from) + "+" +
+                 r.settings["scheduler.t_decay"];
+    }
   }
 }
 

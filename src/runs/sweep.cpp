@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string> kSweepKeys = {"base",           "base_for", "save_root", "topologies",
-                                             "learning_rates", "seeds",    "overrides"};
+                                             "learning_rates", "seeds",    "overrides", "decay_branches"};
 
 std::string line_of(const std::string& path, const YAML::Node& n) {
   return fmt::format("{}:{}", path, n.Mark().line + 1);
@@ -177,6 +177,24 @@ void refuse_repeats(const std::vector<T>& values, Text text, const char* what, c
                   where, fmt::format("list each {} once", what));
 }
 
+// The branch run of `stable` at `b`: its settings, from its checkpoint at b.at, with a decay
+// of b.steps, in the folder decay_branch names by default (RUN_decayN+K).
+SweepRun branch_of(const SweepRun& stable, const SweepSpec::Branch& b, const std::string& save_root) {
+  SweepRun r;
+  r.name = fmt::format("{}_decay{}+{}", stable.name, b.at, b.steps);
+  r.base = stable.base;
+  for (const auto& o : stable.overrides)
+    if (override_key(o) != "run_name" && override_key(o) != "save_folder") r.overrides.push_back(o);
+  r.overrides.push_back(fmt::format("--decay_from={}/step{}", stable.save_folder, b.at));
+  r.overrides.push_back(fmt::format("--scheduler.t_decay={}", b.steps));
+  r.overrides.push_back("--run_name=" + r.name);
+  r.save_folder = (fs::path(save_root) / r.name).string();
+  r.overrides.push_back("--save_folder=" + r.save_folder);
+  r.parent = stable.name;
+  r.branch_at = b.at;
+  return r;
+}
+
 }  // namespace
 
 SweepSpec read_sweep_file(const std::string& path) {
@@ -221,7 +239,9 @@ SweepSpec read_sweep_file(const std::string& path) {
   spec.learning_rates = list<double>(root, "learning_rates", path, true);
   spec.seeds = list<int64_t>(root, "seeds", path, false);
   spec.overrides = list<std::string>(root, "overrides", path, false);
-  for (const char* key : {"topologies", "learning_rates", "seeds"})
+  for (const auto& b : list<std::string>(root, "decay_branches", path, false))
+    spec.decay_branches.push_back(parse_branch(b, line_of(path, root["decay_branches"])));
+  for (const char* key : {"topologies", "learning_rates", "seeds", "decay_branches"})
     if (root[key]) spec.where[key] = line_of(path, root[key]);
   for (size_t i = 0; i < spec.overrides.size(); ++i)
     spec.where[spec.overrides[i]] = line_of(path, root["overrides"][i]);
@@ -241,6 +261,9 @@ Sweep expand_sweep(const SweepSpec& spec, const std::string& path) {
       spec.learning_rates, [](double lr) { return lr_text(lr); }, "learning rate", where("learning_rates"));
   refuse_repeats(
       spec.seeds, [](int64_t s) { return std::to_string(s); }, "seed", where("seeds"));
+  refuse_repeats(
+      spec.decay_branches, [](const SweepSpec::Branch& b) { return fmt::format("{}:{}", b.at, b.steps); },
+      "decay branch", where("decay_branches"));
   Sweep sweep{path, spec.save_root, {}};
   std::vector<std::optional<int64_t>> seed_list(spec.seeds.begin(), spec.seeds.end());
   if (seed_list.empty()) seed_list.push_back(std::nullopt);
@@ -266,9 +289,33 @@ Sweep expand_sweep(const SweepSpec& spec, const std::string& path) {
         r.overrides.push_back("--run_name=" + r.name);
         r.save_folder = (fs::path(spec.save_root) / r.name).string();
         r.overrides.push_back("--save_folder=" + r.save_folder);
+        const SweepRun stable = r;
         sweep.runs.push_back(std::move(r));
+        for (const auto& b : spec.decay_branches) sweep.runs.push_back(branch_of(stable, b, spec.save_root));
       }
   return sweep;
+}
+
+SweepSpec::Branch parse_branch(const std::string& text, const std::string& where) {
+  const auto colon = text.find(':');
+  SweepSpec::Branch b;
+  try {
+    size_t used = 0;
+    if (colon == std::string::npos) throw std::invalid_argument(text);
+    b.at = std::stoll(text.substr(0, colon), &used);
+    if (used != colon) throw std::invalid_argument(text);
+    b.steps = std::stoll(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1) throw std::invalid_argument(text);
+  } catch (const std::exception&) {
+    throw Error(
+        fmt::format("decay branch \"{}\" is not N:K", text), where,
+        "give the stable run's step and the decay's steps, e.g. 250:50 (a decay of 50 steps from step "
+        "250)");
+  }
+  if (b.at <= 0 || b.steps <= 0)
+    throw Error(fmt::format("decay branch \"{}\" needs a positive step and length", text), where,
+                "e.g. 250:50");
+  return b;
 }
 
 Sweep load_sweep(const std::string& path) { return expand_sweep(read_sweep_file(path), path); }

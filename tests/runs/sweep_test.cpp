@@ -633,3 +633,82 @@ TEST(RunSummary, AResumeWithChangedSettingsShowsEachSegmentsValues) {
   const auto json = nlohmann::json::parse(runs_json({s}));
   EXPECT_EQ(json[0]["resumes"][0]["step"], 3);
 }
+
+// decay_branches: after each stable run, one run per branch, from the stable run's checkpoint
+// at the branch's step with its decay length, in the folder decay_branch names by default.
+TEST(Sweep, DecayBranchesFollowEachStableRunFromItsCheckpoint) {
+  TempDir dir;
+  const auto path = dir.write("s.yaml", R"(base: base.yaml
+save_root: out
+topologies: [pre, hybrid_pre]
+learning_rates: [1.0e-3]
+decay_branches: ["250:50", "500:100"]
+)");
+  const auto s = load_sweep(path);
+  ASSERT_EQ(s.runs.size(), 6u);
+  EXPECT_EQ(s.runs[0].name, "pre-lr0.001");
+  EXPECT_EQ(s.runs[0].parent, "");
+  EXPECT_EQ(s.runs[1].name, "pre-lr0.001_decay250+50");
+  EXPECT_EQ(s.runs[1].parent, "pre-lr0.001");
+  EXPECT_EQ(s.runs[1].branch_at, 250);
+  const std::vector<std::string> expect = {"--model.residual=pre",
+                                           "--optimizer.learning_rate=0.001",
+                                           "--decay_from=out/pre-lr0.001/step250",
+                                           "--scheduler.t_decay=50",
+                                           "--run_name=pre-lr0.001_decay250+50",
+                                           "--save_folder=out/pre-lr0.001_decay250+50"};
+  EXPECT_EQ(s.runs[1].overrides, expect);
+  EXPECT_EQ(s.runs[5].name, "hybrid_pre-lr0.001_decay500+100");
+  for (const char* bad : {"250-50", "250:", ":50", "0:50", "250:50x"}) {
+    try {
+      parse_branch(bad, "--decay-branches");
+      ADD_FAILURE() << bad;
+    } catch (const siamese::Error& e) {
+      EXPECT_EQ(e.where(), "--decay-branches") << bad;
+    }
+  }
+  const auto twice = dir.write("t.yaml", R"(base: base.yaml
+topologies: [pre]
+learning_rates: [1.0e-3]
+decay_branches: ["250:50", "250:50"]
+)");
+  EXPECT_THROW(load_sweep(twice), siamese::Error);
+}
+
+// `siamese sweep --decay-branches` trains a stable WSD run and its branches; each branch starts
+// from the stable run's weights, optimizer state and data position at its step, so its first
+// loss is the stable run's at that step, bit for bit (the learning rates part only after it);
+// the report labels the branches by where they start and builds the baseline's ladder from
+// them. A stable run that would not keep a branch's checkpoint is refused before any training.
+TEST(Sweep, DecayBranchesTrainFromTheStableRunAndFormItsLadder) {
+  TempDir dir;
+  const std::string common =
+      "sweep --config configs/tiny/quickstart.yaml --topologies pre --lr 3e-3 --no-estimate "
+      "--set max_duration=40 --set model.d_model=32 --set model.n_layers=2 --set scheduler.name=wsd "
+      "--set scheduler.t_decay=8 --set scheduler.t_warmup=5 --set save_interval=10 --set eval_interval=1000 "
+      "--set optimizer.metrics_log_interval=1 --set console_log_interval=1 --decay-branches 10:4,20:4 "
+      "--out " +
+      dir.file("ladder");
+  const auto refused = siamese::testing::run_siamese(common, dir.path());
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(siamese::testing::read_all(dir.file("cli.stderr")).find("save_num_checkpoints_to_keep"),
+            std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ladder/pre-lr0.003")));
+  const auto ran =
+      siamese::testing::run_siamese(common + " --set save_num_checkpoints_to_keep=-1", dir.path());
+  ASSERT_EQ(ran.exit_code, 0) << siamese::testing::read_all(dir.file("cli.stderr"));
+  const auto stable = siamese::testing::losses(dir.file("ladder/pre-lr0.003"));
+  for (int at : {10, 20}) {
+    const auto branch =
+        siamese::testing::losses(dir.file("ladder/pre-lr0.003_decay" + std::to_string(at) + "+4"));
+    ASSERT_EQ(branch.size(), 4u) << at;
+    EXPECT_EQ(branch.begin()->first, at + 1);
+    EXPECT_EQ(branch.begin()->second, stable.at(at + 1)) << at;
+  }
+  const auto report =
+      siamese::testing::run_siamese("report " + dir.file("ladder") + " --baseline pre", dir.path());
+  ASSERT_EQ(report.exit_code, 0) << siamese::testing::read_all(dir.file("cli.stderr"));
+  const std::string out = siamese::testing::read_all(dir.file("cli.stdout"));
+  EXPECT_NE(out.find("| pre decay10+4 | 1 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("to 3 compute budgets"), std::string::npos) << out;
+}

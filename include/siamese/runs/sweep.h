@@ -12,6 +12,9 @@
 //   learning_rates: [5.0e-4, 1.0e-3, 2.0e-3]
 //   seeds: [6198]                      # optional, default: the base config's seed
 //   overrides: [--model.n_layers=12]   # optional, applied to every run before the sweep keys
+//   decay_branches: ["250:50", "500:100"]   # optional: from each run's checkpoint at step N a
+//                                      # decay of K steps (`siamese train --decay_from`), run
+//                                      # <run>_decayN+K after its stable run (a wsd schedule)
 //
 // Any other key is refused: a typo (`seed:`) would otherwise run a different sweep silently.
 // Every run is the base config plus overrides plus --model.residual, --optimizer.learning_rate,
@@ -43,6 +46,11 @@ struct SweepSpec {
   std::vector<double> learning_rates;
   std::vector<int64_t> seeds;          // empty: the base config's seed
   std::vector<std::string> overrides;  // "--dotted.key=value"
+  // Decay branches of each run: from its checkpoint at step `at`, `steps` steps of decay.
+  struct Branch {
+    int64_t at = 0, steps = 0;
+  };
+  std::vector<Branch> decay_branches;
   // Where each list and override was given (a file's line, or an option such as --seeds),
   // for the errors of expand_sweep: keyed by the list's key ("topologies", "learning_rates",
   // "seeds") or by the override's text. Missing: the sweep's path.
@@ -54,6 +62,10 @@ struct SweepRun {
   std::string base;  // config file
   std::vector<std::string> overrides;
   std::string save_folder;  // <save_root>/<name>, also among the overrides
+  // A decay branch: the stable run it starts from (a run of the same sweep, listed before it),
+  // and the step of that run's checkpoint. Empty for a stable run.
+  std::string parent;
+  int64_t branch_at = 0;
 };
 
 struct Sweep {
@@ -70,6 +82,9 @@ SweepSpec read_sweep_file(const std::string& path);
 // naming where the list or override was given, for a repeated value, an override of a key the
 // sweep sets, or a run name that cannot be a folder or Slurm job name.
 Sweep expand_sweep(const SweepSpec& spec, const std::string& path);
+
+// "N:K" (decay_branches, --decay-branches) as a branch; anything else throws naming `where`.
+SweepSpec::Branch parse_branch(const std::string& text, const std::string& where);
 
 // read_sweep_file, then expand_sweep.
 Sweep load_sweep(const std::string& path);
