@@ -204,11 +204,19 @@ void load_optimizer(torch::nn::Module& model, Optimizer& optim, const fs::path& 
 
 torch::Tensor HostStaging::copy(const std::string& name, const torch::Tensor& t) {
   auto& buffer = buffers_[name];
-  if (!buffer.defined() || buffer.sizes() != t.sizes() || buffer.dtype() != t.dtype())
+  if (!buffer.defined() || buffer.sizes() != t.sizes() || buffer.dtype() != t.dtype()) {
     buffer = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(t.is_cuda()));
+    ++allocations_;
+  }
   buffer.copy_(t.detach(), /*non_blocking=*/t.is_cuda());
   pending_ = pending_ || t.is_cuda();
   return buffer;
+}
+
+int64_t HostStaging::bytes() const {
+  int64_t n = 0;
+  for (const auto& [name, b] : buffers_) n += b.nbytes();
+  return n;
 }
 
 void HostStaging::synchronize() {

@@ -116,6 +116,20 @@ bool CheckpointManager::save(const TrainState& state, model::TransformerImpl& mo
   return true;
 }
 
+void CheckpointManager::prepare_saves(const TrainState& state, model::TransformerImpl& model,
+                                      Optimizer& optim, int64_t max_steps) {
+  if (!cfg_.save_async || cfg_.save_interval >= max_steps) return;
+  const auto start = std::chrono::steady_clock::now();
+  const PartLayout layout{ranks_.rank(), ranks_.world_size(), plan_.layout().optimizer_shards(),
+                          plan_.layout().optimizer_shard_rank()};
+  const dist::WholeParams whole(plan_.gradients());
+  const std::vector<const Stateful*> tracked(tracked_.begin(), tracked_.end());
+  snapshot_checkpoint(model, optim, state, config_yaml_, layout, &staging_, tracked);
+  spdlog::info("background saves: host copies of {:.0f} MiB taken in {:.2f} s, before the first step",
+               double(staging_.bytes()) / 1048576.0,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
 void CheckpointManager::finish() {
   if (!writer_.in_flight()) return;
   std::exception_ptr error;

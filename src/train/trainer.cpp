@@ -153,6 +153,7 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
   checkpoints.track(*t.scaler);
   TrainState state = checkpoints.load(*t.model, *t.optim, data.max_steps, changes);
   checkpoints.record_run(data.max_steps, state, *t.optim, data.mixture_plan());
+  checkpoints.prepare_saves(state, *t.model, *t.optim, data.max_steps);
   const int64_t first_step = state.step;
   StepReporter reporter(config::report_section(cfg), device, ranks.rank() == 0, ranks.world_size(),
                         checkpoints.folder(), first_step, data.max_steps);

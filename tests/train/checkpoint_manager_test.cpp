@@ -104,4 +104,54 @@ TEST_F(CheckpointManagerTest, NonFiniteWeightsAreNotSavedAndForeignCheckpointsAr
   EXPECT_TRUE(fs::exists(dir_ / "step1")) << "the refusal keeps the folder's checkpoints";
 }
 
+// Background saves take their host copies before the first step (prepare_saves) and every save
+// then writes from them: no save allocates a buffer, and what it writes is the weights at its
+// step, not the copies taken at the start. Synchronous saves, and runs that save only at their
+// end, take none.
+TEST_F(CheckpointManagerTest, BackgroundSavesReuseTheCopiesTakenBeforeTheFirstStep) {
+  auto cfg = run_config(dir_);
+  cfg.save_async = true;
+  cfg.save_interval = 2;
+  torch::manual_seed(1);
+  model::Transformer m(cfg.model);
+  auto opt = train::build_optimizer(cfg.optimizer, m->named_parameters());
+  opt->allocate_state();
+  std::vector<train::SettingChange> changes;
+  {
+    train::CheckpointManager checkpoints(cfg, one_process_);
+    const auto state = checkpoints.load(*m, *opt, 10, changes);
+    checkpoints.prepare_saves(state, *m, *opt, 10);
+    const int64_t made = checkpoints.staging().allocations();
+    EXPECT_GT(made, int64_t(m->parameters().size()));  // the weights and the optimizer's moments
+    EXPECT_GT(checkpoints.staging().bytes(), 0);
+    {
+      torch::NoGradGuard g;
+      for (auto& p : m->parameters()) p.add_(1.0);
+    }
+    ASSERT_TRUE(checkpoints.save({2, 32, 0}, *m, *opt));
+    ASSERT_TRUE(checkpoints.save({4, 64, 0}, *m, *opt));
+    checkpoints.finish();
+    EXPECT_EQ(checkpoints.staging().allocations(), made);
+  }
+  model::Transformer back(cfg.model);
+  auto back_opt = train::build_optimizer(cfg.optimizer, back->named_parameters());
+  train::CheckpointManager reader(cfg, one_process_);
+  reader.load(*back, *back_opt, 10, changes);
+  const auto want = m->named_parameters();
+  for (const auto& p : back->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), want[p.key()])) << p.key();
+
+  auto sync = run_config(dir_ / "sync");
+  sync.save_interval = 2;
+  train::CheckpointManager synchronous(sync, one_process_);
+  synchronous.prepare_saves({}, *m, *opt, 10);
+  EXPECT_EQ(synchronous.staging().allocations(), 0);
+  auto at_end = run_config(dir_ / "end");
+  at_end.save_async = true;
+  at_end.save_interval = 10;
+  train::CheckpointManager last_only(at_end, one_process_);
+  last_only.prepare_saves({}, *m, *opt, 10);
+  EXPECT_EQ(last_only.staging().allocations(), 0);
+}
+
 }  // namespace

@@ -86,10 +86,13 @@ class HostStaging {
   // `t`'s values in `name`'s buffer; the copies of GPU tensors are done after synchronize().
   torch::Tensor copy(const std::string& name, const torch::Tensor& t);
   void synchronize();
+  int64_t bytes() const;                                // of every buffer held
+  int64_t allocations() const { return allocations_; }  // buffers made so far
 
  private:
   std::map<std::string, torch::Tensor> buffers_;
   bool pending_ = false;
+  int64_t allocations_ = 0;
 };
 
 // This rank's files of checkpoint step<state.step>, in host memory. Rank 0's also hold
