@@ -37,6 +37,9 @@ void for_each_chunk(int64_t numel, int64_t chunk, int world, Copy copy) {
   }
 }
 
+// Parameters sit in a unit's storage at 64-byte boundaries, as the allocator would place them.
+int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
 }  // namespace
 
 ShardedGradients::ShardedGradients(Communicator& comm, ShardedOptions options)
@@ -91,6 +94,7 @@ ShardLayout::NamedTensors ShardedGradients::optimizer_params(const ShardLayout::
     Unit& u = units_.back();
     Entry e{p, shard_chunk(p.numel(), W), u.row};
     u.row += e.chunk;
+    u.storage_bytes += aligned(bytes);
     u.entries.push_back(entries_.size());
     unit_bytes += bytes;
     entries_.push_back(e);
@@ -165,7 +169,7 @@ void ShardedGradients::on_grad_ready(size_t entry) {
 void ShardedGradients::launch(Unit& u) {
   torch::NoGradGuard no_grad;
   const int W = shards_->size();
-  u.flat = torch::zeros({W, u.row}, shard_.options().dtype(options_.reduce_dtype));
+  u.flat = pool_.take(W * u.row, shard_.options().dtype(options_.reduce_dtype)).zero_().view({W, u.row});
   for (size_t i : u.entries) {
     Entry& e = entries_[i];
     if (!e.param.grad().defined()) continue;  // no gradient this step: zeros
@@ -177,7 +181,7 @@ void ShardedGradients::launch(Unit& u) {
     e.param.mutable_grad().reset();
   }
   auto out = options_.reduce_dtype == torch::kFloat ? grad_shard_.narrow(0, u.offset, u.row)
-                                                    : torch::empty({u.row}, u.flat.options());
+                                                    : pool_.take(u.row, u.flat.options());
   if (options_.reduce_dtype != torch::kFloat) u.reduced = out;
   u.flat = u.flat.view({-1});
   u.work = shards_->reduce_scatter_sum_async(out, u.flat);
@@ -192,10 +196,10 @@ void ShardedGradients::complete(Unit& u) {
   comm_.wait(u.work);
   blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   u.work.reset();
-  u.flat = torch::Tensor();
+  pool_.give(u.flat);
   if (u.reduced.defined()) {
     grad_shard_.narrow(0, u.offset, u.row).copy_(u.reduced);
-    u.reduced = torch::Tensor();
+    pool_.give(u.reduced);
   }
   if (replicas_) {
     auto mine = grad_shard_.narrow(0, u.offset, u.row);
@@ -236,8 +240,8 @@ void ShardedGradients::after_update() {
   const int W = shards_->size();
   for (auto& u : units_) {
     if (u.released) continue;  // gathered from the updated shard when its block next runs
-    auto flat = torch::empty({W * u.row}, shard_.options());
-    auto mine = shard_.narrow(0, u.offset, u.row).clone();
+    auto flat = pool_.take(W * u.row, shard_.options());
+    auto mine = pool_.take(u.row, shard_.options()).copy_(shard_.narrow(0, u.offset, u.row));
     comm_.wait(shards_->all_gather_async(flat, mine));
     const auto rows = flat.view({W, u.row});
     for (size_t i : u.entries) {
@@ -247,6 +251,8 @@ void ShardedGradients::after_update() {
         p.narrow(0, begin, len).copy_(rows[r].narrow(0, e.offset, len));
       });
     }
+    pool_.give(flat);
+    pool_.give(mine);
   }
 }
 
@@ -273,11 +279,17 @@ void ShardedGradients::gather(Unit& u) {
   comm_.wait(u.gathering);
   u.gathering.reset();
   const auto rows = u.gathered.view({W, u.row});
+  u.storage =
+      pool_.take(u.storage_bytes, torch::TensorOptions().dtype(torch::kUInt8).device(shard_.device()));
+  auto* base = static_cast<uint8_t*>(u.storage.data_ptr());
+  int64_t at = 0;
   for (size_t i : u.entries) {
     Entry& e = entries_[i];
     c10::StorageImpl* storage = e.param.storage().unsafeGetStorageImpl();
-    storage->set_data_ptr_noswap(storage->allocator()->allocate(e.param.nbytes()));
+    // The unit's buffer owns the bytes; release() hands it back to the pool.
+    storage->set_data_ptr_noswap(at::DataPtr(base + at, e.param.device()));
     storage->set_nbytes(e.param.nbytes());
+    at += aligned(int64_t(e.param.nbytes()));
     // Written through a tensor with its own version counter: autograd's saved references to
     // the parameter must not see an in-place change.
     auto p = e.param.variable_data().view({-1});
@@ -285,15 +297,15 @@ void ShardedGradients::gather(Unit& u) {
       p.narrow(0, begin, len).copy_(rows[r].narrow(0, e.offset, len));
     });
   }
-  u.gathered = torch::Tensor();
-  u.gather_input = torch::Tensor();
+  pool_.give(u.gathered);
+  pool_.give(u.gather_input);
   u.released = false;
 }
 
 void ShardedGradients::prefetch_unit(Unit& u) {
   if (!u.released || u.gathering) return;
-  u.gathered = torch::empty({shards_->size() * u.row}, shard_.options());
-  u.gather_input = shard_.narrow(0, u.offset, u.row).clone();
+  u.gathered = pool_.take(shards_->size() * u.row, shard_.options());
+  u.gather_input = pool_.take(u.row, shard_.options()).copy_(shard_.narrow(0, u.offset, u.row));
   u.gathering = shards_->all_gather_async(u.gathered, u.gather_input);
 }
 
@@ -304,6 +316,7 @@ void ShardedGradients::release(Unit& u) {
     storage->set_data_ptr_noswap(at::DataPtr(nullptr, entries_[i].param.device()));
     storage->set_nbytes(0);
   }
+  pool_.give(u.storage);
   u.released = true;
 }
 
@@ -355,11 +368,17 @@ void ShardedGradients::finish_layer(int64_t layer) {
 }
 
 void ShardedGradients::make_params_whole() {
+  if (!whole_) pool_before_whole_ = pool_.bytes();
+  whole_ = true;
   for (auto& u : units_) gather(u);
 }
 
+// What the blocks held whole at once goes back to the allocator: a save or an export must
+// not leave every block's storage in the pool for the rest of the run.
 void ShardedGradients::release_params() {
   for (auto& u : units_) release(u);
+  if (whole_) pool_.shrink_to(pool_before_whole_);
+  whole_ = false;
 }
 
 torch::Tensor ShardedGradients::shard_of(const torch::Tensor& whole) {

@@ -82,10 +82,11 @@ std::vector<RankMemory> plan_memory(const config::TrainConfig& cfg, int world_si
   const bool whole_grads = accumulates || on_cpu;
   const double zero2 = (whole_grads ? whole : bucket) + in_flight * bucket;
   // FULL_SHARD: three blocks gathered, the gradients not yet reduced (three blocks and the
-  // outside parameters), and on the CPU the block storage each gather allocates anew, of
-  // which the allocator keeps about twice the blocks' parameters (measured over 12 steps).
-  const double zero3 = 3.0 * block + (whole_grads ? whole : 3.0 * block + outside) + in_flight * unit +
-                       (on_cpu ? 2.0 * L * block : 0.0);
+  // outside parameters), and the next block's all-gather buffers (its output, a whole unit,
+  // and this rank's row). The buffers are reused from step to step (dist::BufferPool), so
+  // the allocator's slack does not grow with the steps.
+  const double zero3 =
+      3.0 * block + (whole_grads ? whole : 3.0 * block + outside) + in_flight * unit + unit * (1.0 + 1.0 / W);
   auto sharded = [&](std::string name, double ranks) {
     return row(std::move(name), outside + whole / ranks, whole / ranks, 2.0 * whole / ranks, zero3);
   };

@@ -1,6 +1,7 @@
 #include "siamese/train/parallelize.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <optional>
 
@@ -103,6 +104,13 @@ void hook_optimizer(Optimizer& optim, model::TransformerImpl& model, dist::Paral
   dist::GradientStrategy& gradients = plan.gradients();
   optim.add_pre_step_hook([&gradients] { gradients.finish(); });
   optim.add_post_step_hook([&gradients] { gradients.after_update(); });
+  // On the CPU, glibc keeps what a step frees inside its heap, in pieces that later
+  // allocations of other sizes often cannot reuse, so a rank's resident memory creeps up
+  // for many steps by an amount thread timing decides (measured: 2 FULL_SHARD ranks of 53M
+  // parameters, +250 MiB over 12 steps). Handing the free pages back after each update
+  // keeps it at what a step holds; the next step faults in what it needs again.
+  const auto params = model.parameters();
+  if (!params.empty() && params.front().device().is_cpu()) optim.add_post_step_hook([] { ::malloc_trim(0); });
   const model::TopologySpec* topology = model::find_topology(model.config().residual);
   if (!topology || !topology->projects_weights) return;
   optim.add_post_step_hook([&model, &gradients] {

@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "siamese/dist/buffer_pool.h"
 #include "siamese/dist/communicator.h"
 #include "siamese/dist/gradient_strategy.h"
 #include "siamese/dist/shard_layout.h"
@@ -134,6 +135,8 @@ class ShardedGradients : public GradientStrategy {
     int64_t key = 0;                             // unit_of's value: the block's layer, or -1
     bool released = false;                       // FULL_SHARD: its parameters hold no storage
     torch::Tensor gathered, gather_input;        // [world * row] and [row] while its all-gather runs
+    torch::Tensor storage;                       // FULL_SHARD: its parameters' bytes while whole
+    int64_t storage_bytes = 0;                   // their sizes at 64-byte boundaries
     c10::intrusive_ptr<c10d::Work> gathering;
   };
   void on_grad_ready(size_t entry);
@@ -161,6 +164,9 @@ class ShardedGradients : public GradientStrategy {
   torch::Tensor shard_;               // this rank's float32 master weights, every unit's row
   torch::Tensor grad_shard_;          // their gradients, summed over ranks
   std::deque<size_t> in_flight_;      // units whose reduce-scatter runs, oldest first
+  BufferPool pool_;                   // every buffer a step takes, kept between steps
+  bool whole_ = false;                // make_params_whole() without release_params() since
+  int64_t pool_before_whole_ = 0;     // the pool's bytes before it
   bool sync_ = false;
   double blocked_seconds_ = 0;
   std::map<int64_t, std::vector<size_t>> units_of_layer_;  // FULL_SHARD's block units by layer
