@@ -43,8 +43,10 @@ CheckpointManager::CheckpointManager(const config::TrainConfig& cfg, dist::Paral
 
 TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& optim, int64_t max_steps,
                                    std::vector<SettingChange>& changes) {
+  const auto start = std::chrono::steady_clock::now();
   const std::optional<fs::path> from =
       cfg_.load_path.empty() ? latest_checkpoint(run_dir_) : std::optional<fs::path>(cfg_.load_path);
+  const auto found = std::chrono::steady_clock::now();
   const auto existing = checkpoint_folders(run_dir_);
   const bool resuming_here =
       from && fs::weakly_canonical(*from).parent_path() == fs::weakly_canonical(run_dir_);
@@ -60,7 +62,12 @@ TrainState CheckpointManager::load(model::TransformerImpl& model, Optimizer& opt
     // latest_checkpoint hashed what it returns; a load_path given by hand is hashed here.
     state = load_checkpoint(*from, model, &optim, &cfg_.model, &plan_, tracked_,
                             cfg_.load_path.empty() ? ManifestCheck::VerifiedAlready : ManifestCheck::Verify);
-    spdlog::info("resumed from {} at step {} ({} tokens)", from->string(), state.step, state.tokens);
+    const auto seconds = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
+    // What a restart costs before its first step, hashing included (once: the loader trusts
+    // what latest_checkpoint verified).
+    spdlog::info("resumed from {} at step {} ({} tokens): found {:.1f} s, loaded {:.1f} s", from->string(),
+                 state.step, state.tokens, seconds(start, found),
+                 seconds(found, std::chrono::steady_clock::now()));
     changes = config::schema::changed_settings(saved_settings(*from), cfg_);
     for (const auto& c : changes)
       spdlog::warn("resumed with a changed setting: {} {} -> {}", c.key, c.was, c.now);
@@ -89,10 +96,17 @@ bool CheckpointManager::save(const TrainState& state, model::TransformerImpl& mo
                           plan_.layout().optimizer_shard_rank()};
   // A synchronous save writes from the weights themselves, so they stay whole until it ends.
   const dist::WholeParams whole(plan_.gradients());
-  // Every rank sees the same weights, so all stop alike.
-  std::vector<torch::Tensor> finite;
-  for (const auto& p : model.parameters()) finite.push_back(torch::isfinite(p).all());
-  if (!torch::stack(finite).all().item<bool>()) return false;
+  // Every rank sees the same weights, so all stop alike. A tensor is finite when its least and
+  // greatest elements are (NaN propagates to both): one read and no temporary the size of the
+  // weights, where isfinite(p).all() took 10-20x as long at 336M parameters.
+  std::vector<torch::Tensor> bounds;
+  for (const auto& p : model.parameters()) {
+    if (p.numel() == 0) continue;
+    auto [least, greatest] = torch::aminmax(p.detach());
+    bounds.push_back(least.to(torch::kFloat));
+    bounds.push_back(greatest.to(torch::kFloat));
+  }
+  if (!bounds.empty() && !torch::isfinite(torch::stack(bounds)).all().item<bool>()) return false;
   const std::vector<const Stateful*> tracked(tracked_.begin(), tracked_.end());
   auto files = snapshot_checkpoint(model, optim, state, config_yaml_, layout,
                                    cfg_.save_async ? &staging_ : nullptr, tracked);

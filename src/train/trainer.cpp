@@ -195,6 +195,9 @@ int train(const config::TrainConfig& cfg, const RunControl& control) {
   const int64_t layer_grads_every = cfg.optimizer.metrics_log_interval.value_or(0);
   const int64_t rank_rows = cfg.global_train_batch_size / ranks.world_size();
   const auto loop_start = Clock::now();
+  if (ranks.rank() == 0 && state.step < data.max_steps)
+    spdlog::info("first step {} begins {:.1f} s after the trainer started (data, model, checkpoint load)",
+                 state.step + 1, seconds_since(started));
   while (state.step < data.max_steps) {
     const size_t start_mark = reporter.clock().mark();
     const torch::Tensor batch = data.batches.next().to(device, /*non_blocking=*/true);
