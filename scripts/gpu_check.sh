@@ -46,6 +46,9 @@ if [ -n "${SIAMESE_PREBUILT:-}" ]; then
     -printf '%h:' 2>/dev/null)
   export LD_LIBRARY_PATH=$site/torch/lib:$cuda_libs$LD_LIBRARY_PATH
   bin=$SIAMESE_PREBUILT/siamese
+  # Tests that start the binary or torchrun find them here, not where they were built.
+  SIAMESE_TEST_BINARY=$(realpath "$bin")
+  export SIAMESE_TEST_BINARY SIAMESE_TEST_SOURCE_DIR=$PWD
 else
   export SIAMESE_BUILD_DIR=${SIAMESE_BUILD_DIR:-build-gpu}
   export SIAMESE_CUDA_ARCHS=${SIAMESE_CUDA_ARCHS:-9.0}

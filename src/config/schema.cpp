@@ -246,6 +246,11 @@ std::vector<Field<T>> distributed_fields() {
               "A collective waiting longer than this fails the run (a rank died or hangs).", &T::distributed,
               &DistributedConfig::timeout_seconds)
           .positive(),
+      ours<T>("distributed.backend",
+              "The collectives' c10d backend. auto: NCCL on CUDA, Gloo on the CPU; gloo: Gloo for CUDA "
+              "tensors too, through host copies (several ranks on one GPU, which NCCL refuses); nccl: "
+              "NCCL, which needs a CUDA device per rank.",
+              &T::distributed, &DistributedConfig::backend),
       field<T>("distributed_strategy",
                "ddp: every rank holds a full replica; fsdp: ranks shard state as fsdp.sharding_strategy "
                "says (docs/distributed.md). OLMo's default is fsdp.",

@@ -29,8 +29,13 @@ std::string message_of(const std::exception& e) {
 
 }  // namespace
 
-Communicator::Communicator(const World& world, torch::Device device, std::chrono::milliseconds timeout)
-    : world_(world), device_(device.is_cuda() ? device : torch::Device(torch::kCPU)), timeout_(timeout) {
+Communicator::Communicator(const World& world, torch::Device device, std::chrono::milliseconds timeout,
+                           std::optional<Backend> backend)
+    : world_(world),
+      device_(device.is_cuda() ? device : torch::Device(torch::kCPU)),
+      backend_(backend.value_or(device.is_cuda() ? Backend::Nccl : Backend::Gloo)),
+      timeout_(timeout) {
+  TORCH_CHECK(backend_ == Backend::Gloo || device_.is_cuda(), "Communicator: NCCL needs a CUDA device");
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(world.master_port);
   opts.isServer = world.is_main() && !world.agent_hosts_store;
@@ -59,9 +64,13 @@ Communicator::Communicator(const World& world, torch::Device device, std::chrono
   connect();
 }
 
-Communicator::Communicator(World world, torch::Device device, std::chrono::milliseconds timeout,
-                           c10::intrusive_ptr<c10d::Store> store)
-    : world_(std::move(world)), device_(device), timeout_(timeout), store_(std::move(store)) {
+Communicator::Communicator(World world, torch::Device device, Backend backend,
+                           std::chrono::milliseconds timeout, c10::intrusive_ptr<c10d::Store> store)
+    : world_(std::move(world)),
+      device_(device),
+      backend_(backend),
+      timeout_(timeout),
+      store_(std::move(store)) {
   connect();
 }
 
@@ -73,14 +82,14 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name,
   member.rank = int(me - ranks.begin());
   member.size = int(ranks.size());
   auto store = c10::make_intrusive<c10d::PrefixStore>(name, store_);
-  return std::unique_ptr<Communicator>(new Communicator(member, device_, timeout_, store));
+  return std::unique_ptr<Communicator>(new Communicator(member, device_, backend_, timeout_, store));
 }
 
 void Communicator::connect() {
   mark_joined_ranks();
-  if (device_.is_cuda()) {
+  if (device_.is_cuda()) c10::cuda::set_device(device_.index());
+  if (backend_ == Backend::Nccl) {
     // NCCL binds a communicator to the current device; one GPU per rank (LOCAL_RANK).
-    c10::cuda::set_device(device_.index());
     auto nccl_opts = c10d::ProcessGroupNCCL::Options::create();
     nccl_opts->timeout = timeout_;
     try {

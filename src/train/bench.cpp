@@ -174,7 +174,8 @@ std::vector<ScalingSetup> bench_scaling(const config::TrainConfig& base, const d
   config::validate_for_world_size(base, world.size);
   const torch::Device device = resolve_device(base.device, world.local_rank);
   model::use_kernels(base.model.kernels);
-  dist::Communicator comm(world, device, std::chrono::seconds(base.distributed.timeout_seconds));
+  dist::Communicator comm(world, device, std::chrono::seconds(base.distributed.timeout_seconds),
+                          comm_backend(base.distributed, device));
   dist::ParallelPlan alone;
   auto subject = make_subject({base.model.residual, base}, device, alone);
   Subject& s = *subject;

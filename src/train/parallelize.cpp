@@ -71,6 +71,21 @@ void check_plan_fits_model(const config::ParallelSection& parallel) {
               "fsdp.sharding_strategy", "use fsdp.sharding_strategy: SHARD_GRAD_OP");
 }
 
+dist::Backend comm_backend(const config::DistributedConfig& distributed, torch::Device device) {
+  switch (distributed.backend) {
+    case config::CommBackend::Gloo:
+      return dist::Backend::Gloo;
+    case config::CommBackend::Nccl:
+      if (!device.is_cuda())
+        throw Error("distributed.backend nccl needs a CUDA device per rank, and this run's device is the CPU",
+                    "distributed.backend", "use distributed.backend: auto (Gloo on the CPU) or device: cuda");
+      return dist::Backend::Nccl;
+    case config::CommBackend::Auto:
+      break;
+  }
+  return device.is_cuda() ? dist::Backend::Nccl : dist::Backend::Gloo;
+}
+
 dist::ParallelPlan make_plan(const config::TrainConfig& cfg, const dist::World& world) {
   const config::ParallelSection parallel = config::parallel_section(cfg);
   check_plan_fits_model(parallel);
@@ -86,7 +101,8 @@ dist::ParallelPlan make_plan(const config::TrainConfig& cfg, const dist::World& 
   // The ranks agree on every setting over the world group before a strategy builds groups of
   // its own (HYBRID_SHARD's shard and replica groups): ranks launched with different
   // strategies would otherwise wait in each other's group building until the timeout.
-  auto comm = std::make_unique<dist::Communicator>(world, device, options.timeout);
+  auto comm = std::make_unique<dist::Communicator>(world, device, options.timeout,
+                                                   comm_backend(parallel.distributed, device));
   {
     dist::GroupCollectives world_group(*comm);
     check_ranks_agree(world_group, cfg, device);

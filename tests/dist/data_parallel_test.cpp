@@ -1,5 +1,6 @@
 // Data parallelism through the real launcher: 2 CPU ranks (Gloo) started by torchrun
-// against 1 process, a run stopped and resumed under torchrun, and a rank killed mid-run.
+// against 1 process, a run stopped and resumed under torchrun, and a rank killed mid-run;
+// on a GPU machine, 2 ranks on its one GPU over Gloo with CUDA tensors.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -34,7 +35,7 @@ namespace {
 // single process draw no random numbers that could differ.
 std::string train_args(const fs::path& folder, int micro, const std::string& extra,
                        const std::string& topology = "hybrid_pre") {
-  return std::string(" train ") + SIAMESE_SOURCE_DIR + "/configs/tiny/quickstart.yaml" +
+  return " train " + siamese::testing::source_dir() + "/configs/tiny/quickstart.yaml" +
          siamese::testing::topology_flags(topology) +
          " --model.use_query_norm=true --model.use_key_norm=true"
          " --model.use_value_norm=true --model.d_model=32 --model.n_heads=2 --model.n_layers=2"
@@ -322,4 +323,32 @@ TEST(DataParallel, RanksWithDifferentConfigsRefuseTogetherNamingTheKey) {
   EXPECT_NE(log.find("launched with different settings: model.n_layers"), std::string::npos) << log;
   EXPECT_EQ(log.find("SIGABRT"), std::string::npos) << log;
   EXPECT_EQ(log.find("timed out"), std::string::npos) << log;
+}
+
+// Two ranks on the machine's one GPU (device cuda:0 for both) over Gloo with CUDA tensors, as
+// NCCL refuses two ranks on one device: ddp's bucketed all-reduce and FULL_SHARD's gathers,
+// reduce-scatters, sharded clipping and update run on CUDA tensors, Gloo copying them to host
+// memory and back on streams of its own, and follow one process on the same GPU for 20 steps.
+// The process runs the ranks' micro-batches one after the other, so every matmul has the
+// ranks' shapes. 1e-4: CUDA's backward adds some gradients with atomics, in no fixed order,
+// and 20 AdamW steps grow those roundings; a lost, doubled or stale gradient or shard moves
+// the loss by more than 1e-2 within a few steps.
+TEST(GpuDist, TwoGlooRanksOnOneGpuFollowOneProcess) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: GPU tests run on the GPU machine";
+  const std::string gpu = "--device=cuda:0 --allow_tf32=false ";
+  for (const std::string strategy :
+       {"--distributed_strategy=ddp", "--distributed_strategy=fsdp --fsdp.sharding_strategy=FULL_SHARD"}) {
+    SCOPED_TRACE(strategy);
+    const std::string name = strategy.find("FULL_SHARD") == std::string::npos ? "ddp" : "full_shard";
+    auto one = fresh_dir("dp_test", "gpu_" + name + "_one"),
+         two = fresh_dir("dp_test", "gpu_" + name + "_two");
+    ASSERT_EQ(run_single(one, 2, gpu), 0) << read_all(one.string() + ".log");
+    ASSERT_EQ(run_torchrun(two, 2, free_port(), gpu + "--distributed.backend=gloo " + strategy), 0)
+        << read_all(two.string() + ".log");
+    auto l1 = losses(one), l2 = losses(two);
+    ASSERT_EQ(l1.size(), 20u);
+    ASSERT_EQ(l2.size(), 20u) << read_all(two.string() + ".log");
+    for (auto& [step, loss] : l1) EXPECT_NEAR(std::stod(loss), std::stod(l2[step]), 1e-4) << "step " << step;
+    EXPECT_GT(std::stod(l1[1]) - std::stod(l1[20]), 0.1);  // it trained
+  }
 }

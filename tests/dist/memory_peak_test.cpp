@@ -101,14 +101,17 @@ TEST(MemoryPeak, ThePlanIsWhatRealRunsHold) {
               << " MiB\n";
     EXPECT_GE(planned, 0.85 * measured) << l.name << ": planned " << planned << ", measured " << measured;
     EXPECT_LE(planned, 1.10 * measured) << l.name << ": planned " << planned << ", measured " << measured;
-    // Step 2 has every buffer a step takes (the optimizer state comes with step 1's update);
-    // later steps may add less than one block's parameters, a single gather's storage.
+    // Step 2 has every buffer a step takes (the optimizer state comes with step 1's update).
+    // Where a step's peak falls depends on thread timing: a block's gradients still being
+    // reduce-scattered when the next block's parameters are gathered, so a later step may
+    // peak higher by two blocks' float32 parameters (measured: up to 25 MiB, 1.1 blocks,
+    // beside other tests); the creep this guards against added about 250 MiB in 12 steps.
     const auto counts = model::count_parameters(cfg.model);
     const double block =
         4.0 * double(counts.attention + counts.mlp + counts.residual) / double(cfg.model.n_layers);
     const auto run_peaks = peaks(run);
     ASSERT_GE(run_peaks.size(), 3u);
-    EXPECT_LE(run_peaks.back() - run_peaks[1], block)
+    EXPECT_LE(run_peaks.back() - run_peaks[1], 2 * block)
         << l.name << ": " << run_peaks[1] / 1048576.0 << " MiB at step 2, " << run_peaks.back() / 1048576.0
         << " MiB at the end";
   }

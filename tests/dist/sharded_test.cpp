@@ -24,6 +24,7 @@
 #include "siamese/train/save_folder.h"
 #include "support/free_port.h"
 #include "support/process.h"
+#include "support/refusal.h"
 #include "support/run_files.h"
 #include "support/temp_dir.h"
 
@@ -195,6 +196,21 @@ TEST(Sharded, StrategiesNotImplementedAreRefusedNamingTheKey) {
       EXPECT_NE(std::string(e.what()).find("whole weight matrices"), std::string::npos) << e.what();
     }
   }
+}
+
+// distributed.backend: auto takes NCCL for CUDA tensors and Gloo for CPU ones, gloo takes Gloo
+// for both, and nccl on the CPU is refused before any connection, naming the key.
+TEST(Sharded, CommBackendFollowsTheKeyAndRefusesNcclOnTheCpu) {
+  config::DistributedConfig d;
+  const torch::Device cpu(torch::kCPU), gpu(torch::kCUDA, 0);
+  EXPECT_EQ(train::comm_backend(d, cpu), dist::Backend::Gloo);
+  EXPECT_EQ(train::comm_backend(d, gpu), dist::Backend::Nccl);
+  d.backend = config::CommBackend::Gloo;
+  EXPECT_EQ(train::comm_backend(d, gpu), dist::Backend::Gloo);
+  d.backend = config::CommBackend::Nccl;
+  EXPECT_EQ(train::comm_backend(d, gpu), dist::Backend::Nccl);
+  siamese::testing::expect_refused([&] { train::comm_backend(d, cpu); }, "distributed.backend",
+                                   "distributed.backend: auto");
 }
 
 // An OLMo file may set fsdp.* and leave distributed_strategy at our default (ddp): the keys

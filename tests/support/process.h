@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -140,11 +141,23 @@ class Process {
   Outcome outcome_;
 };
 
+// The binary and the source folder the tests were built with, unless the environment names
+// the ones they were carried to (SIAMESE_TEST_BINARY, SIAMESE_TEST_SOURCE_DIR: set by
+// scripts/gpu_check.sh, whose prebuilt tests run on another machine in another folder).
+inline std::string siamese_binary() {
+  const char* carried = std::getenv("SIAMESE_TEST_BINARY");
+  return carried && *carried ? carried : SIAMESE_BINARY;
+}
+inline std::string source_dir() {
+  const char* carried = std::getenv("SIAMESE_TEST_SOURCE_DIR");
+  return carried && *carried ? carried : SIAMESE_SOURCE_DIR;
+}
+
 // `siamese ARGS...`, after `limits.launcher` when there is one.
 inline std::vector<std::string> siamese_argv(const std::vector<std::string>& args,
                                              const Limits& limits = {}) {
   std::vector<std::string> argv = limits.launcher;
-  argv.push_back(SIAMESE_BINARY);
+  argv.push_back(siamese_binary());
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
@@ -237,8 +250,8 @@ inline Outcome run_python(const std::string& args, const std::filesystem::path& 
 // Limits that start `siamese` under scripts/torchrun, as README launches it: `nproc` ranks on
 // this machine, rendezvous on `port`.
 inline Limits under_torchrun(int nproc, int port, Limits limits = {}) {
-  limits.launcher = {std::string(SIAMESE_SOURCE_DIR) + "/scripts/torchrun", "--nproc_per_node",
-                     std::to_string(nproc), "--master_port", std::to_string(port)};
+  limits.launcher = {source_dir() + "/scripts/torchrun", "--nproc_per_node", std::to_string(nproc),
+                     "--master_port", std::to_string(port)};
   return limits;
 }
 

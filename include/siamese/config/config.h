@@ -256,6 +256,7 @@ struct DistributedConfig {
   double bucket_mb = 25;          // gradient all-reduce bucket size (PyTorch DDP's default)
   bool overlap = true;            // launch bucket all-reduces from backward hooks
   int64_t timeout_seconds = 600;  // a rank silent this long fails the others, not hangs them
+  CommBackend backend = CommBackend::Auto;
 };
 
 // OLMo's fsdp section, read when distributed_strategy is fsdp (docs/distributed.md).

@@ -65,6 +65,12 @@ SIAMESE_ENUM_NAMES(ActivationCheckpointing, OneInFour, Spelling(""), Spelling("w
 enum class DistributedStrategy { Ddp, Fsdp };
 SIAMESE_ENUM_NAMES(DistributedStrategy, Fsdp, Spelling("ddp"), Spelling("fsdp"));
 
+// ours: the c10d backend of the ranks' collectives. auto: NCCL for CUDA tensors, Gloo for CPU
+// ones; gloo with CUDA tensors stages each collective through host memory, which lets several
+// ranks share one GPU (NCCL refuses that).
+enum class CommBackend { Auto, Nccl, Gloo };
+SIAMESE_ENUM_NAMES(CommBackend, Gloo, Spelling("auto"), Spelling("nccl"), Spelling("gloo"));
+
 enum class ShardingStrategy { NoShard, ShardGradOp, FullShard, HybridShard };
 SIAMESE_ENUM_NAMES(ShardingStrategy, HybridShard, Spelling("NO_SHARD"), Spelling("SHARD_GRAD_OP"),
                    Spelling("FULL_SHARD"), Spelling("HYBRID_SHARD"));

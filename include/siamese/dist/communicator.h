@@ -1,12 +1,14 @@
 #pragma once
 // The collective operations a data-parallel run needs, over a c10d process group:
-// Gloo on CPU, NCCL on CUDA (device = LOCAL_RANK). Failures of the other side (a rank that
+// Gloo on CPU, NCCL on CUDA (device = LOCAL_RANK) unless told Gloo for CUDA tensors too.
+// Failures of the other side (a rank that
 // died, a timeout) surface as siamese::Error with a message that says what to check,
 // so a broken job exits instead of hanging.
 #include <torch/torch.h>
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,11 +22,17 @@ class Work;
 
 namespace siamese::dist {
 
+// NCCL wants a GPU of its own per rank. Gloo takes CPU tensors, and CUDA ones by copying
+// them to pinned host memory and back on streams of its own, so ranks can share a GPU.
+enum class Backend { Nccl, Gloo };
+
 class Communicator {
  public:
   // Connects to the rendezvous store at world.master_addr:master_port and builds the
-  // process group for `device`. `timeout` bounds every collective and the rendezvous.
-  Communicator(const World& world, torch::Device device, std::chrono::milliseconds timeout);
+  // process group for `device`: `backend`, else NCCL for CUDA and Gloo for the CPU.
+  // `timeout` bounds every collective and the rendezvous.
+  Communicator(const World& world, torch::Device device, std::chrono::milliseconds timeout,
+               std::optional<Backend> backend = std::nullopt);
 
   // The group of the world ranks `ranks` (this rank among them), named `name`: every member
   // passes the same name and list, and each rank builds only the groups it is in.
@@ -49,7 +57,7 @@ class Communicator {
   void barrier();
 
  private:
-  Communicator(World world, torch::Device device, std::chrono::milliseconds timeout,
+  Communicator(World world, torch::Device device, Backend backend, std::chrono::milliseconds timeout,
                c10::intrusive_ptr<c10d::Store> store);
   void connect();
   [[noreturn]] void fail(const std::exception& e, const char* op) const;
@@ -58,7 +66,8 @@ class Communicator {
   [[noreturn]] void fail_to_join(const std::exception& e) const;
 
   World world_;
-  torch::Device device_;  // where the group's tensors live: cuda:LOCAL_RANK for NCCL, else CPU
+  torch::Device device_;  // where the group's tensors live: a CUDA device or the CPU
+  Backend backend_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> group_;

@@ -7,6 +7,7 @@
 // The plan is then applied to the model once, and its post-step work hooked on the optimizer.
 #include "siamese/config/config.h"
 #include "siamese/config/sections.h"
+#include "siamese/dist/communicator.h"
 #include "siamese/dist/parallel_plan.h"
 #include "siamese/dist/sharded.h"
 #include "siamese/dist/world.h"
@@ -19,6 +20,10 @@ namespace siamese::train {
 // topology whose project_weights rewrites whole weight matrices after every step (nGPT) under a
 // strategy that keeps only a flat shard of each parameter between uses.
 void check_plan_fits_model(const config::ParallelSection& parallel);
+
+// The collectives' backend (distributed.backend) for ranks whose tensors live on `device`.
+// nccl without a CUDA device is refused, naming the key.
+dist::Backend comm_backend(const config::DistributedConfig& distributed, torch::Device device);
 
 // The plan of a launched run; the ranks agree on every setting before it builds its groups.
 dist::ParallelPlan make_plan(const config::TrainConfig& cfg, const dist::World& world);
