@@ -71,7 +71,8 @@ void check_plan_fits_model(const config::ParallelSection& parallel) {
               "fsdp.sharding_strategy", "use fsdp.sharding_strategy: SHARD_GRAD_OP");
 }
 
-dist::Backend comm_backend(const config::DistributedConfig& distributed, torch::Device device) {
+std::optional<dist::Backend> comm_backend(const config::DistributedConfig& distributed,
+                                          torch::Device device) {
   switch (distributed.backend) {
     case config::CommBackend::Gloo:
       return dist::Backend::Gloo;
@@ -83,7 +84,7 @@ dist::Backend comm_backend(const config::DistributedConfig& distributed, torch::
     case config::CommBackend::Auto:
       break;
   }
-  return device.is_cuda() ? dist::Backend::Nccl : dist::Backend::Gloo;
+  return std::nullopt;
 }
 
 dist::ParallelPlan make_plan(const config::TrainConfig& cfg, const dist::World& world) {

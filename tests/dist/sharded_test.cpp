@@ -198,13 +198,14 @@ TEST(Sharded, StrategiesNotImplementedAreRefusedNamingTheKey) {
   }
 }
 
-// distributed.backend: auto takes NCCL for CUDA tensors and Gloo for CPU ones, gloo takes Gloo
-// for both, and nccl on the CPU is refused before any connection, naming the key.
+// distributed.backend: auto leaves the choice to the Communicator (NCCL for CUDA tensors, Gloo
+// for CPU ones), gloo takes Gloo for both, and nccl on the CPU is refused before any
+// connection, naming the key.
 TEST(Sharded, CommBackendFollowsTheKeyAndRefusesNcclOnTheCpu) {
   config::DistributedConfig d;
   const torch::Device cpu(torch::kCPU), gpu(torch::kCUDA, 0);
-  EXPECT_EQ(train::comm_backend(d, cpu), dist::Backend::Gloo);
-  EXPECT_EQ(train::comm_backend(d, gpu), dist::Backend::Nccl);
+  EXPECT_EQ(train::comm_backend(d, cpu), std::nullopt);
+  EXPECT_EQ(train::comm_backend(d, gpu), std::nullopt);
   d.backend = config::CommBackend::Gloo;
   EXPECT_EQ(train::comm_backend(d, gpu), dist::Backend::Gloo);
   d.backend = config::CommBackend::Nccl;

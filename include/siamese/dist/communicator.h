@@ -1,9 +1,8 @@
 #pragma once
 // The collective operations a data-parallel run needs, over a c10d process group:
 // Gloo on CPU, NCCL on CUDA (device = LOCAL_RANK) unless told Gloo for CUDA tensors too.
-// Failures of the other side (a rank that
-// died, a timeout) surface as siamese::Error with a message that says what to check,
-// so a broken job exits instead of hanging.
+// Failures of the other side (a rank that died, a timeout) surface as siamese::Error with a
+// message that says what to check, so a broken job exits instead of hanging.
 #include <torch/torch.h>
 
 #include <chrono>

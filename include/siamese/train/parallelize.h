@@ -21,9 +21,10 @@ namespace siamese::train {
 // strategy that keeps only a flat shard of each parameter between uses.
 void check_plan_fits_model(const config::ParallelSection& parallel);
 
-// The collectives' backend (distributed.backend) for ranks whose tensors live on `device`.
-// nccl without a CUDA device is refused, naming the key.
-dist::Backend comm_backend(const config::DistributedConfig& distributed, torch::Device device);
+// The collectives' backend distributed.backend asks for ranks whose tensors live on `device`
+// (auto: none, the Communicator's choice by device). nccl without a CUDA device is refused,
+// naming the key.
+std::optional<dist::Backend> comm_backend(const config::DistributedConfig& distributed, torch::Device device);
 
 // The plan of a launched run; the ranks agree on every setting before it builds its groups.
 dist::ParallelPlan make_plan(const config::TrainConfig& cfg, const dist::World& world);
