@@ -181,7 +181,9 @@ std::vector<Field<T>> run_fields() {
                &T::auxiliary_loss_multiplier)
           .at_least(0),
       field<T>("eval_interval", "Run the evaluators every this many steps.", &T::eval_interval).positive(),
-      field<T>("eval_subset_num_batches", "Batches per LM evaluator (-1: the whole set).",
+      field<T>("eval_subset_num_batches",
+               "Batches per LM evaluator (-1: the whole set); it also bounds the synthetic arithmetic answer "
+               "check to as many batches of problems.",
                &T::eval_subset_num_batches),
       field<T>("console_log_interval", "Log training metrics to the console every this many steps.",
                &T::console_log_interval)

@@ -15,6 +15,7 @@
 
 #include "siamese/common/durable_file.h"
 #include "siamese/common/error.h"
+#include "siamese/common/mapped_archive.h"
 #include "siamese/common/sha256.h"
 #include "siamese/common/step_folder.h"
 #include "siamese/config/load.h"
@@ -72,10 +73,11 @@ std::vector<std::string> optimizer_file_names(const SavedLayout& l) {
   return names;
 }
 
-std::vector<torch::serialize::InputArchive> open_archives(const fs::path& folder,
-                                                          const std::vector<std::string>& names) {
-  std::vector<torch::serialize::InputArchive> archives(names.size());
-  for (size_t i = 0; i < names.size(); ++i) archives[i].load_from((folder / names[i]).string());
+// Mapped, not read: a resume holds the live state and the page cache, not a second copy of
+// every tensor (common/mapped_archive.h).
+std::vector<MappedArchive> open_archives(const fs::path& folder, const std::vector<std::string>& names) {
+  std::vector<MappedArchive> archives;
+  for (const auto& name : names) archives.emplace_back((folder / name).string());
   return archives;
 }
 
@@ -106,22 +108,22 @@ void load_tensors(torch::nn::Module& model, const fs::path& folder, const SavedL
   const auto names = model_file_names(layout);
   auto archives = open_archives(folder, names);
   torch::NoGradGuard no_grad;
-  auto restore = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
-    torch::Tensor stored;
+  auto restore = [&](const std::string& name, torch::Tensor& target) {
+    std::optional<torch::Tensor> stored;
     size_t i = 0;
-    while (i < archives.size() && !archives[i].try_read(name, stored, is_buffer)) ++i;
-    if (i == archives.size())
+    while (i < archives.size() && !(stored = archives[i].find(name))) ++i;
+    if (!stored)
       throw Error(name + " is in none of the checkpoint's model files", folder.string(),
                   "load it with the config it was saved with (config.yaml there)");
-    if (stored.sizes() != target.sizes())
+    if (stored->sizes() != target.sizes())
       throw Error(fmt::format("{} has shape {} in the checkpoint but {} in the model", name,
-                              fmt::join(stored.sizes(), "x"), fmt::join(target.sizes(), "x")),
+                              fmt::join(stored->sizes(), "x"), fmt::join(target.sizes(), "x")),
                   (folder / names[i]).string(),
                   "load it with the config it was saved with (config.yaml there)");
-    target.copy_(stored);
+    target.copy_(*stored);
   };
-  for (auto& kv : model.named_parameters()) restore(kv.key(), kv.value(), false);
-  for (auto& kv : model.named_buffers()) restore(kv.key(), kv.value(), true);
+  for (auto& kv : model.named_parameters()) restore(kv.key(), kv.value());
+  for (auto& kv : model.named_buffers()) restore(kv.key(), kv.value());
 }
 
 // Optimizer state by parameter name: AdamW's step and moments, Muon's momentum buffer, of
@@ -163,16 +165,14 @@ void load_optimizer(torch::nn::Module& model, Optimizer& optim, const fs::path& 
   auto archives = open_archives(folder, optimizer_file_names(saved));
   const bool sharded = saved.optimizer_shards > 1;
   const auto params = model.named_parameters();
-  auto pieces_of = [&](const std::string& key, bool is_buffer) {
+  auto pieces_of = [&](const std::string& key) {
     std::vector<torch::Tensor> pieces;
-    for (auto& a : archives) {
-      torch::Tensor t;
-      if (a.try_read(key, t, is_buffer)) pieces.push_back(t.reshape(-1));
-    }
+    for (const auto& a : archives)
+      if (const auto t = a.find(key)) pieces.push_back(t->reshape(-1));
     return pieces;
   };
   auto whole = [&](const std::string& key, const torch::Tensor& param) -> std::optional<torch::Tensor> {
-    const auto pieces = pieces_of(key, true);
+    const auto pieces = pieces_of(key);
     if (pieces.size() != (sharded ? archives.size() : 1)) return std::nullopt;
     return layout.shard_of(dist::unshard(pieces, param.sizes())).to(param.device());
   };
@@ -186,7 +186,7 @@ void load_optimizer(torch::nn::Module& model, Optimizer& optim, const fs::path& 
           whole(kv.key() + ".momentum_buffer", param).value_or(torch::Tensor());
       continue;
     }
-    const auto steps = pieces_of(kv.key() + ".step", false);
+    const auto steps = pieces_of(kv.key() + ".step");
     if (steps.empty()) continue;
     const torch::Tensor step = steps.front();
     auto exp_avg = whole(kv.key() + ".exp_avg", param), exp_avg_sq = whole(kv.key() + ".exp_avg_sq", param);
@@ -460,26 +460,24 @@ TrainState load_checkpoint(const fs::path& folder, torch::nn::Module& model, Opt
     dist::ParallelPlan& ranks = plan ? *plan : one_process;
     ranks.gradients().params_changed();
     if (optim) load_optimizer(model, *optim, folder, saved, ranks.layout());
-    torch::serialize::InputArchive a;
-    a.load_from((folder / "train_state.pt").string());
-    // read() into a defined tensor would set_() it, so every read gets a fresh one.
-    auto read = [&](const char* key) {
-      torch::Tensor t;
-      a.read(key, t);
-      return t;
+    const MappedArchive a((folder / "train_state.pt").string());
+    // Copies: components keep what they are given, and the mapping goes with the archive.
+    auto read = [&](const std::string& key) {
+      const auto t = a.find(key);
+      if (!t) throw Error("train_state.pt has no " + key, folder.string(), "resume from another checkpoint");
+      return t->clone();
     };
     StateDict entries;
     for (const auto& key : a.keys())
-      if (key != "rng_cpu" && key != "rng_cuda") entries.emplace_back(key, read(key.c_str()));
+      if (key != "rng_cpu" && key != "rng_cuda") entries.emplace_back(key, read(key));
     TrainState s;
     s.load_state_dict(entries);
     for (Stateful* component : tracked) component->load_state_dict(entries);
     at::Generator cpu_generator = at::detail::getDefaultCPUGenerator();
     cpu_generator.set_state(read("rng_cpu"));
-    torch::Tensor cuda_state;
-    if (torch::cuda::is_available() && a.try_read("rng_cuda", cuda_state)) {
+    if (torch::cuda::is_available() && a.find("rng_cuda")) {
       at::Generator cuda_generator = at::globalContext().defaultGenerator(torch::kCUDA);
-      cuda_generator.set_state(cuda_state);
+      cuda_generator.set_state(read("rng_cuda"));
     }
     return s;
   } catch (const c10::Error& e) {

@@ -456,6 +456,26 @@ TEST(Trainer, EvaluatesHeldOutArithmeticWithExactMatch) {
   EXPECT_LE(std::stod(m[2]), 1.0);
 }
 
+// eval_subset_num_batches bounds the answer check too: one batch of 3 sequences decodes 3
+// problems (all 256 before, which took over 13 minutes at OLMo-1B on the CPU).
+TEST(Trainer, EvalSubsetBoundsTheArithmeticAnswerCheck) {
+  auto dir = fresh_dir("trainer_test", "eval_subset");
+  auto c = tiny(dir);
+  c.max_duration = "1";
+  c.eval_subset_num_batches = 1;
+  c.device_eval_batch_size = 3;
+  ASSERT_EQ(train::train(c), 0);
+  const auto log = read_all(dir / "metrics.jsonl");
+  const auto at = log.find("\"label\": \"arithmetic_held_out\"");
+  ASSERT_NE(at, std::string::npos) << log;
+  const auto line = log.substr(at, log.find('\n', at) - at);
+  const auto row = nlohmann::json::parse("{" + line);
+  ASSERT_TRUE(row.contains("samples")) << line;
+  EXPECT_EQ(row["samples"].size(), 3u) << line;
+  const double scaled = row["exact_match"].get<double>() * 3;
+  EXPECT_DOUBLE_EQ(scaled, std::round(scaled)) << line;
+}
+
 // OLMo's default save_folder is ./, where the user's own config.yaml usually is: the run
 // never replaces it, and its own resolved config goes to a name of its own that report reads.
 TEST(Trainer, SaveFolderHoldingTheUsersConfigLeavesItAlone) {
