@@ -147,8 +147,10 @@ StreamUpdateOut stream_update_forward(const Tensor& x_in, const Tensor& y_in, co
                                       double alpha, const StreamNormSpec& norm_x,
                                       const StreamNormSpec& norm_y) {
   check_input(x_in);
-  const auto x = x_in.contiguous(), y = like(y_in, x_in, "y"), o = like(o_in, x_in, "o");
-  StreamUpdateOut out{like_x(x), like_x(x), {}, {}, {}, {}, {}, {}};
+  const bool two = y_in.defined();
+  TORCH_CHECK(two || !norm_y.on, "stream update: Y's norm without a Y stream");
+  const auto x = x_in.contiguous(), y = two ? like(y_in, x_in, "y") : Tensor(), o = like(o_in, x_in, "o");
+  StreamUpdateOut out{like_x(x), two ? like_x(x) : Tensor(), {}, {}, {}, {}, {}, {}};
   Tensor w[2];  // alive until the kernels have run
   auto norm = [&](const StreamNormSpec& spec, Tensor& w, Tensor& n, Tensor& r, Tensor& mu) {
     if (!spec.on) return StreamNorm{};
@@ -158,10 +160,9 @@ StreamUpdateOut stream_update_forward(const Tensor& x_in, const Tensor& y_in, co
     if (spec.centered) mu = per_row(x);
     return StreamNorm{true, spec.centered, spec.eps, w.data_ptr(), n.data_ptr(), r.data_ptr(), out_ptr(mu)};
   };
-  run(x,
-      StreamForwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), y.data_ptr(), o.data_ptr(),
-                        out.x.data_ptr(), out.y.data_ptr(), norm(norm_x, w[0], out.nx, out.rx, out.mux),
-                        norm(norm_y, w[1], out.ny, out.ry, out.muy)});
+  run(x, StreamForwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), ptr(y), o.data_ptr(),
+                           out.x.data_ptr(), out_ptr(out.y), norm(norm_x, w[0], out.nx, out.rx, out.mux),
+                           norm(norm_y, w[1], out.ny, out.ry, out.muy)});
   return out;
 }
 
@@ -170,8 +171,9 @@ StreamUpdateGrads stream_update_backward(const Tensor& d_x_out, const Tensor& d_
                                          const StreamNormSpec& norm_x, const StreamNormSpec& norm_y) {
   const auto& x_ref = saved.x;
   check_input(x_ref);
-  const auto x = x_ref.contiguous(), y = like(saved.y, x_ref, "y'");
-  const auto gx = like(d_x_out, x_ref, "dx'"), gy = like(d_y_out, x_ref, "dy'");
+  const bool two = saved.y.defined();
+  const auto x = x_ref.contiguous(), y = two ? like(saved.y, x_ref, "y'") : Tensor();
+  const auto gx = like(d_x_out, x_ref, "dx'"), gy = two ? like(d_y_out, x_ref, "dy'") : Tensor();
   const WeightGrad grad_wx(x, norm_x.on && norm_x.weight.defined()),
       grad_wy(x, norm_y.on && norm_y.weight.defined());
   Tensor keep[2][4];  // alive until the kernels have run
@@ -186,11 +188,15 @@ StreamUpdateGrads stream_update_backward(const Tensor& d_x_out, const Tensor& d_
                       nullptr,       k[1].data_ptr(),   out_ptr(k[2]), ptr(k[3]),
                       out_ptr(g.dw), out_ptr(g.partial)};
   };
-  StreamUpdateGrads out{like_x(x), like_x(x), like_x(x), {}, {}};
-  run(x, StreamBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), y.data_ptr(), ptr(gx),
-                            ptr(gy), out.dx.data_ptr(), out.dy.data_ptr(), out.d_o.data_ptr(),
-                            norm(norm_x, saved.rx, saved.mux, d_nx, grad_wx, keep[0]),
-                            norm(norm_y, saved.ry, saved.muy, d_ny, grad_wy, keep[1])});
+  // One stream with alpha 1: o's gradient is x's, the same tensor, not a copy.
+  const bool same_grad = !two && alpha == 1.0;
+  StreamUpdateGrads out{like_x(x), two ? like_x(x) : Tensor(), {}, {}, {}};
+  out.d_o = same_grad ? out.dx : like_x(x);
+  run(x,
+      StreamBackwardArgs{dtype_of(x), rows_of(x), x.size(-1), alpha, x.data_ptr(), ptr(y), ptr(gx), ptr(gy),
+                         out.dx.data_ptr(), out_ptr(out.dy), same_grad ? nullptr : out.d_o.data_ptr(),
+                         norm(norm_x, saved.rx, saved.mux, d_nx, grad_wx, keep[0]),
+                         norm(norm_y, saved.ry, saved.muy, d_ny, grad_wy, keep[1])});
   out.dw_x = grad_wx.result(norm_x.on ? norm_x.weight : Tensor());
   out.dw_y = grad_wy.result(norm_y.on ? norm_y.weight : Tensor());
   return out;

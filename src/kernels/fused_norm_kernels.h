@@ -66,7 +66,7 @@ struct StreamForwardArgs {
   DType dtype;
   int64_t rows, d;
   double alpha;
-  const void *x, *y, *o;
+  const void *x, *y, *o;  // y null: one stream (y_out null, ny off)
   void *x_out, *y_out;
   StreamNorm nx, ny;
 };
@@ -77,7 +77,7 @@ struct StreamBackwardArgs {
   double alpha;
   const void *x_out, *y_out;    // the forward's outputs X', Y'
   const void *dx_out, *dy_out;  // gradients of X', Y'; null = zero
-  void *dx, *dy, *d_o;
+  void *dx, *dy, *d_o;          // dy null: one stream (y_out, dy_out null, ny off); d_o null: dx is it
   StreamNorm nx, ny;
 };
 

@@ -16,7 +16,8 @@
 //   dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dw as for RMSNorm;
 // RMSNorm is the case mu = 0 without the mean(dxhat) term, and shares every loop with it.
 // SiameseNorm's stream update: X' = X + alpha o, Y' = Y + o, then the norm (RMSNorm or
-// LayerNorm) of X' and of Y'.
+// LayerNorm) of X' and of Y'. Without Y (null y, y_out, dy; Y's norm off) it is one stream's
+// residual add and the next sublayer's norm: X' = X + alpha o, norm(X'), as Pre-Norm has.
 #include <cmath>
 #include <cstdint>
 
@@ -185,11 +186,16 @@ SIAMESE_HD inline void stream_grad_share(const T* d_out, const NormedRow<Acc, T,
     grad_share<false, false>(d_out, n.x, n.r, n.mu, n.w, n.dn, proj, m, n.dw_part, g, d, start, step);
 }
 
-// X' = X + alpha o and Y' = Y + o over the share.
+// X' = X + alpha o and Y' = Y + o over the share; X' alone without Y (null y: one stream,
+// a single-stream topology's residual add fused with the next norm).
 template <typename Acc, typename T>
 SIAMESE_HD inline void add_streams_share(const T* __restrict__ x, const T* __restrict__ y,
                                          const T* __restrict__ o, Acc alpha, T* __restrict__ x_out,
                                          T* __restrict__ y_out, int64_t d, int64_t start, int64_t step) {
+  if (!y) {
+    for (int64_t i = start; i < d; i += step) store(x_out, i, load<Acc>(x, i) + alpha * load<Acc>(o, i));
+    return;
+  }
   for (int64_t i = start; i < d; i += step) {
     const Acc oi = load<Acc>(o, i);
     store(x_out, i, load<Acc>(x, i) + alpha * oi);
@@ -197,10 +203,15 @@ SIAMESE_HD inline void add_streams_share(const T* __restrict__ x, const T* __res
   }
 }
 
-// do = alpha dX + dY from dX, dY as stored: o feeds X scaled by alpha and Y as it is.
+// do = alpha dX + dY from dX, dY as stored: o feeds X scaled by alpha and Y as it is (null
+// dy: one stream).
 template <typename Acc, typename T>
 SIAMESE_HD inline void combine_share(const T* __restrict__ dx, const T* __restrict__ dy, Acc alpha,
                                      T* __restrict__ d_o, int64_t d, int64_t start, int64_t step) {
+  if (!dy) {
+    for (int64_t i = start; i < d; i += step) store(d_o, i, alpha * load<Acc>(dx, i));
+    return;
+  }
   for (int64_t i = start; i < d; i += step) store(d_o, i, alpha * load<Acc>(dx, i) + load<Acc>(dy, i));
 }
 
@@ -303,8 +314,8 @@ SIAMESE_HD inline void forward_row(const StreamForwardArgs& a, int64_t row, int6
                                    RowSum row_sum) {
   const int64_t d = a.d;
   T* x_out = at_row<T>(a.x_out, row, d);
-  T* y_out = at_row<T>(a.y_out, row, d);
-  add_streams_share(at_row<T>(a.x, row, d), at_row<T>(a.y, row, d), at_row<T>(a.o, row, d),
+  T* y_out = a.y ? at_row<T>(a.y_out, row, d) : nullptr;
+  add_streams_share(at_row<T>(a.x, row, d), a.y ? at_row<T>(a.y, row, d) : nullptr, at_row<T>(a.o, row, d),
                     static_cast<Acc>(a.alpha), x_out, y_out, d, start, step);
   // The norms read X' and Y' as stored (rounded to T), as separate norms would. Each share
   // reads back only the elements it wrote, so no barrier is needed. Centered norms take
@@ -355,13 +366,15 @@ SIAMESE_HD inline void backward_part(const StreamBackwardArgs& a, int64_t part, 
                    sum_dxhat<kLanes>(nx, d, start, step), sum_dxhat<kLanes>(ny, d, start, step)};
     row_sum(sums);
     T* dx = at_row<T>(a.dx, row, d);
-    T* dy = at_row<T>(a.dy, row, d);
+    T* dy = a.dy ? at_row<T>(a.dy, row, d) : nullptr;
     stream_grad_share(a.dx_out ? at_row<T>(a.dx_out, row, d) : nullptr, nx, sums[0], sums[2], dx, d, start,
                       step);
-    stream_grad_share(a.dy_out ? at_row<T>(a.dy_out, row, d) : nullptr, ny, sums[1], sums[3], dy, d, start,
-                      step);
-    // Each share reads back only the elements it wrote, so no barrier is needed.
-    combine_share(dx, dy, static_cast<Acc>(a.alpha), at_row<T>(a.d_o, row, d), d, start, step);
+    if (dy)
+      stream_grad_share(a.dy_out ? at_row<T>(a.dy_out, row, d) : nullptr, ny, sums[1], sums[3], dy, d, start,
+                        step);
+    // Each share reads back only the elements it wrote, so no barrier is needed. No d_o: it
+    // is dx itself (one stream, alpha 1), as an add's backward hands one gradient to both.
+    if (a.d_o) combine_share(dx, dy, static_cast<Acc>(a.alpha), at_row<T>(a.d_o, row, d), d, start, step);
   }
 }
 

@@ -25,11 +25,13 @@ constexpr auto kBf16 = torch::kBFloat16;
 constexpr auto kF64 = torch::kDouble;
 constexpr auto kF16 = torch::kHalf;
 
-constexpr std::array<Op, 11> kOps = {Op::RmsNorm,
+constexpr std::array<Op, 13> kOps = {Op::RmsNorm,
                                      Op::LayerNorm,
                                      Op::LayerNormFloatOut,
                                      Op::StreamUpdate,
                                      Op::StreamUpdateLayerNorm,
+                                     Op::ResidualUpdate,
+                                     Op::ResidualUpdateLayerNorm,
                                      Op::CrossEntropy,
                                      Op::Swiglu,
                                      Op::Rope,
@@ -258,6 +260,28 @@ std::vector<Output> qkv_heads_outputs(torch::ScalarType t, torch::Device dev, bo
   return outs;
 }
 
+// x' = x + alpha o and n = norm(x'), weighted, gradients arriving at both outputs; x' rounded
+// to t before the reference's norm reads it, as the kernel's is.
+std::vector<Output> residual_update_outputs(torch::ScalarType t, torch::Device dev, bool centered) {
+  const auto acc = acc_of(t);
+  const double alpha = 0.37;
+  const auto x = random(kRows, t, 2, 1.5), o = random(kRows, t);
+  const auto w = random({kWidth}, acc, 0.5, 1);
+  const auto cot_x = random(kRows, t), cot_n = random(kRows, t);
+  const StreamNormSpec norm{true, w.to(dev), kEps, centered};
+  const auto fwd = stream_update_forward(x.to(dev), {}, o.to(dev), alpha, norm, {});
+  const auto g = stream_update_backward(cot_x.to(dev), {}, cot_n.to(dev), {}, fwd, alpha, norm, {});
+  auto x64 = leaf64(x), o64 = leaf64(o), w64 = leaf64(w);
+  const auto xo = (x64 + alpha * o64).to(t).to(kF64);
+  const auto n = reference_norm(xo, w64, centered);
+  ((xo * f64(cot_x)).sum() + (n * f64(cot_n)).sum()).backward();
+  return {{"x'", fwd.x, xo, t, acc, 0},
+          {"n", fwd.nx, n, t, acc, kWidth},
+          {"dx", g.dx, x64.grad(), t, acc, kWidth},
+          {"do", g.d_o, o64.grad(), t, acc, kWidth},
+          {"dw", g.dw_x, w64.grad(), acc, acc, kRowCount}};
+}
+
 // Every head width the CUDA kernels take: 1, 2, 4 and 8 values a lane.
 std::vector<Output> qkv_heads_outputs(torch::ScalarType t, torch::Device dev, bool norms, bool centered) {
   std::vector<Output> outs;
@@ -279,6 +303,10 @@ std::vector<Output> outputs(const OpRow& row) {
       return stream_update_outputs(row.dtype, dev, false);
     case Op::StreamUpdateLayerNorm:
       return stream_update_outputs(row.dtype, dev, true);
+    case Op::ResidualUpdate:
+      return residual_update_outputs(row.dtype, dev, false);
+    case Op::ResidualUpdateLayerNorm:
+      return residual_update_outputs(row.dtype, dev, true);
     case Op::CrossEntropy:
       return cross_entropy_outputs(row.dtype, dev);
     case Op::Swiglu:
@@ -315,7 +343,8 @@ Tensor aten_norm(const Tensor& x, const Tensor& w, bool centered, torch::ScalarT
 Pair timed_pair(const OpRow& row) {
   const auto t = row.dtype, acc = acc_of(t);
   const bool centered = row.op == Op::LayerNorm || row.op == Op::LayerNormFloatOut ||
-                        row.op == Op::StreamUpdateLayerNorm || row.op == Op::QkvHeadsLayerNorm;
+                        row.op == Op::StreamUpdateLayerNorm || row.op == Op::ResidualUpdateLayerNorm ||
+                        row.op == Op::QkvHeadsLayerNorm;
   switch (row.op) {
     case Op::RmsNorm:
     case Op::LayerNorm:
@@ -337,6 +366,14 @@ Pair timed_pair(const OpRow& row) {
                 aten_norm(xo, w, centered, t);
                 aten_norm(yo, w, centered, t);
               }};
+    }
+    case Op::ResidualUpdate:
+    case Op::ResidualUpdateLayerNorm: {
+      const auto x = on({8192, 2048}, row, t), o = on({8192, 2048}, row, t);
+      const auto w = on({2048}, row, acc);
+      const StreamNormSpec norm{true, w, kEps, centered};
+      return {[=] { stream_update_forward(x, {}, o, 1.0, norm, {}); },
+              [=] { aten_norm(x + o, w, centered, t); }};
     }
     case Op::CrossEntropy: {
       const auto x = on({2048, 50304}, row, t);
@@ -432,6 +469,10 @@ const char* op_name(Op op) {
       return "stream_update";
     case Op::StreamUpdateLayerNorm:
       return "stream_update_layer_norm";
+    case Op::ResidualUpdate:
+      return "residual_update";
+    case Op::ResidualUpdateLayerNorm:
+      return "residual_update_layer_norm";
     case Op::CrossEntropy:
       return "cross_entropy";
     case Op::Swiglu:
@@ -459,6 +500,8 @@ Family family_of(Op op) {
     case Op::LayerNormFloatOut:
     case Op::StreamUpdate:
     case Op::StreamUpdateLayerNorm:
+    case Op::ResidualUpdate:
+    case Op::ResidualUpdateLayerNorm:
       return Family::Norm;
     case Op::CrossEntropy:
       return Family::CrossEntropy;

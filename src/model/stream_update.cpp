@@ -15,9 +15,11 @@ using torch::autograd::variable_list;
 class StreamUpdateFunction : public torch::autograd::Function<StreamUpdateFunction> {
  public:
   // The weights come separately from the specs so that autograd sees them as inputs.
-  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& y, const Tensor& o,
+  // two false: one stream, y is a placeholder (autograd takes no undefined input) and unread.
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& y_in, const Tensor& o,
                                const c10::optional<Tensor>& w_x, const c10::optional<Tensor>& w_y,
-                               double alpha, StreamNormSpec norm_x, StreamNormSpec norm_y) {
+                               double alpha, StreamNormSpec norm_x, StreamNormSpec norm_y, bool two) {
+    const Tensor y = two ? y_in : Tensor();
     norm_x.weight = w_x.value_or(Tensor());
     norm_y.weight = w_y.value_or(Tensor());
     auto out = kernels::stream_update_forward(x, y, o, alpha, norm_x, norm_y);
@@ -27,8 +29,11 @@ class StreamUpdateFunction : public torch::autograd::Function<StreamUpdateFuncti
     ctx->saved_data["on_y"] = norm_y.on;
     ctx->saved_data["centered_x"] = norm_x.centered;
     ctx->saved_data["centered_y"] = norm_y.centered;
+    ctx->saved_data["two"] = y.defined();
     ctx->save_for_backward({out.x, out.y, out.rx, out.ry, out.mux, out.muy, norm_x.weight, norm_y.weight});
-    variable_list result{out.x, out.y};
+    // Autograd takes no undefined output: one stream returns no y'.
+    variable_list result{out.x};
+    if (y.defined()) result.push_back(out.y);
     if (norm_x.on) result.push_back(out.nx);
     if (norm_y.on) result.push_back(out.ny);
     return result;
@@ -40,10 +45,11 @@ class StreamUpdateFunction : public torch::autograd::Function<StreamUpdateFuncti
     const StreamNormSpec norm_x{on_x, saved[6], 0, ctx->saved_data["centered_x"].toBool()},
         norm_y{on_y, saved[7], 0, ctx->saved_data["centered_y"].toBool()};
     const kernels::StreamUpdateOut fwd{saved[0], saved[1], {}, {}, saved[2], saved[3], saved[4], saved[5]};
-    auto g = kernels::stream_update_backward(grads[0], grads[1], on_x ? grads[2] : Tensor(),
-                                             on_y ? grads[2 + on_x] : Tensor(), fwd,
-                                             ctx->saved_data["alpha"].toDouble(), norm_x, norm_y);
-    return {g.dx, g.dy, g.d_o, g.dw_x, g.dw_y, Tensor(), Tensor(), Tensor()};
+    const size_t norms_at = ctx->saved_data["two"].toBool() ? 2 : 1;
+    auto g = kernels::stream_update_backward(
+        grads[0], norms_at == 2 ? grads[1] : Tensor(), on_x ? grads[norms_at] : Tensor(),
+        on_y ? grads[norms_at + on_x] : Tensor(), fwd, ctx->saved_data["alpha"].toDouble(), norm_x, norm_y);
+    return {g.dx, g.dy, g.d_o, g.dw_x, g.dw_y, Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -56,10 +62,19 @@ c10::optional<Tensor> optional_weight(const Tensor& t) {
 Streams stream_update(const Tensor& x, const Tensor& y, const Tensor& o, double alpha,
                       const StreamNormSpec& norm_x, const StreamNormSpec& norm_y) {
   const auto out = StreamUpdateFunction::apply(x, y, o, optional_weight(norm_x.weight),
-                                               optional_weight(norm_y.weight), alpha, norm_x, norm_y);
+                                               optional_weight(norm_y.weight), alpha, norm_x, norm_y, true);
   Streams s{out[0], out[1], {}, {}};
   if (norm_x.on) s.nx = out[2];
   if (norm_y.on) s.ny = out[2 + norm_x.on];
+  return s;
+}
+
+Streams residual_update(const Tensor& x, const Tensor& o, double alpha, const StreamNormSpec& norm) {
+  // One stream: the node returns x' and nx; its y slot (x again) gets no gradient.
+  const auto out = StreamUpdateFunction::apply(x, x, o, optional_weight(norm.weight), c10::optional<Tensor>(),
+                                               alpha, norm, StreamNormSpec{}, false);
+  Streams s{out[0], {}, {}, {}};
+  if (norm.on) s.nx = out[1];
   return s;
 }
 

@@ -183,6 +183,48 @@ void check_stream_update(torch::Device dev, torch::ScalarType t, std::vector<int
   if (wy.defined()) expect_close(grad_or_zero(wy1), grad_or_zero(wy2), tol.grad);
 }
 
+// The one-stream update (Pre-Norm's add and next norm) through its autograd node against
+//   x' = x + alpha o,  n = norm(x')
+// with x' rounded to its dtype before the norm reads it; `used` picks which outputs the loss
+// reads (bit 0: x', bit 1: n).
+void check_residual_update(torch::Device dev, torch::ScalarType t, std::vector<int64_t> sizes, bool centered,
+                           bool weighted, int used) {
+  SCOPED_TRACE(std::string(c10::toString(t)) + (centered ? " LayerNorm" : " RMSNorm") +
+               (weighted ? " weighted" : "") + " used " + std::to_string(used));
+  const int64_t d = sizes.back();
+  const double alpha = t == torch::kDouble ? 0.37 : 1.0;
+  const auto x = (random(sizes, dev, t, 2) + 1.5).to(t), o = random(sizes, dev, t);
+  const auto w = weighted ? random({d}, dev, compute_type(t)).mul(0.5).add(1) : Tensor();
+  const auto cot_x = random(sizes, dev, t), cot_n = random(sizes, dev, t);
+  auto loss = [&](const Tensor& xo, const Tensor& n) {
+    auto l = torch::zeros({}, cot_x.options().dtype(torch::kDouble));
+    if (used & 1) l = l + (xo.to(torch::kDouble) * cot_x.to(torch::kDouble)).sum();
+    if (used & 2) l = l + (n.to(torch::kDouble) * cot_n.to(torch::kDouble)).sum();
+    return l;
+  };
+  auto x1 = leaf(x), o1 = leaf(o), w1 = leaf(w);
+  const auto s = siamese::model::residual_update(x1, o1, alpha, {true, w1, kEps, centered});
+  EXPECT_FALSE(s.y.defined());
+  const auto c = compute_type(t);
+  auto x2 = leaf(x), o2 = leaf(o), w2 = leaf(w);
+  const auto xo = (x2.to(c) + alpha * o2.to(c)).to(t);
+  const auto n = reference_norm(xo, w2, centered);
+  const auto tol = tolerance(t);
+  expect_close(s.x, xo, tol.fwd);
+  expect_close(s.nx, n, tol.fwd);
+  loss(s.x, s.nx).backward();
+  loss(xo, n).backward();
+  expect_close(x1.grad(), x2.grad(), tol.grad);
+  expect_close(o1.grad(), o2.grad(), tol.grad);
+  if (weighted && (used & 2)) expect_close(w1.grad(), w2.grad(), tol.grad);
+}
+
+void check_every_residual_setting(torch::Device dev, torch::ScalarType t, std::vector<int64_t> sizes) {
+  for (bool centered : {false, true})
+    for (bool weighted : {false, true})
+      for (int used = 1; used < 4; ++used) check_residual_update(dev, t, sizes, centered, weighted, used);
+}
+
 void check_every_stream_setting(torch::Device dev, torch::ScalarType t, std::vector<int64_t> sizes) {
   for (bool centered : {false, true})
     for (int norms = 0; norms < 4; ++norms)
@@ -342,6 +384,31 @@ TEST(FusedNorm, StreamUpdateFiniteDifferencesFloat64) {
   }
 }
 
+TEST(FusedNorm, ResidualUpdateMatchesCompositeInEveryDtype) {
+  torch::manual_seed(14);
+  check_every_residual_setting(kCpu, torch::kDouble, {2, 3, 24});
+  check_every_residual_setting(kCpu, torch::kDouble, {150, 13});
+  check_every_residual_setting(kCpu, torch::kFloat, {4, 5, 64});
+  check_every_residual_setting(kCpu, torch::kBFloat16, {8, 40});
+}
+
+TEST(FusedNorm, ResidualUpdateFiniteDifferencesFloat64) {
+  torch::manual_seed(15);
+  const int64_t d = 9;
+  const auto cot_x = torch::randn({4, d}, torch::kDouble), cot_n = torch::randn({4, d}, torch::kDouble);
+  for (bool centered : {false, true}) {
+    SCOPED_TRACE(centered ? "LayerNorm" : "RMSNorm");
+    const double err = directional_mismatch(
+        [&](const std::vector<Tensor>& in) {
+          const auto s = siamese::model::residual_update(in[0], in[1], 0.6, {true, in[2], kEps, centered});
+          return (s.x * cot_x).sum() + (s.nx * cot_n).sum();
+        },
+        {torch::randn({4, d}, torch::kDouble) + 1, torch::randn({4, d}, torch::kDouble),
+         torch::rand({d}, torch::kDouble) + 0.5});
+    EXPECT_LT(err, 1e-8);
+  }
+}
+
 TEST(FusedNorm, WeightGradientIsReproducible) {
   torch::manual_seed(12);
   const auto x = torch::randn({1000, 64}), dy = torch::randn({1000, 64}), w = torch::rand({64});
@@ -383,6 +450,10 @@ TEST(GpuFusedNorm, StreamUpdateMatchesComposite) {
       check_stream_update(gpu, torch::kFloat, {40, 96}, true, true, true,
                           {(used & 1) != 0, (used & 2) != 0, (used & 4) != 0, (used & 8) != 0}, false,
                           centered);
+  for (auto t : {torch::kFloat, torch::kBFloat16}) {
+    check_every_residual_setting(gpu, t, {2, 8, 256});
+    check_every_residual_setting(gpu, t, {2500, 100});
+  }
 }
 
 TEST(GpuFusedNorm, CudaMatchesCpuAndIsReproducible) {

@@ -1,14 +1,13 @@
 #pragma once
 // Fused kernels where SiameseNorm spends its norm time: OLMo's RMSNorm and LayerNorm, and the
 // SiameseNorm stream update (the two residual adds and the RMSNorms or LayerNorms that follow
-// them) as single passes, forward and backward. CUDA tensors go to the CUDA kernels, CPU
-// tensors to a CPU implementation of the same row maths (src/kernels/fused_norm_math.h).
-// No autograd here: the nodes over these are the model's (model/norm.h,
-// model/stream_update.h). Inputs are made contiguous; the normalized dimension is
-// the last. Dtypes: CPU float32, float64, bfloat16; CUDA float32, bfloat16, float16. Half
-// inputs are computed in float32 and returned in their own dtype; weights and the per-row
-// r are float32 (float64 for float64 input), weight gradients come back in the weight's
-// dtype. A norm's bias is not part of these: add it to the output.
+// them; or one stream's add and norm) as single passes, forward and backward. CUDA tensors go to the CUDA
+// kernels, CPU tensors to a CPU implementation of the same row maths (src/kernels/fused_norm_math.h). No
+// autograd here: the nodes over these are the model's (model/norm.h, model/stream_update.h). Inputs are made
+// contiguous; the normalized dimension is the last. Dtypes: CPU float32, float64, bfloat16; CUDA float32,
+// bfloat16, float16. Half inputs are computed in float32 and returned in their own dtype; weights and the
+// per-row r are float32 (float64 for float64 input), weight gradients come back in the weight's dtype. A
+// norm's bias is not part of these: add it to the output.
 #include <torch/torch.h>
 
 namespace siamese::kernels {
@@ -45,6 +44,8 @@ struct StreamNormSpec {
 // SiameseNorm's stream update: x' = x + alpha o, y' = y + o, nx = norm(x'), ny = norm(y')
 // for the norms that are on (nx, rx / ny, ry undefined otherwise); r is the per-row inverse
 // RMS or standard deviation, mu the per-row mean of a centered norm (undefined otherwise).
+// With y undefined (and norm_y off) it is one stream: x' = x + alpha o and nx, a residual add
+// fused with the norm that reads the stream next; y' and dy stay undefined.
 struct StreamUpdateOut {
   torch::Tensor x, y, nx, ny, rx, ry, mux, muy;
 };

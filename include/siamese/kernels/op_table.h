@@ -19,6 +19,8 @@ enum class Op {
   LayerNormFloatOut,  // a half input's LayerNorm under autocast: float32 output
   StreamUpdate,
   StreamUpdateLayerNorm,
+  ResidualUpdate,  // the stream update of one stream: a residual add and the next norm
+  ResidualUpdateLayerNorm,
   CrossEntropy,
   Swiglu,
   Rope,

@@ -6,9 +6,12 @@
 // scaled down by the square root of the 1-based layer index, so that the variance each layer
 // adds stops growing with depth and deep layers do not collapse to the identity:
 //   x = x + F_s(LN_s(x) / sqrt(l + 1)) for sublayer s of layer l (0-based);  out = LN_f(x).
+// Each add and the norm after it (LN_{s+1}, or LN_f) are one fused kernel where it applies.
 #include <cmath>
 
+#include "fused_update.h"
 #include "placement_rules.h"
+#include "siamese/model/stream_update.h"
 #include "siamese/model/topology.h"
 
 namespace siamese::model {
@@ -28,13 +31,31 @@ class PreNorm : public TopologyImpl {
   State begin(torch::Tensor emb) override { return {{"x"}, {emb}}; }
 
   torch::Tensor enter(State& st, int64_t s) override {
-    auto h = norm_[s](st[0]);
+    auto h = fused::normed_stream(st, 0, norm_[s]);
+    st.normalized.clear();
     return depth_scaled_ ? h * lns_input_scale(layer_of(s)) : h;
   }
 
-  void leave(State& st, torch::Tensor f, int64_t s) override { st[0] = st[0] + f; }
+  // The add and the norm that reads x next (the next sublayer's, or ln_f) in one pass where
+  // the fused kernel applies (fused_update.h).
+  void leave(State& st, torch::Tensor f, int64_t s) override {
+    Norm& next = s + 1 == 2 * cfg_.n_layers ? ln_f_ : norm_[s + 1];
+    st.normalized.clear();
+    if (!fused::fits(st[0], {}, f, {&next})) {
+      st[0] = st[0] + f;
+      return;
+    }
+    // f joins x's dtype as the separate add would promote it (autocast).
+    const auto u = residual_update(st[0], f.to(st[0].scalar_type()), 1.0, fused::spec(next));
+    st[0] = u.x;
+    fused::keep_normalized(st, 0, next, u.nx);
+  }
 
-  torch::Tensor finish(State& st) override { return ln_f_(st[0]); }
+  torch::Tensor finish(State& st) override {
+    auto out = fused::normed_stream(st, 0, ln_f_);
+    st.normalized.clear();
+    return out;
+  }
 
  private:
   bool depth_scaled_;

@@ -36,7 +36,6 @@
 // until enter asks for them; anything else takes separate ops.
 // model.siamese: depth_scaling off sets c_l = 1; fused_input_norm off drops LN_in; gamma off
 // drops g.
-#include <ATen/autocast_mode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -45,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "fused_update.h"
 #include "placement_rules.h"
 #include "siamese/common/error.h"
 #include "siamese/model/stream_update.h"
@@ -186,17 +186,18 @@ class Siamese : public TopologyImpl {
       st[1] = st[1] + f;
       return;
     }
-    if (!fusable(st, f, next)) {
+    if (!fused::fits(st[0], st[1], f, {&next.x, &next.y})) {
       st[0] = st[0].add(f, alpha);  // one kernel for X + f / c_l
       st[1] = st[1] + f;
       return;
     }
     // f joins the streams' dtype as the separate adds would promote it (autocast).
-    const auto u = stream_update(st[0], st[1], f.to(st[0].scalar_type()), alpha, spec(next.x), spec(next.y));
+    const auto u = stream_update(st[0], st[1], f.to(st[0].scalar_type()), alpha, fused::spec(next.x),
+                                 fused::spec(next.y));
     st[0] = u.x;
     st[1] = u.y;
-    keep_normalized(st, 0, next.x, u.nx);
-    keep_normalized(st, 1, next.y, u.ny);
+    fused::keep_normalized(st, 0, next.x, u.nx);
+    fused::keep_normalized(st, 1, next.y, u.ny);
   }
 
   torch::Tensor finish(State& st) override {
@@ -218,7 +219,8 @@ class Siamese : public TopologyImpl {
   // update already computed.
   std::pair<torch::Tensor, torch::Tensor> normed(State& st, int64_t s) {
     const auto norms = norms_at(s);
-    std::pair<torch::Tensor, torch::Tensor> out{normed_stream(st, 0, norms.x), normed_stream(st, 1, norms.y)};
+    std::pair<torch::Tensor, torch::Tensor> out{fused::normed_stream(st, 0, norms.x),
+                                                fused::normed_stream(st, 1, norms.y)};
     st.normalized.clear();
     return out;
   }
@@ -226,44 +228,6 @@ class Siamese : public TopologyImpl {
   // g * x + y_term for attention's input (one addcmul), x + y_term without gamma.
   torch::Tensor gamma_x_plus(const torch::Tensor& x, const torch::Tensor& y_term, int64_t layer) {
     return gamma_.empty() ? x + y_term : torch::addcmul(y_term, x, gamma_[layer]);
-  }
-
-  // The fused update covers RMSNorm and LayerNorm, streams and f of one shape and device, and
-  // a dtype with a kernel that f's does not outrank. LayerNorm of half streams under autocast
-  // returns float32 (NormImpl), which the kernel's half output is not.
-  static bool fusable(const State& st, const torch::Tensor& f, const StreamNorms& next) {
-    const auto &x = st[0], &y = st[1];
-    const auto t = x.scalar_type();
-    for (const Norm* n : {&next.x, &next.y}) {
-      if (n->is_empty()) continue;
-      const NormKind kind = (*n)->kind();
-      if (kind == NormKind::LayerNorm && x.element_size() < 4 &&
-          at::autocast::is_autocast_enabled(x.device().type()))
-        return false;
-      if (kind != NormKind::RMS && kind != NormKind::LayerNorm) return false;
-    }
-    return kernels::norm_supports(x) && y.scalar_type() == t && y.sizes() == x.sizes() &&
-           f.sizes() == x.sizes() && y.device() == x.device() && f.device() == x.device() &&
-           c10::promoteTypes(t, f.scalar_type()) == t;
-  }
-
-  static kernels::StreamNormSpec spec(const Norm& n) {
-    if (n.is_empty()) return {};
-    return {true, n->weight, n->eps(), n->kind() == NormKind::LayerNorm};
-  }
-
-  // The norm's output from the fused kernel's normalized stream (its bias added as
-  // NormImpl adds it).
-  static void keep_normalized(State& st, size_t i, const Norm& n, const torch::Tensor& value) {
-    if (n.is_empty()) return;
-    st.normalized.push_back({n.get(), st[i], n->bias.defined() ? value + n->bias : value});
-  }
-
-  static torch::Tensor normed_stream(const State& st, size_t i, Norm n) {
-    if (n.is_empty()) return st[i];
-    for (const auto& k : st.normalized)
-      if (k.norm == n.get() && k.of.is_same(st[i])) return k.value;
-    return n(st[i]);
   }
 
   XPlacement placement_;
