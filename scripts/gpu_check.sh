@@ -4,7 +4,8 @@
 # fails for the rest of the call), runs the `gpu` tests, prints the versions, and benchmarks the OLMo-1B shape (bf16, synthetic tokens):
 # Pre-Norm against SiameseNorm (hybrid_pre) alternating in one process with a kernel-time
 # profile of each, the same with RMSNorm, then with activation checkpointing at a larger
-# micro-batch, and last the same steps in plain PyTorch, eager and compiled, beside siamese's.
+# micro-batch, eager against CUDA graphs, and last the same steps in plain PyTorch, eager and
+# compiled, beside siamese's.
 # Everything lands in OUT (argument 1, else $OUT, else gpu_results/). The machine
 # has no apt: carry .debs/ from scripts/fetch_debs.sh; they are unpacked into .deps/ and the
 # build finds its libraries there. SIAMESE_PREBUILT=DIR skips the build (minutes of device
@@ -94,6 +95,15 @@ $bin bench "${bench[@]}" --device_train_microbatch_size=4 --rounds 2 --profile 4
   --compare pre:model.layer_norm_type=rms,hybrid_pre:model.layer_norm_type=rms | tee "$out/bench_olmo1b_rms.txt"
 $bin bench "${bench[@]}" --device_train_microbatch_size=16 --activation_checkpointing=whole_layer \
   | tee "$out/bench_olmo1b_checkpointed.txt"
+# CUDA graphs (cuda_graphs, train/micro_batch_graph.h): eager against replayed micro-batches,
+# alternating, at the OLMo-1B shape (Pre-Norm: two OLMo-1B trainees fill most of an 80 GB card)
+# and at the quickstart's, where kernel launches bound the step. GpuTrainStep.CudaGraph* above
+# says whether the replays train as the eager step.
+$bin bench "${bench[@]}" --device_train_microbatch_size=4 --rounds 2 --compare pre,pre:cuda_graphs=true \
+  | tee "$out/bench_olmo1b_cuda_graphs.txt"
+$bin bench configs/tiny/quickstart.yaml --device=cuda --data.paths='[]' --data.synthetic=arithmetic --steps 20 \
+  --warmup 5 --rounds 2 --compare pre,pre:cuda_graphs=true,hybrid_pre,hybrid_pre:cuda_graphs=true \
+  "${kernels_off[@]}" | tee "$out/bench_quickstart_cuda_graphs.txt"
 echo "gpu_check: siamese's benchmarks done at $(( $(date +%s) - start )) s"
 
 # Last, so that a run cut short keeps everything above: the same model in plain PyTorch on the

@@ -170,6 +170,12 @@ std::vector<Field<T>> run_fields() {
           .changeable_on_resume(),
       ours<T>("allow_tf32", "CUDA: fp32 matmuls use TF32 tensor cores (10-bit mantissa inputs).",
               &T::allow_tf32),
+      ours<T>("cuda_graphs",
+              "CUDA: capture a full micro-batch's forward and backward once and replay it as a CUDA graph. "
+              "One rank, dense, no dropout, activation checkpointing or intra-document attention; "
+              "otherwise off with a warning.",
+              &T::cuda_graphs)
+          .changeable_on_resume(),
       field<T>("max_grad_norm", "Clip the global gradient norm to this (null: no clipping).",
                &T::max_grad_norm)
           .positive(),

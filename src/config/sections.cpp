@@ -29,6 +29,10 @@ StepSection step_section(const TrainConfig& c) {
   s.instance_filter = c.data.instance_filter.enabled();
   s.generate_doc_lengths = c.data.generate_doc_lengths;
   s.rope_restart_per_document = c.data.rope_restart_per_document;
+  s.cuda_graphs = c.cuda_graphs;
+  s.moe = c.model.is_moe();
+  s.activation_checkpointing = c.model.activation_checkpointing;
+  s.dropout = c.model.attention_dropout > 0 || c.model.residual_dropout > 0 || c.model.embedding_dropout > 0;
   return s;
 }
 

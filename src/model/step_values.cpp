@@ -27,6 +27,12 @@ void StepValues::merge(const StepValues& other) {
   for (const auto& [k, f] : other.finishers_) on_reduced(k, f);
 }
 
+StepValues StepValues::cloned() const {
+  StepValues c = *this;
+  for (auto& e : c.entries_) e.value = e.value.clone();
+  return c;
+}
+
 void StepValues::reduce(const std::function<void(torch::Tensor&)>& sum_over_ranks) {
   std::vector<torch::Tensor> summed;
   for (const auto& e : entries_)

@@ -28,8 +28,9 @@ void LossScaler::update(const torch::Tensor& overflow) {
   const auto hit = overflow.to(torch::kBool);
   const auto next = good_steps_ + 1;
   const auto grow = next.ge(growth_interval_).logical_and(hit.logical_not());
-  scale_ = torch::where(hit, scale_ * 0.5, torch::where(grow, scale_ * 2.0, scale_));
-  good_steps_ = torch::where(hit.logical_or(grow), torch::zeros_like(next), next);
+  // In place: a CUDA graph of the micro-batch reads S at the address it captured.
+  scale_.copy_(torch::where(hit, scale_ * 0.5, torch::where(grow, scale_ * 2.0, scale_)));
+  good_steps_.copy_(torch::where(hit.logical_or(grow), torch::zeros_like(next), next));
 }
 
 void LossScaler::restore(double scale, int64_t good_steps) {

@@ -270,6 +270,13 @@ void Optimizer::zero_grad() {
   for (auto& p : params_) p.mutable_grad().reset();
 }
 
+void Optimizer::zero_grad_in_place() {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params_)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (!grads.empty()) at::_foreach_zero_(grads);
+}
+
 void Optimizer::set_learning_rate(double lr) {
   auto& groups = adamw_->param_groups();
   for (size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(lr * adamw_lr_ratios_[i]);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <spdlog/spdlog.h>
+
 #include "siamese/analysis/grad_norms.h"
 #include "siamese/common/autocast.h"
 #include "siamese/common/metrics_row.h"
@@ -29,11 +31,20 @@ TrainStep::TrainStep(const config::StepSection& cfg, model::TransformerImpl& mod
       params_(optim.params()) {
   if (cfg.generate_doc_lengths)
     documents_ = model::DocumentRule{model.config().eos_token_id, cfg.rope_restart_per_document};
+  if (cfg.cuda_graphs) {
+    if (auto why = cuda_graph_refusal(cfg, device, plan.collectives().world_size(), plan.blocks() != nullptr))
+      spdlog::warn("cuda_graphs: off for this run: {}", *why);
+    else
+      graph_ = std::make_unique<MicroBatchGraph>();
+  }
 }
 
 StepResult TrainStep::run(const torch::Tensor& batch, double lr, const StepOptions& options) {
   auto mark = [&] { return options.clock ? options.clock->mark() : size_t(0); };
-  optim_.zero_grad();
+  if (graph_)
+    optim_.zero_grad_in_place();
+  else
+    optim_.zero_grad();
   StepResult result;
   // An empty batch still runs one (empty) micro-batch, so that every rank joins the
   // gradient all-reduce. Where the instance filter leaves ranks unequal shares, every rank
@@ -44,28 +55,37 @@ StepResult TrainStep::run(const torch::Tensor& batch, double lr, const StepOptio
   if (uneven_shares_) n_micro = int64_t(plan_.collectives().max(double(n_micro)));
   {
     const AttentionKernelScope kernels(flash_attention_);
+    // A graph casts the weights inside itself: a cast cached outside would be read after the
+    // cache let it go.
     std::optional<StepCastCache> casts;
-    if (autocast_ && !plan_.blocks()) casts.emplace();
+    if (autocast_ && !plan_.blocks() && !graph_) casts.emplace();
     for (int64_t m = 0; m < n_micro; ++m) {
       const int64_t first = std::min(m * micro_batch_, batch.size(0));
       auto ids = batch.narrow(0, first, std::min(micro_batch_, batch.size(0) - first));
+      const bool graphed = graph_ && ids.size(0) == micro_batch_;
       const size_t forward_start = mark();
-      // Each micro-batch's auxiliary losses count at its share of the global batch (OLMo), so
-      // that their sum over micro-batches and ranks is their mean.
-      const double share = double(ids.size(0)) / global_rows_;
-      model::AuxLosses aux{scaler_.scale_tensor() * share, share};
-      model::LossSums sums;
-      {
-        std::optional<AutocastGuard> amp;
-        if (autocast_) amp.emplace(device_, *autocast_);
-        sums = model::lm_loss_sums(model_, ids, z_loss_multiplier_, documents_, &aux);
-      }
-      const size_t backward_start = mark();
-      plan_.gradients().set_requires_sync(m == n_micro - 1);
-      scaler_.scaled(sums.total() / predicted_tokens_).backward();
-      result.values.add(metric::kLoss, sums.nll / predicted_tokens_);
-      if (sums.z.defined()) result.values.add(metric::kZLoss, sums.z / predicted_tokens_);
-      result.values.merge(aux.values);
+      size_t backward_start = forward_start;
+      auto work = [&](const torch::Tensor& x) {
+        // Each micro-batch's auxiliary losses count at its share of the global batch (OLMo), so
+        // that their sum over micro-batches and ranks is their mean.
+        const double share = double(x.size(0)) / global_rows_;
+        model::AuxLosses aux{scaler_.scale_tensor() * share, share};
+        MicroBatchOutput out;
+        {
+          std::optional<AutocastGuard> amp;
+          if (autocast_) amp.emplace(device_, *autocast_);
+          out.sums = model::lm_loss_sums(model_, x, z_loss_multiplier_, documents_, &aux);
+        }
+        if (!graphed) backward_start = mark();
+        plan_.gradients().set_requires_sync(m == n_micro - 1);
+        scaler_.scaled(out.sums.total() / predicted_tokens_).backward();
+        out.values = std::move(aux.values);
+        return out;
+      };
+      const MicroBatchOutput out = graphed ? graph_->run(ids, work) : work(ids);
+      result.values.add(metric::kLoss, out.sums.nll / predicted_tokens_);
+      if (out.sums.z.defined()) result.values.add(metric::kZLoss, out.sums.z / predicted_tokens_);
+      result.values.merge(out.values);
       if (options.marks) options.marks->micro_batches.push_back({forward_start, backward_start, mark()});
     }
   }

@@ -2,7 +2,8 @@
 // CUDA vs CPU parity of every topology and of the MoE block in fp32, bf16 and fp16 autocast
 // training against fp32, MoE's grouped GEMM under bf16, activation checkpointing with the chunked loss, the
 // NCCL process group and fsdp FULL_SHARD over it on one rank, bit-exact resume of a checkpoint saved on the
-// GPU, and the attention kernels chosen. scripts/gpu_check.sh runs them.
+// GPU, the attention kernels chosen, and micro-batches replayed as CUDA graphs. scripts/gpu_check.sh
+// runs them.
 #include <ATen/SDPBackend.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "siamese/model/transformer.h"
 #include "siamese/train/attention_kernels.h"
 #include "siamese/train/parallelize.h"
+#include "siamese/train/setup.h"
 #include "siamese/train/trainer.h"
 #include "support/autograd_graph.h"
 #include "support/free_port.h"
@@ -274,6 +276,71 @@ TEST(GpuDist, FullShardOnOneNcclRankTrainsAsOneProcess) {
   ASSERT_EQ(train::train(one), 0);
   ASSERT_EQ(train::train(sharded, control), 0);
   expect_same_losses(one, sharded, 1e-5);
+}
+
+// cuda_graphs against the eager step, from one seed on the same batches: one step's loss, z-loss
+// and gradient norm at each of 5 steps, and every parameter after them. A replay runs the
+// captured kernels on the same inputs, so only cuBLAS choosing another algorithm on the side
+// stream could part them; 1e-6 relative bounds that in float32 (a few roundings of sums of
+// ~1e2 terms), and the half types' rounding of the same products. Global 10 in micro-batches of
+// 4: every step's last micro-batch, of 2, runs eagerly; the first step's two full ones and the
+// second step's first warm up, its second is captured and replayed, and every later one replays.
+void expect_graphed_steps_match_eager(config::TrainConfig c, const std::string& label) {
+  c.global_train_batch_size = 10;
+  c.device_train_microbatch_size = 4;
+  c.softmax_auxiliary_loss = true;
+  const torch::Device cuda(torch::kCUDA);
+  dist::ParallelPlan plan_eager, plan_graphed;
+  c.cuda_graphs = false;
+  train::Trainee eager = train::build_trainee(c, cuda, plan_eager);
+  train::TrainStep eager_step = eager.step(config::step_section(c), plan_eager, cuda);
+  c.cuda_graphs = true;
+  train::Trainee graphed = train::build_trainee(c, cuda, plan_graphed);
+  train::TrainStep graphed_step = graphed.step(config::step_section(c), plan_graphed, cuda);
+  torch::manual_seed(11);
+  for (int step = 0; step < 5; ++step) {
+    const auto batch =
+        torch::randint(0, c.model.vocab_size, {c.global_train_batch_size, c.model.max_sequence_length},
+                       torch::dtype(torch::kLong).device(cuda));
+    const auto a = eager_step.run(batch, 1e-3), b = graphed_step.run(batch, 1e-3);
+    for (const std::string name : {"loss", "z_loss"}) {
+      const double x = a.values[name].item<double>(), y = b.values[name].item<double>();
+      EXPECT_NEAR(y, x, 1e-6 * std::abs(x)) << label << " " << name << " at step " << step + 1;
+    }
+    const double ga = a.grad_norm.item<double>(), gb = b.grad_norm.item<double>();
+    EXPECT_NEAR(gb, ga, 1e-6 * ga) << label << " grad norm at step " << step + 1;
+  }
+  EXPECT_EQ(graphed_step.graph_replays(), 7) << label;
+  const auto pa = eager.model->named_parameters(), pb = graphed.model->named_parameters();
+  for (const auto& kv : pa) {
+    const auto scale = kv.value().abs().max().item<double>();
+    EXPECT_LE((kv.value() - pb[kv.key()]).abs().max().item<double>(), 1e-6 * std::max(scale, 1e-3))
+        << label << " " << kv.key();
+  }
+}
+
+TEST(GpuTrainStep, CudaGraphReplaysTrainAsTheEagerStepForEveryTopology) {
+  REQUIRE_GPU();
+  at::globalContext().setAllowTF32CuBLAS(false);
+  for (const auto& topology : model::topology_names()) {
+    auto c = gpu_run(fresh_dir("gpu_test", "graphs_" + topology));
+    c.model = small_model(topology);
+    expect_graphed_steps_match_eager(c, topology);
+  }
+}
+
+// Autocast's casts happen inside the graph; fp16's loss scale is read at the address the graph
+// captured, so its in-place update reaches the replays.
+TEST(GpuTrainStep, CudaGraphReplaysTrainAsTheEagerStepUnderAutocast) {
+  REQUIRE_GPU();
+  for (const std::string precision : {"amp_bf16", "amp_fp16"})
+    for (const std::string topology : {"pre", "siamese"}) {
+      auto c = gpu_run(fresh_dir("gpu_test", "graphs_" + precision + topology));
+      c.model = small_model(topology);
+      c.precision = *config::enum_named<config::Precision>(precision);
+      c.fp16_loss_scale_growth_interval = 2;  // the scale doubles between replays
+      expect_graphed_steps_match_eager(c, precision + " " + topology);
+    }
 }
 
 }  // namespace

@@ -314,7 +314,8 @@ struct TrainConfig {
   // how many non-finite steps to skip before stopping, and the loss-spike threshold as a
   // multiple of the running median loss.
   std::optional<double> peak_tflops;
-  bool allow_tf32 = true;  // ours: TF32 tensor cores for fp32 matmuls and convolutions on CUDA
+  bool allow_tf32 = true;    // ours: TF32 tensor cores for fp32 matmuls and convolutions on CUDA
+  bool cuda_graphs = false;  // ours: micro-batches replayed as a CUDA graph (train/micro_batch_graph.h)
   int64_t max_bad_steps = 0;
   // ours: amp_fp16's dynamic loss scale (loss_scale.h): its start and how many steps in a
   // row without an overflow double it.

@@ -38,6 +38,11 @@ struct StepSection {
   bool instance_filter = false;             // data.instance_filter: ranks' shares may differ
   bool generate_doc_lengths = false;        // data.generate_doc_lengths
   bool rope_restart_per_document = false;   // data.rope_restart_per_document
+  // cuda_graphs, and what decides whether it can apply (train/micro_batch_graph.h).
+  bool cuda_graphs = false;
+  bool moe = false;
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::None;
+  bool dropout = false;  // any of the model's dropouts above 0
 };
 StepSection step_section(const TrainConfig& c);
 

@@ -39,6 +39,9 @@ class StepValues {
   // then runs the finishers in the order they were registered.
   void reduce(const std::function<void(torch::Tensor&)>& sum_over_ranks);
   void remove(const std::string& name);
+  // A copy whose values own their storage (a CUDA graph's outputs are rewritten by its next
+  // replay), with the same finishers.
+  StepValues cloned() const;
 
   // Whether every value is finite, a bool scalar on the device.
   torch::Tensor all_finite() const;

@@ -93,6 +93,9 @@ class Optimizer {
             const WholeParamsOf* whole = nullptr, const model::Parametrization* shape = nullptr);
 
   void zero_grad();
+  // Zeroes the gradients where they are, keeping their storage (a CUDA graph accumulates into
+  // the addresses it captured); a parameter without one keeps none.
+  void zero_grad_in_place();
   // `lr` is the schedule's value for optimizer.learning_rate: AdamW's groups take it, Muon's
   // matrices the same fraction of their own peak (optimizer.muon.learning_rate).
   void set_learning_rate(double lr);

@@ -6,10 +6,12 @@
 // non-finite loss or gradient cancels on the device. The plan's gradient strategy
 // communicates from its own autograd hooks; the work around the update (the strategy waiting
 // for its gradients, a sharded strategy's gather, a topology's weight projection) runs as the
-// optimizer's hooks. Nothing here waits for the device.
+// optimizer's hooks. Nothing here waits for the device. With cuda_graphs the full
+// micro-batches replay one captured graph (micro_batch_graph.h).
 #include <torch/torch.h>
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "siamese/model/transformer.h"
 #include "siamese/train/device_clock.h"
 #include "siamese/train/loss_scale.h"
+#include "siamese/train/micro_batch_graph.h"
 #include "siamese/train/optimizer.h"
 
 namespace siamese::train {
@@ -38,7 +41,9 @@ struct StepResult {
 
 // Device-clock marks of a step's phases (the bench's breakdown).
 struct StepMarks {
-  std::vector<std::array<size_t, 3>> micro_batches;  // forward start, backward start, backward end
+  // Forward start, backward start, backward end. A replayed graph is one launch: its
+  // backward starts where its forward does.
+  std::vector<std::array<size_t, 3>> micro_batches;
   size_t update_start = 0;
 };
 
@@ -61,6 +66,10 @@ class TrainStep {
   // OLMo's loss over instances masked by the filter.
   StepResult run(const torch::Tensor& batch, double lr, const StepOptions& options = {});
 
+  // The micro-batches replayed as a CUDA graph so far (0 without cuda_graphs, or where it was
+  // refused or its capture failed).
+  int64_t graph_replays() const { return graph_ ? graph_->replays() : 0; }
+
  private:
   model::TransformerImpl& model_;
   Optimizer& optim_;
@@ -78,6 +87,7 @@ class TrainStep {
   bool uneven_shares_;                            // the instance filter on, several ranks
   int64_t n_layers_;
   std::vector<torch::Tensor> params_;  // what the optimizer updates (its gradients are unscaled, clipped)
+  std::unique_ptr<MicroBatchGraph> graph_;  // with cuda_graphs, where cuda_graph_refusal allows it
 };
 
 }  // namespace siamese::train
