@@ -9,6 +9,9 @@ Rope::Rope(int64_t head_dim, double theta, bool full_precision)
 
 std::pair<torch::Tensor, torch::Tensor> Rope::tables(int64_t T, const torch::Device& device) {
   if (!sin_.defined() || sin_.size(0) < T || sin_.device() != device) {
+    // A CUDA graph reads the tables at the addresses it captured (train/micro_batch_graph.h):
+    // a longer forward (an evaluation at the full sequence length) must not free them.
+    if (sin_.defined()) retired_.insert(retired_.end(), {sin_, cos_});
     auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
     auto inv_freq = 1.0 / torch::pow(theta_, torch::arange(0, head_dim_, 2, opts) / double(head_dim_));
     auto angles = torch::outer(torch::arange(T, opts), inv_freq);

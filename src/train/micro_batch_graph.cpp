@@ -29,15 +29,10 @@ std::optional<std::string> cuda_graph_refusal(const config::StepSection& cfg, to
   return std::nullopt;
 }
 
-struct MicroBatchGraph::State {
-  int64_t warmup;
-  int64_t eager = 0;  // warm-up calls so far
-  int64_t replays = 0;
-  bool abandoned = false;
-  std::optional<at::cuda::CUDAStream> side;
-  std::unique_ptr<at::cuda::CUDAGraph> graph;
-  torch::Tensor ids;        // the graph's input
-  MicroBatchOutput output;  // the graph's outputs, rewritten by every replay
+// A CUDA graph that says whether capture_end got as far as owning its pools (its reset() then
+// releases them; before that, nobody does).
+struct MicroBatchCudaGraph : at::cuda::CUDAGraph {
+  bool capture_ended() const { return capture_ended_; }
 };
 
 namespace {
@@ -58,9 +53,11 @@ MicroBatchOutput copied(const MicroBatchOutput& out) {
   return c;
 }
 
-// Leaves a capture that threw: ends it on `stream` if it is still under way and stops the
-// allocators routing `pool`'s allocations (their filters point into the graph about to go).
-void abandon_capture(const at::cuda::CUDAStream& stream, c10::DeviceIndex device, c10::MempoolId_t pool) {
+// Leaves a capture that threw: ends it on `stream` if it is still under way, and where the
+// graph does not own `pool` yet, stops the allocators routing allocations to it (their filters
+// point into the graph about to go) and releases it (else it keeps a micro-batch of memory).
+void abandon_capture(const MicroBatchCudaGraph& graph, const at::cuda::CUDAStream& stream,
+                     c10::DeviceIndex device, c10::MempoolId_t pool) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream.stream(), &status) == cudaSuccess &&
       status != cudaStreamCaptureStatusNone) {
@@ -68,21 +65,35 @@ void abandon_capture(const at::cuda::CUDAStream& stream, c10::DeviceIndex device
     cudaStreamEndCapture(stream.stream(), &partial);
     if (partial != nullptr) cudaGraphDestroy(partial);
   }
-  // Either may already be done (capture_end got that far) or never begun: both throw then.
-  try {
-    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
-    c10::cuda::CUDACachingAllocator::releasePool(device, pool);
-  } catch (const c10::Error&) {
-  }
-  try {
-    at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(pool);
-  } catch (const c10::Error&) {
+  if (!graph.capture_ended()) {
+    // Each step may be done already (capture_end got that far) or never begun: it throws then.
+    const auto attempt = [](const auto& step) {
+      try {
+        step();
+      } catch (const c10::Error&) {
+      }
+    };
+    attempt([&] { c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool); });
+    attempt([&] { c10::cuda::CUDACachingAllocator::releasePool(device, pool); });
+    attempt([&] { at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(pool); });
+    attempt([&] { at::getHostAllocator(at::kCUDA)->release_pool(pool); });
   }
   cudaGetLastError();  // the capture's error is not sticky: the context goes on
   at::autocast::clear_cache();
 }
 
 }  // namespace
+
+struct MicroBatchGraph::State {
+  int64_t warmup;
+  int64_t eager = 0;  // warm-up calls so far
+  int64_t replays = 0;
+  bool abandoned = false;
+  std::optional<at::cuda::CUDAStream> side;
+  std::unique_ptr<MicroBatchCudaGraph> graph;
+  torch::Tensor ids;        // the graph's input
+  MicroBatchOutput output;  // the graph's outputs, rewritten by every replay
+};
 
 MicroBatchGraph::MicroBatchGraph(int64_t warmup) : s_(std::make_unique<State>()) { s_->warmup = warmup; }
 MicroBatchGraph::~MicroBatchGraph() = default;
@@ -111,9 +122,12 @@ MicroBatchOutput MicroBatchGraph::run(const torch::Tensor& ids, const Work& work
     // A cast autocast cached before the capture would be read at its address after the cache
     // let it go; casts made inside the capture are the graph's own.
     at::autocast::clear_cache();
-    auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    auto graph = std::make_unique<MicroBatchCudaGraph>();
     const auto pool = at::cuda::graph_pool_handle();
     wait_for(main, side);
+    // While a capture is under way the allocator gives no cached block back to the device: the
+    // warm-up's, cached in the eager pool, go first, or the capture may run out of memory.
+    c10::cuda::CUDACachingAllocator::emptyCache();
     try {
       const at::cuda::CUDAStreamGuard on_side(side);
       // Thread-local: the data loader's pinning and a background save's copies go on in other
@@ -124,7 +138,7 @@ MicroBatchOutput MicroBatchGraph::run(const torch::Tensor& ids, const Work& work
     } catch (const std::exception& e) {
       s_->output = {};
       s_->ids.reset();
-      abandon_capture(side, ids.device().index(), pool);
+      abandon_capture(*graph, side, ids.device().index(), pool);
       s_->abandoned = true;
       spdlog::warn("cuda_graphs: the micro-batch could not be captured, the run goes on without graphs: {}",
                    e.what());
@@ -132,8 +146,10 @@ MicroBatchOutput MicroBatchGraph::run(const torch::Tensor& ids, const Work& work
     }
     wait_for(side, main);
     s_->graph = std::move(graph);
-    // The warm-up's activations stay cached in the eager pool beside the graph's own.
-    c10::cuda::CUDACachingAllocator::emptyCache();
+    // Without their autograd history, which would keep the captured nodes (and the gradient
+    // accumulators, tied to the side stream) alive.
+    s_->output.sums.nll = s_->output.sums.nll.detach();
+    if (s_->output.sums.z.defined()) s_->output.sums.z = s_->output.sums.z.detach();
     spdlog::info("cuda_graphs: captured the forward and backward of a micro-batch of {} sequences",
                  ids.size(0));
   } else {

@@ -5,6 +5,8 @@
 // [-t2, t1]. Angles are computed in float32 as OLMo does.
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace siamese::model {
 
 class Rope {
@@ -35,6 +37,7 @@ class Rope {
   double theta_;
   bool full_precision_;
   torch::Tensor sin_, cos_;
+  std::vector<torch::Tensor> retired_;  // earlier, shorter tables: kept alive while the module lives
 };
 
 }  // namespace siamese::model

@@ -35,11 +35,16 @@ class MhcLite : public ManifoldStreams {
     std::vector<int64_t> shape = logits.sizes().vec();
     shape.back() = n_;
     shape.push_back(n_);
-    return torch::matmul(torch::softmax(logits, -1), perms_.to(logits.options())).view(shape);
+    // Copied to the device once: a copy from host memory in every forward waited for it, and a
+    // CUDA graph cannot capture one.
+    if (!on_device_.defined() || on_device_.device() != logits.device())
+      on_device_ = perms_.to(logits.device());
+    return torch::matmul(torch::softmax(logits, -1), on_device_.to(logits.scalar_type())).view(shape);
   }
 
  private:
-  torch::Tensor perms_;  // [n!, n*n]
+  torch::Tensor perms_;      // [n!, n*n]
+  torch::Tensor on_device_;  // perms_ on the device the last forward ran on
 };
 
 }  // namespace
